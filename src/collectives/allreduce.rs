@@ -1,0 +1,181 @@
+//! `gaspi_allreduce` and `gaspi_allreduce_user`.
+//!
+//! Each member stores its contribution in the group's shared buffers,
+//! meets the others at one barrier, and then reduces all contributions in
+//! member order: `((c0 op c1) op c2) ...`. Every member therefore computes
+//! the same operations in the same order, and gets bit-identical results,
+//! floating point included, and the same inputs give the same output run
+//! after run.
+
+use super::Pending;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::types::{GroupId, Timeout};
+use bytemuck::Pod;
+
+/// A reduction operation of the typed allreduce (`gaspi_operation_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Smallest element (`GASPI_OP_MIN`); for floats `f64::min` (a NaN
+    /// loses against a number).
+    Min,
+    /// Largest element (`GASPI_OP_MAX`); for floats `f64::max`.
+    Max,
+    /// Sum (`GASPI_OP_SUM`); integers wrap around on overflow.
+    Sum,
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Element types of the typed allreduce (`gaspi_datatype_t`): `i32`,
+/// `u32`, `i64`, `u64`, `f32`, `f64`.
+pub trait Reducible: Pod + sealed::Sealed {
+    /// The GASPI name of the type, e.g. `GASPI_TYPE_DOUBLE`.
+    const GASPI_TYPE: &'static str;
+    /// Combine two elements.
+    fn reduce(op: ReduceOp, a: Self, b: Self) -> Self;
+}
+
+macro_rules! reducible_int {
+    ($($t:ty => $name:literal),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Reducible for $t {
+            const GASPI_TYPE: &'static str = $name;
+            fn reduce(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Sum => a.wrapping_add(b),
+                }
+            }
+        }
+    )*};
+}
+
+macro_rules! reducible_float {
+    ($($t:ty => $name:literal),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Reducible for $t {
+            const GASPI_TYPE: &'static str = $name;
+            fn reduce(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Sum => a + b,
+                }
+            }
+        }
+    )*};
+}
+
+reducible_int!(i32 => "GASPI_TYPE_INT", u32 => "GASPI_TYPE_UINT", i64 => "GASPI_TYPE_LONG", u64 => "GASPI_TYPE_ULONG");
+reducible_float!(f32 => "GASPI_TYPE_FLOAT", f64 => "GASPI_TYPE_DOUBLE");
+
+impl Context {
+    /// Reduce `send` element-wise with `op` over every member of `group`;
+    /// every member gets the result in `recv` (`gaspi_allreduce`). At most
+    /// [`Config::allreduce_elem_max`](crate::Config::allreduce_elem_max)
+    /// elements.
+    ///
+    /// Results are identical on every member and deterministic (see the
+    /// module documentation). On timeout, call again with the same
+    /// arguments to keep waiting.
+    ///
+    /// ```
+    /// use gaspi::{Config, Context, GroupId, ReduceOp, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let mut sum = [0u64; 2];
+    /// ctx.allreduce(&[1, ctx.rank() as u64], &mut sum, ReduceOp::Sum, GroupId::ALL, Timeout::Block)?;
+    /// let n = ctx.num_ranks() as u64;
+    /// assert_eq!(sum, [n, n * (n - 1) / 2]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn allreduce<T: Reducible>(&self, send: &[T], recv: &mut [T], op: ReduceOp, group: GroupId, timeout: Timeout) -> Result<()> {
+        let max = self.config.allreduce_elem_max as usize;
+        if send.len() > max {
+            return Err(Error::InvalidArgument(format!(
+                "allreduce of {} elements: at most {max} (Config::allreduce_elem_max)",
+                send.len()
+            )));
+        }
+        self.allreduce_user(send, recv, |a, b| T::reduce(op, *a, *b), group, timeout)
+    }
+
+    /// Allreduce with a user-defined, element-wise operation on any
+    /// plain-old-data type (`gaspi_allreduce_user`). `reduce(a, b)` must
+    /// not depend on anything but its arguments; it is applied in member
+    /// order, so it need not be commutative. The contribution is at most
+    /// [`Config::allreduce_buf_size`](crate::Config::allreduce_buf_size)
+    /// bytes.
+    ///
+    /// ```
+    /// use gaspi::{Config, Context, GroupId, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// // [value, rank] pairs: the maximum value and who has it
+    /// let mine = [[ctx.rank() as u64 * 10, ctx.rank() as u64]];
+    /// let mut best = [[0u64; 2]];
+    /// ctx.allreduce_user(&mine, &mut best, |a, b| if b[0] > a[0] { *b } else { *a }, GroupId::ALL, Timeout::Block)?;
+    /// assert_eq!(best[0][1], ctx.num_ranks() as u64 - 1);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn allreduce_user<T: Pod>(&self, send: &[T], recv: &mut [T], reduce: impl Fn(&T, &T) -> T, group: GroupId, timeout: Timeout) -> Result<()> {
+        if send.is_empty() || send.len() != recv.len() {
+            return Err(Error::InvalidArgument(format!(
+                "allreduce needs equally long, non-empty send and receive buffers (got {} and {})",
+                send.len(),
+                recv.len()
+            )));
+        }
+        let c = self.committed(group)?;
+        let bytes = std::mem::size_of_val(send);
+        let limit = c.shared.slot_bytes().min(self.config.allreduce_slot_bytes());
+        if bytes > limit {
+            return Err(Error::InvalidArgument(format!(
+                "allreduce of {bytes} bytes: at most {limit} (Config::allreduce_buf_size)"
+            )));
+        }
+        let mut st = c.state()?;
+        let (generation, parity) = match st.pending {
+            None => {
+                let parity = (st.allreduce_calls % 2) as usize;
+                c.shared
+                    .put_contribution(parity, c.index, bytemuck::cast_slice(send));
+                st.allreduce_calls += 1;
+                (c.shared.arrive(), parity)
+            }
+            Some(Pending::Allreduce { generation, parity, bytes: b }) if b == bytes => (generation, parity),
+            Some(_) => return Err(Error::ActiveCollective { group }),
+        };
+        st.pending = Some(Pending::Allreduce { generation, parity, bytes });
+        self.engine.waiter.wait(
+            c.shared.ww(),
+            timeout.deadline(),
+            || c.shared.passed(generation).then_some(()),
+            || self.engine.member_faults(&c.members),
+        )?;
+        st.pending = None;
+        c.shared
+            .get_contribution(parity, 0, bytemuck::cast_slice_mut(recv));
+        let mut other = vec![T::zeroed(); recv.len()];
+        for member in 1..c.members.len() {
+            c.shared
+                .get_contribution(parity, member, bytemuck::cast_slice_mut(&mut other));
+            for (r, o) in recv.iter_mut().zip(&other) {
+                *r = reduce(r, o);
+            }
+        }
+        Ok(())
+    }
+
+    /// Most elements of a typed allreduce (`gaspi_allreduce_elem_max`).
+    pub fn allreduce_elem_max(&self) -> u32 {
+        self.config.allreduce_elem_max
+    }
+
+    /// Bytes of a user-defined allreduce (`gaspi_allreduce_buf_size`).
+    pub fn allreduce_buf_size(&self) -> usize {
+        self.config.allreduce_buf_size
+    }
+}

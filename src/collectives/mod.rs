@@ -1,0 +1,346 @@
+//! Groups and the collectives over them (`gaspi_group_*`, `gaspi_barrier`,
+//! `gaspi_allreduce`).
+//!
+//! A group is built locally ([`Context::group_create`],
+//! [`Context::group_add`]) and then committed by all its members together
+//! ([`Context::group_commit`]); only committed groups run collectives. Every
+//! member must build the same member list. [`GroupId::ALL`] is committed by
+//! `Context::init`.
+//!
+//! A collective that times out stays in progress: call it again (same
+//! arguments) to keep waiting. Until it completes, a different collective on
+//! the same group fails with [`Error::ActiveCollective`].
+
+mod allreduce;
+mod barrier;
+
+pub use allreduce::{ReduceOp, Reducible};
+
+use crate::context::Context;
+use crate::engine::group::GroupShared;
+use crate::error::{Error, Result};
+use crate::types::{GroupId, Rank, SegmentId, Timeout};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A collective that was started on a group and has not completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pending {
+    Barrier { generation: u32 },
+    Allreduce { generation: u32, parity: usize, bytes: usize },
+}
+
+/// Per-group state of the collectives, owned by one caller at a time.
+#[derive(Debug, Default)]
+pub(crate) struct CollState {
+    pub(crate) pending: Option<Pending>,
+    pub(crate) allreduce_calls: u64,
+}
+
+/// A committed group as this rank sees it.
+#[derive(Debug)]
+pub(crate) struct Committed {
+    pub(crate) id: GroupId,
+    pub(crate) members: Vec<Rank>,
+    /// This rank's position in `members`.
+    pub(crate) index: usize,
+    pub(crate) shared: Arc<GroupShared>,
+    state: Mutex<CollState>,
+}
+
+impl Committed {
+    /// The collective state, or `ActiveCollective` if another thread runs a
+    /// collective on this group now.
+    pub(crate) fn state(&self) -> Result<MutexGuard<'_, CollState>> {
+        match self.state.try_lock() {
+            Ok(g) => Ok(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => Err(Error::ActiveCollective { group: self.id }),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum GroupEntry {
+    /// Being defined with `group_add`.
+    Building(Vec<Rank>),
+    /// Commit started: waiting for the leader's object.
+    Opening { members: Vec<Rank>, epoch: u32 },
+    /// Commit started: arrived at the commit barrier.
+    Committing {
+        members: Vec<Rank>,
+        shared: Arc<GroupShared>,
+        generation: u32,
+    },
+    Committed(Arc<Committed>),
+}
+
+impl GroupEntry {
+    fn members(&self) -> &[Rank] {
+        match self {
+            GroupEntry::Building(m) | GroupEntry::Opening { members: m, .. } | GroupEntry::Committing { members: m, .. } => m,
+            GroupEntry::Committed(c) => &c.members,
+        }
+    }
+}
+
+/// The groups of a rank.
+#[derive(Debug)]
+pub(crate) struct Groups {
+    table: Mutex<Vec<Option<GroupEntry>>>,
+    /// How often each member list was committed: names the next commit.
+    epochs: Mutex<HashMap<Vec<Rank>, u32>>,
+    /// A `segment_create` whose closing barrier timed out.
+    pending_create: Mutex<Option<(SegmentId, GroupId)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Groups {
+    pub(crate) fn new(max: usize) -> Groups {
+        Groups {
+            table: Mutex::new((0..max).map(|_| None).collect()),
+            epochs: Mutex::new(HashMap::new()),
+            pending_create: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn take_pending_create(&self, segment: SegmentId, group: GroupId) -> bool {
+        let mut p = lock(&self.pending_create);
+        if *p == Some((segment, group)) {
+            *p = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn set_pending_create(&self, segment: SegmentId, group: GroupId) {
+        *lock(&self.pending_create) = Some((segment, group));
+    }
+
+    /// At term: drop every group; a leader whose commit never completed
+    /// removes the object's name.
+    pub(crate) fn release_all(&self, ctx: &Context) {
+        let mut t = lock(&self.table);
+        for e in t.iter_mut() {
+            if let Some(e) = e.take() {
+                release(ctx, e);
+            }
+        }
+    }
+}
+
+fn release(ctx: &Context, e: GroupEntry) {
+    if let GroupEntry::Committing { members, shared, .. } = e {
+        if members[0] == ctx.rank() {
+            shared.unlink();
+        }
+    }
+}
+
+impl Context {
+    fn group_slot<R>(&self, group: GroupId, f: impl FnOnce(&mut Option<GroupEntry>) -> Result<R>) -> Result<R> {
+        let mut t = lock(&self.groups.table);
+        let slot = t
+            .get_mut(group.0 as usize)
+            .ok_or(Error::InvalidGroup { group })?;
+        f(slot)
+    }
+
+    /// The committed group `group`.
+    pub(crate) fn committed(&self, group: GroupId) -> Result<Arc<Committed>> {
+        self.group_slot(group, |slot| match slot {
+            Some(GroupEntry::Committed(c)) => Ok(c.clone()),
+            Some(_) => Err(Error::GroupNotCommitted { group }),
+            None => Err(Error::InvalidGroup { group }),
+        })
+    }
+
+    pub(crate) fn committed_members(&self, group: GroupId) -> Result<Vec<Rank>> {
+        Ok(self.committed(group)?.members.clone())
+    }
+
+    pub(crate) fn commit_group_all(&self) -> Result<()> {
+        self.group_slot(GroupId::ALL, |slot| {
+            *slot = Some(GroupEntry::Building((0..self.num_ranks()).collect()));
+            Ok(())
+        })?;
+        self.group_commit(GroupId::ALL, self.config.init_timeout)
+    }
+
+    /// Create an empty group and return its handle (`gaspi_group_create`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let g = ctx.group_create()?;
+    /// ctx.group_add(g, ctx.rank())?;
+    /// ctx.group_commit(g, gaspi::Timeout::Block)?;
+    /// assert_eq!(ctx.group_ranks(g)?, vec![ctx.rank()]);
+    /// ctx.group_delete(g)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn group_create(&self) -> Result<GroupId> {
+        let mut t = lock(&self.groups.table);
+        let free = t
+            .iter()
+            .skip(1)
+            .position(|e| e.is_none())
+            .ok_or(Error::TooManyGroups {
+                max: self.config.group_max,
+            })?
+            + 1;
+        t[free] = Some(GroupEntry::Building(Vec::new()));
+        Ok(GroupId(free as u8))
+    }
+
+    /// Add `rank` to the uncommitted group `group` (`gaspi_group_add`).
+    pub fn group_add(&self, group: GroupId, rank: Rank) -> Result<()> {
+        self.engine.check_rank(rank)?;
+        self.group_slot(group, |slot| match slot {
+            Some(GroupEntry::Building(m)) => match m.binary_search(&rank) {
+                Ok(_) => Err(Error::GroupMismatch {
+                    group,
+                    reason: format!("rank {rank} is already a member"),
+                }),
+                Err(pos) => {
+                    m.insert(pos, rank);
+                    Ok(())
+                }
+            },
+            Some(_) => Err(Error::GroupMismatch {
+                group,
+                reason: "a committed group cannot change".into(),
+            }),
+            None => Err(Error::InvalidGroup { group }),
+        })
+    }
+
+    /// Commit `group` together with its other members (`gaspi_group_commit`).
+    /// Every member must have added the same ranks, this rank among them.
+    /// On timeout, call again to keep waiting.
+    pub fn group_commit(&self, group: GroupId, timeout: Timeout) -> Result<()> {
+        let deadline = timeout.deadline();
+        let me = self.rank();
+        // Decide the next step under the table lock; wait outside it.
+        enum Step {
+            Done,
+            Open(Vec<Rank>, u32),
+            Wait,
+        }
+        let step = self.group_slot(group, |slot| match slot {
+            None => Err(Error::InvalidGroup { group }),
+            Some(GroupEntry::Committed(_)) => Ok(Step::Done),
+            Some(GroupEntry::Committing { .. }) => Ok(Step::Wait),
+            Some(GroupEntry::Opening { members, epoch }) => Ok(Step::Open(members.clone(), *epoch)),
+            Some(GroupEntry::Building(m)) => {
+                if !m.contains(&me) {
+                    return Err(Error::GroupMismatch {
+                        group,
+                        reason: format!("it does not contain this rank ({me}); add it first"),
+                    });
+                }
+                let mut epochs = lock(&self.groups.epochs);
+                let e = epochs.entry(m.clone()).or_insert(0);
+                let epoch = *e;
+                *e += 1;
+                let members = std::mem::take(m);
+                *slot = Some(GroupEntry::Opening {
+                    members: members.clone(),
+                    epoch,
+                });
+                Ok(Step::Open(members, epoch))
+            }
+        })?;
+        match step {
+            Step::Done => return Ok(()),
+            Step::Wait => {}
+            Step::Open(members, epoch) => {
+                // The leader creates the object, the others find it.
+                let token = self.engine.token().to_string();
+                let shared = if members[0] == me {
+                    GroupShared::create(&token, &members, epoch, self.config.allreduce_slot_bytes())
+                        .map_err(|e| Error::system(format!("creating the shared state of group {}", group.0), e))?
+                } else {
+                    self.engine.await_object(
+                        deadline,
+                        || {
+                            GroupShared::open(&token, &members, epoch).map_err(|e| {
+                                Error::system(format!("opening the shared state of group {}", group.0), e)
+                            })
+                        },
+                        || self.engine.member_faults(&members),
+                    )?
+                };
+                let shared = Arc::new(shared);
+                let generation = shared.arrive();
+                self.group_slot(group, |slot| {
+                    *slot = Some(GroupEntry::Committing { members, shared, generation });
+                    Ok(())
+                })?;
+            }
+        }
+        let (members, shared, generation) = self.group_slot(group, |slot| match slot {
+            Some(GroupEntry::Committing { members, shared, generation }) => Ok((members.clone(), shared.clone(), *generation)),
+            _ => Err(Error::GroupNotCommitted { group }),
+        })?;
+        self.engine.waiter.wait(
+            shared.ww(),
+            deadline,
+            || shared.passed(generation).then_some(()),
+            || self.engine.member_faults(&members),
+        )?;
+        if members[0] == me {
+            shared.unlink(); // every member has it mapped now
+        }
+        let index = members.binary_search(&me).expect("member list contains this rank");
+        self.group_slot(group, |slot| {
+            *slot = Some(GroupEntry::Committed(Arc::new(Committed {
+                id: group,
+                members,
+                index,
+                shared,
+                state: Mutex::new(CollState::default()),
+            })));
+            Ok(())
+        })
+    }
+
+    /// Delete `group` (`gaspi_group_delete`). [`GroupId::ALL`] cannot be
+    /// deleted.
+    pub fn group_delete(&self, group: GroupId) -> Result<()> {
+        if group == GroupId::ALL {
+            return Err(Error::InvalidArgument("GroupId::ALL cannot be deleted".into()));
+        }
+        let e = self.group_slot(group, |slot| slot.take().ok_or(Error::InvalidGroup { group }))?;
+        release(self, e);
+        Ok(())
+    }
+
+    /// Number of groups of this rank, [`GroupId::ALL`] included
+    /// (`gaspi_group_num`).
+    pub fn group_num(&self) -> usize {
+        lock(&self.groups.table).iter().filter(|e| e.is_some()).count()
+    }
+
+    /// Number of members of `group` (`gaspi_group_size`).
+    pub fn group_size(&self, group: GroupId) -> Result<usize> {
+        self.group_ranks(group).map(|m| m.len())
+    }
+
+    /// Members of `group`, ascending (`gaspi_group_ranks`).
+    pub fn group_ranks(&self, group: GroupId) -> Result<Vec<Rank>> {
+        self.group_slot(group, |slot| {
+            slot.as_ref()
+                .map(|e| e.members().to_vec())
+                .ok_or(Error::InvalidGroup { group })
+        })
+    }
+
+    /// Most groups this rank can have at once (`gaspi_group_max`).
+    pub fn group_max(&self) -> u32 {
+        self.config.group_max
+    }
+}

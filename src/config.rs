@@ -1,0 +1,201 @@
+//! The GASPI configuration (`gaspi_config_t`), set before `Context::init`.
+
+use crate::error::{Error, Result};
+use crate::types::Timeout;
+
+/// Hard limit on queues (GPI-2's `GASPI_MAX_QP`).
+pub const QUEUE_MAX: u32 = 16;
+/// Hard limit on the depth of one queue (GPI-2's `GASPI_MAX_QSIZE`).
+pub const QUEUE_SIZE_LIMIT: u32 = 4096;
+/// Hard limit on segment ids: ids are `0..255`.
+pub const SEGMENT_LIMIT: u32 = 255;
+/// Hard limit on groups per rank.
+pub const GROUP_LIMIT: u32 = 64;
+/// Largest notification table a segment can have.
+pub const NOTIFICATION_LIMIT: u32 = 1 << 24;
+
+/// How a rank waits for something that has not happened yet.
+///
+/// Every blocking call first checks, then (depending on the mode) spins,
+/// yields the CPU and finally sleeps in the kernel (futex) until woken.
+/// `Auto` picks by the job: with at least one core per local rank it spins
+/// for a while before yielding; with more ranks than cores it yields almost
+/// at once, because a spinning rank would take the core the rank it waits
+/// for needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum WaitMode {
+    /// Decide from ranks per core (the default).
+    #[default]
+    Auto,
+    /// Spin until the condition holds or the timeout passes (one core per rank).
+    Spin,
+    /// Yield the CPU between checks, then sleep.
+    Yield,
+    /// Sleep in the kernel almost at once.
+    Block,
+}
+
+impl WaitMode {
+    /// Parse the `GASPI_WAIT` environment value (`auto|spin|yield|block`).
+    ///
+    /// ```
+    /// use gaspi::WaitMode;
+    /// assert_eq!(WaitMode::parse("yield"), Some(WaitMode::Yield));
+    /// assert_eq!(WaitMode::parse("nap"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<WaitMode> {
+        match s {
+            "auto" => Some(WaitMode::Auto),
+            "spin" => Some(WaitMode::Spin),
+            "yield" => Some(WaitMode::Yield),
+            "block" => Some(WaitMode::Block),
+            _ => None,
+        }
+    }
+}
+
+/// Settings of the runtime, fixed at `Context::init` (`gaspi_config_t`).
+///
+/// Start from `Config::default()` (GPI-2's defaults) and change fields:
+///
+/// ```
+/// let cfg = gaspi::Config { queue_num: 2, queue_size_max: 64, ..Default::default() };
+/// assert!(cfg.validate().is_ok());
+/// let bad = gaspi::Config { queue_num: 99, ..Default::default() };
+/// assert!(bad.validate().is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Queues created at init (`queue_num`, default 8, at most [`QUEUE_MAX`]).
+    pub queue_num: u32,
+    /// Requests a queue holds before [`Error::QueueFull`] (`queue_size_max`, default 1024).
+    pub queue_size_max: u32,
+    /// Groups this rank may have at once, `GroupId::ALL` included (default 32).
+    pub group_max: u32,
+    /// Segment ids are `0..segment_max` (default and maximum 255).
+    pub segment_max: u32,
+    /// Largest single transfer in bytes (default 1 GiB).
+    pub transfer_size_max: usize,
+    /// Notifications per segment (default 65,536).
+    pub notification_num: u32,
+    /// Passive messages that can wait in this rank's inbox (default 16).
+    pub passive_queue_size_max: u32,
+    /// Largest passive message in bytes (default 65,535).
+    pub passive_transfer_size_max: usize,
+    /// Bytes per rank for `allreduce_user` (default 255 * 8).
+    pub allreduce_buf_size: usize,
+    /// Elements in a typed `allreduce` (default 255).
+    pub allreduce_elem_max: u32,
+    /// Elements in a list operation (default 255).
+    pub rw_list_elem_max: u32,
+    /// How blocking calls wait; `GASPI_WAIT` in the environment overrides it.
+    pub wait_mode: WaitMode,
+    /// How long `Context::init` waits for the other ranks to start.
+    pub init_timeout: Timeout,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            queue_num: 8,
+            queue_size_max: 1024,
+            group_max: 32,
+            segment_max: SEGMENT_LIMIT,
+            transfer_size_max: 1 << 30,
+            notification_num: 65_536,
+            passive_queue_size_max: 16,
+            passive_transfer_size_max: 65_535,
+            allreduce_buf_size: 255 * 8,
+            allreduce_elem_max: 255,
+            rw_list_elem_max: 255,
+            wait_mode: WaitMode::Auto,
+            init_timeout: Timeout::ms(120_000),
+        }
+    }
+}
+
+impl Config {
+    /// Check every field against its limits.
+    pub fn validate(&self) -> Result<()> {
+        fn check(ok: bool, msg: String) -> Result<()> {
+            if ok { Ok(()) } else { Err(Error::Config(msg)) }
+        }
+        check(
+            (1..=QUEUE_MAX).contains(&self.queue_num),
+            format!("queue_num {} must be in 1..={QUEUE_MAX}", self.queue_num),
+        )?;
+        check(
+            (1..=QUEUE_SIZE_LIMIT).contains(&self.queue_size_max),
+            format!(
+                "queue_size_max {} must be in 1..={QUEUE_SIZE_LIMIT}",
+                self.queue_size_max
+            ),
+        )?;
+        check(
+            (1..=GROUP_LIMIT).contains(&self.group_max),
+            format!("group_max {} must be in 1..={GROUP_LIMIT}", self.group_max),
+        )?;
+        check(
+            (1..=SEGMENT_LIMIT).contains(&self.segment_max),
+            format!(
+                "segment_max {} must be in 1..={SEGMENT_LIMIT}",
+                self.segment_max
+            ),
+        )?;
+        check(
+            self.transfer_size_max > 0,
+            "transfer_size_max must be positive".into(),
+        )?;
+        check(
+            (1..=NOTIFICATION_LIMIT).contains(&self.notification_num),
+            format!(
+                "notification_num {} must be in 1..={NOTIFICATION_LIMIT}",
+                self.notification_num
+            ),
+        )?;
+        check(
+            (1..=4096).contains(&self.passive_queue_size_max),
+            format!(
+                "passive_queue_size_max {} must be in 1..=4096",
+                self.passive_queue_size_max
+            ),
+        )?;
+        check(
+            (1..=(1 << 26)).contains(&self.passive_transfer_size_max),
+            format!(
+                "passive_transfer_size_max {} must be in 1..=64 MiB",
+                self.passive_transfer_size_max
+            ),
+        )?;
+        check(
+            (8..=(1 << 26)).contains(&self.allreduce_buf_size),
+            format!(
+                "allreduce_buf_size {} must be in 8..=64 MiB",
+                self.allreduce_buf_size
+            ),
+        )?;
+        check(
+            self.allreduce_elem_max >= 1
+                && (self.allreduce_elem_max as usize) * 8 <= self.allreduce_buf_size.max(255 * 8),
+            format!(
+                "allreduce_elem_max {} must be at least 1 and fit allreduce_buf_size/8",
+                self.allreduce_elem_max
+            ),
+        )?;
+        check(
+            (1..=65_536).contains(&self.rw_list_elem_max),
+            format!(
+                "rw_list_elem_max {} must be in 1..=65536",
+                self.rw_list_elem_max
+            ),
+        )?;
+        Ok(())
+    }
+
+    /// Bytes each rank contributes to one allreduce: enough for both the
+    /// typed and the user-defined form.
+    pub(crate) fn allreduce_slot_bytes(&self) -> usize {
+        self.allreduce_buf_size
+            .max(self.allreduce_elem_max as usize * 8)
+    }
+}

@@ -1,0 +1,265 @@
+//! Start and stop (`gaspi_proc_init` / `gaspi_proc_term`), and what a rank
+//! knows about the job.
+
+use crate::collectives::Groups;
+use crate::config::{Config, WaitMode};
+use crate::engine::{JobSpec, Native, job};
+use crate::error::{Error, Result};
+use crate::queues::Queues;
+use crate::types::{Rank, RankState};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+/// Environment variables a launcher sets for each rank.
+pub mod env {
+    /// This rank (GPI-2's name).
+    pub const RANK: &str = "GASPI_RANK";
+    /// Number of ranks (GPI-2's name).
+    pub const NRANKS: &str = "GASPI_NRANKS";
+    /// Ranks per node (consecutive ranks form a node).
+    pub const PPN: &str = "GASPI_PPN";
+    /// The job's token: names its shared-memory objects.
+    pub const JOB: &str = "GASPI_JOB";
+    /// Pid of the supervising launcher, if any.
+    pub const LAUNCHER: &str = "GASPI_LAUNCHER";
+    /// Overrides [`Config::wait_mode`](crate::Config::wait_mode): `auto|spin|yield|block`.
+    pub const WAIT: &str = "GASPI_WAIT";
+}
+
+static ALIVE: AtomicBool = AtomicBool::new(false);
+
+/// A rank's handle on the GASPI runtime.
+///
+/// Created by [`Context::init`] (`gaspi_proc_init`), torn down by
+/// [`Context::term`] or on drop (`gaspi_proc_term`). One context may live in
+/// a process at a time. It is `Send + Sync`: several threads of a rank may
+/// post and wait at once, as GASPI allows (use different queues for
+/// independent streams of requests; a collective on one group is run by one
+/// thread at a time, see [`Error::ActiveCollective`]).
+///
+/// Started by `gaspi-run`, a program learns its rank and the job from the
+/// environment; started on its own it is rank 0 of a job of one.
+///
+/// ```
+/// use gaspi::{Config, Context};
+/// let ctx = Context::init(Config::default())?;
+/// assert!(ctx.rank() < ctx.num_ranks());
+/// ctx.barrier(gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+/// # Ok::<(), gaspi::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Context {
+    pub(crate) engine: Native,
+    pub(crate) config: Config,
+    pub(crate) queues: Queues,
+    pub(crate) groups: Groups,
+    ppn: usize,
+    terminated: AtomicBool,
+}
+
+fn env_number(name: &str) -> Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::Environment(format!("{name}={v} is not a number"))),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(_) => Err(Error::Environment(format!("{name} is not valid UTF-8"))),
+    }
+}
+
+/// The job this process belongs to, from the launcher's environment.
+fn spec_from_env() -> Result<JobSpec> {
+    let rank = env_number(env::RANK)?;
+    let nranks = env_number(env::NRANKS)?;
+    let token = std::env::var(env::JOB).ok();
+    let launched = std::env::var_os(env::LAUNCHER).is_some();
+    let (rank, nranks) = match (rank, nranks) {
+        (None, None) => (0, 1),
+        (Some(r), Some(n)) => (r, n),
+        _ => {
+            return Err(Error::Environment(format!(
+                "set both {} and {} (gaspi-run does), or neither for a one-rank job",
+                env::RANK,
+                env::NRANKS
+            )));
+        }
+    };
+    if nranks == 0 || nranks > Rank::MAX as usize || rank >= nranks {
+        return Err(Error::Environment(format!(
+            "rank {rank} of {nranks} ranks is not a valid position"
+        )));
+    }
+    let token = match token {
+        Some(t) if !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric()) => t,
+        Some(t) => {
+            return Err(Error::Environment(format!(
+                "{}={t} must be a non-empty alphanumeric token",
+                env::JOB
+            )));
+        }
+        None if nranks == 1 => job::new_token(),
+        None => {
+            return Err(Error::Environment(format!(
+                "{} is not set: start the ranks with gaspi-run, or give every rank the same \
+                 {} token",
+                env::JOB,
+                env::JOB
+            )));
+        }
+    };
+    let ppn = env_number(env::PPN)?.unwrap_or(nranks);
+    if ppn == 0 {
+        return Err(Error::Environment(format!("{} must be positive", env::PPN)));
+    }
+    Ok(JobSpec {
+        token,
+        rank: rank as Rank,
+        nranks,
+        ppn: ppn.min(nranks),
+        launched: launched && nranks > 0,
+    })
+}
+
+impl Context {
+    /// Join the job (`gaspi_proc_init`): map the job, wait until every rank
+    /// has started (up to [`Config::init_timeout`]), and commit
+    /// [`GroupId::ALL`](crate::GroupId::ALL).
+    ///
+    /// Fails with [`Error::AlreadyInitialized`] if a context is alive in
+    /// this process, and with [`Error::Environment`] if the launcher's
+    /// variables are inconsistent.
+    pub fn init(config: Config) -> Result<Context> {
+        let mut config = config;
+        if let Ok(w) = std::env::var(env::WAIT) {
+            config.wait_mode = WaitMode::parse(&w).ok_or_else(|| {
+                Error::Environment(format!("{}={w}: use auto, spin, yield or block", env::WAIT))
+            })?;
+        }
+        config.validate()?;
+        let spec = spec_from_env()?;
+        if ALIVE.swap(true, SeqCst) {
+            return Err(Error::AlreadyInitialized);
+        }
+        let made = Native::attach(&spec, &config).and_then(|engine| {
+            let ctx = Context {
+                queues: Queues::new(config.queue_num, config.queue_size_max),
+                groups: Groups::new(config.group_max as usize),
+                config,
+                ppn: spec.ppn,
+                engine,
+                terminated: AtomicBool::new(false),
+            };
+            ctx.commit_group_all()?;
+            Ok(ctx)
+        });
+        if made.is_err() {
+            ALIVE.store(false, SeqCst);
+        }
+        made
+    }
+
+    /// Leave the job (`gaspi_proc_term`): delete this rank's segments and
+    /// inbox and mark it terminated. Dropping the context does the same.
+    ///
+    /// Other ranks' operations on this rank fail with
+    /// [`Error::RankTerminated`] afterwards.
+    pub fn term(self) -> Result<()> {
+        self.shutdown(false);
+        Ok(())
+    }
+
+    fn shutdown(&self, failed: bool) {
+        if !self.terminated.swap(true, SeqCst) {
+            self.groups.release_all(self);
+            self.engine.term(failed);
+            ALIVE.store(false, SeqCst);
+        }
+    }
+
+    /// This rank (`gaspi_proc_rank`).
+    pub fn rank(&self) -> Rank {
+        self.engine.rank
+    }
+
+    /// Number of ranks in the job (`gaspi_proc_num`).
+    pub fn num_ranks(&self) -> Rank {
+        self.engine.nranks() as Rank
+    }
+
+    /// Ranks per node: consecutive ranks `node*ppn .. node*ppn+ppn` form a
+    /// node (`gaspi-run --ppn`; all ranks when not given).
+    pub fn ranks_per_node(&self) -> usize {
+        self.ppn
+    }
+
+    /// The node of this rank.
+    pub fn node(&self) -> usize {
+        self.rank() as usize / self.ppn
+    }
+
+    /// Number of nodes.
+    pub fn num_nodes(&self) -> usize {
+        (self.num_ranks() as usize).div_ceil(self.ppn)
+    }
+
+    /// This rank's index within its node (`gaspi_proc_local_rank`).
+    pub fn local_rank(&self) -> Rank {
+        (self.rank() as usize % self.ppn) as Rank
+    }
+
+    /// Number of ranks on this rank's node (`gaspi_proc_local_num`).
+    pub fn local_num(&self) -> Rank {
+        let first = self.node() * self.ppn;
+        (self.num_ranks() as usize - first).min(self.ppn) as Rank
+    }
+
+    /// The configuration in effect (`gaspi_config_get` after init).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Health of every rank (`gaspi_state_vec_get`): a rank that died
+    /// without terminating is [`RankState::Corrupt`].
+    pub fn state_vec(&self) -> Vec<RankState> {
+        (0..self.engine.nranks())
+            .map(|r| match self.engine.job.slot(r).state.load(SeqCst) {
+                job::FAILED => RankState::Corrupt,
+                _ => RankState::Healthy,
+            })
+            .collect()
+    }
+
+    /// Accept the failures seen so far and return all failed ranks.
+    ///
+    /// After a rank fails, blocking calls that cannot tell where their data
+    /// would come from (`notify_waitsome`, `passive_receive`) fail with
+    /// [`Error::RankFailed`] so that nobody waits forever for a dead rank.
+    /// Once acknowledged, they wait for the surviving ranks again (a later
+    /// failure is reported anew). Operations aimed at a failed rank, and
+    /// collectives over groups containing it, always fail.
+    pub fn acknowledge_failures(&self) -> Vec<Rank> {
+        self.engine.acknowledge_failures()
+    }
+
+    /// Whether `rank` is still running (`gaspi_proc_ping`): `Ok` if it is,
+    /// [`Error::RankFailed`] or [`Error::RankTerminated`] if not.
+    pub fn proc_ping(&self, rank: Rank) -> Result<()> {
+        self.engine.check_rank(rank)?;
+        self.engine.faults().ok();
+        self.engine.check_alive(rank)
+    }
+
+    /// The library version (`gaspi_version`).
+    pub fn version() -> &'static str {
+        env!("CARGO_PKG_VERSION")
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // A context dropped while unwinding belongs to a rank going down
+        // abnormally: peers must learn it failed, not that it finished.
+        self.shutdown(std::thread::panicking());
+    }
+}

@@ -1,0 +1,243 @@
+//! Shared state of a committed group: a barrier and allreduce buffers.
+//!
+//! The group's leader (its lowest rank) creates the object at commit under a
+//! name derived from the member list and a per-member-list commit count, so
+//! every member computes the same name without talking to anyone; members
+//! open it, check the member list, and meet at a first barrier. After that
+//! barrier everyone has it mapped and the leader removes the name, so a
+//! committed group leaves nothing in /dev/shm.
+//!
+//! The barrier is a sense-reversing counter: each member reads the current
+//! generation, increments `count`, and the last arriver resets `count` and
+//! advances the generation, which the others wait for. It completes when
+//! every member has arrived once; a member whose wait timed out keeps its
+//! arrival and, called again, only waits (GASPI's barrier retry semantics).
+//!
+//! Allreduce contributions are double buffered by call parity, so one
+//! barrier per allreduce suffices: a rank can only write the buffer of call
+//! k+2 after the barrier of call k+1, which every rank reaches only after it
+//! finished reading the buffers of call k.
+
+use super::job;
+use super::shm::{self, Mapping, Shared};
+use super::wait::WaitWord;
+use crate::types::Rank;
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+
+const MAGIC: u64 = 0x4741_5350_4947_5250; // "GASPIGRP"
+
+#[repr(C)]
+#[derive(Debug)]
+struct GroupHeader {
+    magic: AtomicU64,
+    key: AtomicU64,
+    slot_bytes: AtomicU64,
+    epoch: AtomicU32,
+    nmembers: AtomicU32,
+    _pad: [AtomicU64; 4],
+    count: AtomicU32,
+    _pad_count: [AtomicU32; 15],
+    /// The barrier generation is `ww.seq`.
+    ww: WaitWord,
+}
+
+// SAFETY: atomics only.
+unsafe impl Shared for GroupHeader {}
+
+/// FNV-1a hash of a sorted member list: the group's key.
+pub(crate) fn members_key(members: &[Rank]) -> u64 {
+    members.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &r| {
+        let h = (h ^ (r as u64 & 0xff)).wrapping_mul(0x0100_0000_01b3);
+        (h ^ (r as u64 >> 8)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+struct Layout {
+    members: usize,
+    buffers: usize,
+    total: usize,
+}
+
+fn layout(n: usize, slot_bytes: usize) -> Layout {
+    let members = shm::align_up(std::mem::size_of::<GroupHeader>(), 64);
+    let buffers = shm::align_up(members + 4 * n, 64);
+    Layout {
+        members,
+        buffers,
+        total: buffers + 2 * n * slot_bytes,
+    }
+}
+
+/// A mapped group object.
+#[derive(Debug)]
+pub(crate) struct GroupShared {
+    map: Mapping,
+    name: String,
+    n: usize,
+    slot_bytes: usize,
+    buffers: usize,
+}
+
+impl GroupShared {
+    fn object_name(token: &str, members: &[Rank], epoch: u32) -> String {
+        job::group_object(token, members[0] as usize, members_key(members), epoch)
+    }
+
+    /// The leader's side: create the object for `members` (sorted).
+    pub(crate) fn create(token: &str, members: &[Rank], epoch: u32, slot_bytes: usize) -> io::Result<GroupShared> {
+        let name = GroupShared::object_name(token, members, epoch);
+        let l = layout(members.len(), slot_bytes);
+        let fd = shm::create(&name, l.total)?;
+        let map = Mapping::new(&fd, l.total, 0, false)?;
+        let g = GroupShared {
+            map,
+            name,
+            n: members.len(),
+            slot_bytes,
+            buffers: l.buffers,
+        };
+        for (slot, &r) in g.member_slots().iter().zip(members) {
+            slot.store(r as u32, SeqCst);
+        }
+        let h = g.header();
+        h.key.store(members_key(members), SeqCst);
+        h.epoch.store(epoch, SeqCst);
+        h.nmembers.store(members.len() as u32, SeqCst);
+        h.slot_bytes.store(slot_bytes as u64, SeqCst);
+        h.magic.store(MAGIC, SeqCst);
+        Ok(g)
+    }
+
+    /// A member's side: open the object of `members` if the leader created
+    /// it already (`Ok(None)` if not yet), and check the member list.
+    pub(crate) fn open(token: &str, members: &[Rank], epoch: u32) -> io::Result<Option<GroupShared>> {
+        let name = GroupShared::object_name(token, members, epoch);
+        let (fd, len) = match shm::open(&name) {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if len < std::mem::size_of::<GroupHeader>() {
+            return Ok(None);
+        }
+        let map = Mapping::new(&fd, len, 0, false)?;
+        let h = map.at::<GroupHeader>(0);
+        if h.magic.load(SeqCst) != MAGIC {
+            return Ok(None);
+        }
+        let slot_bytes = h.slot_bytes.load(SeqCst) as usize;
+        let n = h.nmembers.load(SeqCst) as usize;
+        let l = layout(n, slot_bytes);
+        if n != members.len() || l.total != len {
+            return Err(io::Error::other("group object does not match the member list"));
+        }
+        let g = GroupShared {
+            map,
+            name,
+            n,
+            slot_bytes,
+            buffers: l.buffers,
+        };
+        if g.member_slots().iter().zip(members).any(|(s, &r)| s.load(SeqCst) != r as u32) {
+            return Err(io::Error::other("group object does not match the member list"));
+        }
+        Ok(Some(g))
+    }
+
+    /// Remove the name (the leader, once every member has the object mapped).
+    pub(crate) fn unlink(&self) {
+        let _ = shm::unlink(&self.name);
+    }
+
+    fn header(&self) -> &GroupHeader {
+        self.map.at(0)
+    }
+
+    fn member_slots(&self) -> &[AtomicU32] {
+        self.map.slice(layout(self.n, self.slot_bytes).members, self.n)
+    }
+
+    /// Bytes each member can contribute to an allreduce.
+    pub(crate) fn slot_bytes(&self) -> usize {
+        self.slot_bytes
+    }
+
+    /// The barrier's wake-up word; its sequence is the generation.
+    pub(crate) fn ww(&self) -> &WaitWord {
+        &self.header().ww
+    }
+
+    /// Arrive at the barrier; returns the generation to wait past.
+    pub(crate) fn arrive(&self) -> u32 {
+        let h = self.header();
+        let generation = h.ww.seq();
+        if h.count.fetch_add(1, SeqCst) + 1 == self.n as u32 {
+            h.count.store(0, SeqCst);
+            h.ww.advance();
+        }
+        generation
+    }
+
+    /// Whether the barrier of generation `generation` has completed.
+    pub(crate) fn passed(&self, generation: u32) -> bool {
+        self.header().ww.seq() != generation
+    }
+
+    fn contribution(&self, parity: usize, member: usize, len: usize) -> *mut u8 {
+        assert!(parity < 2 && member < self.n && len <= self.slot_bytes);
+        self.map
+            .ptr()
+            .wrapping_add(self.buffers + (parity * self.n + member) * self.slot_bytes)
+    }
+
+    /// Store `data` as `member`'s contribution to a call of parity `parity`.
+    pub(crate) fn put_contribution(&self, parity: usize, member: usize, data: &[u8]) {
+        let dst = self.contribution(parity, member, data.len());
+        // SAFETY: dst..dst+len is inside this member's slot of the mapping
+        // (asserted by `contribution`); `data` is a separate Rust buffer.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+    }
+
+    /// Read `member`'s contribution of parity `parity` into `out`.
+    pub(crate) fn get_contribution(&self, parity: usize, member: usize, out: &mut [u8]) {
+        let src = self.contribution(parity, member, out.len());
+        // SAFETY: src..src+len is inside the slot (asserted); `out` is a
+        // separate Rust buffer.
+        unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_depends_on_members() {
+        assert_ne!(members_key(&[0, 1, 2]), members_key(&[0, 1, 3]));
+        assert_ne!(members_key(&[1, 2]), members_key(&[2, 1]));
+        assert_eq!(members_key(&[4, 9]), members_key(&[4, 9]));
+    }
+
+    #[test]
+    fn create_open_barrier_and_buffers() {
+        let token = job::new_token();
+        let members = [0u16, 2, 5];
+        assert!(GroupShared::open(&token, &members, 0).unwrap().is_none());
+        let a = GroupShared::create(&token, &members, 0, 64).unwrap();
+        let b = GroupShared::open(&token, &members, 0).unwrap().unwrap();
+        assert!(GroupShared::open(&token, &[0, 2], 0).unwrap().is_none());
+        let g0 = a.arrive();
+        let g1 = b.arrive();
+        assert_eq!(g0, g1);
+        assert!(!a.passed(g0));
+        b.arrive(); // third member
+        assert!(a.passed(g0) && b.passed(g1));
+        a.put_contribution(1, 2, &[7; 64]);
+        let mut out = [0u8; 64];
+        b.get_contribution(1, 2, &mut out);
+        assert_eq!(out, [7; 64]);
+        a.unlink();
+        assert_eq!(job::sweep(&token), 0);
+    }
+}

@@ -1,0 +1,217 @@
+//! The passive-communication inbox of a rank: a bounded multi-producer,
+//! multi-consumer ring in the receiver's shared memory (D. Vyukov's bounded
+//! queue).
+//!
+//! Every slot has a sequence number. A sender may claim the slot at `tail`
+//! when its sequence equals `tail`; it copies the message in and publishes it
+//! by setting the sequence to `tail + 1`. A receiver may take the slot at
+//! `head` when its sequence equals `head + 1`; it copies the message out and
+//! frees the slot by setting the sequence to `head + slots`. Claims are CAS
+//! operations on `tail`/`head` made only when the slot is ready, so a sender
+//! that times out on a full inbox, or a receiver on an empty one, has taken
+//! nothing and leaves the inbox usable.
+
+use super::job;
+use super::segment::SegmentObject;
+use super::shm::{self, Mapping, Shared};
+use super::wait::{WaitWord, Waiter};
+use crate::error::{Error, Result};
+use crate::types::{Deadline, Rank};
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+
+const MAGIC: u64 = 0x4741_5350_4942_4F58; // "GASPIBOX"
+
+#[repr(C)]
+#[derive(Debug)]
+struct InboxHeader {
+    magic: AtomicU64,
+    slots: AtomicU32,
+    slot_bytes: AtomicU32,
+    _pad: [AtomicU64; 6],
+    head: AtomicU64,
+    _pad_head: [AtomicU64; 7],
+    tail: AtomicU64,
+    _pad_tail: [AtomicU64; 7],
+    /// Receivers sleep here for messages.
+    recv_ww: WaitWord,
+    /// Senders sleep here for free slots.
+    send_ww: WaitWord,
+}
+
+// SAFETY: atomics only.
+unsafe impl Shared for InboxHeader {}
+
+#[repr(C, align(64))]
+#[derive(Debug)]
+struct SlotHeader {
+    seq: AtomicU64,
+    sender: AtomicU32,
+    len: AtomicU32,
+}
+
+// SAFETY: atomics only.
+unsafe impl Shared for SlotHeader {}
+
+fn slot_stride(slot_bytes: usize) -> usize {
+    shm::align_up(std::mem::size_of::<SlotHeader>() + slot_bytes, 64)
+}
+
+fn first_slot() -> usize {
+    shm::align_up(std::mem::size_of::<InboxHeader>(), 64)
+}
+
+/// A mapped inbox (the owner's or a sender's view).
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    map: Mapping,
+    slots: usize,
+    slot_bytes: usize,
+}
+
+impl Inbox {
+    /// Create the inbox of `rank` with `slots` messages of up to
+    /// `slot_bytes` bytes.
+    pub(crate) fn create(token: &str, rank: usize, slots: usize, slot_bytes: usize) -> io::Result<Inbox> {
+        let name = job::inbox_object(token, rank);
+        let len = first_slot() + slots * slot_stride(slot_bytes);
+        let fd = shm::create(&name, len)?;
+        let map = Mapping::new(&fd, len, 0, false)?;
+        let inbox = Inbox {
+            map,
+            slots,
+            slot_bytes,
+        };
+        for i in 0..slots {
+            inbox.slot(i as u64).seq.store(i as u64, SeqCst);
+        }
+        let h = inbox.header();
+        h.slots.store(slots as u32, SeqCst);
+        h.slot_bytes.store(slot_bytes as u32, SeqCst);
+        h.magic.store(MAGIC, SeqCst);
+        Ok(inbox)
+    }
+
+    /// Open the inbox of `rank` as a sender.
+    pub(crate) fn open(token: &str, rank: usize) -> io::Result<Inbox> {
+        let (fd, len) = shm::open(&job::inbox_object(token, rank))?;
+        let map = Mapping::new(&fd, len, 0, false)?;
+        let h = map.at::<InboxHeader>(0);
+        if h.magic.load(SeqCst) != MAGIC {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
+        let (slots, slot_bytes) = (h.slots.load(SeqCst) as usize, h.slot_bytes.load(SeqCst) as usize);
+        if slots == 0 || first_slot() + slots * slot_stride(slot_bytes) > len {
+            return Err(io::Error::other("inbox with an inconsistent layout"));
+        }
+        Ok(Inbox {
+            map,
+            slots,
+            slot_bytes,
+        })
+    }
+
+    /// Remove the inbox's name (its owner, at term).
+    pub(crate) fn unlink(token: &str, rank: usize) {
+        let _ = shm::unlink(&job::inbox_object(token, rank));
+    }
+
+    /// Largest message this inbox takes.
+    pub(crate) fn max_message(&self) -> usize {
+        self.slot_bytes
+    }
+
+    fn header(&self) -> &InboxHeader {
+        self.map.at(0)
+    }
+
+    fn slot_offset(&self, pos: u64) -> usize {
+        first_slot() + (pos % self.slots as u64) as usize * slot_stride(self.slot_bytes)
+    }
+
+    fn slot(&self, pos: u64) -> &SlotHeader {
+        self.map.at(self.slot_offset(pos))
+    }
+
+    fn slot_data(&self, pos: u64) -> *mut u8 {
+        self.map
+            .ptr()
+            .wrapping_add(self.slot_offset(pos) + std::mem::size_of::<SlotHeader>())
+    }
+
+    /// Queue `len` bytes at data offset `off` of `from` as a message of
+    /// `sender`, waiting for a free slot until `deadline`.
+    pub(crate) fn send(&self, sender: Rank, from: &SegmentObject, off: usize, len: usize, waiter: &Waiter, deadline: Deadline, check: impl FnMut() -> Result<()>) -> Result<()> {
+        assert!(len <= self.slot_bytes, "unchecked passive message size");
+        let src = from.span(off, len);
+        let h = self.header();
+        let pos = waiter.wait(
+            &h.send_ww,
+            deadline,
+            || loop {
+                let pos = h.tail.load(SeqCst);
+                let seq = self.slot(pos).seq.load(SeqCst);
+                match seq.wrapping_sub(pos) as i64 {
+                    0 => {
+                        if h.tail.compare_exchange(pos, pos + 1, SeqCst, SeqCst).is_ok() {
+                            return Some(pos);
+                        }
+                    }
+                    d if d < 0 => return None, // full
+                    _ => {}                    // another sender moved on; reload
+                }
+            },
+            check,
+        )?;
+        // SAFETY: the slot at `pos` is claimed by us alone until we publish
+        // it; its data area holds slot_bytes >= len bytes inside the mapping;
+        // src..src+len is inside `from` (span) and cannot overlap the inbox.
+        unsafe { std::ptr::copy_nonoverlapping(src, self.slot_data(pos), len) };
+        let slot = self.slot(pos);
+        slot.sender.store(sender as u32, SeqCst);
+        slot.len.store(len as u32, SeqCst);
+        slot.seq.store(pos + 1, SeqCst);
+        h.recv_ww.wake();
+        Ok(())
+    }
+
+    /// Take the next message into data offset `off` of `into`, which has
+    /// room for `capacity` bytes, waiting until `deadline`. Returns the
+    /// sender and the message length.
+    pub(crate) fn receive(&self, into: &SegmentObject, off: usize, capacity: usize, waiter: &Waiter, deadline: Deadline, check: impl FnMut() -> Result<()>) -> Result<(Rank, usize)> {
+        let dst = into.span(off, capacity);
+        let h = self.header();
+        let pos = waiter.wait(
+            &h.recv_ww,
+            deadline,
+            || loop {
+                let pos = h.head.load(SeqCst);
+                let slot = self.slot(pos);
+                let seq = slot.seq.load(SeqCst);
+                match seq.wrapping_sub(pos + 1) as i64 {
+                    0 => {
+                        let len = slot.len.load(SeqCst) as usize;
+                        if len > capacity {
+                            return Some(Err(Error::MessageTooLarge { size: len, capacity }));
+                        }
+                        if h.head.compare_exchange(pos, pos + 1, SeqCst, SeqCst).is_ok() {
+                            return Some(Ok(pos));
+                        }
+                    }
+                    d if d < 0 => return None, // empty
+                    _ => {}
+                }
+            },
+            check,
+        )??;
+        let slot = self.slot(pos);
+        let (sender, len) = (slot.sender.load(SeqCst) as Rank, slot.len.load(SeqCst) as usize);
+        // SAFETY: the slot is ours until we free it; it holds len <= capacity
+        // bytes; dst..dst+capacity is inside `into` (span) and distinct from
+        // the inbox mapping.
+        unsafe { std::ptr::copy_nonoverlapping(self.slot_data(pos), dst, len) };
+        slot.seq.store(pos + self.slots as u64, SeqCst);
+        h.send_ww.wake();
+        Ok((sender, len))
+    }
+}

@@ -1,0 +1,396 @@
+//! The job control block: one shared object per job, mapped by every rank
+//! and by the launcher.
+//!
+//! It holds the job's shape, an init barrier, and one [`RankSlot`] per rank:
+//! the rank's pid, its state (running, terminated, failed) and its segment
+//! directory, which peers read to find and validate that rank's segments.
+//! Segment data, notification tables, inboxes and group state live in
+//! objects of their own, created by the rank that owns them, so creating and
+//! finding them never goes through one rank.
+//!
+//! Every object of a job is named `gaspi.<token>.<what>`, where `token` is
+//! 128 random bits: [`sweep`] removes a job's objects by that prefix.
+
+use super::shm::{self, Mapping, Shared};
+use super::wait::WaitWord;
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+
+const MAGIC: u64 = 0x4741_5350_494A_4F42; // "GASPIJOB"
+const VERSION: u32 = 1;
+
+/// The number of segment ids a rank's directory holds.
+pub(crate) const SEGMENT_SLOTS: usize = 256;
+
+/// A rank that has not attached yet.
+pub(crate) const ABSENT: u32 = 0;
+/// A rank that attached and has not terminated.
+pub(crate) const RUNNING: u32 = 1;
+/// A rank that called `proc_term`.
+pub(crate) const TERMINATED: u32 = 2;
+/// A rank that died without `proc_term`.
+pub(crate) const FAILED: u32 = 3;
+
+/// The job-wide header.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct JobHeader {
+    magic: AtomicU64,
+    version: AtomicU32,
+    nranks: AtomicU32,
+    ppn: AtomicU32,
+    launcher_pid: AtomicU32,
+    launcher_start: AtomicU64,
+    /// The pid namespace the pids are from (its inode number).
+    pid_namespace: AtomicU64,
+    /// Ranks that reached the init barrier.
+    pub(crate) arrived: AtomicU32,
+    /// Ranks marked failed (a fast check for waiters).
+    pub(crate) failed: AtomicU32,
+    /// The first rank marked failed, plus one (0: none): the root cause
+    /// when one failure leads others to give up.
+    pub(crate) first_failed: AtomicU32,
+    /// Ranks that terminated cleanly.
+    pub(crate) terminated: AtomicU32,
+    _pad: AtomicU32,
+    /// Woken when `arrived` or a rank's state changes.
+    pub(crate) ww: WaitWord,
+}
+
+// SAFETY: atomics only (WaitWord is Shared).
+unsafe impl Shared for JobHeader {}
+
+/// One segment id of a rank's directory.
+///
+/// `generation` counts creations and deletions: odd while the segment exists, even
+/// after it was deleted (or before it was ever created). A peer that mapped
+/// generation `g` knows its mapping is current while `generation == g`.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct SegmentEntry {
+    pub(crate) generation: AtomicU64,
+    pub(crate) size: AtomicU64,
+}
+
+// SAFETY: atomics only.
+unsafe impl Shared for SegmentEntry {}
+
+/// What the job knows about one rank.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub(crate) struct RankSlot {
+    pub(crate) pid: AtomicU32,
+    pub(crate) state: AtomicU32,
+    /// The wait status recorded by the launcher, plus one (0: unknown).
+    pub(crate) exit: AtomicU32,
+    _pad: AtomicU32,
+    pub(crate) start_time: AtomicU64,
+    pub(crate) segments: [SegmentEntry; SEGMENT_SLOTS],
+}
+
+// SAFETY: atomics only.
+unsafe impl Shared for RankSlot {}
+
+/// The job object's name.
+pub(crate) fn job_object(token: &str) -> String {
+    format!("gaspi.{token}.job")
+}
+
+/// The prefix shared by all objects of a job.
+pub(crate) fn prefix(token: &str) -> String {
+    format!("gaspi.{token}.")
+}
+
+/// The object of generation `generation` of segment `seg` of `rank`.
+pub(crate) fn segment_object(token: &str, rank: usize, seg: usize, generation: u64) -> String {
+    format!("gaspi.{token}.r{rank}.s{seg}.{generation}")
+}
+
+/// The passive-communication inbox of `rank`.
+pub(crate) fn inbox_object(token: &str, rank: usize) -> String {
+    format!("gaspi.{token}.r{rank}.inbox")
+}
+
+/// The shared state of a committed group, created by its leader.
+pub(crate) fn group_object(token: &str, leader: usize, key: u64, epoch: u32) -> String {
+    format!("gaspi.{token}.g{leader}.{key:016x}.{epoch}")
+}
+
+/// Remove every object of the job `token`. Returns how many were removed.
+pub(crate) fn sweep(token: &str) -> usize {
+    shm::list(&prefix(token))
+        .iter()
+        .filter(|n| shm::unlink(n).is_ok())
+        .count()
+}
+
+/// A fresh job token: 128 random bits in hex.
+pub(crate) fn new_token() -> String {
+    let mut b = [0u8; 16];
+    let mut filled = 0;
+    while filled < b.len() {
+        // SAFETY: writes at most len-filled bytes into the array's tail.
+        let n = unsafe { libc::getrandom(b[filled..].as_mut_ptr().cast(), b.len() - filled, 0) };
+        if n > 0 {
+            filled += n as usize;
+        }
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Start time of `pid` in clock ticks since boot (field 22 of
+/// `/proc/PID/stat`) and whether it is a zombie; `None` if it does not exist.
+pub(crate) fn process_info(pid: u32) -> Option<(u64, bool)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain anything: parse
+    // from the last ')'. After it: state (field 3) ... starttime (field 22).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((start, state == "Z" || state == "X"))
+}
+
+/// The inode of this process's pid namespace (0 if unknown).
+fn pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
+/// True if `pid` runs and is the same process that recorded `start_time`.
+pub(crate) fn process_alive(pid: u32, start_time: u64) -> bool {
+    matches!(process_info(pid), Some((s, false)) if s == start_time)
+}
+
+/// A mapped job control block.
+#[derive(Debug)]
+pub(crate) struct JobBlock {
+    token: String,
+    map: Mapping,
+    nranks: usize,
+}
+
+fn header_len() -> usize {
+    shm::align_up(std::mem::size_of::<JobHeader>(), 4096)
+}
+
+fn object_len(nranks: usize) -> usize {
+    header_len() + nranks * std::mem::size_of::<RankSlot>()
+}
+
+impl JobBlock {
+    /// Create the block of a new job of `nranks` ranks (`ppn` per node).
+    /// `launcher` is the pid of the process that will supervise the ranks.
+    pub(crate) fn create(token: &str, nranks: usize, ppn: usize, launcher: Option<u32>) -> io::Result<JobBlock> {
+        let name = job_object(token);
+        let fd = shm::create(&name, object_len(nranks))?;
+        let map = Mapping::new(&fd, object_len(nranks), 0, false)?;
+        let block = JobBlock {
+            token: token.to_string(),
+            map,
+            nranks,
+        };
+        let h = block.header();
+        h.version.store(VERSION, SeqCst);
+        h.nranks.store(nranks as u32, SeqCst);
+        h.ppn.store(ppn as u32, SeqCst);
+        h.pid_namespace.store(pid_namespace(), SeqCst);
+        if let Some(pid) = launcher {
+            h.launcher_pid.store(pid, SeqCst);
+            h.launcher_start
+                .store(process_info(pid).map_or(0, |(s, _)| s), SeqCst);
+        }
+        h.magic.store(MAGIC, SeqCst);
+        Ok(block)
+    }
+
+    /// Open the block of job `token` if it exists and is initialised.
+    /// `Ok(None)` means "not there yet".
+    pub(crate) fn try_open(token: &str) -> io::Result<Option<JobBlock>> {
+        let name = job_object(token);
+        let (fd, size) = match shm::open(&name) {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if size < header_len() {
+            return Ok(None); // being created: ftruncate not done yet
+        }
+        let map = Mapping::new(&fd, size, 0, false)?;
+        let h = map.at::<JobHeader>(0);
+        if h.magic.load(SeqCst) != MAGIC {
+            return Ok(None);
+        }
+        if h.version.load(SeqCst) != VERSION {
+            return Err(io::Error::other("job block of an incompatible gaspi version"));
+        }
+        let nranks = h.nranks.load(SeqCst) as usize;
+        if object_len(nranks) > size {
+            return Err(io::Error::other("job block smaller than its rank count"));
+        }
+        Ok(Some(JobBlock {
+            token: token.to_string(),
+            map,
+            nranks,
+        }))
+    }
+
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub(crate) fn header(&self) -> &JobHeader {
+        self.map.at(0)
+    }
+
+    pub(crate) fn nranks(&self) -> usize {
+        self.nranks
+    }
+
+    /// Pid of the supervising launcher, if the job has one.
+    pub(crate) fn launcher(&self) -> Option<(u32, u64)> {
+        let h = self.header();
+        match h.launcher_pid.load(SeqCst) {
+            0 => None,
+            pid => Some((pid, h.launcher_start.load(SeqCst))),
+        }
+    }
+
+    pub(crate) fn slot(&self, rank: usize) -> &RankSlot {
+        assert!(rank < self.nranks);
+        self.map
+            .at(header_len() + rank * std::mem::size_of::<RankSlot>())
+    }
+
+    /// Mark `rank` failed unless it terminated; returns true if this call
+    /// changed its state. Wakes everyone sleeping on the job header.
+    pub(crate) fn mark_failed(&self, rank: usize) -> bool {
+        let slot = self.slot(rank);
+        let mut cur = slot.state.load(SeqCst);
+        loop {
+            if cur == TERMINATED || cur == FAILED {
+                return false;
+            }
+            match slot.state.compare_exchange(cur, FAILED, SeqCst, SeqCst) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        let h = self.header();
+        let _ = h.first_failed.compare_exchange(0, rank as u32 + 1, SeqCst, SeqCst);
+        h.failed.fetch_add(1, SeqCst);
+        h.ww.advance();
+        true
+    }
+
+    /// Ranks currently marked failed, the first one to fail first.
+    pub(crate) fn failed_ranks(&self) -> Vec<usize> {
+        let first = self.header().first_failed.load(SeqCst) as usize;
+        let mut v: Vec<usize> = first.checked_sub(1).into_iter().collect();
+        v.extend((0..self.nranks).filter(|&r| r + 1 != first && self.slot(r).state.load(SeqCst) == FAILED));
+        v
+    }
+
+    /// Check every running rank's process and mark the dead ones failed
+    /// (used when no launcher supervises the job).
+    pub(crate) fn probe(&self) {
+        for r in 0..self.nranks {
+            let slot = self.slot(r);
+            if slot.state.load(SeqCst) != RUNNING {
+                continue;
+            }
+            let pid = slot.pid.load(SeqCst);
+            if pid != 0 && !process_alive(pid, slot.start_time.load(SeqCst)) {
+                self.mark_failed(r);
+            }
+        }
+    }
+
+    /// True if processes of this job were recorded and none of them (the
+    /// launcher included) runs any more. A job whose processes have not
+    /// recorded themselves yet is being set up, not abandoned.
+    fn abandoned(&self) -> bool {
+        if self.header().pid_namespace.load(SeqCst) != pid_namespace() {
+            return false; // its pids mean nothing here: we cannot tell
+        }
+        let mut procs: Vec<(u32, u64)> = self.launcher().into_iter().collect();
+        procs.extend((0..self.nranks).map(|r| {
+            let s = self.slot(r);
+            (s.pid.load(SeqCst), s.start_time.load(SeqCst))
+        }));
+        procs.retain(|&(pid, _)| pid != 0);
+        !procs.is_empty() && !procs.iter().any(|&(pid, start)| process_alive(pid, start))
+    }
+}
+
+/// Remove the objects of jobs of this user whose launcher and ranks are all
+/// gone (a launcher killed with SIGKILL cannot clean up after itself).
+/// Returns the tokens swept.
+pub(crate) fn sweep_stale() -> Vec<String> {
+    let mut swept = Vec::new();
+    for name in shm::list("gaspi.") {
+        let Some(token) = name
+            .strip_prefix("gaspi.")
+            .and_then(|n| n.strip_suffix(".job"))
+        else {
+            continue;
+        };
+        if let Ok(Some(block)) = JobBlock::try_open(token) {
+            if block.abandoned() {
+                sweep(token);
+                swept.push(token.to_string());
+            }
+        }
+    }
+    swept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_hex() {
+        let (a, b) = (new_token(), new_token());
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn own_process_is_alive_and_start_time_matters() {
+        let me = std::process::id();
+        let (start, zombie) = process_info(me).unwrap();
+        assert!(!zombie);
+        assert!(process_alive(me, start));
+        assert!(!process_alive(me, start + 1));
+    }
+
+    #[test]
+    fn create_open_fail_and_sweep() {
+        let token = new_token();
+        let a = JobBlock::create(&token, 3, 3, None).unwrap();
+        let b = JobBlock::try_open(&token).unwrap().unwrap();
+        assert_eq!(b.nranks(), 3);
+        a.slot(1).state.store(RUNNING, SeqCst);
+        assert!(b.mark_failed(1));
+        assert!(!b.mark_failed(1));
+        assert_eq!(a.failed_ranks(), vec![1]);
+        assert_eq!(a.header().failed.load(SeqCst), 1);
+        assert_eq!(sweep(&token), 1);
+        assert!(JobBlock::try_open(&token).unwrap().is_none());
+    }
+
+    #[test]
+    fn stale_jobs_are_swept_live_ones_kept() {
+        let live = new_token();
+        let _l = JobBlock::create(&live, 1, 1, Some(std::process::id())).unwrap();
+        let dead = new_token();
+        let d = JobBlock::create(&dead, 1, 1, None).unwrap();
+        d.slot(0).pid.store(u32::MAX - 1, SeqCst); // no such process
+        let swept = sweep_stale();
+        assert!(swept.contains(&dead));
+        assert!(!swept.contains(&live));
+        sweep(&live);
+    }
+}

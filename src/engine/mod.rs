@@ -1,0 +1,470 @@
+//! The native engine: ranks on one machine as processes sharing memory.
+//!
+//! Every rank maps the segments of the others. A write is a copy into the
+//! target's segment object, a notification a `SeqCst` store into its table
+//! after the data, a read a copy out of it, an atomic a hardware atomic on
+//! the target word. Nothing goes through a server or another rank.
+//!
+//! The public API (`Context` and its modules) does argument checking and
+//! GASPI bookkeeping (queues, groups) and asks this engine for two things:
+//! the mapped segment object of any (rank, segment), and the wake-up,
+//! failure and inbox machinery. An engine for ranks on other machines would
+//! answer the first question for remote ranks with a transport instead of a
+//! mapping; the public API does not change.
+//!
+//! All `unsafe` code of the crate lives in this module's children: [`shm`]
+//! (mappings), [`futex`], and the copy helpers of [`segment`], [`inbox`] and
+//! [`group`], each next to the bounds it relies on.
+
+pub(crate) mod futex;
+pub(crate) mod group;
+pub(crate) mod inbox;
+pub(crate) mod job;
+pub(crate) mod notify;
+pub(crate) mod segment;
+pub(crate) mod shm;
+pub(crate) mod wait;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::types::{Deadline, Rank, SegmentId};
+use inbox::Inbox;
+use job::JobBlock;
+use segment::SegmentObject;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
+use wait::Waiter;
+
+/// Who this process is in which job, as the launcher (or the caller) says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct JobSpec {
+    pub(crate) token: String,
+    pub(crate) rank: Rank,
+    pub(crate) nranks: usize,
+    pub(crate) ppn: usize,
+    /// A launcher supervises the ranks (marks failures, cleans up).
+    pub(crate) launched: bool,
+}
+
+/// A peer's segment as this rank mapped it.
+#[derive(Debug)]
+struct PeerSegment {
+    generation: u64,
+    obj: Arc<SegmentObject>,
+    registered: AtomicBool,
+}
+
+type PeerRow = Box<[RwLock<Option<PeerSegment>>]>;
+
+/// This rank's attachment to a job.
+#[derive(Debug)]
+pub(crate) struct Native {
+    pub(crate) job: JobBlock,
+    pub(crate) rank: Rank,
+    pub(crate) waiter: Waiter,
+    launched: bool,
+    local: Box<[RwLock<Option<Arc<SegmentObject>>>]>,
+    peers: Box<[OnceLock<PeerRow>]>,
+    inbox: Inbox,
+    peer_inboxes: Box<[OnceLock<Inbox>]>,
+    /// Failed ranks the user has acknowledged, and how many.
+    acknowledged: Mutex<Vec<Rank>>,
+    acknowledged_count: AtomicU64,
+    started: Instant,
+    last_probe_ms: AtomicU64,
+}
+
+fn sys(what: String) -> impl FnOnce(io::Error) -> Error {
+    move |e| Error::system(what, e)
+}
+
+impl Native {
+    /// Join the job described by `spec`: map its control block (creating it
+    /// if no launcher did), record this process, create the inbox and wait
+    /// until every rank has done the same.
+    pub(crate) fn attach(spec: &JobSpec, config: &Config) -> Result<Native> {
+        let deadline = config.init_timeout.deadline();
+        let job = open_job(spec, deadline)?;
+        if job.nranks() != spec.nranks {
+            return Err(Error::Environment(format!(
+                "GASPI_NRANKS is {} but job {} has {} ranks",
+                spec.nranks,
+                spec.token,
+                job.nranks()
+            )));
+        }
+        let r = spec.rank as usize;
+        let slot = job.slot(r);
+        let me = std::process::id();
+        if slot
+            .state
+            .compare_exchange(job::ABSENT, job::RUNNING, SeqCst, SeqCst)
+            .is_err()
+        {
+            return Err(Error::Environment(format!(
+                "rank {r} of job {} has joined it before: a rank joins a job once",
+                spec.token
+            )));
+        }
+        slot.pid.store(me, SeqCst);
+        slot.start_time
+            .store(job::process_info(me).map_or(0, |(s, _)| s), SeqCst);
+
+        let inbox = Inbox::create(
+            &spec.token,
+            r,
+            config.passive_queue_size_max as usize,
+            config.passive_transfer_size_max,
+        )
+        .map_err(sys(format!("creating the passive inbox of rank {r}")))?;
+
+        let local_ranks = spec.ppn.min(spec.nranks);
+        let native = Native {
+            waiter: Waiter::new(config.wait_mode, local_ranks, wait::available_cores()),
+            rank: spec.rank,
+            launched: spec.launched,
+            local: (0..job::SEGMENT_SLOTS).map(|_| RwLock::new(None)).collect(),
+            peers: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
+            inbox,
+            peer_inboxes: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
+            acknowledged: Mutex::new(Vec::new()),
+            acknowledged_count: AtomicU64::new(0),
+            started: Instant::now(),
+            last_probe_ms: AtomicU64::new(0),
+            job,
+        };
+
+        // Init barrier: every rank has recorded itself and made its inbox.
+        let h = native.job.header();
+        h.arrived.fetch_add(1, SeqCst);
+        h.ww.advance();
+        let n = spec.nranks as u32;
+        let result = native.waiter.wait(
+            &h.ww,
+            deadline,
+            || (h.arrived.load(SeqCst) >= n).then_some(()),
+            || native.faults(),
+        );
+        if let Err(e) = result {
+            native.term(true);
+            return Err(match e {
+                Error::Timeout => Error::Environment(format!(
+                    "only {} of {} ranks started within the init timeout",
+                    h.arrived.load(SeqCst),
+                    spec.nranks
+                )),
+                e => e,
+            });
+        }
+        Ok(native)
+    }
+
+    pub(crate) fn nranks(&self) -> usize {
+        self.job.nranks()
+    }
+
+    pub(crate) fn token(&self) -> &str {
+        self.job.token()
+    }
+
+    /// Check a rank argument.
+    pub(crate) fn check_rank(&self, rank: Rank) -> Result<()> {
+        if (rank as usize) < self.nranks() {
+            Ok(())
+        } else {
+            Err(Error::InvalidRank {
+                rank,
+                num_ranks: self.nranks() as Rank,
+            })
+        }
+    }
+
+    /// Fail if `rank` cannot take communication (failed or terminated).
+    pub(crate) fn check_alive(&self, rank: Rank) -> Result<()> {
+        match self.job.slot(rank as usize).state.load(SeqCst) {
+            job::FAILED => Err(Error::RankFailed { rank }),
+            job::TERMINATED if rank != self.rank => Err(Error::RankTerminated { rank }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fail with the lowest failed rank the user has not acknowledged. When
+    /// no launcher watches the job, first look for dead processes (at most
+    /// every 100 ms).
+    pub(crate) fn faults(&self) -> Result<()> {
+        if !self.launched {
+            let now = self.started.elapsed().as_millis() as u64;
+            let last = self.last_probe_ms.load(SeqCst);
+            if now >= last + 100
+                && self
+                    .last_probe_ms
+                    .compare_exchange(last, now, SeqCst, SeqCst)
+                    .is_ok()
+            {
+                self.job.probe();
+            }
+        }
+        let failed = self.job.header().failed.load(SeqCst) as u64;
+        if failed <= self.acknowledged_count.load(SeqCst) {
+            return Ok(());
+        }
+        let acked = self.acknowledged.lock().unwrap_or_else(|e| e.into_inner());
+        // failed_ranks() lists the first failure first: the root cause.
+        match self
+            .job
+            .failed_ranks()
+            .into_iter()
+            .map(|r| r as Rank)
+            .find(|r| !acked.contains(r))
+        {
+            Some(rank) => Err(Error::RankFailed { rank }),
+            None => Ok(()),
+        }
+    }
+
+    /// Fail if any of `members` has failed or terminated (a collective over
+    /// them cannot complete). Failures are reported even if acknowledged,
+    /// and before terminations: the first failed member is the root cause.
+    pub(crate) fn member_faults(&self, members: &[Rank]) -> Result<()> {
+        if !self.launched {
+            self.faults().ok();
+        }
+        if let Some(&rank) = self
+            .job
+            .failed_ranks()
+            .iter()
+            .find(|&&r| members.contains(&(r as Rank)))
+        {
+            return Err(Error::RankFailed { rank: rank as Rank });
+        }
+        members.iter().try_for_each(|&r| self.check_alive(r))
+    }
+
+    /// Accept the current failures: blocking calls stop reporting them.
+    /// Returns every failed rank.
+    pub(crate) fn acknowledge_failures(&self) -> Vec<Rank> {
+        let failed: Vec<Rank> = self
+            .job
+            .failed_ranks()
+            .into_iter()
+            .map(|r| r as Rank)
+            .collect();
+        let mut acked = self.acknowledged.lock().unwrap_or_else(|e| e.into_inner());
+        acked.clone_from(&failed);
+        self.acknowledged_count.store(failed.len() as u64, SeqCst);
+        failed
+    }
+
+    /// This rank's segment `seg`.
+    pub(crate) fn local(&self, seg: SegmentId) -> Result<Arc<SegmentObject>> {
+        self.local[seg as usize]
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or(Error::SegmentNotFound {
+                rank: self.rank,
+                segment: seg,
+            })
+    }
+
+    /// Segment `seg` of `rank` (this rank included), checked for existence,
+    /// registration with this rank, and the owner's health.
+    pub(crate) fn target(&self, rank: Rank, seg: SegmentId) -> Result<Arc<SegmentObject>> {
+        if rank == self.rank {
+            return self.local(seg);
+        }
+        self.check_rank(rank)?;
+        self.check_alive(rank)?;
+        let entry = &self.job.slot(rank as usize).segments[seg as usize];
+        let generation = entry.generation.load(SeqCst);
+        if generation % 2 == 0 {
+            return Err(Error::SegmentNotFound { rank, segment: seg });
+        }
+        let row = self.peers[rank as usize]
+            .get_or_init(|| (0..job::SEGMENT_SLOTS).map(|_| RwLock::new(None)).collect());
+        let cell = &row[seg as usize];
+        {
+            let cached = cell.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(p) = cached.as_ref().filter(|p| p.generation == generation) {
+                return self.registered(p, rank, seg);
+            }
+        }
+        let obj = match SegmentObject::open(self.token(), rank, seg, generation) {
+            Ok(o) => Arc::new(o),
+            // Deleted between our look at the directory and the open.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(Error::SegmentNotFound { rank, segment: seg });
+            }
+            Err(e) => return Err(Error::system(format!("mapping segment {seg} of rank {rank}"), e)),
+        };
+        let mut w = cell.write().unwrap_or_else(|e| e.into_inner());
+        *w = Some(PeerSegment {
+            generation,
+            obj,
+            registered: AtomicBool::new(false),
+        });
+        self.registered(w.as_ref().expect("just stored"), rank, seg)
+    }
+
+    fn registered(&self, p: &PeerSegment, rank: Rank, seg: SegmentId) -> Result<Arc<SegmentObject>> {
+        if !p.registered.load(SeqCst) {
+            if !p.obj.is_registered(self.rank) {
+                return Err(Error::SegmentNotRegistered { rank, segment: seg });
+            }
+            p.registered.store(true, SeqCst);
+        }
+        Ok(p.obj.clone())
+    }
+
+    /// Size of segment `seg` of `rank` as its owner's directory says.
+    pub(crate) fn segment_size(&self, rank: Rank, seg: SegmentId) -> Result<usize> {
+        self.check_rank(rank)?;
+        let entry = &self.job.slot(rank as usize).segments[seg as usize];
+        if entry.generation.load(SeqCst) % 2 == 0 {
+            return Err(Error::SegmentNotFound { rank, segment: seg });
+        }
+        Ok(entry.size.load(SeqCst) as usize)
+    }
+
+    /// Make `seg` a new segment of this rank from a freshly created object
+    /// (`make` receives the new generation).
+    pub(crate) fn add_segment(&self, seg: SegmentId, make: impl FnOnce(&str, u64) -> io::Result<SegmentObject>) -> Result<Arc<SegmentObject>> {
+        let mut cell = self.local[seg as usize]
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if cell.is_some() {
+            return Err(Error::SegmentExists { segment: seg });
+        }
+        let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
+        let generation = entry.generation.load(SeqCst) + 1; // odd: live
+        let obj = Arc::new(make(self.token(), generation).map_err(|e| {
+            Error::system(format!("creating the shared memory of segment {seg}"), e)
+        })?);
+        obj.register(self.rank);
+        entry.size.store(obj.size() as u64, SeqCst);
+        entry.generation.store(generation, SeqCst);
+        *cell = Some(obj.clone());
+        Ok(obj)
+    }
+
+    /// Delete segment `seg` of this rank.
+    pub(crate) fn remove_segment(&self, seg: SegmentId) -> Result<()> {
+        let mut cell = self.local[seg as usize]
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        let obj = cell.take().ok_or(Error::SegmentNotFound {
+            rank: self.rank,
+            segment: seg,
+        })?;
+        let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
+        entry.generation.fetch_add(1, SeqCst); // even: gone
+        obj.unlink();
+        Ok(())
+    }
+
+    /// Ids of this rank's segments, ascending.
+    pub(crate) fn segment_ids(&self) -> Vec<SegmentId> {
+        (0..job::SEGMENT_SLOTS)
+            .filter(|&s| self.local[s].read().unwrap_or_else(|e| e.into_inner()).is_some())
+            .map(|s| s as SegmentId)
+            .collect()
+    }
+
+    /// This rank's inbox.
+    pub(crate) fn inbox(&self) -> &Inbox {
+        &self.inbox
+    }
+
+    /// The inbox of `rank`, mapped on first use.
+    pub(crate) fn peer_inbox(&self, rank: Rank) -> Result<&Inbox> {
+        if rank == self.rank {
+            return Ok(&self.inbox);
+        }
+        let cell = &self.peer_inboxes[rank as usize];
+        if let Some(i) = cell.get() {
+            return Ok(i);
+        }
+        let inbox = Inbox::open(self.token(), rank as usize).map_err(|e| {
+            Error::system(format!("mapping the passive inbox of rank {rank}"), e)
+        })?;
+        let _ = cell.set(inbox);
+        Ok(cell.get().expect("set above"))
+    }
+
+    /// Leave the job: delete this rank's segments and inbox, record the new
+    /// state (failed if the process is going down abnormally), and, if no
+    /// launcher will, remove the job's objects when this is the last rank.
+    pub(crate) fn term(&self, failed: bool) {
+        for s in self.segment_ids() {
+            let _ = self.remove_segment(s);
+        }
+        Inbox::unlink(self.token(), self.rank as usize);
+        let h = self.job.header();
+        if failed {
+            self.job.mark_failed(self.rank as usize);
+        } else if self
+            .job
+            .slot(self.rank as usize)
+            .state
+            .compare_exchange(job::RUNNING, job::TERMINATED, SeqCst, SeqCst)
+            .is_ok()
+        {
+            h.terminated.fetch_add(1, SeqCst);
+            h.ww.advance();
+        }
+        if !self.launched {
+            let done = h.terminated.load(SeqCst) + h.failed.load(SeqCst);
+            if done as usize >= self.nranks() {
+                job::sweep(self.token());
+            }
+        }
+    }
+
+    /// Poll for a shared object that another rank creates, until `deadline`.
+    pub(crate) fn await_object<T>(&self, deadline: Deadline, mut poll: impl FnMut() -> Result<Option<T>>, mut check: impl FnMut() -> Result<()>) -> Result<T> {
+        let mut nap = Duration::from_micros(5);
+        loop {
+            if let Some(v) = poll()? {
+                return Ok(v);
+            }
+            check()?;
+            match deadline.remaining() {
+                Some(left) if left.is_zero() => return Err(Error::Timeout),
+                Some(left) => std::thread::sleep(nap.min(left)),
+                None => std::thread::sleep(nap),
+            }
+            nap = (nap * 2).min(Duration::from_millis(2));
+        }
+    }
+}
+
+fn open_job(spec: &JobSpec, deadline: Deadline) -> Result<JobBlock> {
+    let token = &spec.token;
+    if !spec.launched {
+        // No launcher made the block: the first rank to get here does.
+        match JobBlock::create(token, spec.nranks, spec.ppn, None) {
+            Ok(b) => return Ok(b),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::system("creating the job control block", e)),
+        }
+    }
+    let mut nap = Duration::from_micros(10);
+    loop {
+        match JobBlock::try_open(token) {
+            Ok(Some(b)) => return Ok(b),
+            Ok(None) => {}
+            Err(e) => return Err(Error::system(format!("opening job {token}"), e)),
+        }
+        match deadline.remaining() {
+            Some(left) if left.is_zero() => {
+                return Err(Error::Environment(format!(
+                    "job {token} does not exist (was its launcher stopped?)"
+                )));
+            }
+            _ => std::thread::sleep(nap),
+        }
+        nap = (nap * 2).min(Duration::from_millis(5));
+    }
+}

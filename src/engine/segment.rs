@@ -1,0 +1,338 @@
+//! The shared-memory object behind one segment of one rank.
+//!
+//! Layout, from offset 0: a [`SegmentHeader`], the registration bitmap (one
+//! bit per rank), the notification values, the two summary levels, then, at
+//! the next page boundary, the data. The owner creates it; peers open it by
+//! name once they find its generation in the owner's directory, and write,
+//! read and post notifications directly in it.
+
+use super::job;
+use super::notify::{self, NotificationTable};
+use super::shm::{self, BoundRegion, Mapping, Shared};
+use super::wait::WaitWord;
+use crate::types::Rank;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+
+const MAGIC: u64 = 0x4741_5350_4953_4547; // "GASPISEG"
+
+/// The fixed-size start of a segment object.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct SegmentHeader {
+    magic: AtomicU64,
+    generation: AtomicU64,
+    data_size: AtomicU64,
+    notification_num: AtomicU32,
+    nranks: AtomicU32,
+    /// Woken by notification posts.
+    ww: WaitWord,
+}
+
+// SAFETY: atomics only.
+unsafe impl Shared for SegmentHeader {}
+
+/// Byte offsets of the parts of a segment object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    reg: usize,
+    values: usize,
+    l1: usize,
+    l2: usize,
+    data: usize,
+    total: usize,
+}
+
+impl Layout {
+    fn new(nranks: usize, notification_num: u32, data_size: usize) -> Layout {
+        let a = |n: usize| shm::align_up(n, 64);
+        let reg = a(std::mem::size_of::<SegmentHeader>());
+        let values = a(reg + nranks.div_ceil(64) * 8);
+        let l1 = a(values + notification_num as usize * 4);
+        let l2 = a(l1 + notify::l1_words(notification_num) * 8);
+        let data = shm::align_up(l2 + notify::l2_words(notification_num) * 8, shm::page_size());
+        let total = data + shm::align_up(data_size.max(1), shm::page_size());
+        Layout {
+            reg,
+            values,
+            l1,
+            l2,
+            data,
+            total,
+        }
+    }
+}
+
+/// One mapped segment object: the owner's or a peer's view.
+#[derive(Debug)]
+pub(crate) struct SegmentObject {
+    name: String,
+    /// Header, tables and (unless bound) data.
+    map: Mapping,
+    /// The owner's user memory rebound onto the object (`segment_bind`).
+    bound: Option<BoundRegion>,
+    layout: Layout,
+    size: usize,
+    notification_num: u32,
+    nranks: usize,
+}
+
+impl SegmentObject {
+    fn init(fd: &OwnedFd, name: String, layout: Layout, size: usize, notification_num: u32, nranks: usize, generation: u64, map_data: bool) -> io::Result<SegmentObject> {
+        let len = if map_data { layout.total } else { layout.data };
+        let map = Mapping::new(fd, len, 0, true)?;
+        let h = map.at::<SegmentHeader>(0);
+        h.generation.store(generation, SeqCst);
+        h.data_size.store(size as u64, SeqCst);
+        h.notification_num.store(notification_num, SeqCst);
+        h.nranks.store(nranks as u32, SeqCst);
+        h.magic.store(MAGIC, SeqCst);
+        Ok(SegmentObject {
+            name,
+            map,
+            bound: None,
+            layout,
+            size,
+            notification_num,
+            nranks,
+        })
+    }
+
+    /// Create generation `generation` of segment `seg` of `rank`, with `size`
+    /// zeroed data bytes.
+    pub(crate) fn create(token: &str, rank: Rank, seg: u8, generation: u64, size: usize, notification_num: u32, nranks: usize) -> io::Result<SegmentObject> {
+        let name = job::segment_object(token, rank as usize, seg as usize, generation);
+        let layout = Layout::new(nranks, notification_num, size);
+        let fd = shm::create(&name, layout.total)?;
+        SegmentObject::init(&fd, name, layout, size, notification_num, nranks, generation, true)
+            .inspect_err(|_| {
+                let _ = shm::unlink(&job::segment_object(token, rank as usize, seg as usize, generation));
+            })
+    }
+
+    /// Like [`SegmentObject::create`], but the data is the caller's memory
+    /// at `ptr`, rebound in place onto the object (its content is kept).
+    ///
+    /// # Safety
+    /// As [`BoundRegion::bind`]: page-aligned memory owned by the caller,
+    /// untouched by other threads during the call, valid until the object is
+    /// dropped.
+    pub(crate) unsafe fn create_bound(token: &str, rank: Rank, seg: u8, generation: u64, ptr: *mut u8, size: usize, notification_num: u32, nranks: usize) -> io::Result<SegmentObject> {
+        let name = job::segment_object(token, rank as usize, seg as usize, generation);
+        let layout = Layout::new(nranks, notification_num, size);
+        let fd = shm::create(&name, layout.total)?;
+        let made = SegmentObject::init(&fd, name.clone(), layout, size, notification_num, nranks, generation, false).and_then(|mut obj| {
+            // SAFETY: forwarded from this function's contract; the data part
+            // of the object starts at the page-aligned `layout.data`.
+            obj.bound = Some(unsafe { BoundRegion::bind(&fd, layout.data, ptr, size) }?);
+            Ok(obj)
+        });
+        if made.is_err() {
+            let _ = shm::unlink(&name);
+        }
+        made
+    }
+
+    /// Open generation `generation` of segment `seg` of `rank` as a peer.
+    pub(crate) fn open(token: &str, rank: Rank, seg: u8, generation: u64) -> io::Result<SegmentObject> {
+        let name = job::segment_object(token, rank as usize, seg as usize, generation);
+        let (fd, total) = shm::open(&name)?;
+        let head = Mapping::new(&fd, shm::page_size().min(total), 0, false)?;
+        let h = head.at::<SegmentHeader>(0);
+        if h.magic.load(SeqCst) != MAGIC || h.generation.load(SeqCst) != generation {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
+        let size = h.data_size.load(SeqCst) as usize;
+        let notification_num = h.notification_num.load(SeqCst);
+        let nranks = h.nranks.load(SeqCst) as usize;
+        let layout = Layout::new(nranks, notification_num, size);
+        if layout.total != total {
+            return Err(io::Error::other("segment object with an inconsistent layout"));
+        }
+        drop(head);
+        let map = Mapping::new(&fd, total, 0, true)?;
+        Ok(SegmentObject {
+            name,
+            map,
+            bound: None,
+            layout,
+            size,
+            notification_num,
+            nranks,
+        })
+    }
+
+    /// Remove the object's name (owner, at delete); mappings stay valid.
+    pub(crate) fn unlink(&self) {
+        let _ = shm::unlink(&self.name);
+    }
+
+    /// Size of the data in bytes.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// First data byte.
+    pub(crate) fn data(&self) -> *mut u8 {
+        match &self.bound {
+            Some(b) => b.ptr(),
+            None => self.map.ptr().wrapping_add(self.layout.data),
+        }
+    }
+
+    /// Number of notification ids.
+    pub(crate) fn notification_num(&self) -> u32 {
+        self.notification_num
+    }
+
+    /// The notification table.
+    pub(crate) fn notifications(&self) -> NotificationTable<'_> {
+        let n = self.notification_num;
+        NotificationTable {
+            values: self.map.slice(self.layout.values, n as usize),
+            l1: self.map.slice(self.layout.l1, notify::l1_words(n)),
+            l2: self.map.slice(self.layout.l2, notify::l2_words(n)),
+            ww: &self.map.at::<SegmentHeader>(0).ww,
+        }
+    }
+
+    /// Pointer to `len` bytes at data offset `off`; panics if they are not
+    /// inside the segment (callers validate user input before).
+    pub(crate) fn span(&self, off: usize, len: usize) -> *mut u8 {
+        assert!(off.checked_add(len).is_some_and(|end| end <= self.size), "unchecked segment range");
+        self.data().wrapping_add(off)
+    }
+
+    /// Copy `len` bytes from data offset `off` of `self` to data offset
+    /// `dst_off` of `dst` (which may be `self`; ranges may overlap).
+    pub(crate) fn copy_to(&self, off: usize, dst: &SegmentObject, dst_off: usize, len: usize) {
+        let (s, d) = (self.span(off, len), dst.span(dst_off, len));
+        // SAFETY: both ranges are inside live mappings (span checks), which
+        // `self` and `dst` keep mapped for the duration of the call.
+        // Concurrent access by other ranks is the GASPI contract's business:
+        // the bytes are plain data and no Rust reference covers them.
+        unsafe { std::ptr::copy(s, d, len) };
+    }
+
+    /// Copy `out.len()` bytes from data offset `off` into `out`.
+    pub(crate) fn read_into(&self, off: usize, out: &mut [u8]) {
+        let s = self.span(off, out.len());
+        // SAFETY: s..s+len is inside the mapping (span); `out` is a distinct
+        // Rust buffer, so the ranges cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(s, out.as_mut_ptr(), out.len()) };
+    }
+
+    /// Copy `data` to data offset `off`.
+    pub(crate) fn write_from(&self, off: usize, data: &[u8]) {
+        let d = self.span(off, data.len());
+        // SAFETY: d..d+len is inside the mapping (span); `data` is a distinct
+        // Rust buffer, so the ranges cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), d, data.len()) };
+    }
+
+    /// The 8-byte word at data offset `off` as an atomic; panics if out of
+    /// range or not 8-byte aligned (callers validate before).
+    pub(crate) fn atomic_u64(&self, off: usize) -> &AtomicU64 {
+        let p = self.span(off, 8);
+        assert_eq!(p as usize % 8, 0, "unchecked atomic alignment");
+        // SAFETY: p is inside the mapping (span), 8-byte aligned (checked),
+        // and lives as long as &self; AtomicU64 is valid for any bits.
+        unsafe { &*p.cast::<AtomicU64>() }
+    }
+
+    /// Read the `T` at data offset `off` with a volatile load, so that a
+    /// polling loop really reads memory each time.
+    pub(crate) fn load<T: bytemuck::Pod>(&self, off: usize) -> T {
+        let p = self.span(off, std::mem::size_of::<T>());
+        // SAFETY: p..p+size_of::<T>() is inside the mapping (span); any
+        // bytes are a valid T (Pod); unaligned reads are allowed.
+        unsafe { std::ptr::read_volatile(p.cast::<T>()) }
+    }
+
+    /// Write `v` at data offset `off` with a volatile store.
+    pub(crate) fn store<T: bytemuck::Pod>(&self, off: usize, v: T) {
+        let p = self.span(off, std::mem::size_of::<T>());
+        if p as usize % std::mem::align_of::<T>() == 0 {
+            // SAFETY: inside the mapping (span) and aligned (checked).
+            unsafe { std::ptr::write_volatile(p.cast::<T>(), v) };
+        } else {
+            self.write_from(off, bytemuck::bytes_of(&v));
+        }
+    }
+
+    /// The data as a slice of `len` `T`s.
+    ///
+    /// # Safety
+    /// No rank (this one included) may write the data while the slice
+    /// lives, and `size_of::<T>() * len` must not exceed the segment size.
+    pub(crate) unsafe fn as_slice<T: bytemuck::Pod>(&self, len: usize) -> &[T] {
+        let p = self.span(0, len * std::mem::size_of::<T>());
+        // SAFETY: inside the mapping (span); the data start is page aligned,
+        // so aligned for T; absence of writers is the caller's promise.
+        unsafe { std::slice::from_raw_parts(p.cast::<T>(), len) }
+    }
+
+    /// The data as a mutable slice of `len` `T`s.
+    ///
+    /// # Safety
+    /// No other access to the data (any rank, any thread, any other slice)
+    /// while the slice lives; the length must fit the segment.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn as_mut_slice<T: bytemuck::Pod>(&self, len: usize) -> &mut [T] {
+        let p = self.span(0, len * std::mem::size_of::<T>());
+        // SAFETY: as `as_slice`, with exclusivity promised by the caller.
+        unsafe { std::slice::from_raw_parts_mut(p.cast::<T>(), len) }
+    }
+
+    fn registration(&self) -> &[AtomicU64] {
+        self.map.slice(self.layout.reg, self.nranks.div_ceil(64))
+    }
+
+    /// Allow `rank` to access the segment.
+    pub(crate) fn register(&self, rank: Rank) {
+        let r = rank as usize;
+        self.registration()[r / 64].fetch_or(1 << (r % 64), SeqCst);
+    }
+
+    /// Whether `rank` may access the segment.
+    pub(crate) fn is_registered(&self, rank: Rank) -> bool {
+        let r = rank as usize;
+        r < self.nranks && self.registration()[r / 64].load(SeqCst) & (1 << (r % 64)) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_aligned_and_ordered() {
+        let l = Layout::new(70, 65_536, 100);
+        assert!(l.reg < l.values && l.values < l.l1 && l.l1 < l.l2 && l.l2 < l.data);
+        assert_eq!(l.data % shm::page_size(), 0);
+        assert_eq!(l.values - l.reg, 64); // 2 words rounded to 64 bytes
+        assert!(l.total >= l.data + 100);
+    }
+
+    #[test]
+    fn owner_and_peer_share_data_notifications_and_registration() {
+        let token = job::new_token();
+        let own = SegmentObject::create(&token, 0, 3, 1, 5000, 1024, 4).unwrap();
+        let peer = SegmentObject::open(&token, 0, 3, 1).unwrap();
+        assert!(SegmentObject::open(&token, 0, 3, 3).is_err());
+        assert_eq!(peer.size(), 5000);
+        // SAFETY: writing inside the 5000-byte data area of our own object.
+        unsafe { peer.data().add(4999).write(0xAB) };
+        // SAFETY: reading inside the data area.
+        assert_eq!(unsafe { own.data().add(4999).read() }, 0xAB);
+        peer.notifications().post(1000, 9);
+        assert_eq!(own.notifications().find(0..1024), Some(1000));
+        assert!(!peer.is_registered(2));
+        own.register(2);
+        assert!(peer.is_registered(2));
+        assert!(!peer.is_registered(9));
+        own.unlink();
+        assert_eq!(job::sweep(&token), 0);
+    }
+}

@@ -1,0 +1,351 @@
+//! Named POSIX shared-memory objects and their mappings.
+//!
+//! This module owns every `mmap`/`munmap` of the crate. Objects are created
+//! owner-only (mode 0600) with `O_EXCL` under names that carry the job's
+//! random 128-bit token, so another job can neither guess nor collide with
+//! them, and [`open`] refuses objects that belong to another user.
+//!
+//! A [`Mapping`] hands out shared references only to types that implement
+//! [`Shared`]: plain `#[repr(C)]` structs of atomics that are valid for any
+//! bit pattern, because another process may write any bytes into them.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+
+/// Where POSIX shared-memory objects appear as files on Linux.
+pub(crate) const SHM_DIR: &str = "/dev/shm";
+
+/// The size of a page; mappings and data areas are aligned to it.
+pub(crate) fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as usize } else { 4096 }
+}
+
+/// Round `n` up to a multiple of `align` (a power of two).
+pub(crate) const fn align_up(n: usize, align: usize) -> usize {
+    (n + align - 1) & !(align - 1)
+}
+
+fn c_name(name: &str) -> io::Result<CString> {
+    CString::new(format!("/{name}")).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+}
+
+/// Create the object `name` (without leading slash) of `len` bytes,
+/// owner-only, failing if it exists. Its memory reads as zeros.
+pub(crate) fn create(name: &str, len: usize) -> io::Result<OwnedFd> {
+    let cname = c_name(name)?;
+    // SAFETY: cname is a valid NUL-terminated string.
+    let fd = unsafe {
+        libc::shm_open(
+            cname.as_ptr(),
+            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by shm_open and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: fd is a valid descriptor.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+        let err = io::Error::last_os_error();
+        let _ = unlink(name);
+        return Err(err);
+    }
+    Ok(fd)
+}
+
+/// Open the existing object `name`; returns it with its size. Objects of
+/// another user are refused with `PermissionDenied`.
+pub(crate) fn open(name: &str) -> io::Result<(OwnedFd, usize)> {
+    let cname = c_name(name)?;
+    // SAFETY: cname is a valid NUL-terminated string.
+    let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by shm_open and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fd is valid and st is a writable stat buffer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: geteuid has no preconditions.
+    if st.st_uid != unsafe { libc::geteuid() } {
+        return Err(io::Error::from(io::ErrorKind::PermissionDenied));
+    }
+    Ok((fd, st.st_size as usize))
+}
+
+/// Remove the name `name`; mappings stay valid until unmapped.
+pub(crate) fn unlink(name: &str) -> io::Result<()> {
+    let cname = c_name(name)?;
+    // SAFETY: cname is a valid NUL-terminated string.
+    if unsafe { libc::shm_unlink(cname.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Names of existing objects starting with `prefix`.
+pub(crate) fn list(prefix: &str) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+/// Types that may be referenced inside shared memory: `#[repr(C)]`, valid
+/// for every bit pattern, and `Sync` (only atomics inside).
+///
+/// # Safety
+/// Implementors must be valid for any bit pattern, contain no pointers, and
+/// have every field that may change after publication be an atomic.
+pub(crate) unsafe trait Shared: Sync {}
+
+// SAFETY: atomics of plain integers are valid for any bit pattern.
+unsafe impl Shared for AtomicU32 {}
+// SAFETY: as above.
+unsafe impl Shared for AtomicU64 {}
+
+/// A mapping of (a part of) a shared-memory object; unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is process-shared memory; this type only hands out
+// references to `Shared` types (atomics) and raw pointers whose use is
+// governed by the GASPI contract, so moving or sharing the handle between
+// threads cannot create a data race by itself.
+unsafe impl Send for Mapping {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Map `len` bytes of `fd` from `offset` (page aligned), read-write and
+    /// shared. With `populate` the pages are faulted in now rather than on
+    /// first touch.
+    pub(crate) fn new(fd: &OwnedFd, len: usize, offset: usize, populate: bool) -> io::Result<Mapping> {
+        if len == 0 {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        let flags = libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 };
+        // SAFETY: a fresh mapping at an address the kernel chooses; fd is a
+        // valid descriptor and no existing memory is replaced.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: NonNull::new(p.cast()).expect("mmap returned null"),
+            len,
+        })
+    }
+
+    /// First byte of the mapping.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The `T` at byte `offset`. Panics if it does not fit or is misaligned
+    /// (offsets come from our own layouts, so that is a bug, not bad input).
+    pub(crate) fn at<T: Shared>(&self, offset: usize) -> &T {
+        self.slice(offset, 1).first().expect("slice of one")
+    }
+
+    /// `count` consecutive `T`s from byte `offset`; panics like [`Mapping::at`].
+    pub(crate) fn slice<T: Shared>(&self, offset: usize, count: usize) -> &[T] {
+        let size = std::mem::size_of::<T>();
+        let end = count
+            .checked_mul(size)
+            .and_then(|b| b.checked_add(offset))
+            .expect("layout overflow");
+        assert!(end <= self.len, "shared layout out of the mapping");
+        assert_eq!(offset % std::mem::align_of::<T>(), 0, "misaligned shared layout");
+        // SAFETY: the range is inside the mapping (checked above), aligned
+        // for T, lives as long as &self, and T: Shared is valid for any bit
+        // pattern and only mutated through atomics.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset).cast::<T>(), count) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len describe a mapping created by Mapping::new and not
+        // unmapped elsewhere; references into it borrow self, so none outlive it.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// User memory rebound onto a shared-memory object (`segment_bind`).
+///
+/// The pages at `addr` are replaced, in place, by a shared mapping of the
+/// object holding the same bytes, so the user's pointer stays valid and other
+/// ranks can map the object. On drop the pages become private anonymous
+/// memory again with their current content.
+#[derive(Debug)]
+pub(crate) struct BoundRegion {
+    addr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: same reasoning as for Mapping.
+unsafe impl Send for BoundRegion {}
+// SAFETY: same reasoning as for Mapping.
+unsafe impl Sync for BoundRegion {}
+
+impl BoundRegion {
+    /// Copy the bytes at `addr..addr+len` into `fd` at `offset` (page
+    /// aligned, inside the object), then map `fd` over that range.
+    ///
+    /// # Safety
+    /// `addr` and `len` must be page aligned and describe memory owned by the
+    /// caller (heap or anonymous mappings), not accessed by other threads
+    /// during the call, and valid until this value is dropped.
+    pub(crate) unsafe fn bind(fd: &OwnedFd, offset: usize, addr: *mut u8, len: usize) -> io::Result<BoundRegion> {
+        let page = page_size();
+        let addr_nn = NonNull::new(addr).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        if len == 0 || addr as usize % page != 0 || len % page != 0 || offset % page != 0 {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        let staging = Mapping::new(fd, len, offset, false)?;
+        // SAFETY: the caller guarantees addr..addr+len is readable and not
+        // being written; staging maps exactly len bytes.
+        unsafe { std::ptr::copy_nonoverlapping(addr, staging.ptr(), len) };
+        drop(staging);
+        // SAFETY: replaces exactly the caller's page-aligned range, which the
+        // caller owns, with a shared mapping of the same size.
+        let p = unsafe {
+            libc::mmap(
+                addr.cast(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                fd.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(BoundRegion { addr: addr_nn, len })
+    }
+
+    /// First byte of the user's memory.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.addr.as_ptr()
+    }
+}
+
+impl Drop for BoundRegion {
+    fn drop(&mut self) {
+        // Give the user back private memory with the current content, a
+        // chunk at a time so the temporary copy stays small.
+        const CHUNK: usize = 16 << 20;
+        let mut tmp = vec![0u8; CHUNK.min(self.len)];
+        let mut done = 0;
+        while done < self.len {
+            let n = CHUNK.min(self.len - done);
+            // SAFETY: addr+done..+n is inside the bound range, mapped shared.
+            let at = unsafe { self.addr.as_ptr().add(done) };
+            // SAFETY: reading n bytes of the mapped range into tmp.
+            unsafe { std::ptr::copy_nonoverlapping(at, tmp.as_mut_ptr(), n) };
+            // SAFETY: replaces n bytes of the bound range (page multiples,
+            // since CHUNK and len are) with fresh private anonymous pages.
+            let p = unsafe {
+                libc::mmap(
+                    at.cast(),
+                    n,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                // SAFETY: the range is mapped again, private and writable.
+                unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), at, n) };
+            }
+            done += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(tag: &str) -> String {
+        format!("gaspi.unit.{}.{tag}", std::process::id())
+    }
+
+    #[test]
+    fn create_map_share_unlink() {
+        let n = name("a");
+        let fd = create(&n, 8192).unwrap();
+        assert_eq!(create(&n, 8192).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        let m1 = Mapping::new(&fd, 8192, 0, true).unwrap();
+        let (fd2, size) = open(&n).unwrap();
+        assert_eq!(size, 8192);
+        let m2 = Mapping::new(&fd2, 8192, 0, false).unwrap();
+        m1.at::<AtomicU64>(64).store(42, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(m2.at::<AtomicU64>(64).load(std::sync::atomic::Ordering::SeqCst), 42);
+        unlink(&n).unwrap();
+        assert!(open(&n).is_err());
+        // still mapped after unlink
+        assert_eq!(m2.at::<AtomicU64>(64).load(std::sync::atomic::Ordering::SeqCst), 42);
+    }
+
+    #[test]
+    fn bind_keeps_content_and_shares_it() {
+        let page = page_size();
+        let n = name("b");
+        let fd = create(&n, 4 * page).unwrap();
+        let obj = Mapping::new(&fd, 4 * page, 0, false).unwrap();
+        let layout = std::alloc::Layout::from_size_align(2 * page, page).unwrap();
+        // SAFETY: non-zero size layout.
+        let user = unsafe { std::alloc::alloc_zeroed(layout) };
+        // SAFETY: user points to 2 pages we own.
+        unsafe { user.add(10).write(7) };
+        // SAFETY: page aligned memory we own, no other users.
+        let region = unsafe { BoundRegion::bind(&fd, page, user, 2 * page) }.unwrap();
+        // SAFETY: reading/writing our own bound memory and its object view.
+        unsafe {
+            assert_eq!(obj.ptr().add(page + 10).read(), 7);
+            obj.ptr().add(page + 11).write(9);
+            assert_eq!(user.add(11).read(), 9);
+        }
+        drop(region);
+        // SAFETY: memory is private again and still ours.
+        unsafe {
+            assert_eq!(user.add(11).read(), 9);
+            obj.ptr().add(page + 12).write(5);
+            assert_eq!(user.add(12).read(), 0);
+            std::alloc::dealloc(user, layout);
+        }
+        unlink(&n).unwrap();
+    }
+}

@@ -1,0 +1,364 @@
+//! The one error type of the crate.
+//!
+//! Every fallible call returns [`Result<T>`]. Each variant carries the values
+//! that made the call fail, and its message says what to change. The variants
+//! map onto GASPI's `gaspi_return_t` codes ([`Error::gaspi_code`]) so a port
+//! of C code can keep its error handling.
+
+use crate::types::{GroupId, NotificationId, QueueId, Rank, SegmentId};
+use std::fmt;
+use std::io;
+
+/// Shorthand for `std::result::Result<T, gaspi::Error>`.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Everything that can go wrong in a GASPI call.
+///
+/// A call that fails leaves the runtime usable: [`Error::Timeout`] in
+/// particular means "not yet", and the same call can be made again.
+///
+/// ```
+/// use gaspi::Error;
+/// let e = Error::QueueFull { queue: 1, posted: 1024, max: 1024 };
+/// assert!(e.to_string().contains("wait"));
+/// assert_eq!(e.gaspi_code(), "GASPI_QUEUE_FULL");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The timeout passed before the call could complete. Nothing was lost:
+    /// call again (with the same arguments) to keep waiting.
+    Timeout,
+    /// The queue holds `posted` requests and cannot take more. Call
+    /// [`Context::wait`](crate::Context::wait) on it, then post again.
+    QueueFull {
+        /// The queue.
+        queue: QueueId,
+        /// Requests posted since the last wait.
+        posted: u32,
+        /// The queue depth ([`Config::queue_size_max`](crate::Config::queue_size_max)).
+        max: u32,
+    },
+    /// A rank outside `0..num_ranks`.
+    InvalidRank {
+        /// The rank given.
+        rank: Rank,
+        /// The number of ranks in the job.
+        num_ranks: Rank,
+    },
+    /// A segment id at or above the configured segment maximum.
+    InvalidSegmentId {
+        /// The id given.
+        segment: SegmentId,
+        /// [`Config::segment_max`](crate::Config::segment_max).
+        max: u32,
+    },
+    /// The segment does not exist on that rank (never created, or deleted).
+    SegmentNotFound {
+        /// The rank that should own it.
+        rank: Rank,
+        /// The segment id.
+        segment: SegmentId,
+    },
+    /// The segment exists on `rank` but was not registered with the caller
+    /// (`segment_register` or a collective `segment_create` including it).
+    SegmentNotRegistered {
+        /// The owner.
+        rank: Rank,
+        /// The segment id.
+        segment: SegmentId,
+    },
+    /// A segment with this id already exists on the calling rank.
+    SegmentExists {
+        /// The segment id.
+        segment: SegmentId,
+    },
+    /// `offset + size` reaches past the end of a segment.
+    OutOfBounds {
+        /// The owner of the segment.
+        rank: Rank,
+        /// The segment id.
+        segment: SegmentId,
+        /// The offset given.
+        offset: usize,
+        /// The size given.
+        size: usize,
+        /// The size of the segment.
+        segment_size: usize,
+    },
+    /// A transfer larger than [`Config::transfer_size_max`](crate::Config::transfer_size_max).
+    TransferTooLarge {
+        /// The size given.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A notification id (or the end of an id range) outside the segment's
+    /// notification table.
+    InvalidNotificationId {
+        /// The id (or range end) given.
+        id: NotificationId,
+        /// The number of notifications of the segment.
+        num: u32,
+    },
+    /// Zero was given as a notification value; zero means "no notification".
+    ZeroNotificationValue,
+    /// An atomic on an offset that is not a multiple of 8.
+    MisalignedAtomic {
+        /// The offset given.
+        offset: usize,
+    },
+    /// A queue id that does not name an existing queue.
+    InvalidQueue {
+        /// The id given.
+        queue: QueueId,
+        /// The number of queue ids in use (existing queues are below it).
+        num: u32,
+    },
+    /// No more queues can be created ([`Context::queue_max`](crate::Context::queue_max)).
+    TooManyQueues {
+        /// The limit.
+        max: u32,
+    },
+    /// A group handle that does not name a group of this rank.
+    InvalidGroup {
+        /// The handle given.
+        group: GroupId,
+    },
+    /// A collective on a group that is not committed yet.
+    GroupNotCommitted {
+        /// The group.
+        group: GroupId,
+    },
+    /// A committed group cannot change, or a group was defined inconsistently
+    /// (for example without the calling rank).
+    GroupMismatch {
+        /// The group.
+        group: GroupId,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No more groups can be created ([`Config::group_max`](crate::Config::group_max)).
+    TooManyGroups {
+        /// The limit.
+        max: u32,
+    },
+    /// Another collective is still in progress on this group (started by
+    /// another thread, or a different collective that timed out and must be
+    /// called again first).
+    ActiveCollective {
+        /// The group.
+        group: GroupId,
+    },
+    /// A rank of the job died (exited without `proc_term`, was killed, or
+    /// crashed). See [`Context::state_vec`](crate::Context::state_vec) and
+    /// [`Context::acknowledge_failures`](crate::Context::acknowledge_failures).
+    RankFailed {
+        /// The rank that died.
+        rank: Rank,
+    },
+    /// The target rank has already called `proc_term`.
+    RankTerminated {
+        /// The rank.
+        rank: Rank,
+    },
+    /// A passive message is larger than the receive size; it stays queued.
+    MessageTooLarge {
+        /// The size of the queued message.
+        size: usize,
+        /// The size passed to `passive_receive`.
+        capacity: usize,
+    },
+    /// An argument is outside what the call accepts.
+    InvalidArgument(String),
+    /// The configuration is not valid.
+    Config(String),
+    /// The environment set up by the launcher is missing or inconsistent.
+    Environment(String),
+    /// `Context::init` was called while a context is alive in this process.
+    AlreadyInitialized,
+    /// The operating system refused a request.
+    System {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl Error {
+    /// The name of the GASPI return code this error corresponds to.
+    ///
+    /// ```
+    /// assert_eq!(gaspi::Error::Timeout.gaspi_code(), "GASPI_TIMEOUT");
+    /// ```
+    pub fn gaspi_code(&self) -> &'static str {
+        match self {
+            Error::Timeout => "GASPI_TIMEOUT",
+            Error::QueueFull { .. } => "GASPI_QUEUE_FULL",
+            Error::InvalidRank { .. } | Error::RankTerminated { .. } => "GASPI_ERR_INV_RANK",
+            Error::InvalidSegmentId { .. }
+            | Error::SegmentNotFound { .. }
+            | Error::SegmentNotRegistered { .. } => "GASPI_ERR_INV_SEG",
+            Error::SegmentExists { .. } => "GASPI_ERR_MANY_SEG",
+            Error::OutOfBounds { .. } => "GASPI_ERR_INV_REM_OFF",
+            Error::TransferTooLarge { .. } | Error::MessageTooLarge { .. } => {
+                "GASPI_ERR_INV_COMMSIZE"
+            }
+            Error::InvalidNotificationId { .. } => "GASPI_ERR_INV_NOTIF_ID",
+            Error::ZeroNotificationValue => "GASPI_ERR_INV_NOTIF_VAL",
+            Error::MisalignedAtomic { .. } => "GASPI_ERR_UNALIGN_OFF",
+            Error::InvalidQueue { .. } | Error::TooManyQueues { .. } => "GASPI_ERR_INV_QUEUE",
+            Error::InvalidGroup { .. }
+            | Error::GroupNotCommitted { .. }
+            | Error::GroupMismatch { .. } => "GASPI_ERR_INV_GROUP",
+            Error::TooManyGroups { .. } => "GASPI_ERR_MANY_GRP",
+            Error::ActiveCollective { .. } => "GASPI_ERR_ACTIVE_COLL",
+            Error::RankFailed { .. } => "GASPI_ERROR",
+            Error::InvalidArgument(_) => "GASPI_ERR_INV_NUM",
+            Error::Config(_) => "GASPI_ERR_CONFIG",
+            Error::Environment(_) => "GASPI_ERR_ENV",
+            Error::AlreadyInitialized => "GASPI_ERR_INITED",
+            Error::System { .. } => "GASPI_ERR_DEVICE",
+        }
+    }
+
+    /// True for [`Error::Timeout`]: the call may simply be repeated.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout)
+    }
+
+    pub(crate) fn system(what: impl Into<String>, source: io::Error) -> Error {
+        Error::System {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Timeout => write!(
+                f,
+                "timed out; nothing was lost, call again to keep waiting"
+            ),
+            Error::QueueFull { queue, posted, max } => write!(
+                f,
+                "queue {queue} is full ({posted} of {max} requests posted); call wait({queue}) \
+                 before posting more, or raise Config::queue_size_max"
+            ),
+            Error::InvalidRank { rank, num_ranks } => write!(
+                f,
+                "rank {rank} does not exist: the job has ranks 0..{num_ranks}"
+            ),
+            Error::InvalidSegmentId { segment, max } => write!(
+                f,
+                "segment id {segment} is out of range: ids are 0..{max} (Config::segment_max)"
+            ),
+            Error::SegmentNotFound { rank, segment } => write!(
+                f,
+                "segment {segment} does not exist on rank {rank}: create or allocate it first"
+            ),
+            Error::SegmentNotRegistered { rank, segment } => write!(
+                f,
+                "segment {segment} of rank {rank} is not registered with this rank: rank {rank} \
+                 must call segment_register({segment}, <this rank>) or create it collectively"
+            ),
+            Error::SegmentExists { segment } => write!(
+                f,
+                "segment {segment} already exists on this rank: delete it first or use another id"
+            ),
+            Error::OutOfBounds {
+                rank,
+                segment,
+                offset,
+                size,
+                segment_size,
+            } => write!(
+                f,
+                "offset {offset} + size {size} is past the end of segment {segment} of rank \
+                 {rank}, which has {segment_size} bytes"
+            ),
+            Error::TransferTooLarge { size, max } => write!(
+                f,
+                "transfer of {size} bytes exceeds the maximum of {max} (Config::transfer_size_max); \
+                 split it"
+            ),
+            Error::InvalidNotificationId { id, num } => write!(
+                f,
+                "notification id {id} is out of range: the segment has notifications 0..{num} \
+                 (Config::notification_num)"
+            ),
+            Error::ZeroNotificationValue => write!(
+                f,
+                "notification value 0 is not allowed: 0 means 'no notification', use a non-zero value"
+            ),
+            Error::MisalignedAtomic { offset } => write!(
+                f,
+                "atomic operations need an 8-byte aligned offset, {offset} is not"
+            ),
+            Error::InvalidQueue { queue, num } => write!(
+                f,
+                "queue {queue} does not exist: queues 0..{num} may exist (Config::queue_num, \
+                 queue_create)"
+            ),
+            Error::TooManyQueues { max } => {
+                write!(f, "cannot create more queues: the maximum is {max}")
+            }
+            Error::InvalidGroup { group } => write!(
+                f,
+                "group {} does not exist on this rank: create it with group_create",
+                group.0
+            ),
+            Error::GroupNotCommitted { group } => write!(
+                f,
+                "group {} is not committed: call group_commit on every member first",
+                group.0
+            ),
+            Error::GroupMismatch { group, reason } => write!(f, "group {}: {reason}", group.0),
+            Error::TooManyGroups { max } => write!(
+                f,
+                "cannot create more groups: the maximum is {max} (Config::group_max)"
+            ),
+            Error::ActiveCollective { group } => write!(
+                f,
+                "another collective is in progress on group {}: finish it (repeat the call that \
+                 timed out) before starting a different one",
+                group.0
+            ),
+            Error::RankFailed { rank } => write!(
+                f,
+                "rank {rank} has failed (died without proc_term); see state_vec(), and call \
+                 acknowledge_failures() to keep waiting on the surviving ranks"
+            ),
+            Error::RankTerminated { rank } => write!(
+                f,
+                "rank {rank} has already terminated (proc_term); it takes no more communication"
+            ),
+            Error::MessageTooLarge { size, capacity } => write!(
+                f,
+                "the next passive message has {size} bytes but the receive size is {capacity}; it \
+                 stays queued: receive it with a larger size"
+            ),
+            Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
+            Error::Config(msg) => write!(f, "invalid configuration: {msg}"),
+            Error::Environment(msg) => write!(f, "bad launch environment: {msg}"),
+            Error::AlreadyInitialized => write!(
+                f,
+                "a GASPI context is already alive in this process; use it (it is Sync) or drop it \
+                 before initialising again"
+            ),
+            Error::System { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::System { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

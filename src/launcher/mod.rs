@@ -1,0 +1,571 @@
+//! Starting and supervising jobs: what `gaspi-run`, `gaspi-bench` and
+//! [`crate::testing`] use to run `N` ranks of a program on this machine.
+//!
+//! [`Launch::run`] creates the job's control block, starts the ranks with
+//! `GASPI_RANK`, `GASPI_NRANKS`, `GASPI_PPN`, `GASPI_JOB` and
+//! `GASPI_LAUNCHER` in their environment, and watches them through process
+//! file descriptors. When a rank dies (non-zero exit or a signal) it is
+//! marked failed in the control block at once, so that the other ranks'
+//! waits fail with [`Error::RankFailed`](crate::Error::RankFailed) instead of
+//! hanging; after a grace period the others are sent SIGTERM, then SIGKILL,
+//! by pid (children only, before they are reaped, so a pid can never name
+//! someone else's process). When every rank has exited, every
+//! shared-memory object of the job is removed, also those of ranks killed
+//! with SIGKILL. Ranks get SIGKILL if the launcher itself dies, and a
+//! launcher removes the objects of earlier jobs whose processes are all gone.
+//!
+//! ```no_run
+//! use gaspi::launcher::{Launch, Output};
+//! let report = Launch::new("./my-gaspi-program", 4).ppn(2).output(Output::Tagged).run()?;
+//! std::process::exit(report.exit_code());
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+mod sys;
+
+pub use sys::signal_name;
+
+use crate::context::env;
+use crate::engine::job::{self, JobBlock};
+use crate::types::Rank;
+use std::ffi::{OsStr, OsString};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::Ordering::SeqCst;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What happens to the ranks' standard output and error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Output {
+    /// Ranks write straight to the launcher's stdout/stderr (rank 0 also
+    /// gets its stdin).
+    #[default]
+    Inherit,
+    /// Every line is forwarded with a `[rank] ` prefix.
+    Tagged,
+    /// Kept in [`RankOutcome::stdout`] / [`RankOutcome::stderr`].
+    Capture,
+}
+
+/// A job to start: `ranks` copies of a program.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    program: PathBuf,
+    first_program: Option<PathBuf>,
+    args: Vec<OsString>,
+    envs: Vec<(OsString, OsString)>,
+    ranks: usize,
+    ppn: Option<usize>,
+    timeout: Option<Duration>,
+    grace: Duration,
+    output: Output,
+    verbose: bool,
+    forward_signals: bool,
+}
+
+/// How one rank ended.
+pub struct RankOutcome {
+    /// The rank.
+    pub rank: Rank,
+    /// Its process id.
+    pub pid: u32,
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// Its standard output, with [`Output::Capture`].
+    pub stdout: Vec<u8>,
+    /// Its standard error, with [`Output::Capture`].
+    pub stderr: Vec<u8>,
+    /// Whether the launcher stopped it (after another rank failed, a
+    /// timeout or a signal).
+    pub stopped_by_launcher: bool,
+}
+
+impl std::fmt::Debug for RankOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankOutcome")
+            .field("rank", &self.rank)
+            .field("pid", &self.pid)
+            .field("status", &describe_status(self.status))
+            .field("stopped_by_launcher", &self.stopped_by_launcher)
+            .field("stdout", &String::from_utf8_lossy(&self.stdout))
+            .field("stderr", &String::from_utf8_lossy(&self.stderr))
+            .finish()
+    }
+}
+
+/// How a job ended.
+#[derive(Debug)]
+pub struct Report {
+    /// The job's token (names its shared-memory objects).
+    pub token: String,
+    /// One entry per rank, in rank order.
+    pub ranks: Vec<RankOutcome>,
+    /// Ranks in the order they exited.
+    pub exit_order: Vec<Rank>,
+    /// The job ran past its timeout and was stopped.
+    pub timed_out: bool,
+    /// The launcher received this signal and stopped the job.
+    pub interrupted: Option<i32>,
+    /// Shared-memory objects of the job that the ranks left when they had
+    /// all exited (before the launcher removed them): empty when every rank
+    /// terminated cleanly.
+    pub left_by_ranks: Vec<String>,
+    /// Objects still present after the launcher's clean-up: always empty
+    /// unless the system refused to remove them.
+    pub left_after_cleanup: Vec<String>,
+}
+
+/// "exited with status 3", "was killed by signal 9 (SIGKILL)".
+pub fn describe_status(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(s)) => format!("was killed by signal {s} ({})", signal_name(s)),
+        _ => format!("ended with {status}"),
+    }
+}
+
+fn status_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+impl Report {
+    /// The first rank (in time) that exited unsuccessfully.
+    pub fn first_failure(&self) -> Option<&RankOutcome> {
+        self.exit_order
+            .iter()
+            .map(|&r| &self.ranks[r as usize])
+            .find(|o| !o.status.success())
+    }
+
+    /// True if every rank exited with status 0.
+    pub fn success(&self) -> bool {
+        !self.timed_out && self.ranks.iter().all(|o| o.status.success())
+    }
+
+    /// The launcher's exit code: 124 after a timeout, 128+N after signal N
+    /// to the launcher, else the status of the first rank that failed
+    /// (128+N if it was killed by signal N), else 0.
+    pub fn exit_code(&self) -> i32 {
+        if self.timed_out {
+            124
+        } else if let Some(s) = self.interrupted {
+            128 + s
+        } else {
+            self.first_failure().map_or(0, |o| status_code(o.status))
+        }
+    }
+}
+
+impl Launch {
+    /// `ranks` copies of `program`.
+    pub fn new(program: impl AsRef<Path>, ranks: usize) -> Launch {
+        Launch {
+            program: program.as_ref().to_path_buf(),
+            first_program: None,
+            args: Vec::new(),
+            envs: Vec::new(),
+            ranks,
+            ppn: None,
+            timeout: None,
+            grace: Duration::from_secs(2),
+            output: Output::Inherit,
+            verbose: false,
+            forward_signals: false,
+        }
+    }
+
+    /// Arguments for every rank.
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Launch {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
+        self
+    }
+
+    /// An extra environment variable for every rank.
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Launch {
+        self.envs
+            .push((key.as_ref().to_os_string(), value.as_ref().to_os_string()));
+        self
+    }
+
+    /// Run a different program as rank 0 (GPI-2's `gaspi_run -b`).
+    pub fn first_program(mut self, program: impl AsRef<Path>) -> Launch {
+        self.first_program = Some(program.as_ref().to_path_buf());
+        self
+    }
+
+    /// Ranks per node: consecutive ranks form nodes of `ppn` (default: all
+    /// ranks on one node).
+    pub fn ppn(mut self, ppn: usize) -> Launch {
+        self.ppn = Some(ppn);
+        self
+    }
+
+    /// Stop the job if it runs longer than this.
+    pub fn timeout(mut self, timeout: Duration) -> Launch {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// After a rank fails, how long the others may run on before they are
+    /// stopped (default 2 s).
+    pub fn grace(mut self, grace: Duration) -> Launch {
+        self.grace = grace;
+        self
+    }
+
+    /// Where the ranks' output goes.
+    pub fn output(mut self, output: Output) -> Launch {
+        self.output = output;
+        self
+    }
+
+    /// Report failures, timeouts and stops on stderr as they happen.
+    pub fn verbose(mut self, verbose: bool) -> Launch {
+        self.verbose = verbose;
+        self
+    }
+
+    /// Catch SIGINT, SIGTERM and SIGHUP and stop the job cleanly instead of
+    /// dying (for launcher programs; changes process-wide signal handling).
+    pub fn forward_signals(mut self, on: bool) -> Launch {
+        self.forward_signals = on;
+        self
+    }
+
+    fn say(&self, msg: impl AsRef<str>) {
+        if self.verbose {
+            let _ = writeln!(io::stderr(), "gaspi-run: {}", msg.as_ref());
+        }
+    }
+
+    fn command(&self, rank: usize, token: &str, ppn: usize) -> Command {
+        let program = match (&self.first_program, rank) {
+            (Some(p), 0) => p,
+            _ => &self.program,
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(&self.args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
+            .env(env::RANK, rank.to_string())
+            .env(env::NRANKS, self.ranks.to_string())
+            .env(env::PPN, ppn.to_string())
+            .env(env::JOB, token)
+            .env(env::LAUNCHER, std::process::id().to_string());
+        let piped = self.output != Output::Inherit;
+        cmd.stdin(if rank == 0 && !piped { Stdio::inherit() } else { Stdio::null() });
+        if piped {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        sys::kill_with_parent(&mut cmd);
+        cmd
+    }
+
+    /// Start the job and supervise it until every rank has exited.
+    ///
+    /// Errors only if the job could not be set up or started (a missing
+    /// program, no shared memory); how the ranks ended is in the [`Report`].
+    pub fn run(&self) -> io::Result<Report> {
+        if self.ranks == 0 || self.ranks > Rank::MAX as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a job has 1..={} ranks, not {}", Rank::MAX, self.ranks),
+            ));
+        }
+        let ppn = self.ppn.unwrap_or(self.ranks).clamp(1, self.ranks);
+        let signals = if self.forward_signals { Some(sys::forward_signals()?) } else { None };
+        for t in job::sweep_stale() {
+            self.say(format!("removed the shared memory of an abandoned job ({t})"));
+        }
+        let token = job::new_token();
+        let block = JobBlock::create(&token, self.ranks, ppn, Some(std::process::id()))?;
+        let mut running: Vec<Running> = Vec::with_capacity(self.ranks);
+        for rank in 0..self.ranks {
+            match Running::start(self.command(rank, &token, ppn), rank, self.output) {
+                Ok(r) => running.push(r),
+                Err(e) => {
+                    for r in &running {
+                        sys::signal_child(r.pid, libc::SIGKILL);
+                    }
+                    for r in running {
+                        r.finish();
+                    }
+                    job::sweep(&token);
+                    let program = self.first_program.as_ref().filter(|_| rank == 0).unwrap_or(&self.program);
+                    return Err(io::Error::new(e.kind(), format!("cannot start {}: {e}", program.display())));
+                }
+            }
+        }
+        let mut sup = Supervisor {
+            launch: self,
+            block: &block,
+            running: &mut running,
+            exit_order: Vec::new(),
+            start: Instant::now(),
+            stop_at: None,
+            kill_at: None,
+            timed_out: false,
+            interrupted: None,
+        };
+        sup.supervise(signals.as_ref())?;
+        let (exit_order, timed_out, interrupted) = (sup.exit_order, sup.timed_out, sup.interrupted);
+
+        let ranks: Vec<RankOutcome> = running.into_iter().map(Running::finish).collect();
+        let job_name = job::job_object(&token);
+        let left_by_ranks: Vec<String> = crate::engine::shm::list(&job::prefix(&token))
+            .into_iter()
+            .filter(|n| *n != job_name)
+            .collect();
+        job::sweep(&token);
+        let left_after_cleanup = crate::engine::shm::list(&job::prefix(&token));
+        Ok(Report {
+            token,
+            ranks,
+            exit_order,
+            timed_out,
+            interrupted,
+            left_by_ranks,
+            left_after_cleanup,
+        })
+    }
+}
+
+/// A started rank and the threads forwarding its output.
+struct Running {
+    rank: usize,
+    pid: u32,
+    child: Child,
+    pidfd: OwnedFd,
+    status: Option<ExitStatus>,
+    stopped: bool,
+    readers: Vec<JoinHandle<Vec<u8>>>,
+}
+
+impl Running {
+    fn start(mut cmd: Command, rank: usize, output: Output) -> io::Result<Running> {
+        let mut child = cmd.spawn()?;
+        let pid = child.id();
+        let pidfd = match sys::pidfd_open(pid) {
+            Ok(fd) => fd,
+            Err(e) => {
+                sys::signal_child(pid, libc::SIGKILL);
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        let mut readers = Vec::new();
+        if let Some(out) = child.stdout.take() {
+            readers.push(forward(out, rank, output, false));
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(forward(err, rank, output, true));
+        }
+        Ok(Running {
+            rank,
+            pid,
+            child,
+            pidfd,
+            status: None,
+            stopped: false,
+            readers,
+        })
+    }
+
+    fn finish(mut self) -> RankOutcome {
+        let status = match self.status {
+            Some(s) => s,
+            None => self.child.wait().unwrap_or_else(|_| ExitStatus::from_raw(0xff00)),
+        };
+        let mut outs = self.readers.into_iter().map(|h| h.join().unwrap_or_default());
+        RankOutcome {
+            rank: self.rank as Rank,
+            pid: self.pid,
+            status,
+            stdout: outs.next().unwrap_or_default(),
+            stderr: outs.next().unwrap_or_default(),
+            stopped_by_launcher: self.stopped,
+        }
+    }
+}
+
+/// Read a rank's stream to its end: keep it ([`Output::Capture`]) or
+/// forward it line by line with a rank prefix ([`Output::Tagged`]).
+fn forward(stream: impl Read + Send + 'static, rank: usize, output: Output, is_err: bool) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut reader = BufReader::new(stream);
+        if output == Output::Capture {
+            let _ = reader.read_to_end(&mut kept);
+            return kept;
+        }
+        let mut line = Vec::new();
+        while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+            let mut tagged = format!("[{rank}] ").into_bytes();
+            tagged.extend_from_slice(&line);
+            if !tagged.ends_with(b"\n") {
+                tagged.push(b'\n');
+            }
+            let _ = if is_err {
+                io::stderr().lock().write_all(&tagged)
+            } else {
+                io::stdout().lock().write_all(&tagged)
+            };
+            line.clear();
+        }
+        kept
+    })
+}
+
+/// The supervision loop's state.
+struct Supervisor<'a> {
+    launch: &'a Launch,
+    block: &'a JobBlock,
+    running: &'a mut Vec<Running>,
+    exit_order: Vec<Rank>,
+    start: Instant,
+    /// When to send SIGTERM to the ranks still running.
+    stop_at: Option<Instant>,
+    /// When to send SIGKILL to the ranks still running.
+    kill_at: Option<Instant>,
+    timed_out: bool,
+    interrupted: Option<i32>,
+}
+
+impl Supervisor<'_> {
+    fn alive(&self) -> impl Iterator<Item = &Running> {
+        self.running.iter().filter(|r| r.status.is_none())
+    }
+
+    fn signal_all(&mut self, signal: i32) {
+        for r in self.running.iter_mut().filter(|r| r.status.is_none()) {
+            sys::signal_child(r.pid, signal);
+            r.stopped = true;
+        }
+    }
+
+    /// Begin stopping the job: SIGTERM at `when`, SIGKILL a second later.
+    fn stop(&mut self, when: Instant) {
+        if self.stop_at.is_none_or(|t| when < t) {
+            self.stop_at = Some(when);
+        }
+    }
+
+    fn supervise(&mut self, signals: Option<&OwnedFd>) -> io::Result<()> {
+        let deadline = self.launch.timeout.map(|t| self.start + t);
+        while self.alive().next().is_some() {
+            let now = Instant::now();
+            let next = [deadline.filter(|_| !self.timed_out), self.stop_at, self.kill_at]
+                .into_iter()
+                .flatten()
+                .min();
+            let wait = next.map(|t| t.saturating_duration_since(now));
+            let idx: Vec<usize> = (0..self.running.len())
+                .filter(|&i| self.running[i].status.is_none())
+                .collect();
+            let mut fds: Vec<_> = idx.iter().map(|&i| self.running[i].pidfd.as_fd()).collect();
+            if let Some(s) = signals {
+                fds.push(s.as_fd());
+            }
+            let ready = sys::poll_readable(&fds, wait)?;
+            for (k, &i) in idx.iter().enumerate() {
+                if ready[k] {
+                    self.reap(i)?;
+                }
+            }
+            if let (Some(s), true) = (signals, ready.last() == Some(&true) && signals.is_some()) {
+                if let Some(&sig) = sys::drain_signals(s.as_fd()).first() {
+                    self.launch.say(format!("received {}: stopping the job", signal_name(sig)));
+                    self.interrupted.get_or_insert(sig);
+                    self.stop(Instant::now());
+                }
+            }
+            let now = Instant::now();
+            if let Some(d) = deadline {
+                if now >= d && !self.timed_out {
+                    self.timed_out = true;
+                    self.launch.say(format!(
+                        "the job ran past its timeout of {:?}: stopping it",
+                        self.launch.timeout.unwrap_or_default()
+                    ));
+                    self.stop(now);
+                }
+            }
+            if self.stop_at.is_some_and(|t| now >= t) {
+                self.stop_at = Some(Instant::now() + Duration::from_secs(3600));
+                if self.alive().next().is_some() {
+                    self.launch.say("sending SIGTERM to the ranks still running");
+                }
+                self.signal_all(libc::SIGTERM);
+                self.kill_at.get_or_insert(now + Duration::from_secs(1));
+            }
+            if self.kill_at.is_some_and(|t| now >= t) {
+                self.kill_at = Some(Instant::now() + Duration::from_secs(3600));
+                if self.alive().next().is_some() {
+                    self.launch.say("sending SIGKILL to the ranks still running");
+                }
+                self.signal_all(libc::SIGKILL);
+            }
+        }
+        Ok(())
+    }
+
+    /// Collect the status of rank index `i`, whose pidfd is readable.
+    fn reap(&mut self, i: usize) -> io::Result<()> {
+        let status = self.running[i].child.wait()?;
+        let r = &mut self.running[i];
+        r.status = Some(status);
+        let rank = r.rank;
+        let (pid, stopped) = (r.pid, r.stopped);
+        self.exit_order.push(rank as Rank);
+        let state = self.block.slot(rank).state.load(SeqCst);
+        if state != job::TERMINATED {
+            // Died, or exited without proc_term: nobody may wait for it.
+            self.block.mark_failed(rank);
+        }
+        if !status.success() && !stopped && self.interrupted.is_none() && !self.timed_out {
+            let others = self.alive().count();
+            let grace = self.launch.grace;
+            let more = if others > 0 && self.stop_at.is_none() {
+                format!("; stopping the {others} other rank(s) in {grace:?} unless they exit")
+            } else {
+                String::new()
+            };
+            self.launch.say(format!("rank {rank} (pid {pid}) {}{more}", describe_status(status)));
+            self.stop(Instant::now() + grace);
+        } else if state == job::RUNNING && status.success() {
+            self.launch.say(format!(
+                "rank {rank} (pid {pid}) exited without proc_term; it is marked failed"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The host names in a GPI-2 machinefile: one per line, `#` comments and
+/// blank lines ignored.
+pub fn read_machinefile(path: &Path) -> io::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().next().unwrap_or(l).to_string())
+        .collect())
+}
+
+/// Whether `host` names this machine.
+pub fn is_local_host(host: &str) -> bool {
+    let me = sys::hostname();
+    let short = me.split('.').next().unwrap_or(&me);
+    host == "localhost"
+        || host == "ip6-localhost"
+        || host == "::1"
+        || host.starts_with("127.")
+        || (!me.is_empty() && (host == me || host == short))
+}

@@ -1,0 +1,163 @@
+//! The operating-system calls of the launcher, wrapped safely: process
+//! file descriptors, poll, signals to children, parent-death signals and
+//! signal forwarding.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering::SeqCst};
+use std::time::Duration;
+
+/// A file descriptor that becomes readable when process `pid` exits.
+pub(crate) fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // or -1; it does not touch our memory.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just created and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Wait until one of `fds` is readable or `timeout` passes (forever if
+/// `None`). Returns one flag per descriptor.
+pub(crate) fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    // SAFETY: pfds is a valid array of pfds.len() pollfd structs that poll
+    // may write `revents` into.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(vec![false; fds.len()]);
+        }
+        return Err(e);
+    }
+    Ok(pfds.iter().map(|p| p.revents != 0).collect())
+}
+
+/// Send `signal` to the child `pid`. Only call it for children that have
+/// not been reaped: until then the pid cannot belong to anyone else.
+pub(crate) fn signal_child(pid: u32, signal: i32) {
+    // SAFETY: kill has no memory effects; the caller guarantees pid is an
+    // unreaped child of ours.
+    unsafe {
+        libc::kill(pid as libc::pid_t, signal);
+    }
+}
+
+/// Make the child started by `cmd` receive SIGKILL if the launcher dies, so
+/// that no rank outlives it.
+pub(crate) fn kill_with_parent(cmd: &mut Command) {
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure calls only prctl(PR_SET_PDEATHSIG) and getppid,
+    // which are async-signal-safe, and allocates nothing, as pre_exec
+    // requires in the forked child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before prctl: then nobody will send
+            // the signal, so give up now.
+            if libc::getppid() != parent {
+                return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+            }
+            Ok(())
+        });
+    }
+}
+
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    let fd = SIGNAL_PIPE.load(SeqCst);
+    if fd >= 0 {
+        let b = signal as u8;
+        // SAFETY: write is async-signal-safe; b is a live byte.
+        unsafe {
+            libc::write(fd, (&b as *const u8).cast(), 1);
+        }
+    }
+}
+
+/// Route SIGINT, SIGTERM and SIGHUP to a pipe instead of killing the
+/// launcher; returns the read end, which yields one byte (the signal number)
+/// per signal.
+pub(crate) fn forward_signals() -> io::Result<OwnedFd> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by us; the
+    // write end is kept open for the life of the process (the handler uses it).
+    let read = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+    SIGNAL_PIPE.store(fds[1], SeqCst);
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction is valid; we set a handler that only
+        // calls async-signal-safe functions.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(read)
+}
+
+/// Read the signal numbers waiting in the forwarding pipe.
+pub(crate) fn drain_signals(fd: BorrowedFd<'_>) -> Vec<i32> {
+    let mut buf = [0u8; 16];
+    // SAFETY: reading at most buf.len() bytes into buf from a non-blocking pipe.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    buf[..n as usize].iter().map(|&b| b as i32).collect()
+}
+
+/// The name of a signal, e.g. "SIGKILL".
+pub fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+/// This machine's host name.
+pub(crate) fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

@@ -1,0 +1,74 @@
+//! GASPI for Rust: segments of remotely accessible memory, queues of
+//! one-sided operations, and notifications that tell a target its data has
+//! arrived.
+//!
+//! The default engine runs the ranks of a job as processes on one machine
+//! sharing memory: a write is a copy into the target's segment, a
+//! notification a store after it, waiting spins briefly and then sleeps in
+//! the kernel. Start jobs with the `gaspi-run` launcher (or
+//! [`launcher::Launch`] from code), or run a program on its own as a job of
+//! one rank.
+//!
+//! ```
+//! use gaspi::{Alloc, Config, Context, GroupId, Local, Notification, Remote, Timeout};
+//!
+//! let ctx = Context::init(Config::default())?;
+//! let (me, n) = (ctx.rank(), ctx.num_ranks());
+//! ctx.segment_create(0, 1 << 16, GroupId::ALL, Timeout::Block, Alloc::Initialized)?;
+//!
+//! // Put my rank into slot `me` of my right neighbour's segment and notify it.
+//! let seg = ctx.segment::<u64>(0)?;
+//! seg.set(0, me as u64);
+//! let right = (me + 1) % n;
+//! let slot = 8 * (1 + me as usize);
+//! ctx.write_notify(Local::new(0, 0), Remote::new(right, 0, slot), 8,
+//!                  Notification::new(me as u32, 1), 0, Timeout::Block)?;
+//!
+//! // Wait for my left neighbour's notification, take it, read the data.
+//! let left = (me + n - 1) % n;
+//! let id = ctx.notify_waitsome(0, left as u32..left as u32 + 1, Timeout::Block)?;
+//! ctx.notify_reset(0, id)?;
+//! assert_eq!(seg.get(1 + left as usize), left as u64);
+//! ctx.wait(0, Timeout::Block)?;
+//! # Ok::<(), gaspi::Error>(())
+//! ```
+//!
+//! Modules by GASPI chapter: start and stop in [`Context`]; segments in
+//! [`SegmentView`] and the `segment_*` methods; one-sided communication
+//! (`write`, `read`, `*_notify`, lists, `notify`) and queues (`wait`,
+//! `queue_*`); notifications (`notify_waitsome`, `notify_reset`); atomics;
+//! passive communication; groups and collectives (`group_*`, `barrier`,
+//! `allreduce`). The README maps every GASPI procedure to its call.
+
+#![warn(missing_docs)]
+
+mod atomics;
+mod collectives;
+mod config;
+mod context;
+mod engine;
+mod error;
+pub mod launcher;
+mod notifications;
+mod onesided;
+mod passive;
+mod queues;
+mod segments;
+pub mod testing;
+mod types;
+
+pub use collectives::{ReduceOp, Reducible};
+pub use config::{
+    Config, GROUP_LIMIT, NOTIFICATION_LIMIT, QUEUE_MAX, QUEUE_SIZE_LIMIT, SEGMENT_LIMIT, WaitMode,
+};
+pub use context::{Context, env};
+pub use error::{Error, Result};
+pub use segments::SegmentView;
+pub use types::{
+    Alloc, GroupId, ListEntry, Local, Notification, NotificationId, NotificationValue, QueueId,
+    Rank, RankState, Remote, SegmentId, Timeout,
+};
+
+/// Plain-old-data marker traits for segment views and reductions
+/// (re-exported from `bytemuck`, with its derive).
+pub use bytemuck::{Pod, Zeroable};

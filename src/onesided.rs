@@ -1,0 +1,237 @@
+//! One-sided communication on queues: write, read, their notified and list
+//! forms, and notify (`gaspi_write`, `gaspi_read`, `gaspi_write_notify`, ...).
+//!
+//! Every operation checks all its arguments before it moves a byte: a list
+//! with one bad element posts nothing. Then it takes its entries on the
+//! queue ([`Error::QueueFull`] if they do not fit) and executes. On the
+//! native engine the data has reached the target when the call returns, and
+//! a notification is stored after its data with release ordering, so a rank
+//! that sees the notification sees the data.
+
+use crate::context::Context;
+use crate::engine::segment::SegmentObject;
+use crate::error::{Error, Result};
+use crate::types::{ListEntry, Local, Notification, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout};
+use std::sync::Arc;
+
+/// Which way the data of a transfer moves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// Local segment to the target's (write).
+    Put,
+    /// Target's segment to the local one (read).
+    Get,
+}
+
+/// A transfer with both segments resolved and both ranges checked.
+struct Checked {
+    local: Arc<SegmentObject>,
+    local_offset: usize,
+    remote: Arc<SegmentObject>,
+    remote_offset: usize,
+    size: usize,
+}
+
+/// Check that `offset + size` lies within `obj` (segment `segment` of `rank`).
+pub(crate) fn check_range(obj: &SegmentObject, rank: Rank, segment: SegmentId, offset: usize, size: usize) -> Result<()> {
+    match offset.checked_add(size) {
+        Some(end) if end <= obj.size() => Ok(()),
+        _ => Err(Error::OutOfBounds {
+            rank,
+            segment,
+            offset,
+            size,
+            segment_size: obj.size(),
+        }),
+    }
+}
+
+/// Check a notification id against the table of `obj`.
+pub(crate) fn check_notification_id(obj: &SegmentObject, id: NotificationId) -> Result<()> {
+    if id < obj.notification_num() {
+        Ok(())
+    } else {
+        Err(Error::InvalidNotificationId {
+            id,
+            num: obj.notification_num(),
+        })
+    }
+}
+
+impl Context {
+    fn check_transfer(&self, local: Local, remote: Remote, size: usize) -> Result<Checked> {
+        if size > self.config.transfer_size_max {
+            return Err(Error::TransferTooLarge {
+                size,
+                max: self.config.transfer_size_max,
+            });
+        }
+        self.check_segment_id(local.segment)?;
+        self.check_segment_id(remote.segment)?;
+        let l = self.engine.local(local.segment)?;
+        check_range(&l, self.rank(), local.segment, local.offset, size)?;
+        let r = self.engine.target(remote.rank, remote.segment)?;
+        check_range(&r, remote.rank, remote.segment, remote.offset, size)?;
+        Ok(Checked {
+            local: l,
+            local_offset: local.offset,
+            remote: r,
+            remote_offset: remote.offset,
+            size,
+        })
+    }
+
+    /// The table a notification goes to, checked: segment `segment` of
+    /// `rank`, id in range, value non-zero.
+    fn check_notification(&self, rank: Rank, segment: SegmentId, n: Notification) -> Result<Arc<SegmentObject>> {
+        if n.value == 0 {
+            return Err(Error::ZeroNotificationValue);
+        }
+        self.check_segment_id(segment)?;
+        let obj = self.engine.target(rank, segment)?;
+        check_notification_id(&obj, n.id)?;
+        Ok(obj)
+    }
+
+    /// The one routine behind every one-sided operation: check everything,
+    /// reserve the queue entries, move the data, then post the notification.
+    fn transfer(&self, rank: Rank, entries: &[ListEntry], dir: Direction, notify: Option<(Rank, SegmentId, Notification)>, queue: QueueId) -> Result<()> {
+        self.queues.check(queue)?;
+        self.engine.check_rank(rank)?;
+        let checked = entries
+            .iter()
+            .map(|e| self.check_transfer(e.local, e.remote(rank), e.size))
+            .collect::<Result<Vec<_>>>()?;
+        let target = match notify {
+            Some((r, seg, n)) => Some((self.check_notification(r, seg, n)?, n)),
+            None => None,
+        };
+        self.queues
+            .reserve(queue, entries.len() as u32 + target.is_some() as u32)?;
+        for c in &checked {
+            match dir {
+                Direction::Put => c.local.copy_to(c.local_offset, &c.remote, c.remote_offset, c.size),
+                Direction::Get => c.remote.copy_to(c.remote_offset, &c.local, c.local_offset, c.size),
+            }
+        }
+        if let Some((obj, n)) = target {
+            obj.notifications().post(n.id, n.value);
+        }
+        Ok(())
+    }
+
+    fn check_list(&self, entries: &[ListEntry]) -> Result<()> {
+        let max = self.config.rw_list_elem_max as usize;
+        if entries.is_empty() || entries.len() > max {
+            return Err(Error::InvalidArgument(format!(
+                "a list operation takes 1..={max} elements (Config::rw_list_elem_max), got {}",
+                entries.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Write `size` bytes from `src` to `dst` (`gaspi_write`).
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, GroupId, Local, Remote, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_create(0, 1024, GroupId::ALL, Timeout::Block, Alloc::Initialized)?;
+    /// ctx.segment::<u8>(0)?.copy_from_slice(0, b"hello");
+    /// let right = (ctx.rank() + 1) % ctx.num_ranks();
+    /// ctx.write(Local::new(0, 0), Remote::new(right, 0, 512), 5, 0, Timeout::Block)?;
+    /// ctx.wait(0, Timeout::Block)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn write(&self, src: Local, dst: Remote, size: usize, queue: QueueId, _timeout: Timeout) -> Result<()> {
+        let e = ListEntry::new(src, dst.segment, dst.offset, size);
+        self.transfer(dst.rank, &[e], Direction::Put, None, queue)
+    }
+
+    /// Read `size` bytes from `src` into `dst` (`gaspi_read`). The data is
+    /// in place once [`Context::wait`] on the queue returns (on the native
+    /// engine, already when this call returns).
+    pub fn read(&self, dst: Local, src: Remote, size: usize, queue: QueueId, _timeout: Timeout) -> Result<()> {
+        let e = ListEntry::new(dst, src.segment, src.offset, size);
+        self.transfer(src.rank, &[e], Direction::Get, None, queue)
+    }
+
+    /// Write `size` bytes from `src` to `dst`, then set `notification` in
+    /// the notification table of `dst`'s segment (`gaspi_write_notify`). A
+    /// rank that sees the notification sees the data.
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, GroupId, Local, Notification, Remote, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_create(0, 64, GroupId::ALL, Timeout::Block, Alloc::Initialized)?;
+    /// let me = ctx.rank();
+    /// ctx.segment::<u64>(0)?.set(0, 99);
+    /// ctx.write_notify(Local::new(0, 0), Remote::new(me, 0, 8), 8, Notification::new(3, 1), 0, Timeout::Block)?;
+    /// let id = ctx.notify_waitsome(0, 0..16, Timeout::Block)?;
+    /// assert_eq!((id, ctx.notify_reset(0, id)?), (3, 1));
+    /// assert_eq!(ctx.segment::<u64>(0)?.get(1), 99);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn write_notify(&self, src: Local, dst: Remote, size: usize, notification: Notification, queue: QueueId, _timeout: Timeout) -> Result<()> {
+        let e = ListEntry::new(src, dst.segment, dst.offset, size);
+        let n = Some((dst.rank, dst.segment, notification));
+        self.transfer(dst.rank, &[e], Direction::Put, n, queue)
+    }
+
+    /// Read `size` bytes from `src` into `dst`, then set notification `id`
+    /// to 1 in the table of the local segment `dst.segment`
+    /// (`gaspi_read_notify`).
+    pub fn read_notify(&self, dst: Local, src: Remote, size: usize, id: NotificationId, queue: QueueId, _timeout: Timeout) -> Result<()> {
+        let e = ListEntry::new(dst, src.segment, src.offset, size);
+        let n = Some((self.rank(), dst.segment, Notification::new(id, 1)));
+        self.transfer(src.rank, &[e], Direction::Get, n, queue)
+    }
+
+    /// Set `notification` in the table of segment `segment` of `rank`
+    /// (`gaspi_notify`). It is seen after every write this rank posted
+    /// before it to that rank.
+    pub fn notify(&self, rank: Rank, segment: SegmentId, notification: Notification, queue: QueueId, _timeout: Timeout) -> Result<()> {
+        self.transfer(rank, &[], Direction::Put, Some((rank, segment, notification)), queue)
+    }
+
+    /// Write every element of `entries` to `rank` (`gaspi_write_list`).
+    pub fn write_list(&self, rank: Rank, entries: &[ListEntry], queue: QueueId, _timeout: Timeout) -> Result<()> {
+        self.check_list(entries)?;
+        self.transfer(rank, entries, Direction::Put, None, queue)
+    }
+
+    /// Write every element of `entries` to `rank`, then set `notification`
+    /// in the table of its segment `notification_segment`
+    /// (`gaspi_write_list_notify`): the notification is seen after all the
+    /// elements.
+    pub fn write_list_notify(&self, rank: Rank, entries: &[ListEntry], notification_segment: SegmentId, notification: Notification, queue: QueueId, _timeout: Timeout) -> Result<()> {
+        self.check_list(entries)?;
+        let n = Some((rank, notification_segment, notification));
+        self.transfer(rank, entries, Direction::Put, n, queue)
+    }
+
+    /// Read every element of `entries` from `rank` (`gaspi_read_list`).
+    pub fn read_list(&self, rank: Rank, entries: &[ListEntry], queue: QueueId, _timeout: Timeout) -> Result<()> {
+        self.check_list(entries)?;
+        self.transfer(rank, entries, Direction::Get, None, queue)
+    }
+
+    /// Read every element of `entries` from `rank`, then set notification
+    /// `id` to 1 in the table of local segment `notification_segment`
+    /// (`gaspi_read_list_notify`).
+    pub fn read_list_notify(&self, rank: Rank, entries: &[ListEntry], notification_segment: SegmentId, id: NotificationId, queue: QueueId, _timeout: Timeout) -> Result<()> {
+        self.check_list(entries)?;
+        let n = Some((self.rank(), notification_segment, Notification::new(id, 1)));
+        self.transfer(rank, entries, Direction::Get, n, queue)
+    }
+
+    /// Largest single transfer in bytes (`gaspi_transfer_size_max`).
+    pub fn transfer_size_max(&self) -> usize {
+        self.config.transfer_size_max
+    }
+
+    /// Most elements in one list operation (`gaspi_rw_list_elem_max`).
+    pub fn rw_list_elem_max(&self) -> u32 {
+        self.config.rw_list_elem_max
+    }
+}

@@ -1,0 +1,86 @@
+//! Passive communication: two-sided messages into the receiver's inbox
+//! (`gaspi_passive_send`, `gaspi_passive_receive`).
+//!
+//! Each rank has an inbox of [`Config::passive_queue_size_max`] messages of
+//! up to [`Config::passive_transfer_size_max`] bytes, in its own shared
+//! memory. A send copies the message into a free slot of the receiver's
+//! inbox (waiting while it is full); a receive takes the oldest message from
+//! any sender. Messages from one sender arrive in the order they were sent.
+//!
+//! [`Config::passive_queue_size_max`]: crate::Config::passive_queue_size_max
+//! [`Config::passive_transfer_size_max`]: crate::Config::passive_transfer_size_max
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::onesided::check_range;
+use crate::types::{Local, Rank, Timeout};
+
+impl Context {
+    /// Send `size` bytes at `src` to `rank`'s inbox (`gaspi_passive_send`).
+    /// Returns once the message is in the inbox: `src` may be reused. Waits
+    /// while the inbox is full, up to `timeout`.
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, Local, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// ctx.segment::<u8>(0)?.copy_from_slice(0, b"ping");
+    /// ctx.passive_send(Local::new(0, 0), ctx.rank(), 4, Timeout::Block)?;
+    /// let (from, len) = ctx.passive_receive(Local::new(0, 32), 32, Timeout::Block)?;
+    /// assert_eq!((from, len), (ctx.rank(), 4));
+    /// assert_eq!(ctx.segment::<u8>(0)?.get(33), b'i');
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn passive_send(&self, src: Local, rank: Rank, size: usize, timeout: Timeout) -> Result<()> {
+        self.engine.check_rank(rank)?;
+        self.check_segment_id(src.segment)?;
+        let obj = self.engine.local(src.segment)?;
+        check_range(&obj, self.rank(), src.segment, src.offset, size)?;
+        self.engine.check_alive(rank)?;
+        let inbox = self.engine.peer_inbox(rank)?;
+        let max = inbox.max_message().min(self.config.passive_transfer_size_max);
+        if size == 0 || size > max {
+            return Err(Error::InvalidArgument(format!(
+                "a passive message has 1..={max} bytes (Config::passive_transfer_size_max \
+                 of sender and receiver), got {size}"
+            )));
+        }
+        inbox.send(
+            self.rank(),
+            &obj,
+            src.offset,
+            size,
+            &self.engine.waiter,
+            timeout.deadline(),
+            || self.engine.check_alive(rank),
+        )
+    }
+
+    /// Receive the next message from any rank into `dst`, which has room for
+    /// `size` bytes (`gaspi_passive_receive`). Returns the sender and the
+    /// message length. A message longer than `size` stays queued and the
+    /// call fails with [`Error::MessageTooLarge`].
+    pub fn passive_receive(&self, dst: Local, size: usize, timeout: Timeout) -> Result<(Rank, usize)> {
+        self.check_segment_id(dst.segment)?;
+        let obj = self.engine.local(dst.segment)?;
+        check_range(&obj, self.rank(), dst.segment, dst.offset, size)?;
+        if size == 0 {
+            return Err(Error::InvalidArgument(
+                "passive_receive needs room for at least one byte".into(),
+            ));
+        }
+        self.engine.inbox().receive(
+            &obj,
+            dst.offset,
+            size,
+            &self.engine.waiter,
+            timeout.deadline(),
+            || self.engine.faults(),
+        )
+    }
+
+    /// Largest passive message in bytes (`gaspi_passive_transfer_size_max`).
+    pub fn passive_transfer_size_max(&self) -> usize {
+        self.config.passive_transfer_size_max
+    }
+}

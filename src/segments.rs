@@ -1,0 +1,358 @@
+//! Segments: remotely accessible memory (`gaspi_segment_*`).
+//!
+//! A segment is identified by a small id, per rank: segment 0 of rank 3 and
+//! segment 0 of rank 5 are different memory of possibly different sizes.
+//! [`Context::segment_create`] allocates one on every member of a group and
+//! registers it with all of them; [`Context::segment_alloc`] plus
+//! [`Context::segment_register`] do the same step by step; bind/use turn
+//! memory the program already has into a segment.
+//!
+//! Each segment carries its table of
+//! [`Config::notification_num`](crate::Config::notification_num)
+//! notifications.
+//!
+//! Local access goes through a typed [`SegmentView`]: copies and volatile
+//! element access are safe; borrowing the memory as a Rust slice is
+//! `unsafe`, because other ranks may write it at any time.
+
+use crate::context::Context;
+use crate::engine::segment::SegmentObject;
+use crate::error::{Error, Result};
+use crate::types::{Alloc, GroupId, Rank, SegmentId, Timeout};
+use bytemuck::Pod;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+impl Context {
+    pub(crate) fn check_segment_id(&self, segment: SegmentId) -> Result<()> {
+        if (segment as u32) < self.config.segment_max {
+            Ok(())
+        } else {
+            Err(Error::InvalidSegmentId {
+                segment,
+                max: self.config.segment_max,
+            })
+        }
+    }
+
+    fn check_segment_size(size: usize) -> Result<()> {
+        if size == 0 {
+            return Err(Error::InvalidArgument("a segment needs at least one byte".into()));
+        }
+        Ok(())
+    }
+
+    /// Allocate segment `segment` of `size` bytes on this rank
+    /// (`gaspi_segment_alloc`). Only this rank can access it until it is
+    /// registered with others.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_alloc(4, 1 << 20, gaspi::Alloc::Initialized)?;
+    /// assert_eq!(ctx.segment_size(4, ctx.rank())?, 1 << 20);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn segment_alloc(&self, segment: SegmentId, size: usize, _alloc: Alloc) -> Result<()> {
+        self.check_segment_id(segment)?;
+        Self::check_segment_size(size)?;
+        let (rank, num, nranks) = (self.rank(), self.config.notification_num, self.engine.nranks());
+        self.engine.add_segment(segment, |token, generation| {
+            SegmentObject::create(token, rank, segment, generation, size, num, nranks)
+        })?;
+        Ok(())
+    }
+
+    /// Let `rank` access this rank's segment `segment`
+    /// (`gaspi_segment_register`). Returns at once on the native engine.
+    pub fn segment_register(&self, segment: SegmentId, rank: Rank, _timeout: Timeout) -> Result<()> {
+        self.check_segment_id(segment)?;
+        self.engine.check_rank(rank)?;
+        self.engine.local(segment)?.register(rank);
+        Ok(())
+    }
+
+    /// Collectively create segment `segment` of `size` bytes on every member
+    /// of `group`, registered with all of them (`gaspi_segment_create`:
+    /// alloc, register, barrier). After it returns every member can access
+    /// every other member's segment `segment`.
+    ///
+    /// If the closing barrier times out, call it again with the same
+    /// arguments to keep waiting.
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Context, Config, GroupId, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_create(0, 4096, GroupId::ALL, Timeout::Block, Alloc::Initialized)?;
+    /// assert_eq!(ctx.segment_list(), vec![0]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn segment_create(&self, segment: SegmentId, size: usize, group: GroupId, timeout: Timeout, alloc: Alloc) -> Result<()> {
+        let members = self.committed_members(group)?;
+        self.collective_segment(segment, group, &members, timeout, || self.segment_alloc(segment, size, alloc))
+    }
+
+    /// Register, then barrier, with a retry after a timeout resuming the
+    /// barrier instead of failing on the existing segment.
+    fn collective_segment(&self, segment: SegmentId, group: GroupId, members: &[Rank], timeout: Timeout, make: impl FnOnce() -> Result<()>) -> Result<()> {
+        self.check_segment_id(segment)?;
+        let resuming = self.groups.take_pending_create(segment, group);
+        if !resuming {
+            make()?;
+            for &m in members {
+                self.segment_register(segment, m, timeout)?;
+            }
+        }
+        match self.barrier(group, timeout) {
+            Err(e) if e.is_timeout() => {
+                self.groups.set_pending_create(segment, group);
+                Err(e)
+            }
+            r => r,
+        }
+    }
+
+    /// Make `size` bytes at `pointer` segment `segment` of this rank
+    /// (`gaspi_segment_bind`).
+    ///
+    /// The memory keeps its address and content; its pages are replaced in
+    /// place by shared memory that other ranks can map. `segment_delete`
+    /// turns them back into private memory, content preserved.
+    ///
+    /// # Safety
+    /// `pointer` and `size` must be multiples of the page size (allocate
+    /// with a 4096-byte alignment and round the size up); the memory must be
+    /// heap or anonymous memory owned by the caller, not used by other
+    /// threads during the call, and must stay allocated until the segment
+    /// is deleted.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let layout = std::alloc::Layout::from_size_align(8192, 4096).unwrap();
+    /// let mem = unsafe { std::alloc::alloc_zeroed(layout) };
+    /// unsafe { mem.write(42) };
+    /// unsafe { ctx.segment_bind(1, mem, 8192)? };
+    /// assert_eq!(ctx.segment_ptr(1)?, mem);
+    /// assert_eq!(ctx.segment::<u8>(1)?.get(0), 42);
+    /// ctx.segment_delete(1)?;
+    /// unsafe { std::alloc::dealloc(mem, layout) };
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub unsafe fn segment_bind(&self, segment: SegmentId, pointer: *mut u8, size: usize) -> Result<()> {
+        self.check_segment_id(segment)?;
+        Self::check_segment_size(size)?;
+        let page = crate::engine::shm::page_size();
+        if pointer.is_null() || pointer as usize % page != 0 || size % page != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "segment_bind needs memory aligned to and sized in pages of {page} bytes \
+                 (got {pointer:p}, {size} bytes)"
+            )));
+        }
+        let (rank, num, nranks) = (self.rank(), self.config.notification_num, self.engine.nranks());
+        self.engine.add_segment(segment, |token, generation| {
+            // SAFETY: alignment checked above; ownership, exclusivity and
+            // lifetime are this function's contract.
+            unsafe { SegmentObject::create_bound(token, rank, segment, generation, pointer, size, num, nranks) }
+        })?;
+        Ok(())
+    }
+
+    /// Bind `size` bytes at `pointer` as segment `segment` and register it
+    /// with every member of `group`, collectively (`gaspi_segment_use`).
+    ///
+    /// # Safety
+    /// As for [`Context::segment_bind`].
+    pub unsafe fn segment_use(&self, segment: SegmentId, pointer: *mut u8, size: usize, group: GroupId, timeout: Timeout) -> Result<()> {
+        let members = self.committed_members(group)?;
+        self.collective_segment(segment, group, &members, timeout, || {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { self.segment_bind(segment, pointer, size) }
+        })
+    }
+
+    /// Delete this rank's segment `segment` (`gaspi_segment_delete`). Other
+    /// ranks' operations on it fail with [`Error::SegmentNotFound`]; views
+    /// still held keep the memory mapped until they are dropped.
+    pub fn segment_delete(&self, segment: SegmentId) -> Result<()> {
+        self.check_segment_id(segment)?;
+        self.engine.remove_segment(segment)
+    }
+
+    /// Address of the first byte of this rank's segment `segment`
+    /// (`gaspi_segment_ptr`).
+    pub fn segment_ptr(&self, segment: SegmentId) -> Result<*mut u8> {
+        self.check_segment_id(segment)?;
+        Ok(self.engine.local(segment)?.data())
+    }
+
+    /// Size in bytes of segment `segment` of `rank` (`gaspi_segment_size`).
+    pub fn segment_size(&self, segment: SegmentId, rank: Rank) -> Result<usize> {
+        self.check_segment_id(segment)?;
+        self.engine.segment_size(rank, segment)
+    }
+
+    /// Number of segments of this rank (`gaspi_segment_num`).
+    pub fn segment_num(&self) -> usize {
+        self.engine.segment_ids().len()
+    }
+
+    /// Ids of this rank's segments, ascending (`gaspi_segment_list`).
+    pub fn segment_list(&self) -> Vec<SegmentId> {
+        self.engine.segment_ids()
+    }
+
+    /// Segment ids are `0..segment_max()` (`gaspi_segment_max`).
+    pub fn segment_max(&self) -> u32 {
+        self.config.segment_max
+    }
+
+    /// The lowest segment id not in use on this rank
+    /// (`gaspi_segment_avail_local`).
+    pub fn segment_avail_local(&self) -> Result<SegmentId> {
+        let used = self.engine.segment_ids();
+        (0..self.config.segment_max)
+            .map(|s| s as SegmentId)
+            .find(|s| !used.contains(s))
+            .ok_or(Error::InvalidArgument("every segment id is in use".into()))
+    }
+
+    /// A typed view of this rank's segment `segment`.
+    ///
+    /// ```
+    /// # use gaspi::{Alloc, Config, Context};
+    /// # let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// let v = ctx.segment::<f64>(0)?;
+    /// v.copy_from_slice(2, &[1.5, 2.5]);
+    /// assert_eq!(v.get(3), 2.5);
+    /// assert_eq!(v.len(), 8);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn segment<T: Pod>(&self, segment: SegmentId) -> Result<SegmentView<T>> {
+        self.check_segment_id(segment)?;
+        let obj = self.engine.local(segment)?;
+        let len = obj.size() / std::mem::size_of::<T>().max(1);
+        Ok(SegmentView {
+            obj,
+            len,
+            _t: PhantomData,
+        })
+    }
+}
+
+/// A typed view of a local segment: `len()` elements of `T`.
+///
+/// The memory is shared with other ranks, which may write it whenever the
+/// program's protocol lets them (typically before a notification). Element
+/// access ([`get`](SegmentView::get), [`set`](SegmentView::set)) uses
+/// volatile loads and stores, so a polling loop really reads memory; bulk
+/// copies are plain copies, to be ordered by notifications or barriers.
+/// [`as_slice`](SegmentView::as_slice) and
+/// [`as_mut_slice`](SegmentView::as_mut_slice) lend the memory as Rust
+/// slices and are `unsafe`: the caller promises that nobody writes it (or,
+/// for the mutable one, touches it) meanwhile.
+///
+/// Element `i` is at byte offset `i * size_of::<T>()`, which is what the
+/// one-sided operations take as offsets. A view keeps the memory mapped even
+/// if the segment is deleted.
+#[derive(Debug, Clone)]
+pub struct SegmentView<T> {
+    obj: Arc<SegmentObject>,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> SegmentView<T> {
+    /// Number of whole `T`s in the segment.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if not even one `T` fits.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn offset(&self, index: usize, count: usize) -> usize {
+        assert!(
+            index.checked_add(count).is_some_and(|e| e <= self.len),
+            "segment view index {index}+{count} out of range (len {})",
+            self.len
+        );
+        index * std::mem::size_of::<T>()
+    }
+
+    /// Element `index` (volatile load). Panics if out of range.
+    pub fn get(&self, index: usize) -> T {
+        self.obj.load(self.offset(index, 1))
+    }
+
+    /// Set element `index` (volatile store). Panics if out of range.
+    pub fn set(&self, index: usize, value: T) {
+        self.obj.store(self.offset(index, 1), value)
+    }
+
+    /// Copy `src` into elements `start..start+src.len()`.
+    pub fn copy_from_slice(&self, start: usize, src: &[T]) {
+        self.obj
+            .write_from(self.offset(start, src.len()), bytemuck::cast_slice(src))
+    }
+
+    /// Copy elements `start..start+dst.len()` into `dst`.
+    pub fn copy_to_slice(&self, start: usize, dst: &mut [T]) {
+        self.obj
+            .read_into(self.offset(start, dst.len()), bytemuck::cast_slice_mut(dst))
+    }
+
+    /// All elements, copied.
+    pub fn to_vec(&self) -> Vec<T> {
+        let mut v = vec![T::zeroed(); self.len];
+        self.copy_to_slice(0, &mut v);
+        v
+    }
+
+    /// Set every element to `value`.
+    pub fn fill(&self, value: T) {
+        const CHUNK: usize = 4096;
+        let block = vec![value; CHUNK.min(self.len)];
+        let mut i = 0;
+        while i < self.len {
+            let n = CHUNK.min(self.len - i);
+            self.copy_from_slice(i, &block[..n]);
+            i += n;
+        }
+    }
+
+    /// The 8-byte word at byte offset `byte_offset` as an atomic, for local
+    /// access to words that remote ranks update with `atomic_fetch_add` or
+    /// `atomic_compare_swap`. Panics if out of range or not 8-byte aligned.
+    pub fn atomic_u64(&self, byte_offset: usize) -> &AtomicU64 {
+        self.obj.atomic_u64(byte_offset)
+    }
+
+    /// Pointer to the first element.
+    pub fn as_ptr(&self) -> *mut T {
+        self.obj.data().cast()
+    }
+
+    /// The segment as a slice.
+    ///
+    /// # Safety
+    /// While the slice lives, no rank (this one included, through any view
+    /// or operation) may write the segment.
+    pub unsafe fn as_slice(&self) -> &[T] {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.obj.as_slice(self.len) }
+    }
+
+    /// The segment as a mutable slice.
+    ///
+    /// # Safety
+    /// While the slice lives, nothing else may read or write the segment:
+    /// no remote operation on it, no other view, slice or thread.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_slice(&self) -> &mut [T] {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.obj.as_mut_slice(self.len) }
+    }
+}

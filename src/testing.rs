@@ -1,0 +1,219 @@
+//! Run the body of a `#[test]` as a real multi-process job.
+//!
+//! [`Job::run`] called from a test starts `N` copies of the test binary
+//! through the [`launcher`](crate::launcher), each told to run only this
+//! test; inside those copies the same call sees that it is a rank, builds a
+//! [`Context`] and runs the body. The parent checks that every rank
+//! succeeded and that the job left no shared memory behind, and prints the
+//! ranks' output if not. A panic (a failed `assert!`) in any rank fails the
+//! test. A test may start several jobs one after the other; each rank runs
+//! only the body of the job it was started for.
+//!
+//! ```no_run
+//! // in tests/my_test.rs
+//! #[test]
+//! fn ring() {
+//!     gaspi::testing::Job::new(&[2, 4]).run(|ctx| {
+//!         ctx.barrier(gaspi::GroupId::ALL, gaspi::Timeout::Block).unwrap();
+//!     });
+//! }
+//! ```
+
+use crate::config::Config;
+use crate::context::Context;
+use crate::launcher::{Launch, Output, Report, describe_status};
+use std::time::Duration;
+
+/// Set in the ranks of a test job: the name of the test they run.
+const TEST_VAR: &str = "GASPI_TEST_NAME";
+/// Set in the ranks of a test job: which of the test's jobs they belong to.
+const JOB_VAR: &str = "GASPI_TEST_JOB";
+
+thread_local! {
+    /// Jobs started so far by the test running on this thread (each test
+    /// runs on a thread of its own, in the parent and in the ranks alike).
+    static JOBS_SEEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Number this job within its test.
+fn next_job_index() -> usize {
+    JOBS_SEEN.with(|c| {
+        let i = c.get();
+        c.set(i + 1);
+        i
+    })
+}
+
+/// What this process is for the job numbered `index` of the running test.
+enum Role {
+    /// The test itself: start the job.
+    Parent,
+    /// A rank of this job: run the body.
+    Rank,
+    /// A rank of another job of the same test: do nothing.
+    Bystander,
+}
+
+/// A job of the current test: sizes, node layout, config, time limit.
+#[derive(Clone, Debug)]
+pub struct Job {
+    sizes: Vec<usize>,
+    ppn: Option<usize>,
+    config: Config,
+    timeout: Duration,
+}
+
+/// The running test's name as libtest and nextest give it (the thread name).
+fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .filter(|n| *n != "main")
+        .expect("gaspi::testing must be called from a #[test] function's thread")
+        .to_string()
+}
+
+fn role(index: usize) -> Role {
+    if !std::env::var(TEST_VAR).is_ok_and(|n| n == test_name()) {
+        return Role::Parent;
+    }
+    match std::env::var(JOB_VAR) {
+        Ok(i) if i == index.to_string() => Role::Rank,
+        _ => Role::Bystander,
+    }
+}
+
+/// Print what every rank said, for a failed job.
+fn dump(report: &Report) -> String {
+    let mut s = String::new();
+    for o in &report.ranks {
+        s.push_str(&format!(
+            "--- rank {} (pid {}) {}{} ---\n{}{}",
+            o.rank,
+            o.pid,
+            describe_status(o.status),
+            if o.stopped_by_launcher { ", stopped by the launcher" } else { "" },
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    s
+}
+
+impl Job {
+    /// A job run once for each number of ranks in `sizes`.
+    pub fn new(sizes: &[usize]) -> Job {
+        Job {
+            sizes: sizes.to_vec(),
+            ppn: None,
+            config: Config::default(),
+            timeout: Duration::from_secs(120),
+        }
+    }
+
+    /// Ranks per node (`gaspi-run --ppn`).
+    pub fn ppn(mut self, ppn: usize) -> Job {
+        self.ppn = Some(ppn);
+        self
+    }
+
+    /// The configuration every rank initialises with.
+    pub fn config(mut self, config: Config) -> Job {
+        self.config = config;
+        self
+    }
+
+    /// Stop and fail the job if it runs longer (default 120 s).
+    pub fn timeout(mut self, timeout: Duration) -> Job {
+        self.timeout = timeout;
+        self
+    }
+
+    fn launch(&self, index: usize, n: usize) -> Report {
+        let name = test_name();
+        let exe = std::env::current_exe().expect("path of the test binary");
+        let mut l = Launch::new(exe, n)
+            .args(["--exact", name.as_str(), "--nocapture", "--test-threads=1", "-q"])
+            .env(TEST_VAR, &name)
+            .env(JOB_VAR, index.to_string())
+            .env("RUST_BACKTRACE", "1")
+            .output(Output::Capture)
+            .timeout(self.timeout)
+            .grace(Duration::from_secs(5));
+        if let Some(p) = self.ppn {
+            l = l.ppn(p);
+        }
+        let report = l.run().expect("starting the test job");
+        assert!(
+            report.left_after_cleanup.is_empty(),
+            "the launcher could not remove {:?}",
+            report.left_after_cleanup
+        );
+        report
+    }
+
+    /// Run `body` on every rank, for each size; every rank must return
+    /// normally and the job must leave no shared memory behind.
+    pub fn run(self, body: impl Fn(&Context)) {
+        let index = next_job_index();
+        match role(index) {
+            Role::Parent => {}
+            Role::Bystander => return,
+            Role::Rank => {
+                let ctx = Context::init(self.config.clone()).expect("Context::init in a test rank");
+                body(&ctx);
+                ctx.term().expect("proc_term");
+                return;
+            }
+        }
+        for &n in &self.sizes {
+            let report = self.launch(index, n);
+            assert!(
+                report.success(),
+                "job of {n} ranks failed{}:\n{}",
+                if report.timed_out { " (timed out)" } else { "" },
+                dump(&report)
+            );
+            assert!(
+                report.left_by_ranks.is_empty(),
+                "job of {n} ranks left shared memory behind: {:?}",
+                report.left_by_ranks
+            );
+        }
+    }
+
+    /// Run `body` on every rank without creating a context for it (to test
+    /// initialisation itself), then let `check` judge each job's report in
+    /// the parent.
+    pub fn run_raw(self, body: impl Fn(), check: impl Fn(usize, &Report)) {
+        let index = next_job_index();
+        match role(index) {
+            Role::Parent => {}
+            Role::Bystander => return,
+            Role::Rank => return body(),
+        }
+        for &n in &self.sizes {
+            let report = self.launch(index, n);
+            let context = dump(&report);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(n, &report)));
+            if let Err(e) = r {
+                eprintln!("job of {n} ranks, per rank:\n{context}");
+                std::panic::resume_unwind(e);
+            }
+        }
+    }
+
+    /// Like [`Job::run`], but `check` judges each job's report in the parent
+    /// instead of requiring success (for jobs in which a rank is meant to
+    /// die).
+    pub fn run_and_check(self, body: impl Fn(&Context), check: impl Fn(usize, &Report)) {
+        let config = self.config.clone();
+        self.run_raw(
+            || {
+                let ctx = Context::init(config.clone()).expect("Context::init in a test rank");
+                body(&ctx);
+                ctx.term().expect("proc_term");
+            },
+            check,
+        )
+    }
+}

@@ -1,0 +1,290 @@
+//! Groups, barrier and allreduce.
+
+mod common;
+
+use common::*;
+use gaspi::testing::Job;
+use gaspi::{Alloc, Config, Context, Error, GroupId, Local, Notification, Rank, ReduceOp, Reducible, Remote, Timeout};
+
+#[test]
+fn barrier_orders_writes_before_and_after_it() {
+    Job::new(&[2, 4, 8]).run(|ctx| {
+        let seg = segment(ctx, 0, 8 * 64);
+        let n = ctx.num_ranks() as usize;
+        let me = ctx.rank() as usize;
+        let words = ctx.segment::<u64>(0).unwrap();
+        for round in 1..=50u64 {
+            // Everyone writes round*100+me into slot [me] of every rank.
+            words.set(n, round * 100 + me as u64);
+            for t in 0..n as Rank {
+                ctx.write(Local::new(0, 8 * n), Remote::new(t, 0, 8 * me), 8, 0, Timeout::Block).unwrap();
+            }
+            ctx.wait(0, Timeout::Block).unwrap();
+            barrier(ctx);
+            for r in 0..n {
+                assert_eq!(words.get(r), round * 100 + r as u64, "round {round} slot {r}");
+            }
+            barrier(ctx);
+        }
+        let _ = seg;
+    });
+}
+
+#[test]
+fn barrier_timeout_then_retry_completes_the_same_barrier() {
+    Job::new(&[2, 4, 8]).run(|ctx| {
+        segment(ctx, 0, 64);
+        let n = ctx.num_ranks();
+        if ctx.rank() != 0 {
+            // Rank 0 holds back until everyone has timed out twice.
+            assert!(ctx.barrier(GroupId::ALL, Timeout::Test).unwrap_err().is_timeout());
+            assert!(ctx.barrier(GroupId::ALL, Timeout::ms(20)).unwrap_err().is_timeout());
+            // A different collective cannot start while the barrier is pending.
+            let mut out = [0u32];
+            assert!(matches!(
+                ctx.allreduce(&[1u32], &mut out, ReduceOp::Sum, GroupId::ALL, Timeout::Test),
+                Err(Error::ActiveCollective { .. })
+            ));
+            ctx.notify(0, 0, Notification::new(ctx.rank() as u32, 1), 0, Timeout::Block).unwrap();
+            ctx.barrier(GroupId::ALL, Timeout::Block).unwrap();
+        } else {
+            for _ in 1..n {
+                let id = ctx.notify_waitsome(0, 1..n as u32, Timeout::Block).unwrap();
+                ctx.notify_reset(0, id).unwrap();
+            }
+            ctx.barrier(GroupId::ALL, Timeout::Block).unwrap();
+        }
+        // The state is consistent: further collectives work.
+        let mut out = [0u32];
+        ctx.allreduce(&[1u32], &mut out, ReduceOp::Sum, GroupId::ALL, Timeout::Block).unwrap();
+        assert_eq!(out[0], n as u32);
+        barrier(ctx);
+    });
+}
+
+/// Build, commit and return the group of `members`.
+fn group(ctx: &Context, members: impl IntoIterator<Item = Rank>) -> GroupId {
+    let g = ctx.group_create().unwrap();
+    for r in members {
+        ctx.group_add(g, r).unwrap();
+    }
+    ctx.group_commit(g, Timeout::Block).unwrap();
+    g
+}
+
+#[test]
+fn groups_with_holes_run_their_own_collectives_and_segments() {
+    Job::new(&[3, 4, 8]).run(|ctx| {
+        let n = ctx.num_ranks();
+        let me = ctx.rank();
+        for culprit in 0..n {
+            // Everyone but `culprit` forms a group.
+            if me != culprit {
+                let g = group(ctx, (0..n).filter(|&r| r != culprit));
+                assert_eq!(ctx.group_size(g).unwrap(), n as usize - 1);
+                for s in 0..3 {
+                    ctx.segment_create(s, 1 << 12, g, Timeout::Block, Alloc::Initialized).unwrap();
+                }
+                assert_eq!(ctx.segment_list(), vec![0, 1, 2]);
+                let mut sum = [0u64];
+                ctx.allreduce(&[me as u64], &mut sum, ReduceOp::Sum, g, Timeout::Block).unwrap();
+                let expect: u64 = (0..n as u64).sum::<u64>() - culprit as u64;
+                assert_eq!(sum[0], expect);
+                ctx.barrier(g, Timeout::Block).unwrap();
+                for s in 0..3 {
+                    ctx.segment_delete(s).unwrap();
+                }
+                ctx.group_delete(g).unwrap();
+            } else {
+                assert_eq!(ctx.segment_num(), 0);
+            }
+            barrier(ctx);
+        }
+    });
+}
+
+#[test]
+fn the_same_group_committed_again_and_groups_of_two() {
+    Job::new(&[4]).run(|ctx| {
+        let me = ctx.rank();
+        // Pairs (0,1) and (2,3), committed, used, deleted, ten times.
+        for round in 0..10u64 {
+            let pair = [me & !1, me | 1];
+            let g = group(ctx, pair);
+            let mut out = [0u64];
+            ctx.allreduce(&[me as u64 + round], &mut out, ReduceOp::Max, g, Timeout::Block).unwrap();
+            assert_eq!(out[0], pair[1] as u64 + round);
+            ctx.group_delete(g).unwrap();
+        }
+        assert_eq!(ctx.group_num(), 1); // only GroupId::ALL is left
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn group_misuse_is_reported() {
+    let cfg = Config {
+        group_max: 3,
+        ..Default::default()
+    };
+    Job::new(&[2]).config(cfg).run(|ctx| {
+        let other = 1 - ctx.rank();
+        let g = ctx.group_create().unwrap();
+        assert!(matches!(ctx.barrier(g, Timeout::Test), Err(Error::GroupNotCommitted { .. })));
+        ctx.group_add(g, other).unwrap();
+        assert!(matches!(ctx.group_add(g, other), Err(Error::GroupMismatch { .. })));
+        assert!(matches!(ctx.group_add(g, 7), Err(Error::InvalidRank { rank: 7, num_ranks: 2 })));
+        assert!(matches!(ctx.group_commit(g, Timeout::Block), Err(Error::GroupMismatch { .. })), "own rank missing");
+        let g2 = ctx.group_create().unwrap();
+        assert!(matches!(ctx.group_create(), Err(Error::TooManyGroups { max: 3 })));
+        assert!(matches!(ctx.barrier(GroupId(9), Timeout::Test), Err(Error::InvalidGroup { .. })));
+        assert!(matches!(ctx.group_delete(GroupId::ALL), Err(Error::InvalidArgument(_))));
+        ctx.group_delete(g).unwrap();
+        ctx.group_delete(g2).unwrap();
+        assert!(matches!(ctx.group_delete(g2), Err(Error::InvalidGroup { .. })));
+        assert_eq!(ctx.group_ranks(GroupId::ALL).unwrap(), vec![0, 1]);
+        barrier(ctx);
+    });
+}
+
+/// The element every rank contributes at position `i`.
+trait Sample: Reducible + std::fmt::Debug {
+    fn sample(rank: Rank, i: usize) -> Self;
+    fn bits(self) -> u64;
+}
+
+macro_rules! sample_int {
+    ($($t:ty),*) => {$(
+        impl Sample for $t {
+            fn sample(rank: Rank, i: usize) -> Self {
+                ((rank as i64 * 7919 + i as i64 * 104_729) % 1_000_003 - 500_000) as $t
+            }
+            fn bits(self) -> u64 { self as u64 }
+        }
+    )*};
+}
+sample_int!(i32, u32, i64, u64);
+
+impl Sample for f32 {
+    fn sample(rank: Rank, i: usize) -> Self {
+        (rank as f32 + 1.0) / 3.0 * (i as f32 - 100.5)
+    }
+    fn bits(self) -> u64 {
+        self.to_bits() as u64
+    }
+}
+
+impl Sample for f64 {
+    fn sample(rank: Rank, i: usize) -> Self {
+        (rank as f64 + 1.0).sqrt() * (i as f64 - 127.25) / 7.0
+    }
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+}
+
+/// Check allreduce of `T` with every op against a sequential reduction in
+/// rank order, bit for bit.
+fn allreduce_matches_reference<T: Sample>(ctx: &Context) {
+    let n = ctx.num_ranks();
+    for len in [1usize, 2, 17, 255] {
+        for op in [ReduceOp::Min, ReduceOp::Max, ReduceOp::Sum] {
+            let send: Vec<T> = (0..len).map(|i| T::sample(ctx.rank(), i)).collect();
+            let mut recv = vec![T::sample(0, 0); len];
+            ctx.allreduce(&send, &mut recv, op, GroupId::ALL, Timeout::Block).unwrap();
+            for i in 0..len {
+                let want = (1..n).fold(T::sample(0, i), |acc, r| T::reduce(op, acc, T::sample(r, i)));
+                assert_eq!(recv[i].bits(), want.bits(), "{} {op:?} len {len} element {i}: {:?} vs {want:?}", T::GASPI_TYPE, recv[i]);
+            }
+        }
+    }
+}
+
+#[test]
+fn allreduce_every_type_and_op_matches_a_sequential_reference() {
+    Job::new(&[2, 4, 8]).run(|ctx| {
+        allreduce_matches_reference::<i32>(ctx);
+        allreduce_matches_reference::<u32>(ctx);
+        allreduce_matches_reference::<i64>(ctx);
+        allreduce_matches_reference::<u64>(ctx);
+        allreduce_matches_reference::<f32>(ctx);
+        allreduce_matches_reference::<f64>(ctx);
+    });
+}
+
+#[test]
+fn allreduce_results_are_identical_on_every_rank_and_every_run() {
+    Job::new(&[4, 8]).run(|ctx| {
+        // Sums of values of very different magnitude depend on the order of
+        // the additions: every rank and every repetition must agree.
+        let send: Vec<f64> = (0..64).map(|i| 10f64.powi((ctx.rank() as i32 * 5 + i) % 31 - 15) * 1.1).collect();
+        let mut first = vec![0.0; 64];
+        ctx.allreduce(&send, &mut first, ReduceOp::Sum, GroupId::ALL, Timeout::Block).unwrap();
+        for _ in 0..50 {
+            let mut again = vec![0.0; 64];
+            ctx.allreduce(&send, &mut again, ReduceOp::Sum, GroupId::ALL, Timeout::Block).unwrap();
+            assert!(again.iter().zip(&first).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+        // Compare with rank 0's result bit for bit through a max and a min of the bits.
+        let bits: Vec<u64> = first.iter().map(|x| x.to_bits()).collect();
+        let (mut hi, mut lo) = (vec![0u64; 64], vec![0u64; 64]);
+        ctx.allreduce(&bits, &mut hi, ReduceOp::Max, GroupId::ALL, Timeout::Block).unwrap();
+        ctx.allreduce(&bits, &mut lo, ReduceOp::Min, GroupId::ALL, Timeout::Block).unwrap();
+        assert_eq!(hi, lo, "every rank computed the same bits");
+    });
+}
+
+#[test]
+fn allreduce_user_defined_operation_and_limits() {
+    Job::new(&[2, 4]).run(|ctx| {
+        // A non-commutative operation shows the fixed member order.
+        let send = [ctx.rank() as u64 + 1];
+        let mut out = [0u64];
+        ctx.allreduce_user(&send, &mut out, |a, b| a * 10 + b, GroupId::ALL, Timeout::Block).unwrap();
+        let want = (2..=ctx.num_ranks() as u64).fold(1, |acc, r| acc * 10 + r);
+        assert_eq!(out[0], want);
+        // Structs of plain data work.
+        #[derive(Clone, Copy, Debug, PartialEq, gaspi::Pod, gaspi::Zeroable)]
+        #[repr(C)]
+        struct MinLoc {
+            value: f64,
+            rank: u64,
+        }
+        let mine = [MinLoc { value: (ctx.rank() as f64 - 1.5).abs(), rank: ctx.rank() as u64 }];
+        let mut best = [MinLoc { value: 0.0, rank: 0 }];
+        ctx.allreduce_user(&mine, &mut best, |a, b| if b.value < a.value { *b } else { *a }, GroupId::ALL, Timeout::Block)
+            .unwrap();
+        assert_eq!(best[0].rank, 1);
+        // Limits.
+        let big = vec![0u32; 256];
+        let mut big_out = vec![0u32; 256];
+        assert!(matches!(ctx.allreduce(&big, &mut big_out, ReduceOp::Sum, GroupId::ALL, Timeout::Block), Err(Error::InvalidArgument(_))));
+        assert!(matches!(ctx.allreduce(&[1u32, 2], &mut [0u32], ReduceOp::Sum, GroupId::ALL, Timeout::Block), Err(Error::InvalidArgument(_))));
+        let huge = vec![0u8; 4096];
+        let mut huge_out = vec![0u8; 4096];
+        assert!(matches!(ctx.allreduce_user(&huge, &mut huge_out, |a, _| *a, GroupId::ALL, Timeout::Block), Err(Error::InvalidArgument(_))));
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn allreduce_timeout_then_retry() {
+    Job::new(&[2, 4]).run(|ctx| {
+        segment(ctx, 0, 64);
+        let n = ctx.num_ranks();
+        let mut out = [0i64];
+        let send = [ctx.rank() as i64 - 1];
+        if ctx.rank() != 0 {
+            assert!(ctx.allreduce(&send, &mut out, ReduceOp::Min, GroupId::ALL, Timeout::ms(10)).unwrap_err().is_timeout());
+            ctx.notify(0, 0, Notification::new(ctx.rank() as u32, 1), 0, Timeout::Block).unwrap();
+        } else {
+            for _ in 1..n {
+                let id = ctx.notify_waitsome(0, 1..n as u32, Timeout::Block).unwrap();
+                ctx.notify_reset(0, id).unwrap();
+            }
+        }
+        ctx.allreduce(&send, &mut out, ReduceOp::Min, GroupId::ALL, Timeout::Block).unwrap();
+        assert_eq!(out[0], -1);
+        barrier(ctx);
+    });
+}

@@ -1,0 +1,52 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use gaspi::{Alloc, Context, GroupId, SegmentId, SegmentView, Timeout};
+
+/// Byte `i` of the test pattern number `seed`: differs between seeds and
+/// along the buffer, so misplaced or stale bytes show.
+pub fn pattern(seed: u64, i: usize) -> u8 {
+    let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    (x ^ (x >> 29) ^ (i as u64 >> 8)) as u8
+}
+
+/// `len` bytes of pattern `seed`.
+pub fn pattern_vec(seed: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| pattern(seed, i)).collect()
+}
+
+/// Write pattern `seed` into `len` bytes at `off` of `view`.
+pub fn fill(view: &SegmentView<u8>, off: usize, len: usize, seed: u64) {
+    view.copy_from_slice(off, &pattern_vec(seed, len));
+}
+
+/// Assert that `len` bytes at `off` of `view` hold pattern `seed`.
+pub fn check(view: &SegmentView<u8>, off: usize, len: usize, seed: u64, what: &str) {
+    let mut got = vec![0u8; len];
+    view.copy_to_slice(off, &mut got);
+    if let Some(i) = (0..len).find(|&i| got[i] != pattern(seed, i)) {
+        panic!(
+            "{what}: byte {i} of {len} is {:#x}, expected {:#x} (pattern {seed})",
+            got[i],
+            pattern(seed, i)
+        );
+    }
+}
+
+/// Create segment `seg` of `size` bytes on every rank, zeroed.
+pub fn segment(ctx: &Context, seg: SegmentId, size: usize) -> SegmentView<u8> {
+    ctx.segment_create(seg, size, GroupId::ALL, Timeout::Block, Alloc::Initialized)
+        .expect("segment_create");
+    ctx.segment::<u8>(seg).expect("segment view")
+}
+
+/// Barrier over all ranks, blocking.
+pub fn barrier(ctx: &Context) {
+    ctx.barrier(GroupId::ALL, Timeout::Block).expect("barrier");
+}
+
+/// The right and left neighbours of this rank on the ring of all ranks.
+pub fn neighbours(ctx: &Context) -> (gaspi::Rank, gaspi::Rank) {
+    let (me, n) = (ctx.rank(), ctx.num_ranks());
+    ((me + 1) % n, (me + n - 1) % n)
+}

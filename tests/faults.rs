@@ -1,0 +1,152 @@
+//! Dead peers: waits and operations that involve them fail with an error
+//! naming the rank instead of hanging; the survivors carry on; nothing is
+//! left in /dev/shm.
+
+mod common;
+
+use common::*;
+use gaspi::launcher::Report;
+use gaspi::testing::Job;
+use gaspi::{Error, GroupId, Local, Notification, RankState, Remote, Timeout};
+use std::os::unix::process::ExitStatusExt;
+
+/// The survivors' side: the waits fail naming `dead`, the state vector
+/// shows it, and after acknowledging it they work among themselves.
+fn survive(ctx: &gaspi::Context, dead: u16) {
+    // Nobody will ever notify id 999: the wait must end with the failure.
+    match ctx.notify_waitsome(0, 999..1000, Timeout::Block) {
+        Err(Error::RankFailed { rank }) => assert_eq!(rank, dead),
+        other => panic!("expected RankFailed({dead}), got {other:?}"),
+    }
+    assert_eq!(ctx.state_vec()[dead as usize], RankState::Corrupt);
+    assert!(ctx.state_vec().iter().enumerate().all(|(r, s)| r == dead as usize || *s == RankState::Healthy));
+    // Operations aimed at it and collectives including it fail at once.
+    assert!(matches!(
+        ctx.write(Local::new(0, 0), Remote::new(dead, 0, 0), 8, 0, Timeout::Block),
+        Err(Error::RankFailed { rank }) if rank == dead
+    ));
+    assert!(matches!(ctx.barrier(GroupId::ALL, Timeout::Block), Err(Error::RankFailed { rank }) if rank == dead));
+    assert!(matches!(ctx.proc_ping(dead), Err(Error::RankFailed { .. })));
+    // Acknowledged, waits only wait for the living again.
+    assert_eq!(ctx.acknowledge_failures(), vec![dead]);
+    assert!(ctx.notify_waitsome(0, 999..1000, Timeout::ms(10)).unwrap_err().is_timeout());
+    let g = ctx.group_create().unwrap();
+    for r in (0..ctx.num_ranks()).filter(|&r| r != dead) {
+        ctx.group_add(g, r).unwrap();
+    }
+    ctx.group_commit(g, Timeout::Block).unwrap();
+    let (right, _) = neighbours(ctx);
+    let right = if right == dead { (right + 1) % ctx.num_ranks() } else { right };
+    ctx.write_notify(Local::new(0, 0), Remote::new(right, 0, 64), 8, Notification::new(5, 1), 0, Timeout::Block).unwrap();
+    assert_eq!(ctx.notify_waitsome(0, 5..6, Timeout::Block).unwrap(), 5);
+    ctx.barrier(g, Timeout::Block).unwrap();
+}
+
+/// The parent's side: the dead rank ended as expected, the others
+/// succeeded, and no shared memory survived the job.
+fn check_job(report: &Report, dead: usize, expect: impl Fn(std::process::ExitStatus) -> bool) {
+    for o in &report.ranks {
+        if o.rank as usize == dead {
+            assert!(expect(o.status), "rank {dead} ended with {:?}", o.status);
+        } else {
+            assert!(o.status.success() && !o.stopped_by_launcher, "survivor {} ended with {:?}", o.rank, o.status);
+        }
+    }
+    assert_eq!(report.first_failure().map(|o| o.rank as usize), Some(dead));
+    assert!(report.left_after_cleanup.is_empty(), "{:?}", report.left_after_cleanup);
+}
+
+#[test]
+fn a_rank_killed_with_sigkill_is_reported_and_cleaned_up() {
+    Job::new(&[2, 4, 8]).run_and_check(
+        |ctx| {
+            segment(ctx, 0, 1 << 20);
+            barrier(ctx);
+            let dead = ctx.num_ranks() - 1;
+            if ctx.rank() == dead {
+                // SAFETY: sending a signal to ourselves.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+                unreachable!();
+            }
+            survive(ctx, dead);
+        },
+        |n, report| {
+            check_job(report, n - 1, |s| s.signal() == Some(libc::SIGKILL));
+            // The killed rank could not clean up: the launcher did.
+            assert!(report.left_by_ranks.iter().any(|o| o.contains(&format!(".r{}.", n - 1))), "{:?}", report.left_by_ranks);
+        },
+    );
+}
+
+#[test]
+fn a_rank_that_exits_early_without_term_makes_the_others_fail_not_hang() {
+    Job::new(&[2, 4]).run_and_check(
+        |ctx| {
+            segment(ctx, 0, 4096);
+            barrier(ctx);
+            if ctx.rank() == 1 {
+                std::process::exit(3); // no proc_term, no destructors
+            }
+            survive(ctx, 1);
+        },
+        |_, report| check_job(report, 1, |s| s.code() == Some(3)),
+    );
+}
+
+#[test]
+fn a_panicking_rank_is_failed_not_terminated() {
+    Job::new(&[3]).run_and_check(
+        |ctx| {
+            segment(ctx, 0, 4096);
+            barrier(ctx);
+            if ctx.rank() == 0 {
+                panic!("rank 0 gives up");
+            }
+            survive(ctx, 0);
+        },
+        |_, report| check_job(report, 0, |s| s.code() == Some(101)),
+    );
+}
+
+#[test]
+fn a_barrier_with_a_dead_member_fails_within_its_wait() {
+    Job::new(&[4]).run_and_check(
+        |ctx| {
+            segment(ctx, 0, 4096);
+            barrier(ctx);
+            if ctx.rank() == 2 {
+                std::process::exit(7);
+            }
+            // Block in the barrier before or after rank 2 died: either way it ends.
+            match ctx.barrier(GroupId::ALL, Timeout::Block) {
+                Err(Error::RankFailed { rank: 2 }) => {}
+                other => panic!("expected RankFailed(2), got {other:?}"),
+            }
+            let mut x = [0u32];
+            assert!(matches!(
+                ctx.allreduce(&[1u32], &mut x, gaspi::ReduceOp::Sum, GroupId::ALL, Timeout::Block),
+                Err(Error::ActiveCollective { .. }) | Err(Error::RankFailed { .. })
+            ));
+        },
+        |_, report| check_job(report, 2, |s| s.code() == Some(7)),
+    );
+}
+
+#[test]
+fn a_rank_that_never_starts_makes_init_fail_not_hang() {
+    Job::new(&[3]).run_raw(
+        || {
+            if std::env::var("GASPI_RANK").as_deref() == Ok("2") {
+                return; // exits 0 without ever joining
+            }
+            match gaspi::Context::init(gaspi::Config::default()) {
+                Err(Error::RankFailed { rank: 2 }) => {}
+                other => panic!("expected RankFailed(2) from init, got {:?}", other.map(|_| ())),
+            }
+        },
+        |_, report| {
+            assert!(report.success(), "every process exits 0: {:?}", report.ranks);
+            assert!(report.left_by_ranks.is_empty(), "{:?}", report.left_by_ranks);
+        },
+    );
+}

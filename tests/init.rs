@@ -1,0 +1,158 @@
+//! Start-up: rank and node information, ranks started without a launcher,
+//! one-rank jobs, a bad environment.
+
+mod common;
+
+use common::*;
+use gaspi::testing::Job;
+use gaspi::{Config, Context, Error, Timeout};
+use std::process::{Child, Command, Stdio};
+
+#[test]
+fn rank_and_node_information() {
+    Job::new(&[8]).ppn(3).run(|ctx| {
+        let me = ctx.rank() as usize;
+        assert_eq!(ctx.num_ranks(), 8);
+        assert_eq!(ctx.ranks_per_node(), 3);
+        assert_eq!(ctx.num_nodes(), 3);
+        assert_eq!(ctx.node(), me / 3);
+        assert_eq!(ctx.local_rank() as usize, me % 3);
+        assert_eq!(ctx.local_num(), if me < 6 { 3 } else { 2 });
+        assert!(ctx.state_vec().iter().all(|s| *s == gaspi::RankState::Healthy));
+        for r in 0..8 {
+            ctx.proc_ping(r).unwrap();
+        }
+        assert!(ctx.proc_ping(8).is_err());
+        barrier(ctx);
+    });
+    Job::new(&[4]).run(|ctx| {
+        assert_eq!((ctx.num_nodes(), ctx.local_num()), (1, 4));
+        assert_eq!(ctx.local_rank(), ctx.rank());
+    });
+}
+
+/// Start the current test binary as a process running only test `name`,
+/// with `case` telling it what to do and `envs` as its environment.
+fn spawn(name: &str, case: &str, envs: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1", "-q"])
+        .env("INIT_TEST_CASE", case);
+    for var in ["GASPI_RANK", "GASPI_NRANKS", "GASPI_JOB", "GASPI_PPN", "GASPI_LAUNCHER", "GASPI_TEST_NAME"] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.spawn().expect("spawning a rank")
+}
+
+/// Wait for `child`; its exit status, and its output for messages.
+fn finish(child: Child) -> (std::process::ExitStatus, String) {
+    let out = child.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status, text)
+}
+
+fn token() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{:x}{:x}", t, std::process::id())
+}
+
+fn objects_of(token: &str) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.contains(token))
+        .collect()
+}
+
+const NAME: &str = "ranks_started_without_a_launcher";
+
+#[test]
+fn ranks_started_without_a_launcher() {
+    if let Ok(case) = std::env::var("INIT_TEST_CASE") {
+        let ctx = Context::init(Config::default()).unwrap();
+        let seg = segment(&ctx, 0, 4096);
+        let (right, left) = neighbours(&ctx);
+        fill(&seg, 0, 64, ctx.rank() as u64);
+        ctx.write_notify(gaspi::Local::new(0, 0), gaspi::Remote::new(right, 0, 1024), 64, gaspi::Notification::new(0, 1), 0, Timeout::Block)
+            .unwrap();
+        ctx.notify_waitsome(0, 0..1, Timeout::Block).unwrap();
+        check(&seg, 1024, 64, left as u64, "ring data");
+        barrier(&ctx);
+        if case == "one-dies" {
+            if ctx.rank() == 2 {
+                std::process::exit(9);
+            }
+            // No launcher marks it: the survivors find the dead process themselves.
+            match ctx.notify_waitsome(0, 5..6, Timeout::Block) {
+                Err(Error::RankFailed { rank: 2 }) => {}
+                other => panic!("expected RankFailed(2), got {other:?}"),
+            }
+        }
+        return;
+    }
+    for (case, dead) in [("ok", None), ("one-dies", Some(2))] {
+        let t = token();
+        let kids: Vec<Child> = (0..3)
+            .map(|r| {
+                spawn(NAME, case, &[
+                    ("GASPI_RANK", r.to_string()),
+                    ("GASPI_NRANKS", "3".into()),
+                    ("GASPI_JOB", t.clone()),
+                ])
+            })
+            .collect();
+        for (r, k) in kids.into_iter().enumerate() {
+            let (status, out) = finish(k);
+            if Some(r) == dead {
+                assert_eq!(status.code(), Some(9), "{out}");
+            } else {
+                assert!(status.success(), "{case}: rank {r} ended with {status}:\n{out}");
+            }
+        }
+        // The last rank out removed everything, the dead rank's objects too.
+        assert_eq!(objects_of(&t), Vec::<String>::new(), "{case}");
+    }
+}
+
+const ENV_NAME: &str = "environment_errors_and_one_rank_jobs";
+
+#[test]
+fn environment_errors_and_one_rank_jobs() {
+    if let Ok(case) = std::env::var("INIT_TEST_CASE") {
+        let r = Context::init(Config::default());
+        match case.as_str() {
+            "alone" => {
+                // A program started on its own is rank 0 of a job of one.
+                let ctx = r.unwrap();
+                assert_eq!((ctx.rank(), ctx.num_ranks(), ctx.local_num()), (0, 1, 1));
+                let seg = segment(&ctx, 0, 64);
+                ctx.notify(0, 0, gaspi::Notification::new(3, 4), 0, Timeout::Block).unwrap();
+                assert_eq!(ctx.notify_waitsome(0, 0..10, Timeout::Block).unwrap(), 3);
+                let _ = seg;
+            }
+            "half" | "no-job" | "bad-rank" | "bad-wait" => {
+                let e = r.map(|_| ()).unwrap_err();
+                assert!(matches!(e, Error::Environment(_)), "{case}: {e}");
+            }
+            other => panic!("unknown case {other}"),
+        }
+        return;
+    }
+    let cases: [(&str, Vec<(&str, String)>); 5] = [
+        ("alone", vec![]),
+        ("half", vec![("GASPI_RANK", "0".into())]),
+        ("no-job", vec![("GASPI_RANK", "0".into()), ("GASPI_NRANKS", "2".into())]),
+        ("bad-rank", vec![("GASPI_RANK", "2".into()), ("GASPI_NRANKS", "2".into()), ("GASPI_JOB", token())]),
+        ("bad-wait", vec![("GASPI_WAIT", "sometimes".into())]),
+    ];
+    for (case, envs) in cases {
+        let (status, out) = finish(spawn(ENV_NAME, case, &envs));
+        assert!(status.success(), "case {case} ended with {status}:\n{out}");
+    }
+}

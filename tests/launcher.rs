@@ -1,0 +1,204 @@
+//! The `gaspi-run` launcher: exit codes, output, machinefiles, timeouts,
+//! failures, signals, and cleaning up after a killed launcher.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const GASPI_RUN: &str = env!("CARGO_BIN_EXE_gaspi-run");
+
+fn gaspi_run(args: &[&str]) -> Output {
+    Command::new(GASPI_RUN).args(args).output().expect("running gaspi-run")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gaspi-launcher-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Wait until `dir` holds `n` files (written by ranks), at most 30 s.
+fn await_files(dir: &Path, n: usize) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok()).collect();
+        if files.len() >= n {
+            files.sort_by_key(|e| e.file_name());
+            return files.iter().map(|e| std::fs::read_to_string(e.path()).unwrap().trim().to_string()).collect();
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "ranks did not report in");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether process `pid` has gone (or is a zombie about to be reaped).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s[s.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'),
+    }
+}
+
+fn await_gone(pid: u32) {
+    let start = Instant::now();
+    while !gone(pid) {
+        assert!(start.elapsed() < Duration::from_secs(10), "process {pid} is still running");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn exit_status_of_the_first_failing_rank_is_returned_and_reported() {
+    let out = gaspi_run(&["-n", "3", "sh", "-c", "exit $((GASPI_RANK == 1 ? 5 : 0))"]);
+    assert_eq!(out.status.code(), Some(5));
+    assert!(text(&out.stderr).contains("rank 1 (pid"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("exited with status 5"));
+    let ok = gaspi_run(&["-n", "4", "true"]);
+    assert_eq!(ok.status.code(), Some(0));
+    // Only notes about abandoned jobs (of other tests) may appear.
+    let err = text(&ok.stderr);
+    assert!(err.lines().all(|l| l.contains("abandoned job")), "{err}");
+}
+
+#[test]
+fn ranks_get_their_environment_and_tagged_output() {
+    let out = gaspi_run(&["-n", "4", "--ppn", "2", "-t", "sh", "-c", "echo $GASPI_RANK/$GASPI_NRANKS/$GASPI_PPN; echo err >&2"]);
+    assert!(out.status.success());
+    let mut lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(lines, ["[0] 0/4/2", "[1] 1/4/2", "[2] 2/4/2", "[3] 3/4/2"]);
+    assert_eq!(text(&out.stderr).lines().filter(|l| l.ends_with("] err")).count(), 4);
+}
+
+#[test]
+fn a_different_binary_for_rank_0() {
+    let out = gaspi_run(&["-n", "2", "-t", "-b", "/bin/echo", "sh", "-c", "echo other"]);
+    assert!(out.status.success());
+    let s = text(&out.stdout);
+    assert!(s.contains("[0] -c echo other") && s.contains("[1] other"), "{s}");
+}
+
+#[test]
+fn machinefiles_name_this_machine_only() {
+    let dir = scratch("mfile");
+    let local = dir.join("local");
+    std::fs::write(&local, "localhost\n# comment\n127.0.0.1\n\nlocalhost\n").unwrap();
+    let out = gaspi_run(&["-m", local.to_str().unwrap(), "sh", "-c", "echo $GASPI_NRANKS"]);
+    assert!(out.status.success());
+    assert_eq!(text(&out.stdout).lines().collect::<Vec<_>>(), ["3", "3", "3"]);
+    let remote = dir.join("remote");
+    std::fs::write(&remote, "localhost\nnode017.cluster\n").unwrap();
+    let out = gaspi_run(&["-m", remote.to_str().unwrap(), "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let msg = text(&out.stderr);
+    assert!(msg.contains("node017.cluster") && msg.contains("not this machine"), "{msg}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn usage_errors() {
+    let out = gaspi_run(&["true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("-n N"));
+    assert_eq!(gaspi_run(&["-n", "x", "true"]).status.code(), Some(2));
+    assert_eq!(gaspi_run(&["-n", "2", "--bogus", "true"]).status.code(), Some(2));
+    let out = gaspi_run(&["-n", "2", "/no/such/program"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("/no/such/program"));
+    assert!(gaspi_run(&["--help"]).status.success());
+}
+
+#[test]
+fn timeout_stops_the_job() {
+    let start = Instant::now();
+    let out = gaspi_run(&["-n", "2", "--timeout", "0.3", "sleep", "30"]);
+    assert_eq!(out.status.code(), Some(124));
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert!(text(&out.stderr).contains("timeout"));
+}
+
+#[test]
+fn when_a_rank_dies_the_others_are_stopped() {
+    let dir = scratch("dies");
+    let script = format!("echo $$ > {}/$GASPI_RANK; if [ $GASPI_RANK = 0 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 30", dir.display());
+    let start = Instant::now();
+    let out = gaspi_run(&["-n", "3", "--grace", "0.2", "sh", "-c", &script]);
+    assert_eq!(out.status.code(), Some(128 + 9));
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let msg = text(&out.stderr);
+    assert!(msg.contains("rank 0") && msg.contains("SIGKILL") && msg.contains("SIGTERM"), "{msg}");
+    for pid in await_files(&dir, 3) {
+        assert!(gone(pid.parse().unwrap()));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn sigterm_to_the_launcher_stops_the_ranks() {
+    let dir = scratch("sigterm");
+    let script = format!("echo $$ > {}/$GASPI_RANK; exec sleep 30", dir.display());
+    let mut run = Command::new(GASPI_RUN)
+        .args(["-n", "2", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pids = await_files(&dir, 2);
+    // SAFETY: signalling the gaspi-run child we started.
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15));
+    for pid in pids {
+        assert!(gone(pid.parse().unwrap()), "rank {pid} outlived the launcher");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+const BLOCKED: &str = "a_killed_launcher_takes_its_ranks_along_and_the_next_one_cleans_up";
+
+#[test]
+fn a_killed_launcher_takes_its_ranks_along_and_the_next_one_cleans_up() {
+    if let Ok(dir) = std::env::var("LAUNCHER_TEST_DIR") {
+        // A rank: join, make a segment, report, then wait for ever.
+        let ctx = gaspi::Context::init(gaspi::Config::default()).unwrap();
+        ctx.segment_create(0, 1 << 20, gaspi::GroupId::ALL, gaspi::Timeout::Block, gaspi::Alloc::Initialized)
+            .unwrap();
+        let token = std::env::var("GASPI_JOB").unwrap();
+        std::fs::write(format!("{dir}/{}", ctx.rank()), format!("{} {token}", std::process::id())).unwrap();
+        let _ = ctx.notify_waitsome(0, 0..1, gaspi::Timeout::Block);
+        unreachable!("nobody notifies");
+    }
+    let dir = scratch("killed");
+    let exe = std::env::current_exe().unwrap();
+    let mut run = Command::new(GASPI_RUN)
+        .args(["-n", "2", exe.to_str().unwrap(), "--exact", BLOCKED, "--nocapture", "-q"])
+        .env("LAUNCHER_TEST_DIR", &dir)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let reports = await_files(&dir, 2);
+    let token = reports[0].split(' ').nth(1).unwrap().to_string();
+    // SAFETY: killing the gaspi-run child we started.
+    unsafe { libc::kill(run.id() as i32, libc::SIGKILL) };
+    run.wait().unwrap();
+    for r in &reports {
+        await_gone(r.split(' ').next().unwrap().parse().unwrap());
+    }
+    let leftovers = || -> Vec<String> {
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.contains(&token))
+            .collect()
+    };
+    // A launcher killed with SIGKILL cannot clean up: the next launcher (of
+    // this test, or of another test running meanwhile) sweeps the job.
+    assert!(gaspi_run(&["-n", "1", "true"]).status.success());
+    assert_eq!(leftovers(), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(dir);
+}

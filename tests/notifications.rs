@@ -1,0 +1,178 @@
+//! Notifications: waitsome over ranges with every timeout kind, atomic
+//! reset races, the whole id space.
+
+mod common;
+
+use common::*;
+use gaspi::testing::Job;
+use gaspi::{Config, Error, Local, Notification, Remote, Timeout};
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+#[test]
+fn waitsome_over_ranges_with_test_finite_and_blocking_timeouts() {
+    Job::new(&[2, 4]).run(|ctx| {
+        segment(ctx, 0, 4096);
+        let (right, left) = neighbours(ctx);
+        // Nothing is set: Test and a finite timeout both report Timeout.
+        assert!(ctx.notify_waitsome(0, 0..65_536, Timeout::Test).unwrap_err().is_timeout());
+        assert!(ctx.notify_waitsome(0, 10..20, Timeout::ms(30)).unwrap_err().is_timeout());
+        barrier(ctx);
+        // Ids spread over the table, set by the left neighbour.
+        let ids = [0u32, 63, 64, 4095, 4096, 30_000, 65_535];
+        for &id in &ids {
+            ctx.notify(right, 0, Notification::new(id, id + 1), 0, Timeout::Block).unwrap();
+        }
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx); // all notifications have arrived
+        // The lowest set id of each range is returned; nothing is consumed.
+        assert_eq!(ctx.notify_waitsome(0, 0..65_536, Timeout::Test).unwrap(), 0);
+        assert_eq!(ctx.notify_waitsome(0, 1..65_536, Timeout::Test).unwrap(), 63);
+        assert_eq!(ctx.notify_waitsome(0, 65..4095, Timeout::ms(10)).unwrap_err().is_timeout(), true);
+        assert_eq!(ctx.notify_waitsome(0, 4096..4097, Timeout::Block).unwrap(), 4096);
+        assert_eq!(ctx.notify_waitsome(0, 4097..65_536, Timeout::Block).unwrap(), 30_000);
+        // Consume them in order with waitsome + reset over the full range.
+        for &id in &ids {
+            let got = ctx.notify_waitsome(0, 0..65_536, Timeout::Block).unwrap();
+            assert_eq!(got, id);
+            assert_eq!(ctx.notify_reset(0, got).unwrap(), id + 1);
+            assert_eq!(ctx.notify_reset(0, got).unwrap(), 0, "a reset notification reads 0");
+        }
+        assert!(ctx.notify_waitsome(0, 0..65_536, Timeout::Test).unwrap_err().is_timeout());
+        let _ = left;
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn a_blocked_waitsome_wakes_for_a_later_notification() {
+    Job::new(&[2, 4, 8]).run(|ctx| {
+        segment(ctx, 0, 64);
+        let (right, left) = neighbours(ctx);
+        // Round-trip tokens so that every rank blocks before its notification comes.
+        for round in 0..20u32 {
+            if ctx.rank() == 0 {
+                ctx.notify(right, 0, Notification::new(round, round + 1), 0, Timeout::Block).unwrap();
+            }
+            let id = ctx.notify_waitsome(0, round..round + 1, Timeout::Block).unwrap();
+            assert_eq!(ctx.notify_reset(0, id).unwrap(), round + 1);
+            if ctx.rank() != 0 {
+                ctx.notify(right, 0, Notification::new(round, round + 1), 0, Timeout::Block).unwrap();
+            }
+            ctx.wait(0, Timeout::Block).unwrap();
+        }
+        let _ = left;
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn threads_racing_to_reset_one_notification_have_exactly_one_winner() {
+    Job::new(&[2, 4]).run(|ctx| {
+        const THREADS: usize = 4;
+        const ROUNDS: u32 = 200;
+        segment(ctx, 0, 64);
+        let n = ctx.num_ranks() as u32;
+        let wins = AtomicU32::new(0);
+        let claimed = AtomicU32::new(u32::MAX);
+        let sync = Barrier::new(THREADS);
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let (wins, claimed, sync) = (&wins, &claimed, &sync);
+                s.spawn(move || {
+                    for round in 0..ROUNDS {
+                        // One thread of the rank whose turn it is notifies every rank.
+                        if t == 0 && round % n == ctx.rank() as u32 {
+                            for r in 0..n as u16 {
+                                ctx.notify(r, 0, Notification::new(0, round + 1), 0, Timeout::Block).unwrap();
+                            }
+                            ctx.wait(0, Timeout::Block).unwrap();
+                        }
+                        // Every thread races for it; losers stop once it is claimed.
+                        while claimed.load(Ordering::SeqCst) != round {
+                            match ctx.notify_waitsome(0, 0..1, Timeout::ms(1)) {
+                                Ok(id) => {
+                                    let v = ctx.notify_reset(0, id).unwrap();
+                                    if v != 0 {
+                                        assert_eq!(v, round + 1, "value of this round");
+                                        wins.fetch_add(1, Ordering::SeqCst);
+                                        claimed.store(round, Ordering::SeqCst);
+                                    }
+                                }
+                                Err(e) => assert!(e.is_timeout(), "{e}"),
+                            }
+                        }
+                        sync.wait();
+                        if t == 0 {
+                            assert_eq!(wins.swap(0, Ordering::SeqCst), 1, "round {round}: exactly one winner");
+                            barrier(ctx); // every rank has consumed this round
+                        }
+                        sync.wait();
+                    }
+                });
+            }
+        });
+    });
+}
+
+#[test]
+fn many_writers_to_one_target_every_notification_is_seen_once() {
+    Job::new(&[2, 4, 8]).run(|ctx| {
+        const PER_RANK: u32 = 1000;
+        segment(ctx, 0, 64);
+        let n = ctx.num_ranks() as u32;
+        let me = ctx.rank() as u32;
+        // Every rank posts PER_RANK distinct ids to rank 0, spread over the table.
+        for k in 0..PER_RANK {
+            let id = (k * n + me) * 7 % 65_536;
+            ctx.notify(0, 0, Notification::new(id, me + 1), (k % 8) as u8, Timeout::Block).unwrap();
+            if k % 8 == 7 {
+                for q in 0..8 {
+                    ctx.wait(q, Timeout::Block).unwrap();
+                }
+            }
+        }
+        if me == 0 {
+            let mut seen = vec![0u32; 65_536];
+            for _ in 0..PER_RANK * n {
+                let id = ctx.notify_waitsome(0, 0..65_536, Timeout::Block).unwrap();
+                let v = ctx.notify_reset(0, id).unwrap();
+                assert!(v >= 1 && v <= n, "value {v} at id {id}");
+                seen[id as usize] += 1;
+            }
+            for r in 0..n {
+                for k in 0..PER_RANK {
+                    let id = (k * n + r) * 7 % 65_536;
+                    assert_eq!(seen[id as usize], 1, "id {id} of rank {r}");
+                }
+            }
+            assert!(ctx.notify_waitsome(0, 0..65_536, Timeout::Test).unwrap_err().is_timeout());
+        }
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn notification_count_is_configurable() {
+    let cfg = Config {
+        notification_num: 100,
+        ..Default::default()
+    };
+    Job::new(&[2]).config(cfg).run(|ctx| {
+        assert_eq!(ctx.notification_num(), 100);
+        segment(ctx, 0, 64);
+        let (right, _) = neighbours(ctx);
+        ctx.notify(right, 0, Notification::new(99, 1), 0, Timeout::Block).unwrap();
+        assert!(matches!(
+            ctx.notify(right, 0, Notification::new(100, 1), 0, Timeout::Block),
+            Err(Error::InvalidNotificationId { id: 100, num: 100 })
+        ));
+        assert!(matches!(
+            ctx.notify_waitsome(0, 0..101, Timeout::Test),
+            Err(Error::InvalidNotificationId { id: 100, num: 100 })
+        ));
+        assert_eq!(ctx.notify_waitsome(0, 99..100, Timeout::Block).unwrap(), 99);
+        ctx.write_notify(Local::new(0, 0), Remote::new(right, 0, 8), 8, Notification::new(5, 2), 0, Timeout::Block).unwrap();
+        barrier(ctx);
+    });
+}

@@ -1,0 +1,181 @@
+//! Segments: collective and step-by-step creation, registration, user
+//! memory, deletion and reuse, queries, typed views.
+
+mod common;
+
+use common::*;
+use gaspi::testing::Job;
+use gaspi::{Alloc, Config, Error, GroupId, Local, Notification, Remote, Timeout};
+
+#[test]
+fn alloc_register_is_needed_before_a_peer_may_access() {
+    Job::new(&[2, 4]).run(|ctx| {
+        let (right, left) = neighbours(ctx);
+        ctx.segment_alloc(3, 8192, Alloc::Initialized).unwrap();
+        barrier(ctx);
+        // Not registered with the left neighbour yet.
+        assert!(matches!(
+            ctx.write(Local::new(3, 0), Remote::new(right, 3, 0), 8, 0, Timeout::Block),
+            Err(Error::SegmentNotRegistered { segment: 3, .. })
+        ));
+        barrier(ctx);
+        ctx.segment_register(3, left, Timeout::Block).unwrap();
+        barrier(ctx);
+        let view = ctx.segment::<u8>(3).unwrap();
+        fill(&view, 0, 100, ctx.rank() as u64);
+        ctx.write_notify(Local::new(3, 0), Remote::new(right, 3, 4096), 100, Notification::new(0, 1), 0, Timeout::Block).unwrap();
+        ctx.notify_waitsome(3, 0..1, Timeout::Block).unwrap();
+        check(&view, 4096, 100, left as u64, "data after registration");
+        assert_eq!(ctx.segment_size(3, right).unwrap(), 8192);
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn segments_of_different_sizes_and_ids_per_rank() {
+    Job::new(&[2, 4, 8]).run(|ctx| {
+        let me = ctx.rank() as usize;
+        let n = ctx.num_ranks();
+        // Rank r has segments 0..=r, segment s of size (s+1)*1000 + r.
+        for s in 0..=me {
+            ctx.segment_alloc(s as u8, (s + 1) * 1000 + me, Alloc::Uninitialized).unwrap();
+            for r in 0..n {
+                ctx.segment_register(s as u8, r, Timeout::Block).unwrap();
+            }
+        }
+        assert_eq!(ctx.segment_num(), me + 1);
+        assert_eq!(ctx.segment_list(), (0..=me as u8).collect::<Vec<_>>());
+        assert_eq!(ctx.segment_avail_local().unwrap(), me as u8 + 1);
+        barrier(ctx);
+        for r in 0..n as usize {
+            for s in 0..ctx.segment_max() as usize {
+                let size = ctx.segment_size(s as u8, r as u16);
+                if s <= r {
+                    assert_eq!(size.unwrap(), (s + 1) * 1000 + r);
+                } else {
+                    assert!(matches!(size, Err(Error::SegmentNotFound { .. })));
+                }
+            }
+        }
+        // Write the last byte of the largest segment of every rank.
+        for r in 0..n {
+            let size = (r as usize + 1) * 1000 + r as usize;
+            ctx.write(Local::new(0, 0), Remote::new(r, r as u8, size - 1), 1, 0, Timeout::Block).unwrap();
+            assert!(matches!(
+                ctx.write(Local::new(0, 0), Remote::new(r, r as u8, size), 1, 0, Timeout::Block),
+                Err(Error::OutOfBounds { .. })
+            ));
+        }
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn deleted_segments_are_seen_as_gone_and_can_be_recreated() {
+    Job::new(&[2, 4]).run(|ctx| {
+        let (right, left) = neighbours(ctx);
+        for round in 0..20u64 {
+            let size = 4096 * (1 + round as usize % 3);
+            let view = segment(ctx, 7, size);
+            assert_eq!(view.len(), size);
+            fill(&view, 0, 512, ctx.rank() as u64 * 100 + round);
+            ctx.write_notify(Local::new(7, 0), Remote::new(right, 7, size - 512), 512, Notification::new(1, 1), 0, Timeout::Block).unwrap();
+            ctx.notify_waitsome(7, 1..2, Timeout::Block).unwrap();
+            check(&view, size - 512, 512, left as u64 * 100 + round, "data in a recreated segment");
+            ctx.wait(0, Timeout::Block).unwrap();
+            barrier(ctx);
+            ctx.segment_delete(7).unwrap();
+            barrier(ctx);
+            assert!(matches!(
+                ctx.notify(right, 7, Notification::new(1, 1), 0, Timeout::Block),
+                Err(Error::SegmentNotFound { segment: 7, rank }) if rank == right
+            ));
+            assert!(matches!(ctx.segment_delete(7), Err(Error::SegmentNotFound { .. })));
+            // The view keeps the old memory mapped and readable.
+            assert_eq!(view.len(), size);
+            barrier(ctx); // nobody re-creates segment 7 before everyone checked
+        }
+    });
+}
+
+#[test]
+fn user_memory_bound_and_used_as_segments_keeps_its_content() {
+    Job::new(&[2, 4]).run(|ctx| {
+        let (right, left) = neighbours(ctx);
+        let size = 3 * 4096;
+        let layout = std::alloc::Layout::from_size_align(size, 4096).unwrap();
+        // SAFETY: non-zero size.
+        let mem = unsafe { std::alloc::alloc_zeroed(layout) };
+        // SAFETY: mem points to `size` bytes we own.
+        let buf = unsafe { std::slice::from_raw_parts_mut(mem, size) };
+        buf[..100].copy_from_slice(&pattern_vec(ctx.rank() as u64, 100));
+        // SAFETY: page aligned, owned, valid until deleted below.
+        unsafe { ctx.segment_use(2, mem, size, GroupId::ALL, Timeout::Block) }.unwrap();
+        assert_eq!(ctx.segment_ptr(2).unwrap(), mem);
+        // The content survived; remote writes land in the user's memory.
+        ctx.write_notify(Local::new(2, 0), Remote::new(right, 2, 8192), 100, Notification::new(0, 1), 0, Timeout::Block).unwrap();
+        ctx.notify_waitsome(2, 0..1, Timeout::Block).unwrap();
+        // SAFETY: the user pointer is valid; the notification ordered the write.
+        let got = unsafe { std::slice::from_raw_parts(mem.add(8192), 100) };
+        assert_eq!(got, &pattern_vec(left as u64, 100)[..]);
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+        ctx.segment_delete(2).unwrap();
+        // Private memory again, content preserved.
+        // SAFETY: still our allocation.
+        let again = unsafe { std::slice::from_raw_parts(mem.add(8192), 100) };
+        assert_eq!(again, &pattern_vec(left as u64, 100)[..]);
+        // SAFETY: allocated above with this layout.
+        unsafe { std::alloc::dealloc(mem, layout) };
+        // Misaligned memory is refused with an explanation.
+        let odd = vec![0u8; 10_000];
+        // SAFETY: the call fails before touching the memory.
+        let e = unsafe { ctx.segment_bind(3, odd.as_ptr().wrapping_add(1) as *mut u8, 4096) }.unwrap_err();
+        assert!(e.to_string().contains("pages"), "{e}");
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn typed_views_copy_and_index_elements() {
+    Job::new(&[2]).run(|ctx| {
+        let seg = segment(ctx, 0, 1000);
+        let v = ctx.segment::<u32>(0).unwrap();
+        assert_eq!(v.len(), 250);
+        v.fill(7);
+        assert!(v.to_vec().iter().all(|&x| x == 7));
+        v.copy_from_slice(10, &[1, 2, 3]);
+        let mut out = [0u32; 4];
+        v.copy_to_slice(9, &mut out);
+        assert_eq!(out, [7, 1, 2, 3]);
+        v.set(249, 42);
+        assert_eq!(v.get(249), 42);
+        assert!(std::panic::catch_unwind(|| v.get(250)).is_err());
+        // SAFETY: no other rank or thread writes segment 0 of this rank now.
+        assert_eq!(unsafe { v.as_slice() }[11], 2);
+        assert_eq!(seg.len(), 1000);
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn segment_limits_are_enforced() {
+    let cfg = Config {
+        segment_max: 8,
+        ..Default::default()
+    };
+    Job::new(&[2]).config(cfg).run(|ctx| {
+        assert_eq!(ctx.segment_max(), 8);
+        for s in 0..8 {
+            ctx.segment_alloc(s, 64, Alloc::Initialized).unwrap();
+        }
+        assert!(matches!(ctx.segment_alloc(8, 64, Alloc::Initialized), Err(Error::InvalidSegmentId { segment: 8, max: 8 })));
+        assert!(matches!(ctx.segment_avail_local(), Err(Error::InvalidArgument(_))));
+        assert!(matches!(ctx.segment_alloc(3, 64, Alloc::Initialized), Err(Error::SegmentExists { segment: 3 })));
+        ctx.segment_delete(3).unwrap();
+        assert!(matches!(ctx.segment_alloc(3, 0, Alloc::Initialized), Err(Error::InvalidArgument(_))));
+        assert_eq!(ctx.segment_avail_local().unwrap(), 3);
+        barrier(ctx);
+    });
+}
