@@ -19,9 +19,13 @@ impl Context {
             return Err(Error::MisalignedAtomic { offset: at.offset });
         }
         self.check_segment_id(at.segment)?;
-        let obj = self.engine.target(at.rank, at.segment)?;
-        check_range(&obj, at.rank, at.segment, at.offset, 8)?;
-        Ok(op(obj.atomic_u64(at.offset)))
+        let mut op = Some(op);
+        self.engine.run(|pin| {
+            let obj = self.engine.target(pin, at.rank, at.segment)?;
+            check_range(obj, at.rank, at.segment, at.offset, 8)?;
+            let op = op.take().expect("runs once: nothing fails after the lookup");
+            Ok(op(obj.atomic_u64(at.offset)))
+        })
     }
 
     /// Add `value` to the word at `at` and return its previous value

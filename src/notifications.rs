@@ -38,7 +38,7 @@ impl Context {
     /// ```
     pub fn notify_waitsome(&self, segment: SegmentId, ids: Range<NotificationId>, timeout: Timeout) -> Result<NotificationId> {
         self.check_segment_id(segment)?;
-        let obj = self.engine.local(segment)?;
+        let obj = self.engine.local_arc(segment)?;
         if ids.start >= ids.end {
             return Err(Error::InvalidArgument(format!(
                 "notify_waitsome over the empty id range {}..{}",
@@ -61,9 +61,11 @@ impl Context {
     /// not set (or another thread took it first).
     pub fn notify_reset(&self, segment: SegmentId, id: NotificationId) -> Result<NotificationValue> {
         self.check_segment_id(segment)?;
-        let obj = self.engine.local(segment)?;
-        check_notification_id(&obj, id)?;
-        Ok(obj.notifications().reset(id))
+        self.engine.run(|pin| {
+            let obj = self.engine.local(pin, segment)?;
+            check_notification_id(obj, id)?;
+            Ok(obj.notifications().reset(id))
+        })
     }
 
     /// Notifications per segment of this rank (`gaspi_notification_num`).

@@ -9,10 +9,11 @@
 //! that sees the notification sees the data.
 
 use crate::context::Context;
+use crate::engine::Lookup;
+use crate::engine::epoch::Pin;
 use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
 use crate::types::{ListEntry, Local, Notification, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout};
-use std::sync::Arc;
 
 /// Which way the data of a transfer moves.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -24,12 +25,28 @@ enum Direction {
 }
 
 /// A transfer with both segments resolved and both ranges checked.
-struct Checked {
-    local: Arc<SegmentObject>,
+struct Checked<'p> {
+    local: &'p SegmentObject,
     local_offset: usize,
-    remote: Arc<SegmentObject>,
+    remote: &'p SegmentObject,
     remote_offset: usize,
     size: usize,
+}
+
+/// The checked transfers of one operation: single operations, the common
+/// case, need no allocation.
+enum CheckedList<'p> {
+    One([Checked<'p>; 1]),
+    Many(Vec<Checked<'p>>),
+}
+
+impl<'p> CheckedList<'p> {
+    fn as_slice(&self) -> &[Checked<'p>] {
+        match self {
+            CheckedList::One(c) => c,
+            CheckedList::Many(v) => v,
+        }
+    }
 }
 
 /// Check that `offset + size` lies within `obj` (segment `segment` of `rank`).
@@ -59,19 +76,20 @@ pub(crate) fn check_notification_id(obj: &SegmentObject, id: NotificationId) -> 
 }
 
 impl Context {
-    fn check_transfer(&self, local: Local, remote: Remote, size: usize) -> Result<Checked> {
+    fn check_transfer<'p>(&'p self, pin: &'p Pin<'_>, local: Local, remote: Remote, size: usize) -> std::result::Result<Checked<'p>, Lookup> {
         if size > self.config.transfer_size_max {
             return Err(Error::TransferTooLarge {
                 size,
                 max: self.config.transfer_size_max,
-            });
+            }
+            .into());
         }
         self.check_segment_id(local.segment)?;
         self.check_segment_id(remote.segment)?;
-        let l = self.engine.local(local.segment)?;
-        check_range(&l, self.rank(), local.segment, local.offset, size)?;
-        let r = self.engine.target(remote.rank, remote.segment)?;
-        check_range(&r, remote.rank, remote.segment, remote.offset, size)?;
+        let l = self.engine.local(pin, local.segment)?;
+        check_range(l, self.rank(), local.segment, local.offset, size)?;
+        let r = self.engine.target(pin, remote.rank, remote.segment)?;
+        check_range(r, remote.rank, remote.segment, remote.offset, size)?;
         Ok(Checked {
             local: l,
             local_offset: local.offset,
@@ -83,13 +101,13 @@ impl Context {
 
     /// The table a notification goes to, checked: segment `segment` of
     /// `rank`, id in range, value non-zero.
-    fn check_notification(&self, rank: Rank, segment: SegmentId, n: Notification) -> Result<Arc<SegmentObject>> {
+    fn check_notification<'p>(&'p self, pin: &'p Pin<'_>, rank: Rank, segment: SegmentId, n: Notification) -> std::result::Result<&'p SegmentObject, Lookup> {
         if n.value == 0 {
-            return Err(Error::ZeroNotificationValue);
+            return Err(Error::ZeroNotificationValue.into());
         }
         self.check_segment_id(segment)?;
-        let obj = self.engine.target(rank, segment)?;
-        check_notification_id(&obj, n.id)?;
+        let obj = self.engine.target(pin, rank, segment)?;
+        check_notification_id(obj, n.id)?;
         Ok(obj)
     }
 
@@ -98,26 +116,33 @@ impl Context {
     fn transfer(&self, rank: Rank, entries: &[ListEntry], dir: Direction, notify: Option<(Rank, SegmentId, Notification)>, queue: QueueId) -> Result<()> {
         self.queues.check(queue)?;
         self.engine.check_rank(rank)?;
-        let checked = entries
-            .iter()
-            .map(|e| self.check_transfer(e.local, e.remote(rank), e.size))
-            .collect::<Result<Vec<_>>>()?;
-        let target = match notify {
-            Some((r, seg, n)) => Some((self.check_notification(r, seg, n)?, n)),
-            None => None,
-        };
-        self.queues
-            .reserve(queue, entries.len() as u32 + target.is_some() as u32)?;
-        for c in &checked {
-            match dir {
-                Direction::Put => c.local.copy_to(c.local_offset, &c.remote, c.remote_offset, c.size),
-                Direction::Get => c.remote.copy_to(c.remote_offset, &c.local, c.local_offset, c.size),
+        self.engine.run(|pin| {
+            let checked = match entries {
+                [e] => CheckedList::One([self.check_transfer(pin, e.local, e.remote(rank), e.size)?]),
+                _ => CheckedList::Many(
+                    entries
+                        .iter()
+                        .map(|e| self.check_transfer(pin, e.local, e.remote(rank), e.size))
+                        .collect::<std::result::Result<_, _>>()?,
+                ),
+            };
+            let target = match notify {
+                Some((r, seg, n)) => Some((self.check_notification(pin, r, seg, n)?, n)),
+                None => None,
+            };
+            self.queues
+                .reserve(queue, entries.len() as u32 + target.is_some() as u32)?;
+            for c in checked.as_slice() {
+                match dir {
+                    Direction::Put => c.local.copy_to(c.local_offset, c.remote, c.remote_offset, c.size),
+                    Direction::Get => c.remote.copy_to(c.remote_offset, c.local, c.local_offset, c.size),
+                }
             }
-        }
-        if let Some((obj, n)) = target {
-            obj.notifications().post(n.id, n.value);
-        }
-        Ok(())
+            if let Some((obj, n)) = target {
+                obj.notifications().post(n.id, n.value);
+            }
+            Ok(())
+        })
     }
 
     fn check_list(&self, entries: &[ListEntry]) -> Result<()> {

@@ -34,7 +34,7 @@ impl Context {
     pub fn passive_send(&self, src: Local, rank: Rank, size: usize, timeout: Timeout) -> Result<()> {
         self.engine.check_rank(rank)?;
         self.check_segment_id(src.segment)?;
-        let obj = self.engine.local(src.segment)?;
+        let obj = self.engine.local_arc(src.segment)?;
         check_range(&obj, self.rank(), src.segment, src.offset, size)?;
         self.engine.check_alive(rank)?;
         let inbox = self.engine.peer_inbox(rank)?;
@@ -62,7 +62,7 @@ impl Context {
     /// call fails with [`Error::MessageTooLarge`].
     pub fn passive_receive(&self, dst: Local, size: usize, timeout: Timeout) -> Result<(Rank, usize)> {
         self.check_segment_id(dst.segment)?;
-        let obj = self.engine.local(dst.segment)?;
+        let obj = self.engine.local_arc(dst.segment)?;
         check_range(&obj, self.rank(), dst.segment, dst.offset, size)?;
         if size == 0 {
             return Err(Error::InvalidArgument(

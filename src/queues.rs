@@ -43,7 +43,7 @@ impl Queues {
         self.slots
             .get(queue as usize)
             .filter(|q| q.exists.load(SeqCst))
-            .ok_or(Error::InvalidQueue {
+            .ok_or_else(|| Error::InvalidQueue {
                 queue,
                 num: QUEUE_MAX,
             })

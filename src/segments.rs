@@ -68,7 +68,7 @@ impl Context {
     pub fn segment_register(&self, segment: SegmentId, rank: Rank, _timeout: Timeout) -> Result<()> {
         self.check_segment_id(segment)?;
         self.engine.check_rank(rank)?;
-        self.engine.local(segment)?.register(rank);
+        self.engine.local_arc(segment)?.register(rank);
         Ok(())
     }
 
@@ -182,7 +182,7 @@ impl Context {
     /// (`gaspi_segment_ptr`).
     pub fn segment_ptr(&self, segment: SegmentId) -> Result<*mut u8> {
         self.check_segment_id(segment)?;
-        Ok(self.engine.local(segment)?.data())
+        Ok(self.engine.local_arc(segment)?.data())
     }
 
     /// Size in bytes of segment `segment` of `rank` (`gaspi_segment_size`).
@@ -213,7 +213,7 @@ impl Context {
         (0..self.config.segment_max)
             .map(|s| s as SegmentId)
             .find(|s| !used.contains(s))
-            .ok_or(Error::InvalidArgument("every segment id is in use".into()))
+            .ok_or_else(|| Error::InvalidArgument("every segment id is in use".into()))
     }
 
     /// A typed view of this rank's segment `segment`.
@@ -230,7 +230,7 @@ impl Context {
     /// ```
     pub fn segment<T: Pod>(&self, segment: SegmentId) -> Result<SegmentView<T>> {
         self.check_segment_id(segment)?;
-        let obj = self.engine.local(segment)?;
+        let obj = self.engine.local_arc(segment)?;
         let len = obj.size() / std::mem::size_of::<T>().max(1);
         Ok(SegmentView {
             obj,

@@ -146,7 +146,7 @@ impl Context {
         let mut t = lock(&self.groups.table);
         let slot = t
             .get_mut(group.0 as usize)
-            .ok_or(Error::InvalidGroup { group })?;
+            .ok_or_else(|| Error::InvalidGroup { group })?;
         f(slot)
     }
 
@@ -188,7 +188,7 @@ impl Context {
             .iter()
             .skip(1)
             .position(|e| e.is_none())
-            .ok_or(Error::TooManyGroups {
+            .ok_or_else(|| Error::TooManyGroups {
                 max: self.config.group_max,
             })?
             + 1;
@@ -314,7 +314,7 @@ impl Context {
         if group == GroupId::ALL {
             return Err(Error::InvalidArgument("GroupId::ALL cannot be deleted".into()));
         }
-        let e = self.group_slot(group, |slot| slot.take().ok_or(Error::InvalidGroup { group }))?;
+        let e = self.group_slot(group, |slot| slot.take().ok_or_else(|| Error::InvalidGroup { group }))?;
         release(self, e);
         Ok(())
     }
@@ -335,7 +335,7 @@ impl Context {
         self.group_slot(group, |slot| {
             slot.as_ref()
                 .map(|e| e.members().to_vec())
-                .ok_or(Error::InvalidGroup { group })
+                .ok_or_else(|| Error::InvalidGroup { group })
         })
     }
 

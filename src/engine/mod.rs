@@ -16,6 +16,7 @@
 //! (mappings), [`futex`], and the copy helpers of [`segment`], [`inbox`] and
 //! [`group`], each next to the bounds it relies on.
 
+pub(crate) mod epoch;
 pub(crate) mod futex;
 pub(crate) mod group;
 pub(crate) mod inbox;
@@ -28,12 +29,13 @@ pub(crate) mod wait;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, SegmentId};
+use epoch::{Epochs, Pin, Published};
 use inbox::Inbox;
 use job::JobBlock;
 use segment::SegmentObject;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 use wait::Waiter;
 
@@ -52,11 +54,31 @@ pub(crate) struct JobSpec {
 #[derive(Debug)]
 struct PeerSegment {
     generation: u64,
-    obj: Arc<SegmentObject>,
+    obj: SegmentObject,
     registered: AtomicBool,
 }
 
-type PeerRow = Box<[RwLock<Option<PeerSegment>>]>;
+type PeerRow = Box<[Published<PeerSegment>]>;
+
+/// Why a lookup under a pin did not produce a segment.
+#[derive(Debug)]
+pub(crate) enum Lookup {
+    /// A real error for the caller.
+    Fail(Error),
+    /// This rank's mapping of the peer's segment is missing or stale:
+    /// remap it (unpinned) and run the operation again.
+    Remap { rank: Rank, segment: SegmentId },
+}
+
+impl From<Error> for Lookup {
+    fn from(e: Error) -> Lookup {
+        Lookup::Fail(e)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// This rank's attachment to a job.
 #[derive(Debug)]
@@ -65,8 +87,14 @@ pub(crate) struct Native {
     pub(crate) rank: Rank,
     pub(crate) waiter: Waiter,
     launched: bool,
-    local: Box<[RwLock<Option<Arc<SegmentObject>>>]>,
+    /// Readers of the two tables below pin these for one operation.
+    epochs: Epochs,
+    /// This rank's segments; creation and deletion hold `local_writer`.
+    local: Box<[Published<SegmentObject>]>,
+    local_writer: Mutex<()>,
+    /// Peers' segments as mapped here; remaps hold `peer_writer`.
     peers: Box<[OnceLock<PeerRow>]>,
+    peer_writer: Mutex<()>,
     inbox: Inbox,
     peer_inboxes: Box<[OnceLock<Inbox>]>,
     /// Failed ranks the user has acknowledged, and how many.
@@ -125,8 +153,11 @@ impl Native {
             waiter: Waiter::new(config.wait_mode, local_ranks, wait::available_cores()),
             rank: spec.rank,
             launched: spec.launched,
-            local: (0..job::SEGMENT_SLOTS).map(|_| RwLock::new(None)).collect(),
+            epochs: Epochs::default(),
+            local: (0..job::SEGMENT_SLOTS).map(|_| Published::default()).collect(),
+            local_writer: Mutex::new(()),
             peers: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
+            peer_writer: Mutex::new(()),
             inbox,
             peer_inboxes: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
             acknowledged: Mutex::new(Vec::new()),
@@ -257,13 +288,40 @@ impl Native {
         failed
     }
 
-    /// This rank's segment `seg`.
-    pub(crate) fn local(&self, seg: SegmentId) -> Result<Arc<SegmentObject>> {
+    /// Run `op` pinned, so that it can borrow segment objects from the
+    /// tables without reference counting. If a lookup asks for a remap,
+    /// remap unpinned and run `op` again: `op` must not have done anything
+    /// visible before its lookups succeeded.
+    #[inline]
+    pub(crate) fn run<R>(&self, mut op: impl FnMut(&Pin<'_>) -> std::result::Result<R, Lookup>) -> Result<R> {
+        loop {
+            let outcome = {
+                let pin = self.epochs.pin();
+                op(&pin)
+            };
+            match outcome {
+                Ok(r) => return Ok(r),
+                Err(Lookup::Fail(e)) => return Err(e),
+                Err(Lookup::Remap { rank, segment }) => self.remap(rank, segment)?,
+            }
+        }
+    }
+
+    /// This rank's segment `seg`, borrowed for the pin.
+    #[inline]
+    pub(crate) fn local<'p>(&'p self, pin: &'p Pin<'_>, seg: SegmentId) -> Result<&'p SegmentObject> {
+        self.local[seg as usize].get(pin).ok_or_else(|| Error::SegmentNotFound {
+            rank: self.rank,
+            segment: seg,
+        })
+    }
+
+    /// This rank's segment `seg`, to keep beyond a pin (views, blocking waits).
+    pub(crate) fn local_arc(&self, seg: SegmentId) -> Result<Arc<SegmentObject>> {
+        let pin = self.epochs.pin();
         self.local[seg as usize]
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or(Error::SegmentNotFound {
+            .get_arc(&pin)
+            .ok_or_else(|| Error::SegmentNotFound {
                 rank: self.rank,
                 segment: seg,
             })
@@ -271,51 +329,72 @@ impl Native {
 
     /// Segment `seg` of `rank` (this rank included), checked for existence,
     /// registration with this rank, and the owner's health.
-    pub(crate) fn target(&self, rank: Rank, seg: SegmentId) -> Result<Arc<SegmentObject>> {
+    #[inline]
+    pub(crate) fn target<'p>(&'p self, pin: &'p Pin<'_>, rank: Rank, seg: SegmentId) -> std::result::Result<&'p SegmentObject, Lookup> {
         if rank == self.rank {
-            return self.local(seg);
+            return Ok(self.local(pin, seg)?);
         }
         self.check_rank(rank)?;
         self.check_alive(rank)?;
-        let entry = &self.job.slot(rank as usize).segments[seg as usize];
-        let generation = entry.generation.load(SeqCst);
+        let generation = self.job.slot(rank as usize).segments[seg as usize]
+            .generation
+            .load(SeqCst);
         if generation % 2 == 0 {
+            return Err(Error::SegmentNotFound { rank, segment: seg }.into());
+        }
+        let row = self.peer_row(rank);
+        match row[seg as usize].get(pin) {
+            Some(p) if p.generation == generation => {
+                if !p.registered.load(SeqCst) {
+                    if !p.obj.is_registered(self.rank) {
+                        return Err(Error::SegmentNotRegistered { rank, segment: seg }.into());
+                    }
+                    p.registered.store(true, SeqCst);
+                }
+                Ok(&p.obj)
+            }
+            _ => Err(Lookup::Remap { rank, segment: seg }),
+        }
+    }
+
+    fn peer_row(&self, rank: Rank) -> &PeerRow {
+        self.peers[rank as usize]
+            .get_or_init(|| (0..job::SEGMENT_SLOTS).map(|_| Published::default()).collect())
+    }
+
+    /// Map the current generation of segment `seg` of `rank`, replacing a
+    /// stale mapping. Must not be called while pinned.
+    fn remap(&self, rank: Rank, seg: SegmentId) -> Result<()> {
+        let _w = lock(&self.peer_writer);
+        let generation = self.job.slot(rank as usize).segments[seg as usize]
+            .generation
+            .load(SeqCst);
+        let cell = &self.peer_row(rank)[seg as usize];
+        if generation % 2 == 0 {
+            cell.replace(None, &self.epochs);
             return Err(Error::SegmentNotFound { rank, segment: seg });
         }
-        let row = self.peers[rank as usize]
-            .get_or_init(|| (0..job::SEGMENT_SLOTS).map(|_| RwLock::new(None)).collect());
-        let cell = &row[seg as usize];
         {
-            let cached = cell.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(p) = cached.as_ref().filter(|p| p.generation == generation) {
-                return self.registered(p, rank, seg);
+            let pin = self.epochs.pin();
+            if cell.get(&pin).is_some_and(|p| p.generation == generation) {
+                return Ok(()); // another thread did it
             }
         }
         let obj = match SegmentObject::open(self.token(), rank, seg, generation) {
-            Ok(o) => Arc::new(o),
+            Ok(o) => o,
             // Deleted between our look at the directory and the open.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(Error::SegmentNotFound { rank, segment: seg });
             }
             Err(e) => return Err(Error::system(format!("mapping segment {seg} of rank {rank}"), e)),
         };
-        let mut w = cell.write().unwrap_or_else(|e| e.into_inner());
-        *w = Some(PeerSegment {
+        let fresh = PeerSegment {
             generation,
             obj,
             registered: AtomicBool::new(false),
-        });
-        self.registered(w.as_ref().expect("just stored"), rank, seg)
-    }
-
-    fn registered(&self, p: &PeerSegment, rank: Rank, seg: SegmentId) -> Result<Arc<SegmentObject>> {
-        if !p.registered.load(SeqCst) {
-            if !p.obj.is_registered(self.rank) {
-                return Err(Error::SegmentNotRegistered { rank, segment: seg });
-            }
-            p.registered.store(true, SeqCst);
-        }
-        Ok(p.obj.clone())
+        };
+        cell.replace(Some(Arc::new(fresh)), &self.epochs);
+        Ok(())
     }
 
     /// Size of segment `seg` of `rank` as its owner's directory says.
@@ -330,44 +409,46 @@ impl Native {
 
     /// Make `seg` a new segment of this rank from a freshly created object
     /// (`make` receives the new generation).
-    pub(crate) fn add_segment(&self, seg: SegmentId, make: impl FnOnce(&str, u64) -> io::Result<SegmentObject>) -> Result<Arc<SegmentObject>> {
-        let mut cell = self.local[seg as usize]
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
-        if cell.is_some() {
+    pub(crate) fn add_segment(&self, seg: SegmentId, make: impl FnOnce(&str, u64) -> io::Result<SegmentObject>) -> Result<()> {
+        let _w = lock(&self.local_writer);
+        let cell = &self.local[seg as usize];
+        if cell.get(&self.epochs.pin()).is_some() {
             return Err(Error::SegmentExists { segment: seg });
         }
         let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
         let generation = entry.generation.load(SeqCst) + 1; // odd: live
-        let obj = Arc::new(make(self.token(), generation).map_err(|e| {
+        let obj = make(self.token(), generation).map_err(|e| {
             Error::system(format!("creating the shared memory of segment {seg}"), e)
-        })?);
+        })?;
         obj.register(self.rank);
         entry.size.store(obj.size() as u64, SeqCst);
         entry.generation.store(generation, SeqCst);
-        *cell = Some(obj.clone());
-        Ok(obj)
+        cell.replace(Some(Arc::new(obj)), &self.epochs);
+        Ok(())
     }
 
     /// Delete segment `seg` of this rank.
     pub(crate) fn remove_segment(&self, seg: SegmentId) -> Result<()> {
-        let mut cell = self.local[seg as usize]
-            .write()
-            .unwrap_or_else(|e| e.into_inner());
-        let obj = cell.take().ok_or(Error::SegmentNotFound {
-            rank: self.rank,
-            segment: seg,
-        })?;
+        let _w = lock(&self.local_writer);
         let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
+        if entry.generation.load(SeqCst) % 2 == 0 {
+            return Err(Error::SegmentNotFound {
+                rank: self.rank,
+                segment: seg,
+            });
+        }
         entry.generation.fetch_add(1, SeqCst); // even: gone
-        obj.unlink();
+        if let Some(obj) = self.local[seg as usize].replace(None, &self.epochs) {
+            obj.unlink();
+        }
         Ok(())
     }
 
     /// Ids of this rank's segments, ascending.
     pub(crate) fn segment_ids(&self) -> Vec<SegmentId> {
+        let pin = self.epochs.pin();
         (0..job::SEGMENT_SLOTS)
-            .filter(|&s| self.local[s].read().unwrap_or_else(|e| e.into_inner()).is_some())
+            .filter(|&s| self.local[s].get(&pin).is_some())
             .map(|s| s as SegmentId)
             .collect()
     }

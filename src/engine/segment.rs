@@ -64,9 +64,35 @@ impl Layout {
     }
 }
 
+/// Where the notification table lies in a mapping, computed and checked
+/// once when the object is mapped.
+#[derive(Debug)]
+struct TableParts {
+    values: *const AtomicU32,
+    l1: *const AtomicU64,
+    l2: *const AtomicU64,
+    ww: *const WaitWord,
+    num: usize,
+}
+
+impl TableParts {
+    fn new(map: &Mapping, layout: &Layout, num: u32) -> TableParts {
+        let n = num as usize;
+        // Mapping::slice checks bounds and alignment once, here.
+        TableParts {
+            values: map.slice::<AtomicU32>(layout.values, n).as_ptr(),
+            l1: map.slice::<AtomicU64>(layout.l1, notify::l1_words(num)).as_ptr(),
+            l2: map.slice::<AtomicU64>(layout.l2, notify::l2_words(num)).as_ptr(),
+            ww: &map.at::<SegmentHeader>(0).ww,
+            num: n,
+        }
+    }
+}
+
 /// One mapped segment object: the owner's or a peer's view.
 #[derive(Debug)]
 pub(crate) struct SegmentObject {
+    table: TableParts,
     name: String,
     /// Header, tables and (unless bound) data.
     map: Mapping,
@@ -77,6 +103,13 @@ pub(crate) struct SegmentObject {
     notification_num: u32,
     nranks: usize,
 }
+
+// SAFETY: the raw pointers in `table` point into `map`, owned by the same
+// object and itself Send + Sync (process-shared memory reached only through
+// atomics and raw copies); they are never freed separately.
+unsafe impl Send for SegmentObject {}
+// SAFETY: see Send.
+unsafe impl Sync for SegmentObject {}
 
 impl SegmentObject {
     fn init(fd: &OwnedFd, name: String, layout: Layout, size: usize, notification_num: u32, nranks: usize, generation: u64, map_data: bool) -> io::Result<SegmentObject> {
@@ -89,6 +122,7 @@ impl SegmentObject {
         h.nranks.store(nranks as u32, SeqCst);
         h.magic.store(MAGIC, SeqCst);
         Ok(SegmentObject {
+            table: TableParts::new(&map, &layout, notification_num),
             name,
             map,
             bound: None,
@@ -153,6 +187,7 @@ impl SegmentObject {
         drop(head);
         let map = Mapping::new(&fd, total, 0, true)?;
         Ok(SegmentObject {
+            table: TableParts::new(&map, &layout, notification_num),
             name,
             map,
             bound: None,
@@ -187,13 +222,20 @@ impl SegmentObject {
     }
 
     /// The notification table.
+    #[inline]
     pub(crate) fn notifications(&self) -> NotificationTable<'_> {
-        let n = self.notification_num;
-        NotificationTable {
-            values: self.map.slice(self.layout.values, n as usize),
-            l1: self.map.slice(self.layout.l1, notify::l1_words(n)),
-            l2: self.map.slice(self.layout.l2, notify::l2_words(n)),
-            ww: &self.map.at::<SegmentHeader>(0).ww,
+        let t = &self.table;
+        let n = t.num as u32;
+        // SAFETY: the parts were taken from checked slices of `self.map`
+        // (TableParts::new), which lives as long as `self`; the types are
+        // atomics, valid for any bits.
+        unsafe {
+            NotificationTable {
+                values: std::slice::from_raw_parts(t.values, t.num),
+                l1: std::slice::from_raw_parts(t.l1, notify::l1_words(n)),
+                l2: std::slice::from_raw_parts(t.l2, notify::l2_words(n)),
+                ww: &*t.ww,
+            }
         }
     }
 

@@ -1,1 +1,355 @@
-fn main() {}
+//! `gaspi-bench`: benchmarks of the GASPI runtime on local ranks.
+//!
+//! `gaspi-bench BENCH -n N` launches itself on N ranks (through the same
+//! launcher as `gaspi-run`); run under `gaspi-run` it is a rank already.
+//! Rank 0 prints an IMB-style table or CSV rows; every row says whether the
+//! data the benchmark moved was verified.
+
+mod benches;
+mod report;
+
+use benches::Bench;
+use gaspi::launcher::{Launch, Output};
+use gaspi::{Config, Context};
+use report::{CSV_HEADER, Format, Row, csv_line, table};
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Instant;
+
+const USAGE: &str = "\
+Usage: gaspi-bench BENCH [-n N] [--ppn P] [--sizes A:B] [--iters K] [--format table|csv] [--wait MODE]
+
+Benchmarks (each verifies the data it moves):
+  write-notify-lat  ping-pong of write_notify + notify_waitsome (ranks 0, 1), one-way latency
+  write-bw          streamed writes rank 0 -> 1, then one notification; beside single-thread memcpy
+  read-lat          read + wait (rank 0 reads from rank 1)
+  atomic-lat        atomic_fetch_add on rank 1's word from rank 0
+  barrier           barrier over all ranks
+  allreduce         GASPI allreduce (f64 sum) over all ranks
+  all               every benchmark briefly on 4 ranks (default), with a summary
+
+Options:
+  -n N               ranks (default 2; 4 for 'all')
+  --ppn P            ranks per node (default: all on one node)
+  --sizes A:B        message sizes: powers of two from A to B, or a list A,B,C
+                     (suffixes K, M: --sizes 8:4M)
+  --iters K          repetitions per size (default: by size)
+  --format F         table (IMB columns) or csv (bench,impl,procs,ppn,bytes,reps,
+                     t_min_us,t_median_us,t_max_us,mbps,verified)
+  --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)";
+
+const BENCHES: [&str; 7] = ["write-notify-lat", "write-bw", "read-lat", "atomic-lat", "barrier", "allreduce", "all"];
+
+struct Args {
+    bench: String,
+    ranks: Option<usize>,
+    ppn: Option<usize>,
+    sizes: Option<Vec<usize>>,
+    iters: Option<usize>,
+    format: Format,
+    wait: Option<String>,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let (num, mult) = match s.as_bytes().last() {
+        Some(b'K' | b'k') => (&s[..s.len() - 1], 1 << 10),
+        Some(b'M' | b'm') => (&s[..s.len() - 1], 1 << 20),
+        Some(b'G' | b'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>()
+        .map(|n| n * mult)
+        .map_err(|_| format!("'{s}' is not a size"))
+}
+
+fn parse_sizes(s: &str) -> Result<Vec<usize>, String> {
+    if let Some((a, b)) = s.split_once(':') {
+        let (a, b) = (parse_size(a)?, parse_size(b)?);
+        if a == 0 || a > b {
+            return Err(format!("--sizes {s}: need 0 < A <= B"));
+        }
+        let mut v = vec![a];
+        while let Some(next) = v.last().unwrap().checked_mul(2).filter(|&x| x <= b) {
+            v.push(next);
+        }
+        Ok(v)
+    } else {
+        s.split(',').map(parse_size).collect()
+    }
+}
+
+fn parse(args: &[String]) -> Result<Option<Args>, String> {
+    let mut a = Args {
+        bench: String::new(),
+        ranks: None,
+        ppn: None,
+        sizes: None,
+        iters: None,
+        format: Format::Table,
+        wait: None,
+    };
+    let mut it = args.iter();
+    let num = |v: Option<&String>, o: &str| -> Result<usize, String> {
+        v.ok_or(format!("{o} needs a value"))?
+            .parse()
+            .map_err(|_| format!("{o} needs a number"))
+    };
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(None),
+            "-n" => a.ranks = Some(num(it.next(), "-n")?),
+            "--ppn" => a.ppn = Some(num(it.next(), "--ppn")?),
+            "--iters" => a.iters = Some(num(it.next(), "--iters")?),
+            "--sizes" => a.sizes = Some(parse_sizes(it.next().ok_or("--sizes needs a value")?)?),
+            "--format" => {
+                a.format = match it.next().map(String::as_str) {
+                    Some("table") => Format::Table,
+                    Some("csv") => Format::Csv,
+                    _ => return Err("--format is table or csv".into()),
+                }
+            }
+            "--wait" => {
+                let w = it.next().ok_or("--wait needs a value")?;
+                gaspi::WaitMode::parse(w).ok_or(format!("--wait {w}: use auto, spin, yield or block"))?;
+                a.wait = Some(w.clone());
+            }
+            s if !s.starts_with('-') && a.bench.is_empty() => {
+                if !BENCHES.contains(&s) {
+                    return Err(format!("unknown benchmark '{s}'"));
+                }
+                a.bench = s.to_string();
+            }
+            s => return Err(format!("unexpected argument '{s}'")),
+        }
+    }
+    if a.bench.is_empty() {
+        return Err("name a benchmark".into());
+    }
+    Ok(Some(a))
+}
+
+/// This machine in one line, for the record.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpu}, {cores} cores, Linux {}", kernel.trim())
+}
+
+/// Rank 0's printer.
+struct Printer {
+    format: Format,
+    rows: Vec<Row>,
+}
+
+impl Printer {
+    fn emit(&mut self, title: &str, rows: Vec<Row>) {
+        let mut out = std::io::stdout().lock();
+        match self.format {
+            Format::Table => {
+                let _ = writeln!(out, "\n# {title}");
+                let _ = write!(out, "{}", table(&rows));
+            }
+            Format::Csv => {
+                for r in &rows {
+                    let _ = writeln!(out, "{}", csv_line(r));
+                }
+            }
+        }
+        let _ = out.flush();
+        self.rows.extend(rows);
+    }
+
+    fn find(&self, bench: &str, imp: &str, bytes: usize) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.bench == bench && r.imp == imp && r.bytes == bytes)
+    }
+
+    fn summary(&self, ranks: usize, secs: f64) {
+        let mut lines = Vec::new();
+        let us = |r: Option<&Row>| r.map_or("-".to_string(), |r| format!("{:.3} us", r.median()));
+        lines.push(format!("write-notify-lat   8 B       {} one way (ranks 0-1)", us(self.find("write-notify-lat", "gaspi", 8))));
+        if let (Some(g), Some(m)) = (self.find("write-bw", "gaspi", 4 << 20), self.find("write-bw", "memcpy", 4 << 20)) {
+            lines.push(format!(
+                "write-bw           4 MiB     {:.0} MB/s = {:.0}% of memcpy ({:.0} MB/s, same run)",
+                g.mbps(),
+                100.0 * g.mbps() / m.mbps(),
+                m.mbps()
+            ));
+        }
+        lines.push(format!("read-lat           8 B       {}", us(self.find("read-lat", "gaspi", 8))));
+        lines.push(format!("atomic-lat         8 B       {}", us(self.find("atomic-lat", "gaspi", 8))));
+        lines.push(format!("barrier            {ranks} ranks   {}", us(self.find("barrier", "gaspi", 0))));
+        lines.push(format!("allreduce          8 B       {} ({ranks} ranks)", us(self.find("allreduce", "gaspi", 8))));
+        let verified = self.rows.iter().all(|r| r.verified);
+        println!("\n# summary (medians over batches), {ranks} ranks, {secs:.1} s");
+        for l in lines {
+            println!("#   {l}");
+        }
+        println!("#   data verified in every benchmark: {}", if verified { "yes" } else { "NO" });
+    }
+}
+
+/// Run the benchmark(s) on this rank; returns whether everything verified.
+fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
+    let ctx = Context::init(Config::default())?;
+    let n = ctx.num_ranks() as usize;
+    let ppn = a.ppn.unwrap_or(n).min(n);
+    let two = ["write-notify-lat", "write-bw", "read-lat", "atomic-lat"];
+    if n < 2 && (two.contains(&a.bench.as_str()) || a.bench == "all") {
+        if ctx.rank() == 0 {
+            eprintln!("gaspi-bench: {} needs at least 2 ranks", a.bench);
+        }
+        return Ok(false);
+    }
+    let b = Bench {
+        ctx: &ctx,
+        ppn,
+        iters: a.iters,
+    };
+    let quick = a.bench == "all";
+    let sizes = |default: &[usize], brief: &[usize]| -> Vec<usize> {
+        a.sizes
+            .clone()
+            .unwrap_or_else(|| if quick { brief.to_vec() } else { default.to_vec() })
+    };
+    let pow2 = |a: usize, b: usize| parse_sizes(&format!("{a}:{b}")).expect("valid range");
+    let mut p = Printer {
+        format: a.format,
+        rows: Vec::new(),
+    };
+    let me = ctx.rank();
+    if me == 0 {
+        let wait = std::env::var(gaspi::env::WAIT).unwrap_or_else(|_| "auto".into());
+        match a.format {
+            Format::Table => println!(
+                "# gaspi-bench {} on {n} ranks ({ppn} per node), wait {wait}, gaspi {}\n# machine: {}",
+                a.bench,
+                Context::version(),
+                machine()
+            ),
+            Format::Csv => println!("{CSV_HEADER}"),
+        }
+    }
+    let start = Instant::now();
+    let mut emit = |title: &str, rows: Vec<Row>| {
+        if me == 0 {
+            p.emit(title, rows);
+        }
+    };
+    let selected = |name: &str| quick || a.bench == name;
+    if selected("write-notify-lat") {
+        let s = sizes(&pow2(1, 4 << 20), &[8, 4096, 65_536, 1 << 20]);
+        emit("write-notify-lat: one-way latency of write_notify + notify_waitsome (ping-pong, ranks 0-1)", benches::write_notify_lat(&b, &s));
+    }
+    if selected("write-bw") {
+        let s = sizes(&pow2(1024, 4 << 20), &[65_536, 1 << 20, 4 << 20]);
+        emit("write-bw: streamed writes rank 0 -> rank 1 (+1 notification per batch), and memcpy on rank 0", benches::write_bw(&b, &s));
+    }
+    if selected("read-lat") {
+        let s = sizes(&pow2(1, 4 << 20), &[8, 4096, 1 << 20]);
+        emit("read-lat: read + wait, rank 0 reads from rank 1", benches::read_lat(&b, &s));
+    }
+    if selected("atomic-lat") {
+        emit("atomic-lat: atomic_fetch_add from rank 0 on a word of rank 1", benches::atomic_lat(&b));
+    }
+    if selected("barrier") {
+        emit("barrier: over all ranks", benches::barrier(&b));
+    }
+    if selected("allreduce") {
+        let s = sizes(&pow2(8, 2040).into_iter().chain([2040]).collect::<Vec<_>>(), &[8, 64, 2040]);
+        emit("allreduce: sum of f64 over all ranks", benches::allreduce(&b, &s));
+    }
+    let verified = p.rows.iter().all(|r| r.verified);
+    if me == 0 && quick && a.format == Format::Table {
+        p.summary(n, start.elapsed().as_secs_f64());
+    }
+    ctx.barrier(gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    Ok(me != 0 || verified)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let a = match parse(&args) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(msg) => {
+            eprintln!("gaspi-bench: {msg}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if std::env::var_os(gaspi::env::RANK).is_some() {
+        return match run_rank(&a) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("gaspi-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    // Not a rank yet: launch this program on the ranks.
+    let ranks = a.ranks.unwrap_or(if a.bench == "all" { 4 } else { 2 });
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("gaspi-bench: cannot find my own program: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut launch = Launch::new(exe, ranks)
+        .args(&args)
+        .output(Output::Inherit)
+        .verbose(true)
+        .forward_signals(true);
+    if let Some(p) = a.ppn {
+        launch = launch.ppn(p);
+    }
+    if let Some(w) = &a.wait {
+        launch = launch.env(gaspi::env::WAIT, w);
+    }
+    match launch.run() {
+        Ok(report) => ExitCode::from(report.exit_code().clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("gaspi-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_sizes("8:64").unwrap(), vec![8, 16, 32, 64]);
+        assert_eq!(parse_sizes("1K:4K").unwrap(), vec![1024, 2048, 4096]);
+        assert_eq!(parse_sizes("8,1M").unwrap(), vec![8, 1 << 20]);
+        assert!(parse_sizes("64:8").is_err());
+        assert!(parse_sizes("x").is_err());
+    }
+
+    #[test]
+    fn arguments_parse() {
+        let a = parse(&["barrier".into(), "-n".into(), "8".into(), "--format".into(), "csv".into()])
+            .unwrap()
+            .unwrap();
+        assert_eq!((a.bench.as_str(), a.ranks, a.format), ("barrier", Some(8), Format::Csv));
+        assert!(parse(&["nope".into()]).is_err());
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["all".into(), "--wait".into(), "nap".into()]).is_err());
+    }
+}

@@ -1,0 +1,383 @@
+//! The benchmarks. Each runs on every rank of the job, measures on rank 0,
+//! verifies the data it moved on every rank that received it, and returns
+//! rows whose `verified` is the AND over all ranks.
+//!
+//! Times are taken per batch of operations (so that the clock costs
+//! nothing against a 0.3 us operation) and reported per operation; the
+//! statistics are over batches. Latencies are one way: half a round trip.
+
+use crate::report::Row;
+use gaspi::{Alloc, Context, GroupId, Local, Notification, Rank, ReduceOp, Remote, SegmentView, Timeout};
+use std::cell::Cell;
+use std::time::Instant;
+
+const B: Timeout = Timeout::Block;
+
+/// What every benchmark gets.
+pub struct Bench<'a> {
+    pub ctx: &'a Context,
+    pub ppn: usize,
+    /// Repetitions per size (`--iters`), or the benchmark's default.
+    pub iters: Option<usize>,
+}
+
+/// Number of batches the repetitions of one size are cut into.
+const BATCHES: usize = 25;
+
+impl Bench<'_> {
+    fn me(&self) -> Rank {
+        self.ctx.rank()
+    }
+
+    fn procs(&self) -> usize {
+        self.ctx.num_ranks() as usize
+    }
+
+    /// Repetitions for messages of `bytes`: `--iters`, or `default`
+    /// shrunk so that one size moves at most `budget` bytes.
+    fn reps(&self, bytes: usize, default: usize, budget: usize) -> usize {
+        let r = self
+            .iters
+            .unwrap_or_else(|| default.min(budget / bytes.max(1)).max(BATCHES));
+        r.div_ceil(BATCHES) * BATCHES
+    }
+
+    fn row(&self, bench: &'static str, imp: &'static str, bytes: usize, reps: usize, samples: Vec<f64>, bw_bytes: usize, verified: bool) -> Row {
+        Row {
+            bench,
+            imp,
+            procs: self.procs(),
+            ppn: self.ppn,
+            bytes,
+            reps,
+            samples,
+            bw_bytes,
+            verified,
+        }
+    }
+
+    /// AND of `ok` over all ranks.
+    fn all_ok(&self, ok: bool) -> bool {
+        let mut out = [0u32];
+        self.ctx
+            .allreduce(&[ok as u32], &mut out, ReduceOp::Min, GroupId::ALL, B)
+            .expect("allreduce of the verification flags");
+        out[0] == 1
+    }
+
+    fn barrier(&self) {
+        self.ctx.barrier(GroupId::ALL, B).expect("barrier");
+    }
+
+    /// Create segment 0 of `size` bytes on every rank.
+    fn segment(&self, size: usize) -> SegmentView<u8> {
+        let ctx = self.ctx;
+        if ctx.segment_list().contains(&0) {
+            ctx.segment_delete(0).expect("segment_delete");
+        }
+        ctx.segment_create(0, size, GroupId::ALL, B, Alloc::Initialized)
+            .expect("segment_create");
+        let v = ctx.segment::<u8>(0).expect("segment view");
+        v.fill(0); // touch every page before timing
+        v
+    }
+}
+
+/// Time `reps` calls of `op` in `BATCHES` batches; microseconds per call
+/// (divided by `per_call`, e.g. 2 for a round trip) for each batch.
+fn batches(reps: usize, per_call: f64, mut op: impl FnMut(usize)) -> Vec<f64> {
+    let per = reps / BATCHES;
+    let mut samples = Vec::with_capacity(BATCHES);
+    let mut i = 0;
+    for _ in 0..BATCHES {
+        let t0 = Instant::now();
+        for _ in 0..per {
+            op(i);
+            i += 1;
+        }
+        samples.push(t0.elapsed().as_secs_f64() * 1e6 / (per as f64 * per_call));
+    }
+    samples
+}
+
+/// The byte that marks iteration `i` at both ends of a message, so that a
+/// stale or partial message shows.
+fn stamp(view: &SegmentView<u8>, off: usize, size: usize, i: usize) {
+    let b = (i % 251) as u8 + 1;
+    view.set(off, b);
+    view.set(off + size - 1, b);
+}
+
+fn stamped(view: &SegmentView<u8>, off: usize, size: usize, i: usize) -> bool {
+    let b = (i % 251) as u8 + 1;
+    view.get(off) == b && view.get(off + size - 1) == b
+}
+
+/// Byte `i` of the verification pattern of `seed`.
+fn pattern(seed: usize, i: usize) -> u8 {
+    (seed.wrapping_mul(131).wrapping_add(i.wrapping_mul(7)).wrapping_add(i >> 9) % 253) as u8
+}
+
+fn fill_pattern(view: &SegmentView<u8>, off: usize, size: usize, seed: usize) {
+    let v: Vec<u8> = (0..size).map(|i| pattern(seed, i)).collect();
+    view.copy_from_slice(off, &v);
+}
+
+fn has_pattern(view: &SegmentView<u8>, off: usize, size: usize, seed: usize) -> bool {
+    let mut v = vec![0u8; size];
+    view.copy_to_slice(off, &mut v);
+    v.iter().enumerate().all(|(i, &b)| b == pattern(seed, i))
+}
+
+/// Send a whole pattern message from rank 0 to rank 1 (or back) and check
+/// every byte on arrival: the full verification after a timed loop.
+fn exchange_pattern(b: &Bench, view: &SegmentView<u8>, size: usize, recv: usize, from: Rank, to: Rank, id: u32) -> bool {
+    let ctx = b.ctx;
+    let mut ok = true;
+    if b.me() == from {
+        fill_pattern(view, 0, size, size + id as usize);
+        ctx.write_notify(Local::new(0, 0), Remote::new(to, 0, recv), size, Notification::new(id, 1), 0, B)
+            .expect("write_notify");
+        ctx.wait(0, B).expect("wait");
+    }
+    if b.me() == to {
+        let got = ctx.notify_waitsome(0, id..id + 1, B).expect("waitsome");
+        ctx.notify_reset(0, got).expect("reset");
+        ok = has_pattern(view, recv, size, size + id as usize);
+    }
+    ok
+}
+
+/// `write-notify-lat`: ping-pong of write_notify + notify_waitsome between
+/// ranks 0 and 1; one-way latency.
+pub fn write_notify_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
+    let ctx = b.ctx;
+    let max = *sizes.iter().max().unwrap_or(&8);
+    let view = b.segment(2 * max + 4096);
+    let recv = max + 4096;
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let reps = b.reps(size, 20_000, 2 << 30);
+        let ok = Cell::new(true);
+        let ping = |i: usize| {
+            stamp(&view, 0, size, i);
+            ctx.write_notify(Local::new(0, 0), Remote::new(1, 0, recv), size, Notification::new(0, 1), 0, B)
+                .expect("write_notify");
+            ctx.wait(0, B).expect("wait");
+            let id = ctx.notify_waitsome(0, 1..2, B).expect("waitsome");
+            ctx.notify_reset(0, id).expect("reset");
+            ok.set(ok.get() & stamped(&view, recv, size, i));
+        };
+        let pong = |i: usize| {
+            let id = ctx.notify_waitsome(0, 0..1, B).expect("waitsome");
+            ctx.notify_reset(0, id).expect("reset");
+            ok.set(ok.get() & stamped(&view, recv, size, i));
+            stamp(&view, 0, size, i);
+            ctx.write_notify(Local::new(0, 0), Remote::new(0, 0, recv), size, Notification::new(1, 1), 0, B)
+                .expect("write_notify");
+            ctx.wait(0, B).expect("wait");
+        };
+        b.barrier();
+        let mut samples = Vec::new();
+        let warm = reps / 10;
+        match b.me() {
+            0 => {
+                (0..warm).for_each(ping);
+                samples = batches(reps, 2.0, |i| ping(warm + i));
+            }
+            1 => (0..warm + reps).for_each(pong),
+            _ => {}
+        }
+        let verified = b.all_ok(ok.get() & exchange_pattern(b, &view, size, recv, 0, 1, 7));
+        rows.push(b.row("write-notify-lat", "gaspi", size, reps, samples, 0, verified));
+    }
+    rows
+}
+
+/// `write-bw`: rank 0 streams writes of one size to rank 1, which
+/// acknowledges each batch; beside it, single-thread memcpy of the same
+/// size on rank 0, batch by batch in the same run.
+pub fn write_bw(b: &Bench, sizes: &[usize]) -> Vec<Row> {
+    let ctx = b.ctx;
+    let max = *sizes.iter().max().unwrap_or(&8);
+    let view = b.segment(2 * max + 4096);
+    let recv = max + 4096;
+    let depth = ctx.queue_size_max() as usize;
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let reps = b.reps(size, 2000, 4 << 30);
+        let per = reps / BATCHES;
+        let mut local = vec![0u8; size];
+        fill_pattern(&view, 0, size, 1);
+        b.barrier();
+        let (mut gaspi, mut memcpy) = (Vec::new(), Vec::new());
+        for batch in 0..=BATCHES {
+            // Batch 0 warms up and is not recorded.
+            match b.me() {
+                0 => {
+                    let t0 = Instant::now();
+                    for _ in 0..per {
+                        view.copy_to_slice(0, &mut local);
+                    }
+                    let t_copy = t0.elapsed().as_secs_f64() * 1e6 / per as f64;
+                    std::hint::black_box(&local);
+                    let t0 = Instant::now();
+                    for k in 0..per {
+                        if k % depth == depth - 1 {
+                            ctx.wait(0, B).expect("wait");
+                        }
+                        ctx.write(Local::new(0, 0), Remote::new(1, 0, recv), size, 0, B).expect("write");
+                    }
+                    ctx.notify(1, 0, Notification::new(0, 1), 0, B).expect("notify");
+                    ctx.wait(0, B).expect("wait");
+                    let id = ctx.notify_waitsome(0, 1..2, B).expect("waitsome");
+                    ctx.notify_reset(0, id).expect("reset");
+                    let t_write = t0.elapsed().as_secs_f64() * 1e6 / per as f64;
+                    if batch > 0 {
+                        memcpy.push(t_copy);
+                        gaspi.push(t_write);
+                    }
+                }
+                1 => {
+                    let id = ctx.notify_waitsome(0, 0..1, B).expect("waitsome");
+                    ctx.notify_reset(0, id).expect("reset");
+                    ctx.notify(0, 0, Notification::new(1, 1), 0, B).expect("notify");
+                    ctx.wait(0, B).expect("wait");
+                }
+                _ => {}
+            }
+        }
+        let ok = exchange_pattern(b, &view, size, recv, 0, 1, 3);
+        let copy_ok = b.me() != 0 || local.iter().enumerate().all(|(i, &x)| x == pattern(1, i));
+        let verified = b.all_ok(ok);
+        let copy_verified = b.all_ok(copy_ok);
+        rows.push(b.row("write-bw", "memcpy", size, reps, memcpy, size, copy_verified));
+        rows.push(b.row("write-bw", "gaspi", size, reps, gaspi, size, verified));
+    }
+    rows
+}
+
+/// `read-lat`: rank 0 reads from rank 1 and waits for the read to
+/// complete.
+pub fn read_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
+    let ctx = b.ctx;
+    let max = *sizes.iter().max().unwrap_or(&8);
+    let view = b.segment(2 * max + 4096);
+    let recv = max + 4096;
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let reps = b.reps(size, 20_000, 2 << 30);
+        if b.me() == 1 {
+            fill_pattern(&view, 0, size, size);
+        }
+        b.barrier();
+        let mut ok = true;
+        let mut samples = Vec::new();
+        if b.me() == 0 {
+            let mut read = |_: usize| {
+                ctx.read(Local::new(0, recv), Remote::new(1, 0, 0), size, 0, B).expect("read");
+                ctx.wait(0, B).expect("wait");
+            };
+            (0..reps / 10).for_each(&mut read);
+            samples = batches(reps, 1.0, read);
+            ok = has_pattern(&view, recv, size, size);
+        }
+        let verified = b.all_ok(ok);
+        rows.push(b.row("read-lat", "gaspi", size, reps, samples, 0, verified));
+    }
+    rows
+}
+
+/// `atomic-lat`: rank 0 runs fetch_add on a word of rank 1; every returned
+/// old value must be the previous one plus one.
+pub fn atomic_lat(b: &Bench) -> Vec<Row> {
+    let ctx = b.ctx;
+    b.segment(4096);
+    let reps = b.reps(8, 20_000, usize::MAX);
+    b.barrier();
+    let mut ok = true;
+    let mut samples = Vec::new();
+    if b.me() == 0 {
+        let word = Remote::new(1, 0, 64);
+        let mut expect = 0u64;
+        let mut add = |_: usize| {
+            let old = ctx.atomic_fetch_add(word, 1, B).expect("fetch_add");
+            ok &= old == expect;
+            expect += 1;
+        };
+        (0..reps / 10).for_each(&mut add);
+        samples = batches(reps, 1.0, add);
+    }
+    let verified = b.all_ok(ok);
+    vec![b.row("atomic-lat", "gaspi", 8, reps, samples, 0, verified)]
+}
+
+/// Check that a barrier separates writes before it from reads after it:
+/// every rank writes `round` into its slot on every rank, then reads all.
+fn barrier_orders_writes(b: &Bench, view: &SegmentView<u8>) -> bool {
+    let ctx = b.ctx;
+    let n = b.procs();
+    let words = ctx.segment::<u64>(0).expect("view");
+    let mut ok = true;
+    for round in 1..=5u64 {
+        words.set(n, round);
+        for t in 0..n as Rank {
+            ctx.write(Local::new(0, 8 * n), Remote::new(t, 0, 8 * b.me() as usize), 8, 0, B).expect("write");
+        }
+        ctx.wait(0, B).expect("wait");
+        b.barrier();
+        ok &= (0..n).all(|r| words.get(r) == round);
+        b.barrier();
+    }
+    let _ = view;
+    ok
+}
+
+/// `barrier`: time per barrier over all ranks, as seen by rank 0.
+pub fn barrier(b: &Bench) -> Vec<Row> {
+    let view = b.segment(4096 + 8 * b.procs());
+    let reps = b.reps(0, 20_000, usize::MAX);
+    b.barrier();
+    (0..reps / 10).for_each(|_| b.barrier());
+    let samples = batches(reps, 1.0, |_| b.barrier());
+    let ok = barrier_orders_writes(b, &view);
+    let verified = b.all_ok(ok);
+    let samples = if b.me() == 0 { samples } else { Vec::new() };
+    vec![b.row("barrier", "gaspi", 0, reps, samples, 0, verified)]
+}
+
+/// `allreduce`: the GASPI allreduce (sum of f64) over all ranks, each
+/// result checked against the exact expected sum.
+pub fn allreduce(b: &Bench, sizes: &[usize]) -> Vec<Row> {
+    let ctx = b.ctx;
+    let n = b.procs();
+    let max_elems = ctx.allreduce_elem_max() as usize;
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let elems = (size / 8).clamp(1, max_elems);
+        let reps = b.reps(size, 20_000, usize::MAX);
+        let mut send = vec![0f64; elems];
+        let mut recv = vec![0f64; elems];
+        let mut ok = true;
+        let me = b.me() as f64;
+        let mut step = |it: usize| {
+            for (j, x) in send.iter_mut().enumerate() {
+                *x = (me + 1.0) * (j as f64 + 1.0) + it as f64;
+            }
+            ctx.allreduce(&send, &mut recv, ReduceOp::Sum, GroupId::ALL, B).expect("allreduce");
+            // sum over r of (r+1)(j+1)+it: exact in f64 for these magnitudes
+            let tri = (n * (n + 1) / 2) as f64;
+            ok &= recv
+                .iter()
+                .enumerate()
+                .all(|(j, &x)| x == tri * (j as f64 + 1.0) + (n * it) as f64);
+        };
+        b.barrier();
+        (0..reps / 10).for_each(&mut step);
+        let samples = batches(reps, 1.0, &mut step);
+        let verified = b.all_ok(ok);
+        let samples = if b.me() == 0 { samples } else { Vec::new() };
+        rows.push(b.row("allreduce", "gaspi", elems * 8, reps, samples, 0, verified));
+    }
+    rows
+}

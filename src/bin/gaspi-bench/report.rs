@@ -1,0 +1,153 @@
+//! Measurement rows, their statistics, and the two output formats.
+
+use std::fmt::Write as _;
+
+/// One line of results: one benchmark, one implementation, one size.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub bench: &'static str,
+    pub imp: &'static str,
+    pub procs: usize,
+    pub ppn: usize,
+    pub bytes: usize,
+    /// Operations measured in total.
+    pub reps: usize,
+    /// Time per operation of each sample (a batch of operations), in us.
+    pub samples: Vec<f64>,
+    /// Bytes moved per operation for the bandwidth column (0: none).
+    pub bw_bytes: usize,
+    pub verified: bool,
+}
+
+impl Row {
+    fn sorted(&self) -> Vec<f64> {
+        let mut s = self.samples.clone();
+        s.sort_by(f64::total_cmp);
+        s
+    }
+
+    pub fn min(&self) -> f64 {
+        self.sorted().first().copied().unwrap_or(f64::NAN)
+    }
+
+    pub fn max(&self) -> f64 {
+        self.sorted().last().copied().unwrap_or(f64::NAN)
+    }
+
+    /// Median of the samples.
+    pub fn median(&self) -> f64 {
+        let s = self.sorted();
+        match s.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => s[n / 2],
+            n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+        }
+    }
+
+    pub fn avg(&self) -> f64 {
+        self.samples.iter().sum::<f64>() / self.samples.len().max(1) as f64
+    }
+
+    /// MB/s (10^6 bytes per second) at the median time, 0 without a
+    /// bandwidth.
+    pub fn mbps(&self) -> f64 {
+        if self.bw_bytes == 0 {
+            0.0
+        } else {
+            self.bw_bytes as f64 / self.median()
+        }
+    }
+}
+
+/// Output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Csv,
+}
+
+/// The CSV header (exactly these columns).
+pub const CSV_HEADER: &str = "bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified";
+
+pub fn csv_line(r: &Row) -> String {
+    format!(
+        "{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.1},{}",
+        r.bench,
+        r.imp,
+        r.procs,
+        r.ppn,
+        r.bytes,
+        r.reps,
+        r.min(),
+        r.median(),
+        r.max(),
+        r.mbps(),
+        r.verified
+    )
+}
+
+/// An IMB-style table of `rows` (all of one benchmark).
+pub fn table(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let with_bw = rows.iter().any(|r| r.bw_bytes > 0);
+    let _ = write!(
+        s,
+        "{:>12} {:>12} {:>12} {:>12} {:>12} {:>14}",
+        "#bytes", "#repetitions", "t_min[usec]", "t_max[usec]", "t_avg[usec]", "t_median[usec]"
+    );
+    if with_bw {
+        let _ = write!(s, " {:>12}", "Mbytes/sec");
+    }
+    let _ = writeln!(s, " {:>8} {:>9}", "impl", "verified");
+    for r in rows {
+        let _ = write!(
+            s,
+            "{:>12} {:>12} {:>12.3} {:>12.3} {:>12.3} {:>14.3}",
+            r.bytes,
+            r.reps,
+            r.min(),
+            r.max(),
+            r.avg(),
+            r.median()
+        );
+        if with_bw {
+            let _ = write!(s, " {:>12.1}", r.mbps());
+        }
+        let _ = writeln!(s, " {:>8} {:>9}", r.imp, if r.verified { "yes" } else { "NO" });
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(samples: Vec<f64>) -> Row {
+        Row {
+            bench: "b",
+            imp: "gaspi",
+            procs: 2,
+            ppn: 2,
+            bytes: 1000,
+            reps: 10,
+            samples,
+            bw_bytes: 1000,
+            verified: true,
+        }
+    }
+
+    #[test]
+    fn statistics() {
+        let r = row(vec![3.0, 1.0, 2.0, 10.0]);
+        assert_eq!((r.min(), r.max(), r.median(), r.avg()), (1.0, 10.0, 2.5, 4.0));
+        assert_eq!(r.mbps(), 400.0);
+        assert_eq!(row(vec![5.0, 1.0, 3.0]).median(), 3.0);
+    }
+
+    #[test]
+    fn csv_has_the_required_columns() {
+        let line = csv_line(&row(vec![1.0]));
+        assert_eq!(line.split(',').count(), CSV_HEADER.split(',').count());
+        assert!(line.starts_with("b,gaspi,2,2,1000,10,1.000,1.000,1.000,1000.0,true"));
+    }
+}
