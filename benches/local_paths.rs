@@ -15,21 +15,30 @@ fn local_paths(c: &mut Criterion) {
 
     c.bench_function("write 8 B to self + wait", |b| {
         b.iter(|| {
-            ctx.write(Local::new(0, 0), Remote::new(me, 0, 4096), 8, 0, t).unwrap();
+            ctx.write(Local::new(0, 0), Remote::new(me, 0, 4096), 8, 0, t)
+                .unwrap();
             ctx.wait(0, t).unwrap();
         })
     });
     c.bench_function("write_notify 8 B to self + waitsome + reset", |b| {
         b.iter(|| {
-            ctx.write_notify(Local::new(0, 0), Remote::new(me, 0, 4096), 8, Notification::new(1, 1), 0, t)
-                .unwrap();
+            ctx.write_notify(
+                Local::new(0, 0),
+                Remote::new(me, 0, 4096),
+                8,
+                Notification::new(1, 1),
+                0,
+                t,
+            )
+            .unwrap();
             ctx.wait(0, t).unwrap();
             let id = ctx.notify_waitsome(0, 1..2, t).unwrap();
             black_box(ctx.notify_reset(0, id).unwrap());
         })
     });
     c.bench_function("notify_waitsome over 65536 ids, hit at the end", |b| {
-        ctx.notify(me, 0, Notification::new(65_535, 1), 0, t).unwrap();
+        ctx.notify(me, 0, Notification::new(65_535, 1), 0, t)
+            .unwrap();
         ctx.wait(0, t).unwrap();
         b.iter(|| black_box(ctx.notify_waitsome(0, 0..65_536, t).unwrap()))
     });

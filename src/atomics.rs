@@ -23,7 +23,9 @@ impl Context {
         self.engine.run(|pin| {
             let obj = self.engine.target(pin, at.rank, at.segment)?;
             check_range(obj, at.rank, at.segment, at.offset, 8)?;
-            let op = op.take().expect("runs once: nothing fails after the lookup");
+            let op = op
+                .take()
+                .expect("runs once: nothing fails after the lookup");
             Ok(op(obj.atomic_u64(at.offset)))
         })
     }
@@ -57,9 +59,17 @@ impl Context {
     /// assert_eq!(ctx.atomic_compare_swap(lock, 0, 1, Timeout::Block)?, 1); // busy
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn atomic_compare_swap(&self, at: Remote, comparator: u64, new: u64, _timeout: Timeout) -> Result<u64> {
-        self.atomic_word(at, |w| match w.compare_exchange(comparator, new, SeqCst, SeqCst) {
-            Ok(old) | Err(old) => old,
+    pub fn atomic_compare_swap(
+        &self,
+        at: Remote,
+        comparator: u64,
+        new: u64,
+        _timeout: Timeout,
+    ) -> Result<u64> {
+        self.atomic_word(at, |w| {
+            match w.compare_exchange(comparator, new, SeqCst, SeqCst) {
+                Ok(old) | Err(old) => old,
+            }
         })
     }
 

@@ -239,10 +239,7 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Timeout => write!(
-                f,
-                "timed out; nothing was lost, call again to keep waiting"
-            ),
+            Error::Timeout => write!(f, "timed out; nothing was lost, call again to keep waiting"),
             Error::QueueFull { queue, posted, max } => write!(
                 f,
                 "queue {queue} is full ({posted} of {max} requests posted); call wait({queue}) \

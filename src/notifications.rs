@@ -36,7 +36,12 @@ impl Context {
     /// assert_eq!(ctx.notify_waitsome(0, 0..100, Timeout::Block)?, 42);
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn notify_waitsome(&self, segment: SegmentId, ids: Range<NotificationId>, timeout: Timeout) -> Result<NotificationId> {
+    pub fn notify_waitsome(
+        &self,
+        segment: SegmentId,
+        ids: Range<NotificationId>,
+        timeout: Timeout,
+    ) -> Result<NotificationId> {
         self.check_segment_id(segment)?;
         let obj = self.engine.local_arc(segment)?;
         if ids.start >= ids.end {
@@ -59,7 +64,11 @@ impl Context {
     /// Atomically take notification `id` of local segment `segment`: return
     /// its value and set it to 0 (`gaspi_notify_reset`). Returns 0 if it was
     /// not set (or another thread took it first).
-    pub fn notify_reset(&self, segment: SegmentId, id: NotificationId) -> Result<NotificationValue> {
+    pub fn notify_reset(
+        &self,
+        segment: SegmentId,
+        id: NotificationId,
+    ) -> Result<NotificationValue> {
         self.check_segment_id(segment)?;
         self.engine.run(|pin| {
             let obj = self.engine.local(pin, segment)?;

@@ -13,7 +13,9 @@ use crate::engine::Lookup;
 use crate::engine::epoch::Pin;
 use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
-use crate::types::{ListEntry, Local, Notification, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout};
+use crate::types::{
+    ListEntry, Local, Notification, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout,
+};
 
 /// Which way the data of a transfer moves.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -50,7 +52,13 @@ impl<'p> CheckedList<'p> {
 }
 
 /// Check that `offset + size` lies within `obj` (segment `segment` of `rank`).
-pub(crate) fn check_range(obj: &SegmentObject, rank: Rank, segment: SegmentId, offset: usize, size: usize) -> Result<()> {
+pub(crate) fn check_range(
+    obj: &SegmentObject,
+    rank: Rank,
+    segment: SegmentId,
+    offset: usize,
+    size: usize,
+) -> Result<()> {
     match offset.checked_add(size) {
         Some(end) if end <= obj.size() => Ok(()),
         _ => Err(Error::OutOfBounds {
@@ -76,7 +84,13 @@ pub(crate) fn check_notification_id(obj: &SegmentObject, id: NotificationId) -> 
 }
 
 impl Context {
-    fn check_transfer<'p>(&'p self, pin: &'p Pin<'_>, local: Local, remote: Remote, size: usize) -> std::result::Result<Checked<'p>, Lookup> {
+    fn check_transfer<'p>(
+        &'p self,
+        pin: &'p Pin<'_>,
+        local: Local,
+        remote: Remote,
+        size: usize,
+    ) -> std::result::Result<Checked<'p>, Lookup> {
         if size > self.config.transfer_size_max {
             return Err(Error::TransferTooLarge {
                 size,
@@ -101,7 +115,13 @@ impl Context {
 
     /// The table a notification goes to, checked: segment `segment` of
     /// `rank`, id in range, value non-zero.
-    fn check_notification<'p>(&'p self, pin: &'p Pin<'_>, rank: Rank, segment: SegmentId, n: Notification) -> std::result::Result<&'p SegmentObject, Lookup> {
+    fn check_notification<'p>(
+        &'p self,
+        pin: &'p Pin<'_>,
+        rank: Rank,
+        segment: SegmentId,
+        n: Notification,
+    ) -> std::result::Result<&'p SegmentObject, Lookup> {
         if n.value == 0 {
             return Err(Error::ZeroNotificationValue.into());
         }
@@ -113,12 +133,21 @@ impl Context {
 
     /// The one routine behind every one-sided operation: check everything,
     /// reserve the queue entries, move the data, then post the notification.
-    fn transfer(&self, rank: Rank, entries: &[ListEntry], dir: Direction, notify: Option<(Rank, SegmentId, Notification)>, queue: QueueId) -> Result<()> {
+    fn transfer(
+        &self,
+        rank: Rank,
+        entries: &[ListEntry],
+        dir: Direction,
+        notify: Option<(Rank, SegmentId, Notification)>,
+        queue: QueueId,
+    ) -> Result<()> {
         self.queues.check(queue)?;
         self.engine.check_rank(rank)?;
         self.engine.run(|pin| {
             let checked = match entries {
-                [e] => CheckedList::One([self.check_transfer(pin, e.local, e.remote(rank), e.size)?]),
+                [e] => {
+                    CheckedList::One([self.check_transfer(pin, e.local, e.remote(rank), e.size)?])
+                }
                 _ => CheckedList::Many(
                     entries
                         .iter()
@@ -134,8 +163,14 @@ impl Context {
                 .reserve(queue, entries.len() as u32 + target.is_some() as u32)?;
             for c in checked.as_slice() {
                 match dir {
-                    Direction::Put => c.local.copy_to(c.local_offset, c.remote, c.remote_offset, c.size),
-                    Direction::Get => c.remote.copy_to(c.remote_offset, c.local, c.local_offset, c.size),
+                    Direction::Put => {
+                        c.local
+                            .copy_to(c.local_offset, c.remote, c.remote_offset, c.size)
+                    }
+                    Direction::Get => {
+                        c.remote
+                            .copy_to(c.remote_offset, c.local, c.local_offset, c.size)
+                    }
                 }
             }
             if let Some((obj, n)) = target {
@@ -168,7 +203,14 @@ impl Context {
     /// ctx.wait(0, Timeout::Block)?;
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn write(&self, src: Local, dst: Remote, size: usize, queue: QueueId, _timeout: Timeout) -> Result<()> {
+    pub fn write(
+        &self,
+        src: Local,
+        dst: Remote,
+        size: usize,
+        queue: QueueId,
+        _timeout: Timeout,
+    ) -> Result<()> {
         let e = ListEntry::new(src, dst.segment, dst.offset, size);
         self.transfer(dst.rank, &[e], Direction::Put, None, queue)
     }
@@ -176,7 +218,14 @@ impl Context {
     /// Read `size` bytes from `src` into `dst` (`gaspi_read`). The data is
     /// in place once [`Context::wait`] on the queue returns (on the native
     /// engine, already when this call returns).
-    pub fn read(&self, dst: Local, src: Remote, size: usize, queue: QueueId, _timeout: Timeout) -> Result<()> {
+    pub fn read(
+        &self,
+        dst: Local,
+        src: Remote,
+        size: usize,
+        queue: QueueId,
+        _timeout: Timeout,
+    ) -> Result<()> {
         let e = ListEntry::new(dst, src.segment, src.offset, size);
         self.transfer(src.rank, &[e], Direction::Get, None, queue)
     }
@@ -197,7 +246,15 @@ impl Context {
     /// assert_eq!(ctx.segment::<u64>(0)?.get(1), 99);
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn write_notify(&self, src: Local, dst: Remote, size: usize, notification: Notification, queue: QueueId, _timeout: Timeout) -> Result<()> {
+    pub fn write_notify(
+        &self,
+        src: Local,
+        dst: Remote,
+        size: usize,
+        notification: Notification,
+        queue: QueueId,
+        _timeout: Timeout,
+    ) -> Result<()> {
         let e = ListEntry::new(src, dst.segment, dst.offset, size);
         let n = Some((dst.rank, dst.segment, notification));
         self.transfer(dst.rank, &[e], Direction::Put, n, queue)
@@ -206,7 +263,15 @@ impl Context {
     /// Read `size` bytes from `src` into `dst`, then set notification `id`
     /// to 1 in the table of the local segment `dst.segment`
     /// (`gaspi_read_notify`).
-    pub fn read_notify(&self, dst: Local, src: Remote, size: usize, id: NotificationId, queue: QueueId, _timeout: Timeout) -> Result<()> {
+    pub fn read_notify(
+        &self,
+        dst: Local,
+        src: Remote,
+        size: usize,
+        id: NotificationId,
+        queue: QueueId,
+        _timeout: Timeout,
+    ) -> Result<()> {
         let e = ListEntry::new(dst, src.segment, src.offset, size);
         let n = Some((self.rank(), dst.segment, Notification::new(id, 1)));
         self.transfer(src.rank, &[e], Direction::Get, n, queue)
@@ -215,12 +280,31 @@ impl Context {
     /// Set `notification` in the table of segment `segment` of `rank`
     /// (`gaspi_notify`). It is seen after every write this rank posted
     /// before it to that rank.
-    pub fn notify(&self, rank: Rank, segment: SegmentId, notification: Notification, queue: QueueId, _timeout: Timeout) -> Result<()> {
-        self.transfer(rank, &[], Direction::Put, Some((rank, segment, notification)), queue)
+    pub fn notify(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        notification: Notification,
+        queue: QueueId,
+        _timeout: Timeout,
+    ) -> Result<()> {
+        self.transfer(
+            rank,
+            &[],
+            Direction::Put,
+            Some((rank, segment, notification)),
+            queue,
+        )
     }
 
     /// Write every element of `entries` to `rank` (`gaspi_write_list`).
-    pub fn write_list(&self, rank: Rank, entries: &[ListEntry], queue: QueueId, _timeout: Timeout) -> Result<()> {
+    pub fn write_list(
+        &self,
+        rank: Rank,
+        entries: &[ListEntry],
+        queue: QueueId,
+        _timeout: Timeout,
+    ) -> Result<()> {
         self.check_list(entries)?;
         self.transfer(rank, entries, Direction::Put, None, queue)
     }
@@ -229,14 +313,28 @@ impl Context {
     /// in the table of its segment `notification_segment`
     /// (`gaspi_write_list_notify`): the notification is seen after all the
     /// elements.
-    pub fn write_list_notify(&self, rank: Rank, entries: &[ListEntry], notification_segment: SegmentId, notification: Notification, queue: QueueId, _timeout: Timeout) -> Result<()> {
+    pub fn write_list_notify(
+        &self,
+        rank: Rank,
+        entries: &[ListEntry],
+        notification_segment: SegmentId,
+        notification: Notification,
+        queue: QueueId,
+        _timeout: Timeout,
+    ) -> Result<()> {
         self.check_list(entries)?;
         let n = Some((rank, notification_segment, notification));
         self.transfer(rank, entries, Direction::Put, n, queue)
     }
 
     /// Read every element of `entries` from `rank` (`gaspi_read_list`).
-    pub fn read_list(&self, rank: Rank, entries: &[ListEntry], queue: QueueId, _timeout: Timeout) -> Result<()> {
+    pub fn read_list(
+        &self,
+        rank: Rank,
+        entries: &[ListEntry],
+        queue: QueueId,
+        _timeout: Timeout,
+    ) -> Result<()> {
         self.check_list(entries)?;
         self.transfer(rank, entries, Direction::Get, None, queue)
     }
@@ -244,7 +342,15 @@ impl Context {
     /// Read every element of `entries` from `rank`, then set notification
     /// `id` to 1 in the table of local segment `notification_segment`
     /// (`gaspi_read_list_notify`).
-    pub fn read_list_notify(&self, rank: Rank, entries: &[ListEntry], notification_segment: SegmentId, id: NotificationId, queue: QueueId, _timeout: Timeout) -> Result<()> {
+    pub fn read_list_notify(
+        &self,
+        rank: Rank,
+        entries: &[ListEntry],
+        notification_segment: SegmentId,
+        id: NotificationId,
+        queue: QueueId,
+        _timeout: Timeout,
+    ) -> Result<()> {
         self.check_list(entries)?;
         let n = Some((self.rank(), notification_segment, Notification::new(id, 1)));
         self.transfer(rank, entries, Direction::Get, n, queue)

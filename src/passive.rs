@@ -11,6 +11,7 @@
 //! [`Config::passive_transfer_size_max`]: crate::Config::passive_transfer_size_max
 
 use crate::context::Context;
+use crate::engine::segment::Span;
 use crate::error::{Error, Result};
 use crate::onesided::check_range;
 use crate::types::{Local, Rank, Timeout};
@@ -31,25 +32,36 @@ impl Context {
     /// assert_eq!(ctx.segment::<u8>(0)?.get(33), b'i');
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn passive_send(&self, src: Local, rank: Rank, size: usize, timeout: Timeout) -> Result<()> {
+    pub fn passive_send(
+        &self,
+        src: Local,
+        rank: Rank,
+        size: usize,
+        timeout: Timeout,
+    ) -> Result<()> {
         self.engine.check_rank(rank)?;
         self.check_segment_id(src.segment)?;
         let obj = self.engine.local_arc(src.segment)?;
         check_range(&obj, self.rank(), src.segment, src.offset, size)?;
         self.engine.check_alive(rank)?;
         let inbox = self.engine.peer_inbox(rank)?;
-        let max = inbox.max_message().min(self.config.passive_transfer_size_max);
+        let max = inbox
+            .max_message()
+            .min(self.config.passive_transfer_size_max);
         if size == 0 || size > max {
             return Err(Error::InvalidArgument(format!(
                 "a passive message has 1..={max} bytes (Config::passive_transfer_size_max \
                  of sender and receiver), got {size}"
             )));
         }
+        let msg = Span {
+            obj: &obj,
+            off: src.offset,
+            len: size,
+        };
         inbox.send(
             self.rank(),
-            &obj,
-            src.offset,
-            size,
+            msg,
             &self.engine.waiter,
             timeout.deadline(),
             || self.engine.check_alive(rank),
@@ -60,7 +72,12 @@ impl Context {
     /// `size` bytes (`gaspi_passive_receive`). Returns the sender and the
     /// message length. A message longer than `size` stays queued and the
     /// call fails with [`Error::MessageTooLarge`].
-    pub fn passive_receive(&self, dst: Local, size: usize, timeout: Timeout) -> Result<(Rank, usize)> {
+    pub fn passive_receive(
+        &self,
+        dst: Local,
+        size: usize,
+        timeout: Timeout,
+    ) -> Result<(Rank, usize)> {
         self.check_segment_id(dst.segment)?;
         let obj = self.engine.local_arc(dst.segment)?;
         check_range(&obj, self.rank(), dst.segment, dst.offset, size)?;
@@ -69,14 +86,16 @@ impl Context {
                 "passive_receive needs room for at least one byte".into(),
             ));
         }
-        self.engine.inbox().receive(
-            &obj,
-            dst.offset,
-            size,
-            &self.engine.waiter,
-            timeout.deadline(),
-            || self.engine.faults(),
-        )
+        let into = Span {
+            obj: &obj,
+            off: dst.offset,
+            len: size,
+        };
+        self.engine
+            .inbox()
+            .receive(into, &self.engine.waiter, timeout.deadline(), || {
+                self.engine.faults()
+            })
     }
 
     /// Largest passive message in bytes (`gaspi_passive_transfer_size_max`).

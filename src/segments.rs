@@ -16,7 +16,7 @@
 //! `unsafe`, because other ranks may write it at any time.
 
 use crate::context::Context;
-use crate::engine::segment::SegmentObject;
+use crate::engine::segment::{SegmentObject, Shape};
 use crate::error::{Error, Result};
 use crate::types::{Alloc, GroupId, Rank, SegmentId, Timeout};
 use bytemuck::Pod;
@@ -36,9 +36,20 @@ impl Context {
         }
     }
 
+    /// The shape of a new segment of `size` bytes on this rank.
+    fn shape(&self, size: usize) -> Shape {
+        Shape {
+            size,
+            notification_num: self.config.notification_num,
+            nranks: self.engine.nranks(),
+        }
+    }
+
     fn check_segment_size(size: usize) -> Result<()> {
         if size == 0 {
-            return Err(Error::InvalidArgument("a segment needs at least one byte".into()));
+            return Err(Error::InvalidArgument(
+                "a segment needs at least one byte".into(),
+            ));
         }
         Ok(())
     }
@@ -56,16 +67,19 @@ impl Context {
     pub fn segment_alloc(&self, segment: SegmentId, size: usize, _alloc: Alloc) -> Result<()> {
         self.check_segment_id(segment)?;
         Self::check_segment_size(size)?;
-        let (rank, num, nranks) = (self.rank(), self.config.notification_num, self.engine.nranks());
-        self.engine.add_segment(segment, |token, generation| {
-            SegmentObject::create(token, rank, segment, generation, size, num, nranks)
-        })?;
-        Ok(())
+        let shape = self.shape(size);
+        self.engine
+            .add_segment(segment, |key| SegmentObject::create(key, &shape))
     }
 
     /// Let `rank` access this rank's segment `segment`
     /// (`gaspi_segment_register`). Returns at once on the native engine.
-    pub fn segment_register(&self, segment: SegmentId, rank: Rank, _timeout: Timeout) -> Result<()> {
+    pub fn segment_register(
+        &self,
+        segment: SegmentId,
+        rank: Rank,
+        _timeout: Timeout,
+    ) -> Result<()> {
         self.check_segment_id(segment)?;
         self.engine.check_rank(rank)?;
         self.engine.local_arc(segment)?.register(rank);
@@ -87,14 +101,30 @@ impl Context {
     /// assert_eq!(ctx.segment_list(), vec![0]);
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn segment_create(&self, segment: SegmentId, size: usize, group: GroupId, timeout: Timeout, alloc: Alloc) -> Result<()> {
+    pub fn segment_create(
+        &self,
+        segment: SegmentId,
+        size: usize,
+        group: GroupId,
+        timeout: Timeout,
+        alloc: Alloc,
+    ) -> Result<()> {
         let members = self.committed_members(group)?;
-        self.collective_segment(segment, group, &members, timeout, || self.segment_alloc(segment, size, alloc))
+        self.collective_segment(segment, group, &members, timeout, || {
+            self.segment_alloc(segment, size, alloc)
+        })
     }
 
     /// Register, then barrier, with a retry after a timeout resuming the
     /// barrier instead of failing on the existing segment.
-    fn collective_segment(&self, segment: SegmentId, group: GroupId, members: &[Rank], timeout: Timeout, make: impl FnOnce() -> Result<()>) -> Result<()> {
+    fn collective_segment(
+        &self,
+        segment: SegmentId,
+        group: GroupId,
+        members: &[Rank],
+        timeout: Timeout,
+        make: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         self.check_segment_id(segment)?;
         let resuming = self.groups.take_pending_create(segment, group);
         if !resuming {
@@ -138,7 +168,12 @@ impl Context {
     /// unsafe { std::alloc::dealloc(mem, layout) };
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub unsafe fn segment_bind(&self, segment: SegmentId, pointer: *mut u8, size: usize) -> Result<()> {
+    pub unsafe fn segment_bind(
+        &self,
+        segment: SegmentId,
+        pointer: *mut u8,
+        size: usize,
+    ) -> Result<()> {
         self.check_segment_id(segment)?;
         Self::check_segment_size(size)?;
         let page = crate::engine::shm::page_size();
@@ -148,13 +183,12 @@ impl Context {
                  (got {pointer:p}, {size} bytes)"
             )));
         }
-        let (rank, num, nranks) = (self.rank(), self.config.notification_num, self.engine.nranks());
-        self.engine.add_segment(segment, |token, generation| {
+        let shape = self.shape(size);
+        self.engine.add_segment(segment, |key| {
             // SAFETY: alignment checked above; ownership, exclusivity and
             // lifetime are this function's contract.
-            unsafe { SegmentObject::create_bound(token, rank, segment, generation, pointer, size, num, nranks) }
-        })?;
-        Ok(())
+            unsafe { SegmentObject::create_bound(key, &shape, pointer) }
+        })
     }
 
     /// Bind `size` bytes at `pointer` as segment `segment` and register it
@@ -162,7 +196,14 @@ impl Context {
     ///
     /// # Safety
     /// As for [`Context::segment_bind`].
-    pub unsafe fn segment_use(&self, segment: SegmentId, pointer: *mut u8, size: usize, group: GroupId, timeout: Timeout) -> Result<()> {
+    pub unsafe fn segment_use(
+        &self,
+        segment: SegmentId,
+        pointer: *mut u8,
+        size: usize,
+        group: GroupId,
+        timeout: Timeout,
+    ) -> Result<()> {
         let members = self.committed_members(group)?;
         self.collective_segment(segment, group, &members, timeout, || {
             // SAFETY: forwarded from this function's contract.

@@ -91,7 +91,11 @@ fn dump(report: &Report) -> String {
             o.rank,
             o.pid,
             describe_status(o.status),
-            if o.stopped_by_launcher { ", stopped by the launcher" } else { "" },
+            if o.stopped_by_launcher {
+                ", stopped by the launcher"
+            } else {
+                ""
+            },
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         ));
@@ -132,7 +136,13 @@ impl Job {
         let name = test_name();
         let exe = std::env::current_exe().expect("path of the test binary");
         let mut l = Launch::new(exe, n)
-            .args(["--exact", name.as_str(), "--nocapture", "--test-threads=1", "-q"])
+            .args([
+                "--exact",
+                name.as_str(),
+                "--nocapture",
+                "--test-threads=1",
+                "-q",
+            ])
             .env(TEST_VAR, &name)
             .env(JOB_VAR, index.to_string())
             .env("RUST_BACKTRACE", "1")

@@ -18,13 +18,22 @@ fn fetch_add_from_every_rank_sums_exactly() {
         let mut olds = Vec::new();
         for k in 0..ADDS {
             let target = ((k + me) % n) as u16;
-            olds.push(ctx.atomic_fetch_add(Remote::new(target, 0, 0), me + 1, Timeout::Block).unwrap());
+            olds.push(
+                ctx.atomic_fetch_add(Remote::new(target, 0, 0), me + 1, Timeout::Block)
+                    .unwrap(),
+            );
         }
         barrier(ctx);
         // Each rank received ADDS/n adds from each rank r of value r+1 (ADDS divisible by n).
         let expect = (ADDS / n) * (1..=n).sum::<u64>();
-        assert_eq!(seg.atomic_u64(0).load(std::sync::atomic::Ordering::SeqCst), expect);
-        assert!(olds.iter().all(|&o| o < expect), "old values come before the final sum");
+        assert_eq!(
+            seg.atomic_u64(0).load(std::sync::atomic::Ordering::SeqCst),
+            expect
+        );
+        assert!(
+            olds.iter().all(|&o| o < expect),
+            "old values come before the final sum"
+        );
         barrier(ctx);
     });
 }
@@ -40,16 +49,39 @@ fn compare_swap_spin_lock_protects_a_plain_counter() {
         let me = ctx.rank() as u64 + 1;
         let lock = Remote::new(0, 0, 0);
         for _ in 0..ITERS {
-            while ctx.atomic_compare_swap(lock, 0, me, Timeout::Block).unwrap() != 0 {
+            while ctx
+                .atomic_compare_swap(lock, 0, me, Timeout::Block)
+                .unwrap()
+                != 0
+            {
                 std::thread::yield_now();
             }
             // Non-atomic read-modify-write of the counter under the lock.
-            ctx.read(Local::new(1, 0), Remote::new(0, 0, 64), 8, 0, Timeout::Block).unwrap();
+            ctx.read(
+                Local::new(1, 0),
+                Remote::new(0, 0, 64),
+                8,
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
             ctx.wait(0, Timeout::Block).unwrap();
             scratch.set(0, scratch.get(0) + 1);
-            ctx.write(Local::new(1, 0), Remote::new(0, 0, 64), 8, 0, Timeout::Block).unwrap();
+            ctx.write(
+                Local::new(1, 0),
+                Remote::new(0, 0, 64),
+                8,
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
             ctx.wait(0, Timeout::Block).unwrap();
-            assert_eq!(ctx.atomic_compare_swap(lock, me, 0, Timeout::Block).unwrap(), me, "we held the lock");
+            assert_eq!(
+                ctx.atomic_compare_swap(lock, me, 0, Timeout::Block)
+                    .unwrap(),
+                me,
+                "we held the lock"
+            );
         }
         barrier(ctx);
         if ctx.rank() == 0 {
@@ -76,13 +108,21 @@ fn atomics_check_alignment_bounds_and_wrap() {
         ));
         assert!(matches!(
             ctx.atomic_fetch_add(Remote::new(right, 0, 64), 1, Timeout::Block),
-            Err(Error::OutOfBounds { offset: 64, size: 8, segment_size: 64, .. })
+            Err(Error::OutOfBounds {
+                offset: 64,
+                size: 8,
+                segment_size: 64,
+                ..
+            })
         ));
         barrier(ctx);
         if ctx.rank() == 0 {
             let w = Remote::new(1, 0, 56);
             ctx.atomic_fetch_add(w, u64::MAX, Timeout::Block).unwrap();
-            assert_eq!(ctx.atomic_fetch_add(w, 2, Timeout::Block).unwrap(), u64::MAX);
+            assert_eq!(
+                ctx.atomic_fetch_add(w, 2, Timeout::Block).unwrap(),
+                u64::MAX
+            );
             assert_eq!(ctx.atomic_compare_swap(w, 1, 7, Timeout::Block).unwrap(), 1);
             assert_eq!(ctx.atomic_compare_swap(w, 1, 9, Timeout::Block).unwrap(), 7);
         }

@@ -4,7 +4,10 @@ mod common;
 
 use common::*;
 use gaspi::testing::Job;
-use gaspi::{Alloc, Config, Context, Error, GroupId, Local, Notification, Rank, ReduceOp, Reducible, Remote, Timeout};
+use gaspi::{
+    Alloc, Config, Context, Error, GroupId, Local, Notification, Rank, ReduceOp, Reducible, Remote,
+    Timeout,
+};
 
 #[test]
 fn barrier_orders_writes_before_and_after_it() {
@@ -17,12 +20,23 @@ fn barrier_orders_writes_before_and_after_it() {
             // Everyone writes round*100+me into slot [me] of every rank.
             words.set(n, round * 100 + me as u64);
             for t in 0..n as Rank {
-                ctx.write(Local::new(0, 8 * n), Remote::new(t, 0, 8 * me), 8, 0, Timeout::Block).unwrap();
+                ctx.write(
+                    Local::new(0, 8 * n),
+                    Remote::new(t, 0, 8 * me),
+                    8,
+                    0,
+                    Timeout::Block,
+                )
+                .unwrap();
             }
             ctx.wait(0, Timeout::Block).unwrap();
             barrier(ctx);
             for r in 0..n {
-                assert_eq!(words.get(r), round * 100 + r as u64, "round {round} slot {r}");
+                assert_eq!(
+                    words.get(r),
+                    round * 100 + r as u64,
+                    "round {round} slot {r}"
+                );
             }
             barrier(ctx);
         }
@@ -37,15 +51,36 @@ fn barrier_timeout_then_retry_completes_the_same_barrier() {
         let n = ctx.num_ranks();
         if ctx.rank() != 0 {
             // Rank 0 holds back until everyone has timed out twice.
-            assert!(ctx.barrier(GroupId::ALL, Timeout::Test).unwrap_err().is_timeout());
-            assert!(ctx.barrier(GroupId::ALL, Timeout::ms(20)).unwrap_err().is_timeout());
+            assert!(
+                ctx.barrier(GroupId::ALL, Timeout::Test)
+                    .unwrap_err()
+                    .is_timeout()
+            );
+            assert!(
+                ctx.barrier(GroupId::ALL, Timeout::ms(20))
+                    .unwrap_err()
+                    .is_timeout()
+            );
             // A different collective cannot start while the barrier is pending.
             let mut out = [0u32];
             assert!(matches!(
-                ctx.allreduce(&[1u32], &mut out, ReduceOp::Sum, GroupId::ALL, Timeout::Test),
+                ctx.allreduce(
+                    &[1u32],
+                    &mut out,
+                    ReduceOp::Sum,
+                    GroupId::ALL,
+                    Timeout::Test
+                ),
                 Err(Error::ActiveCollective { .. })
             ));
-            ctx.notify(0, 0, Notification::new(ctx.rank() as u32, 1), 0, Timeout::Block).unwrap();
+            ctx.notify(
+                0,
+                0,
+                Notification::new(ctx.rank() as u32, 1),
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
             ctx.barrier(GroupId::ALL, Timeout::Block).unwrap();
         } else {
             for _ in 1..n {
@@ -56,7 +91,14 @@ fn barrier_timeout_then_retry_completes_the_same_barrier() {
         }
         // The state is consistent: further collectives work.
         let mut out = [0u32];
-        ctx.allreduce(&[1u32], &mut out, ReduceOp::Sum, GroupId::ALL, Timeout::Block).unwrap();
+        ctx.allreduce(
+            &[1u32],
+            &mut out,
+            ReduceOp::Sum,
+            GroupId::ALL,
+            Timeout::Block,
+        )
+        .unwrap();
         assert_eq!(out[0], n as u32);
         barrier(ctx);
     });
@@ -83,11 +125,13 @@ fn groups_with_holes_run_their_own_collectives_and_segments() {
                 let g = group(ctx, (0..n).filter(|&r| r != culprit));
                 assert_eq!(ctx.group_size(g).unwrap(), n as usize - 1);
                 for s in 0..3 {
-                    ctx.segment_create(s, 1 << 12, g, Timeout::Block, Alloc::Initialized).unwrap();
+                    ctx.segment_create(s, 1 << 12, g, Timeout::Block, Alloc::Initialized)
+                        .unwrap();
                 }
                 assert_eq!(ctx.segment_list(), vec![0, 1, 2]);
                 let mut sum = [0u64];
-                ctx.allreduce(&[me as u64], &mut sum, ReduceOp::Sum, g, Timeout::Block).unwrap();
+                ctx.allreduce(&[me as u64], &mut sum, ReduceOp::Sum, g, Timeout::Block)
+                    .unwrap();
                 let expect: u64 = (0..n as u64).sum::<u64>() - culprit as u64;
                 assert_eq!(sum[0], expect);
                 ctx.barrier(g, Timeout::Block).unwrap();
@@ -112,7 +156,14 @@ fn the_same_group_committed_again_and_groups_of_two() {
             let pair = [me & !1, me | 1];
             let g = group(ctx, pair);
             let mut out = [0u64];
-            ctx.allreduce(&[me as u64 + round], &mut out, ReduceOp::Max, g, Timeout::Block).unwrap();
+            ctx.allreduce(
+                &[me as u64 + round],
+                &mut out,
+                ReduceOp::Max,
+                g,
+                Timeout::Block,
+            )
+            .unwrap();
             assert_eq!(out[0], pair[1] as u64 + round);
             ctx.group_delete(g).unwrap();
         }
@@ -130,18 +181,48 @@ fn group_misuse_is_reported() {
     Job::new(&[2]).config(cfg).run(|ctx| {
         let other = 1 - ctx.rank();
         let g = ctx.group_create().unwrap();
-        assert!(matches!(ctx.barrier(g, Timeout::Test), Err(Error::GroupNotCommitted { .. })));
+        assert!(matches!(
+            ctx.barrier(g, Timeout::Test),
+            Err(Error::GroupNotCommitted { .. })
+        ));
         ctx.group_add(g, other).unwrap();
-        assert!(matches!(ctx.group_add(g, other), Err(Error::GroupMismatch { .. })));
-        assert!(matches!(ctx.group_add(g, 7), Err(Error::InvalidRank { rank: 7, num_ranks: 2 })));
-        assert!(matches!(ctx.group_commit(g, Timeout::Block), Err(Error::GroupMismatch { .. })), "own rank missing");
+        assert!(matches!(
+            ctx.group_add(g, other),
+            Err(Error::GroupMismatch { .. })
+        ));
+        assert!(matches!(
+            ctx.group_add(g, 7),
+            Err(Error::InvalidRank {
+                rank: 7,
+                num_ranks: 2
+            })
+        ));
+        assert!(
+            matches!(
+                ctx.group_commit(g, Timeout::Block),
+                Err(Error::GroupMismatch { .. })
+            ),
+            "own rank missing"
+        );
         let g2 = ctx.group_create().unwrap();
-        assert!(matches!(ctx.group_create(), Err(Error::TooManyGroups { max: 3 })));
-        assert!(matches!(ctx.barrier(GroupId(9), Timeout::Test), Err(Error::InvalidGroup { .. })));
-        assert!(matches!(ctx.group_delete(GroupId::ALL), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            ctx.group_create(),
+            Err(Error::TooManyGroups { max: 3 })
+        ));
+        assert!(matches!(
+            ctx.barrier(GroupId(9), Timeout::Test),
+            Err(Error::InvalidGroup { .. })
+        ));
+        assert!(matches!(
+            ctx.group_delete(GroupId::ALL),
+            Err(Error::InvalidArgument(_))
+        ));
         ctx.group_delete(g).unwrap();
         ctx.group_delete(g2).unwrap();
-        assert!(matches!(ctx.group_delete(g2), Err(Error::InvalidGroup { .. })));
+        assert!(matches!(
+            ctx.group_delete(g2),
+            Err(Error::InvalidGroup { .. })
+        ));
         assert_eq!(ctx.group_ranks(GroupId::ALL).unwrap(), vec![0, 1]);
         barrier(ctx);
     });
@@ -191,10 +272,18 @@ fn allreduce_matches_reference<T: Sample>(ctx: &Context) {
         for op in [ReduceOp::Min, ReduceOp::Max, ReduceOp::Sum] {
             let send: Vec<T> = (0..len).map(|i| T::sample(ctx.rank(), i)).collect();
             let mut recv = vec![T::sample(0, 0); len];
-            ctx.allreduce(&send, &mut recv, op, GroupId::ALL, Timeout::Block).unwrap();
-            for i in 0..len {
-                let want = (1..n).fold(T::sample(0, i), |acc, r| T::reduce(op, acc, T::sample(r, i)));
-                assert_eq!(recv[i].bits(), want.bits(), "{} {op:?} len {len} element {i}: {:?} vs {want:?}", T::GASPI_TYPE, recv[i]);
+            ctx.allreduce(&send, &mut recv, op, GroupId::ALL, Timeout::Block)
+                .unwrap();
+            for (i, got) in recv.iter().enumerate() {
+                let want = (1..n).fold(T::sample(0, i), |acc, r| {
+                    T::reduce(op, acc, T::sample(r, i))
+                });
+                assert_eq!(
+                    got.bits(),
+                    want.bits(),
+                    "{} {op:?} len {len} element {i}: {got:?} vs {want:?}",
+                    T::GASPI_TYPE,
+                );
             }
         }
     }
@@ -217,19 +306,42 @@ fn allreduce_results_are_identical_on_every_rank_and_every_run() {
     Job::new(&[4, 8]).run(|ctx| {
         // Sums of values of very different magnitude depend on the order of
         // the additions: every rank and every repetition must agree.
-        let send: Vec<f64> = (0..64).map(|i| 10f64.powi((ctx.rank() as i32 * 5 + i) % 31 - 15) * 1.1).collect();
+        let send: Vec<f64> = (0..64)
+            .map(|i| 10f64.powi((ctx.rank() as i32 * 5 + i) % 31 - 15) * 1.1)
+            .collect();
         let mut first = vec![0.0; 64];
-        ctx.allreduce(&send, &mut first, ReduceOp::Sum, GroupId::ALL, Timeout::Block).unwrap();
+        ctx.allreduce(
+            &send,
+            &mut first,
+            ReduceOp::Sum,
+            GroupId::ALL,
+            Timeout::Block,
+        )
+        .unwrap();
         for _ in 0..50 {
             let mut again = vec![0.0; 64];
-            ctx.allreduce(&send, &mut again, ReduceOp::Sum, GroupId::ALL, Timeout::Block).unwrap();
-            assert!(again.iter().zip(&first).all(|(a, b)| a.to_bits() == b.to_bits()));
+            ctx.allreduce(
+                &send,
+                &mut again,
+                ReduceOp::Sum,
+                GroupId::ALL,
+                Timeout::Block,
+            )
+            .unwrap();
+            assert!(
+                again
+                    .iter()
+                    .zip(&first)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+            );
         }
         // Compare with rank 0's result bit for bit through a max and a min of the bits.
         let bits: Vec<u64> = first.iter().map(|x| x.to_bits()).collect();
         let (mut hi, mut lo) = (vec![0u64; 64], vec![0u64; 64]);
-        ctx.allreduce(&bits, &mut hi, ReduceOp::Max, GroupId::ALL, Timeout::Block).unwrap();
-        ctx.allreduce(&bits, &mut lo, ReduceOp::Min, GroupId::ALL, Timeout::Block).unwrap();
+        ctx.allreduce(&bits, &mut hi, ReduceOp::Max, GroupId::ALL, Timeout::Block)
+            .unwrap();
+        ctx.allreduce(&bits, &mut lo, ReduceOp::Min, GroupId::ALL, Timeout::Block)
+            .unwrap();
         assert_eq!(hi, lo, "every rank computed the same bits");
     });
 }
@@ -240,7 +352,14 @@ fn allreduce_user_defined_operation_and_limits() {
         // A non-commutative operation shows the fixed member order.
         let send = [ctx.rank() as u64 + 1];
         let mut out = [0u64];
-        ctx.allreduce_user(&send, &mut out, |a, b| a * 10 + b, GroupId::ALL, Timeout::Block).unwrap();
+        ctx.allreduce_user(
+            &send,
+            &mut out,
+            |a, b| a * 10 + b,
+            GroupId::ALL,
+            Timeout::Block,
+        )
+        .unwrap();
         let want = (2..=ctx.num_ranks() as u64).fold(1, |acc, r| acc * 10 + r);
         assert_eq!(out[0], want);
         // Structs of plain data work.
@@ -250,19 +369,58 @@ fn allreduce_user_defined_operation_and_limits() {
             value: f64,
             rank: u64,
         }
-        let mine = [MinLoc { value: (ctx.rank() as f64 - 1.5).abs(), rank: ctx.rank() as u64 }];
-        let mut best = [MinLoc { value: 0.0, rank: 0 }];
-        ctx.allreduce_user(&mine, &mut best, |a, b| if b.value < a.value { *b } else { *a }, GroupId::ALL, Timeout::Block)
-            .unwrap();
+        let mine = [MinLoc {
+            value: (ctx.rank() as f64 - 1.5).abs(),
+            rank: ctx.rank() as u64,
+        }];
+        let mut best = [MinLoc {
+            value: 0.0,
+            rank: 0,
+        }];
+        ctx.allreduce_user(
+            &mine,
+            &mut best,
+            |a, b| if b.value < a.value { *b } else { *a },
+            GroupId::ALL,
+            Timeout::Block,
+        )
+        .unwrap();
         assert_eq!(best[0].rank, 1);
         // Limits.
         let big = vec![0u32; 256];
         let mut big_out = vec![0u32; 256];
-        assert!(matches!(ctx.allreduce(&big, &mut big_out, ReduceOp::Sum, GroupId::ALL, Timeout::Block), Err(Error::InvalidArgument(_))));
-        assert!(matches!(ctx.allreduce(&[1u32, 2], &mut [0u32], ReduceOp::Sum, GroupId::ALL, Timeout::Block), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            ctx.allreduce(
+                &big,
+                &mut big_out,
+                ReduceOp::Sum,
+                GroupId::ALL,
+                Timeout::Block
+            ),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            ctx.allreduce(
+                &[1u32, 2],
+                &mut [0u32],
+                ReduceOp::Sum,
+                GroupId::ALL,
+                Timeout::Block
+            ),
+            Err(Error::InvalidArgument(_))
+        ));
         let huge = vec![0u8; 4096];
         let mut huge_out = vec![0u8; 4096];
-        assert!(matches!(ctx.allreduce_user(&huge, &mut huge_out, |a, _| *a, GroupId::ALL, Timeout::Block), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            ctx.allreduce_user(
+                &huge,
+                &mut huge_out,
+                |a, _| *a,
+                GroupId::ALL,
+                Timeout::Block
+            ),
+            Err(Error::InvalidArgument(_))
+        ));
         barrier(ctx);
     });
 }
@@ -275,15 +433,33 @@ fn allreduce_timeout_then_retry() {
         let mut out = [0i64];
         let send = [ctx.rank() as i64 - 1];
         if ctx.rank() != 0 {
-            assert!(ctx.allreduce(&send, &mut out, ReduceOp::Min, GroupId::ALL, Timeout::ms(10)).unwrap_err().is_timeout());
-            ctx.notify(0, 0, Notification::new(ctx.rank() as u32, 1), 0, Timeout::Block).unwrap();
+            assert!(
+                ctx.allreduce(
+                    &send,
+                    &mut out,
+                    ReduceOp::Min,
+                    GroupId::ALL,
+                    Timeout::ms(10)
+                )
+                .unwrap_err()
+                .is_timeout()
+            );
+            ctx.notify(
+                0,
+                0,
+                Notification::new(ctx.rank() as u32, 1),
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
         } else {
             for _ in 1..n {
                 let id = ctx.notify_waitsome(0, 1..n as u32, Timeout::Block).unwrap();
                 ctx.notify_reset(0, id).unwrap();
             }
         }
-        ctx.allreduce(&send, &mut out, ReduceOp::Min, GroupId::ALL, Timeout::Block).unwrap();
+        ctx.allreduce(&send, &mut out, ReduceOp::Min, GroupId::ALL, Timeout::Block)
+            .unwrap();
         assert_eq!(out[0], -1);
         barrier(ctx);
     });

@@ -19,25 +19,48 @@ fn survive(ctx: &gaspi::Context, dead: u16) {
         other => panic!("expected RankFailed({dead}), got {other:?}"),
     }
     assert_eq!(ctx.state_vec()[dead as usize], RankState::Corrupt);
-    assert!(ctx.state_vec().iter().enumerate().all(|(r, s)| r == dead as usize || *s == RankState::Healthy));
+    assert!(
+        ctx.state_vec()
+            .iter()
+            .enumerate()
+            .all(|(r, s)| r == dead as usize || *s == RankState::Healthy)
+    );
     // Operations aimed at it and collectives including it fail at once.
     assert!(matches!(
         ctx.write(Local::new(0, 0), Remote::new(dead, 0, 0), 8, 0, Timeout::Block),
         Err(Error::RankFailed { rank }) if rank == dead
     ));
-    assert!(matches!(ctx.barrier(GroupId::ALL, Timeout::Block), Err(Error::RankFailed { rank }) if rank == dead));
+    assert!(
+        matches!(ctx.barrier(GroupId::ALL, Timeout::Block), Err(Error::RankFailed { rank }) if rank == dead)
+    );
     assert!(matches!(ctx.proc_ping(dead), Err(Error::RankFailed { .. })));
     // Acknowledged, waits only wait for the living again.
     assert_eq!(ctx.acknowledge_failures(), vec![dead]);
-    assert!(ctx.notify_waitsome(0, 999..1000, Timeout::ms(10)).unwrap_err().is_timeout());
+    assert!(
+        ctx.notify_waitsome(0, 999..1000, Timeout::ms(10))
+            .unwrap_err()
+            .is_timeout()
+    );
     let g = ctx.group_create().unwrap();
     for r in (0..ctx.num_ranks()).filter(|&r| r != dead) {
         ctx.group_add(g, r).unwrap();
     }
     ctx.group_commit(g, Timeout::Block).unwrap();
     let (right, _) = neighbours(ctx);
-    let right = if right == dead { (right + 1) % ctx.num_ranks() } else { right };
-    ctx.write_notify(Local::new(0, 0), Remote::new(right, 0, 64), 8, Notification::new(5, 1), 0, Timeout::Block).unwrap();
+    let right = if right == dead {
+        (right + 1) % ctx.num_ranks()
+    } else {
+        right
+    };
+    ctx.write_notify(
+        Local::new(0, 0),
+        Remote::new(right, 0, 64),
+        8,
+        Notification::new(5, 1),
+        0,
+        Timeout::Block,
+    )
+    .unwrap();
     assert_eq!(ctx.notify_waitsome(0, 5..6, Timeout::Block).unwrap(), 5);
     ctx.barrier(g, Timeout::Block).unwrap();
 }
@@ -49,11 +72,20 @@ fn check_job(report: &Report, dead: usize, expect: impl Fn(std::process::ExitSta
         if o.rank as usize == dead {
             assert!(expect(o.status), "rank {dead} ended with {:?}", o.status);
         } else {
-            assert!(o.status.success() && !o.stopped_by_launcher, "survivor {} ended with {:?}", o.rank, o.status);
+            assert!(
+                o.status.success() && !o.stopped_by_launcher,
+                "survivor {} ended with {:?}",
+                o.rank,
+                o.status
+            );
         }
     }
     assert_eq!(report.first_failure().map(|o| o.rank as usize), Some(dead));
-    assert!(report.left_after_cleanup.is_empty(), "{:?}", report.left_after_cleanup);
+    assert!(
+        report.left_after_cleanup.is_empty(),
+        "{:?}",
+        report.left_after_cleanup
+    );
 }
 
 #[test]
@@ -73,7 +105,14 @@ fn a_rank_killed_with_sigkill_is_reported_and_cleaned_up() {
         |n, report| {
             check_job(report, n - 1, |s| s.signal() == Some(libc::SIGKILL));
             // The killed rank could not clean up: the launcher did.
-            assert!(report.left_by_ranks.iter().any(|o| o.contains(&format!(".r{}.", n - 1))), "{:?}", report.left_by_ranks);
+            assert!(
+                report
+                    .left_by_ranks
+                    .iter()
+                    .any(|o| o.contains(&format!(".r{}.", n - 1))),
+                "{:?}",
+                report.left_by_ranks
+            );
         },
     );
 }
@@ -124,7 +163,13 @@ fn a_barrier_with_a_dead_member_fails_within_its_wait() {
             }
             let mut x = [0u32];
             assert!(matches!(
-                ctx.allreduce(&[1u32], &mut x, gaspi::ReduceOp::Sum, GroupId::ALL, Timeout::Block),
+                ctx.allreduce(
+                    &[1u32],
+                    &mut x,
+                    gaspi::ReduceOp::Sum,
+                    GroupId::ALL,
+                    Timeout::Block
+                ),
                 Err(Error::ActiveCollective { .. }) | Err(Error::RankFailed { .. })
             ));
         },
@@ -141,12 +186,23 @@ fn a_rank_that_never_starts_makes_init_fail_not_hang() {
             }
             match gaspi::Context::init(gaspi::Config::default()) {
                 Err(Error::RankFailed { rank: 2 }) => {}
-                other => panic!("expected RankFailed(2) from init, got {:?}", other.map(|_| ())),
+                other => panic!(
+                    "expected RankFailed(2) from init, got {:?}",
+                    other.map(|_| ())
+                ),
             }
         },
         |_, report| {
-            assert!(report.success(), "every process exits 0: {:?}", report.ranks);
-            assert!(report.left_by_ranks.is_empty(), "{:?}", report.left_by_ranks);
+            assert!(
+                report.success(),
+                "every process exits 0: {:?}",
+                report.ranks
+            );
+            assert!(
+                report.left_by_ranks.is_empty(),
+                "{:?}",
+                report.left_by_ranks
+            );
         },
     );
 }

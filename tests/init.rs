@@ -18,7 +18,11 @@ fn rank_and_node_information() {
         assert_eq!(ctx.node(), me / 3);
         assert_eq!(ctx.local_rank() as usize, me % 3);
         assert_eq!(ctx.local_num(), if me < 6 { 3 } else { 2 });
-        assert!(ctx.state_vec().iter().all(|s| *s == gaspi::RankState::Healthy));
+        assert!(
+            ctx.state_vec()
+                .iter()
+                .all(|s| *s == gaspi::RankState::Healthy)
+        );
         for r in 0..8 {
             ctx.proc_ping(r).unwrap();
         }
@@ -37,7 +41,14 @@ fn spawn(name: &str, case: &str, envs: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", name, "--nocapture", "--test-threads=1", "-q"])
         .env("INIT_TEST_CASE", case);
-    for var in ["GASPI_RANK", "GASPI_NRANKS", "GASPI_JOB", "GASPI_PPN", "GASPI_LAUNCHER", "GASPI_TEST_NAME"] {
+    for var in [
+        "GASPI_RANK",
+        "GASPI_NRANKS",
+        "GASPI_JOB",
+        "GASPI_PPN",
+        "GASPI_LAUNCHER",
+        "GASPI_TEST_NAME",
+    ] {
         cmd.env_remove(var);
     }
     for (k, v) in envs {
@@ -50,7 +61,11 @@ fn spawn(name: &str, case: &str, envs: &[(&str, String)]) -> Child {
 /// Wait for `child`; its exit status, and its output for messages.
 fn finish(child: Child) -> (std::process::ExitStatus, String) {
     let out = child.wait_with_output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status, text)
 }
 
@@ -79,8 +94,15 @@ fn ranks_started_without_a_launcher() {
         let seg = segment(&ctx, 0, 4096);
         let (right, left) = neighbours(&ctx);
         fill(&seg, 0, 64, ctx.rank() as u64);
-        ctx.write_notify(gaspi::Local::new(0, 0), gaspi::Remote::new(right, 0, 1024), 64, gaspi::Notification::new(0, 1), 0, Timeout::Block)
-            .unwrap();
+        ctx.write_notify(
+            gaspi::Local::new(0, 0),
+            gaspi::Remote::new(right, 0, 1024),
+            64,
+            gaspi::Notification::new(0, 1),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
         ctx.notify_waitsome(0, 0..1, Timeout::Block).unwrap();
         check(&seg, 1024, 64, left as u64, "ring data");
         barrier(&ctx);
@@ -100,11 +122,15 @@ fn ranks_started_without_a_launcher() {
         let t = token();
         let kids: Vec<Child> = (0..3)
             .map(|r| {
-                spawn(NAME, case, &[
-                    ("GASPI_RANK", r.to_string()),
-                    ("GASPI_NRANKS", "3".into()),
-                    ("GASPI_JOB", t.clone()),
-                ])
+                spawn(
+                    NAME,
+                    case,
+                    &[
+                        ("GASPI_RANK", r.to_string()),
+                        ("GASPI_NRANKS", "3".into()),
+                        ("GASPI_JOB", t.clone()),
+                    ],
+                )
             })
             .collect();
         for (r, k) in kids.into_iter().enumerate() {
@@ -112,7 +138,10 @@ fn ranks_started_without_a_launcher() {
             if Some(r) == dead {
                 assert_eq!(status.code(), Some(9), "{out}");
             } else {
-                assert!(status.success(), "{case}: rank {r} ended with {status}:\n{out}");
+                assert!(
+                    status.success(),
+                    "{case}: rank {r} ended with {status}:\n{out}"
+                );
             }
         }
         // The last rank out removed everything, the dead rank's objects too.
@@ -132,7 +161,8 @@ fn environment_errors_and_one_rank_jobs() {
                 let ctx = r.unwrap();
                 assert_eq!((ctx.rank(), ctx.num_ranks(), ctx.local_num()), (0, 1, 1));
                 let seg = segment(&ctx, 0, 64);
-                ctx.notify(0, 0, gaspi::Notification::new(3, 4), 0, Timeout::Block).unwrap();
+                ctx.notify(0, 0, gaspi::Notification::new(3, 4), 0, Timeout::Block)
+                    .unwrap();
                 assert_eq!(ctx.notify_waitsome(0, 0..10, Timeout::Block).unwrap(), 3);
                 let _ = seg;
             }
@@ -147,8 +177,18 @@ fn environment_errors_and_one_rank_jobs() {
     let cases: [(&str, Vec<(&str, String)>); 5] = [
         ("alone", vec![]),
         ("half", vec![("GASPI_RANK", "0".into())]),
-        ("no-job", vec![("GASPI_RANK", "0".into()), ("GASPI_NRANKS", "2".into())]),
-        ("bad-rank", vec![("GASPI_RANK", "2".into()), ("GASPI_NRANKS", "2".into()), ("GASPI_JOB", token())]),
+        (
+            "no-job",
+            vec![("GASPI_RANK", "0".into()), ("GASPI_NRANKS", "2".into())],
+        ),
+        (
+            "bad-rank",
+            vec![
+                ("GASPI_RANK", "2".into()),
+                ("GASPI_NRANKS", "2".into()),
+                ("GASPI_JOB", token()),
+            ],
+        ),
         ("bad-wait", vec![("GASPI_WAIT", "sometimes".into())]),
     ];
     for (case, envs) in cases {

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 const GASPI_RUN: &str = env!("CARGO_BIN_EXE_gaspi-run");
 
 fn gaspi_run(args: &[&str]) -> Output {
-    Command::new(GASPI_RUN).args(args).output().expect("running gaspi-run")
+    Command::new(GASPI_RUN)
+        .args(args)
+        .output()
+        .expect("running gaspi-run")
 }
 
 fn text(b: &[u8]) -> String {
@@ -27,12 +30,26 @@ fn scratch(name: &str) -> PathBuf {
 fn await_files(dir: &Path, n: usize) -> Vec<String> {
     let start = Instant::now();
     loop {
-        let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok()).collect();
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .collect();
         if files.len() >= n {
             files.sort_by_key(|e| e.file_name());
-            return files.iter().map(|e| std::fs::read_to_string(e.path()).unwrap().trim().to_string()).collect();
+            return files
+                .iter()
+                .map(|e| {
+                    std::fs::read_to_string(e.path())
+                        .unwrap()
+                        .trim()
+                        .to_string()
+                })
+                .collect();
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "ranks did not report in");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "ranks did not report in"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -48,7 +65,10 @@ fn gone(pid: u32) -> bool {
 fn await_gone(pid: u32) {
     let start = Instant::now();
     while !gone(pid) {
-        assert!(start.elapsed() < Duration::from_secs(10), "process {pid} is still running");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "process {pid} is still running"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -57,7 +77,11 @@ fn await_gone(pid: u32) {
 fn exit_status_of_the_first_failing_rank_is_returned_and_reported() {
     let out = gaspi_run(&["-n", "3", "sh", "-c", "exit $((GASPI_RANK == 1 ? 5 : 0))"]);
     assert_eq!(out.status.code(), Some(5));
-    assert!(text(&out.stderr).contains("rank 1 (pid"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("rank 1 (pid"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(text(&out.stderr).contains("exited with status 5"));
     let ok = gaspi_run(&["-n", "4", "true"]);
     assert_eq!(ok.status.code(), Some(0));
@@ -68,12 +92,27 @@ fn exit_status_of_the_first_failing_rank_is_returned_and_reported() {
 
 #[test]
 fn ranks_get_their_environment_and_tagged_output() {
-    let out = gaspi_run(&["-n", "4", "--ppn", "2", "-t", "sh", "-c", "echo $GASPI_RANK/$GASPI_NRANKS/$GASPI_PPN; echo err >&2"]);
+    let out = gaspi_run(&[
+        "-n",
+        "4",
+        "--ppn",
+        "2",
+        "-t",
+        "sh",
+        "-c",
+        "echo $GASPI_RANK/$GASPI_NRANKS/$GASPI_PPN; echo err >&2",
+    ]);
     assert!(out.status.success());
     let mut lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
     lines.sort();
     assert_eq!(lines, ["[0] 0/4/2", "[1] 1/4/2", "[2] 2/4/2", "[3] 3/4/2"]);
-    assert_eq!(text(&out.stderr).lines().filter(|l| l.ends_with("] err")).count(), 4);
+    assert_eq!(
+        text(&out.stderr)
+            .lines()
+            .filter(|l| l.ends_with("] err"))
+            .count(),
+        4
+    );
 }
 
 #[test]
@@ -81,7 +120,10 @@ fn a_different_binary_for_rank_0() {
     let out = gaspi_run(&["-n", "2", "-t", "-b", "/bin/echo", "sh", "-c", "echo other"]);
     assert!(out.status.success());
     let s = text(&out.stdout);
-    assert!(s.contains("[0] -c echo other") && s.contains("[1] other"), "{s}");
+    assert!(
+        s.contains("[0] -c echo other") && s.contains("[1] other"),
+        "{s}"
+    );
 }
 
 #[test]
@@ -89,15 +131,27 @@ fn machinefiles_name_this_machine_only() {
     let dir = scratch("mfile");
     let local = dir.join("local");
     std::fs::write(&local, "localhost\n# comment\n127.0.0.1\n\nlocalhost\n").unwrap();
-    let out = gaspi_run(&["-m", local.to_str().unwrap(), "sh", "-c", "echo $GASPI_NRANKS"]);
+    let out = gaspi_run(&[
+        "-m",
+        local.to_str().unwrap(),
+        "sh",
+        "-c",
+        "echo $GASPI_NRANKS",
+    ]);
     assert!(out.status.success());
-    assert_eq!(text(&out.stdout).lines().collect::<Vec<_>>(), ["3", "3", "3"]);
+    assert_eq!(
+        text(&out.stdout).lines().collect::<Vec<_>>(),
+        ["3", "3", "3"]
+    );
     let remote = dir.join("remote");
     std::fs::write(&remote, "localhost\nnode017.cluster\n").unwrap();
     let out = gaspi_run(&["-m", remote.to_str().unwrap(), "true"]);
     assert_eq!(out.status.code(), Some(2));
     let msg = text(&out.stderr);
-    assert!(msg.contains("node017.cluster") && msg.contains("not this machine"), "{msg}");
+    assert!(
+        msg.contains("node017.cluster") && msg.contains("not this machine"),
+        "{msg}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -107,7 +161,10 @@ fn usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("-n N"));
     assert_eq!(gaspi_run(&["-n", "x", "true"]).status.code(), Some(2));
-    assert_eq!(gaspi_run(&["-n", "2", "--bogus", "true"]).status.code(), Some(2));
+    assert_eq!(
+        gaspi_run(&["-n", "2", "--bogus", "true"]).status.code(),
+        Some(2)
+    );
     let out = gaspi_run(&["-n", "2", "/no/such/program"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("/no/such/program"));
@@ -126,13 +183,19 @@ fn timeout_stops_the_job() {
 #[test]
 fn when_a_rank_dies_the_others_are_stopped() {
     let dir = scratch("dies");
-    let script = format!("echo $$ > {}/$GASPI_RANK; if [ $GASPI_RANK = 0 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 30", dir.display());
+    let script = format!(
+        "echo $$ > {}/$GASPI_RANK; if [ $GASPI_RANK = 0 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 30",
+        dir.display()
+    );
     let start = Instant::now();
     let out = gaspi_run(&["-n", "3", "--grace", "0.2", "sh", "-c", &script]);
     assert_eq!(out.status.code(), Some(128 + 9));
     assert!(start.elapsed() < Duration::from_secs(10));
     let msg = text(&out.stderr);
-    assert!(msg.contains("rank 0") && msg.contains("SIGKILL") && msg.contains("SIGTERM"), "{msg}");
+    assert!(
+        msg.contains("rank 0") && msg.contains("SIGKILL") && msg.contains("SIGTERM"),
+        "{msg}"
+    );
     for pid in await_files(&dir, 3) {
         assert!(gone(pid.parse().unwrap()));
     }
@@ -154,7 +217,10 @@ fn sigterm_to_the_launcher_stops_the_ranks() {
     let status = run.wait().unwrap();
     assert_eq!(status.code(), Some(128 + 15));
     for pid in pids {
-        assert!(gone(pid.parse().unwrap()), "rank {pid} outlived the launcher");
+        assert!(
+            gone(pid.parse().unwrap()),
+            "rank {pid} outlived the launcher"
+        );
     }
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -166,17 +232,35 @@ fn a_killed_launcher_takes_its_ranks_along_and_the_next_one_cleans_up() {
     if let Ok(dir) = std::env::var("LAUNCHER_TEST_DIR") {
         // A rank: join, make a segment, report, then wait for ever.
         let ctx = gaspi::Context::init(gaspi::Config::default()).unwrap();
-        ctx.segment_create(0, 1 << 20, gaspi::GroupId::ALL, gaspi::Timeout::Block, gaspi::Alloc::Initialized)
-            .unwrap();
+        ctx.segment_create(
+            0,
+            1 << 20,
+            gaspi::GroupId::ALL,
+            gaspi::Timeout::Block,
+            gaspi::Alloc::Initialized,
+        )
+        .unwrap();
         let token = std::env::var("GASPI_JOB").unwrap();
-        std::fs::write(format!("{dir}/{}", ctx.rank()), format!("{} {token}", std::process::id())).unwrap();
+        std::fs::write(
+            format!("{dir}/{}", ctx.rank()),
+            format!("{} {token}", std::process::id()),
+        )
+        .unwrap();
         let _ = ctx.notify_waitsome(0, 0..1, gaspi::Timeout::Block);
         unreachable!("nobody notifies");
     }
     let dir = scratch("killed");
     let exe = std::env::current_exe().unwrap();
     let mut run = Command::new(GASPI_RUN)
-        .args(["-n", "2", exe.to_str().unwrap(), "--exact", BLOCKED, "--nocapture", "-q"])
+        .args([
+            "-n",
+            "2",
+            exe.to_str().unwrap(),
+            "--exact",
+            BLOCKED,
+            "--nocapture",
+            "-q",
+        ])
         .env("LAUNCHER_TEST_DIR", &dir)
         .stdout(Stdio::null())
         .spawn()

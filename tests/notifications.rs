@@ -15,30 +15,61 @@ fn waitsome_over_ranges_with_test_finite_and_blocking_timeouts() {
         segment(ctx, 0, 4096);
         let (right, left) = neighbours(ctx);
         // Nothing is set: Test and a finite timeout both report Timeout.
-        assert!(ctx.notify_waitsome(0, 0..65_536, Timeout::Test).unwrap_err().is_timeout());
-        assert!(ctx.notify_waitsome(0, 10..20, Timeout::ms(30)).unwrap_err().is_timeout());
+        assert!(
+            ctx.notify_waitsome(0, 0..65_536, Timeout::Test)
+                .unwrap_err()
+                .is_timeout()
+        );
+        assert!(
+            ctx.notify_waitsome(0, 10..20, Timeout::ms(30))
+                .unwrap_err()
+                .is_timeout()
+        );
         barrier(ctx);
         // Ids spread over the table, set by the left neighbour.
         let ids = [0u32, 63, 64, 4095, 4096, 30_000, 65_535];
         for &id in &ids {
-            ctx.notify(right, 0, Notification::new(id, id + 1), 0, Timeout::Block).unwrap();
+            ctx.notify(right, 0, Notification::new(id, id + 1), 0, Timeout::Block)
+                .unwrap();
         }
         ctx.wait(0, Timeout::Block).unwrap();
         barrier(ctx); // all notifications have arrived
         // The lowest set id of each range is returned; nothing is consumed.
         assert_eq!(ctx.notify_waitsome(0, 0..65_536, Timeout::Test).unwrap(), 0);
-        assert_eq!(ctx.notify_waitsome(0, 1..65_536, Timeout::Test).unwrap(), 63);
-        assert_eq!(ctx.notify_waitsome(0, 65..4095, Timeout::ms(10)).unwrap_err().is_timeout(), true);
-        assert_eq!(ctx.notify_waitsome(0, 4096..4097, Timeout::Block).unwrap(), 4096);
-        assert_eq!(ctx.notify_waitsome(0, 4097..65_536, Timeout::Block).unwrap(), 30_000);
+        assert_eq!(
+            ctx.notify_waitsome(0, 1..65_536, Timeout::Test).unwrap(),
+            63
+        );
+        assert!(
+            ctx.notify_waitsome(0, 65..4095, Timeout::ms(10))
+                .unwrap_err()
+                .is_timeout()
+        );
+        assert_eq!(
+            ctx.notify_waitsome(0, 4096..4097, Timeout::Block).unwrap(),
+            4096
+        );
+        assert_eq!(
+            ctx.notify_waitsome(0, 4097..65_536, Timeout::Block)
+                .unwrap(),
+            30_000
+        );
         // Consume them in order with waitsome + reset over the full range.
         for &id in &ids {
             let got = ctx.notify_waitsome(0, 0..65_536, Timeout::Block).unwrap();
             assert_eq!(got, id);
             assert_eq!(ctx.notify_reset(0, got).unwrap(), id + 1);
-            assert_eq!(ctx.notify_reset(0, got).unwrap(), 0, "a reset notification reads 0");
+            assert_eq!(
+                ctx.notify_reset(0, got).unwrap(),
+                0,
+                "a reset notification reads 0"
+            );
         }
-        assert!(ctx.notify_waitsome(0, 0..65_536, Timeout::Test).unwrap_err().is_timeout());
+        assert!(
+            ctx.notify_waitsome(0, 0..65_536, Timeout::Test)
+                .unwrap_err()
+                .is_timeout()
+        );
         let _ = left;
         barrier(ctx);
     });
@@ -52,12 +83,28 @@ fn a_blocked_waitsome_wakes_for_a_later_notification() {
         // Round-trip tokens so that every rank blocks before its notification comes.
         for round in 0..20u32 {
             if ctx.rank() == 0 {
-                ctx.notify(right, 0, Notification::new(round, round + 1), 0, Timeout::Block).unwrap();
+                ctx.notify(
+                    right,
+                    0,
+                    Notification::new(round, round + 1),
+                    0,
+                    Timeout::Block,
+                )
+                .unwrap();
             }
-            let id = ctx.notify_waitsome(0, round..round + 1, Timeout::Block).unwrap();
+            let id = ctx
+                .notify_waitsome(0, round..round + 1, Timeout::Block)
+                .unwrap();
             assert_eq!(ctx.notify_reset(0, id).unwrap(), round + 1);
             if ctx.rank() != 0 {
-                ctx.notify(right, 0, Notification::new(round, round + 1), 0, Timeout::Block).unwrap();
+                ctx.notify(
+                    right,
+                    0,
+                    Notification::new(round, round + 1),
+                    0,
+                    Timeout::Block,
+                )
+                .unwrap();
             }
             ctx.wait(0, Timeout::Block).unwrap();
         }
@@ -84,7 +131,14 @@ fn threads_racing_to_reset_one_notification_have_exactly_one_winner() {
                         // One thread of the rank whose turn it is notifies every rank.
                         if t == 0 && round % n == ctx.rank() as u32 {
                             for r in 0..n as u16 {
-                                ctx.notify(r, 0, Notification::new(0, round + 1), 0, Timeout::Block).unwrap();
+                                ctx.notify(
+                                    r,
+                                    0,
+                                    Notification::new(0, round + 1),
+                                    0,
+                                    Timeout::Block,
+                                )
+                                .unwrap();
                             }
                             ctx.wait(0, Timeout::Block).unwrap();
                         }
@@ -104,7 +158,11 @@ fn threads_racing_to_reset_one_notification_have_exactly_one_winner() {
                         }
                         sync.wait();
                         if t == 0 {
-                            assert_eq!(wins.swap(0, Ordering::SeqCst), 1, "round {round}: exactly one winner");
+                            assert_eq!(
+                                wins.swap(0, Ordering::SeqCst),
+                                1,
+                                "round {round}: exactly one winner"
+                            );
                             barrier(ctx); // every rank has consumed this round
                         }
                         sync.wait();
@@ -125,7 +183,14 @@ fn many_writers_to_one_target_every_notification_is_seen_once() {
         // Every rank posts PER_RANK distinct ids to rank 0, spread over the table.
         for k in 0..PER_RANK {
             let id = (k * n + me) * 7 % 65_536;
-            ctx.notify(0, 0, Notification::new(id, me + 1), (k % 8) as u8, Timeout::Block).unwrap();
+            ctx.notify(
+                0,
+                0,
+                Notification::new(id, me + 1),
+                (k % 8) as u8,
+                Timeout::Block,
+            )
+            .unwrap();
             if k % 8 == 7 {
                 for q in 0..8 {
                     ctx.wait(q, Timeout::Block).unwrap();
@@ -146,7 +211,11 @@ fn many_writers_to_one_target_every_notification_is_seen_once() {
                     assert_eq!(seen[id as usize], 1, "id {id} of rank {r}");
                 }
             }
-            assert!(ctx.notify_waitsome(0, 0..65_536, Timeout::Test).unwrap_err().is_timeout());
+            assert!(
+                ctx.notify_waitsome(0, 0..65_536, Timeout::Test)
+                    .unwrap_err()
+                    .is_timeout()
+            );
         }
         barrier(ctx);
     });
@@ -162,7 +231,8 @@ fn notification_count_is_configurable() {
         assert_eq!(ctx.notification_num(), 100);
         segment(ctx, 0, 64);
         let (right, _) = neighbours(ctx);
-        ctx.notify(right, 0, Notification::new(99, 1), 0, Timeout::Block).unwrap();
+        ctx.notify(right, 0, Notification::new(99, 1), 0, Timeout::Block)
+            .unwrap();
         assert!(matches!(
             ctx.notify(right, 0, Notification::new(100, 1), 0, Timeout::Block),
             Err(Error::InvalidNotificationId { id: 100, num: 100 })
@@ -172,7 +242,15 @@ fn notification_count_is_configurable() {
             Err(Error::InvalidNotificationId { id: 100, num: 100 })
         ));
         assert_eq!(ctx.notify_waitsome(0, 99..100, Timeout::Block).unwrap(), 99);
-        ctx.write_notify(Local::new(0, 0), Remote::new(right, 0, 8), 8, Notification::new(5, 2), 0, Timeout::Block).unwrap();
+        ctx.write_notify(
+            Local::new(0, 0),
+            Remote::new(right, 0, 8),
+            8,
+            Notification::new(5, 2),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
         barrier(ctx);
     });
 }

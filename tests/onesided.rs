@@ -19,11 +19,26 @@ fn write_notify_payload_is_complete_when_the_notification_is_seen() {
         for (round, &size) in SIZES.iter().enumerate() {
             // Source in the first half, destination in the second.
             fill(&seg, 0, size, me * 100 + round as u64);
-            ctx.write_notify(Local::new(0, 0), Remote::new(right, 0, half), size, Notification::new(round as u32, size as u32), 0, Timeout::Block)
+            ctx.write_notify(
+                Local::new(0, 0),
+                Remote::new(right, 0, half),
+                size,
+                Notification::new(round as u32, size as u32),
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
+            let id = ctx
+                .notify_waitsome(0, round as u32..round as u32 + 1, Timeout::Block)
                 .unwrap();
-            let id = ctx.notify_waitsome(0, round as u32..round as u32 + 1, Timeout::Block).unwrap();
             assert_eq!(ctx.notify_reset(0, id).unwrap(), size as u32);
-            check(&seg, half, size, left as u64 * 100 + round as u64, "payload seen with its notification");
+            check(
+                &seg,
+                half,
+                size,
+                left as u64 * 100 + round as u64,
+                "payload seen with its notification",
+            );
             ctx.wait(0, Timeout::Block).unwrap();
             barrier(ctx); // the next round overwrites the source and destination
         }
@@ -40,7 +55,14 @@ fn write_then_read_back_all_to_all() {
         // Rank r writes block [r] of every rank from its own block [n].
         fill(&seg, block * n, block, me as u64);
         for t in 0..n as u16 {
-            ctx.write(Local::new(1, block * n), Remote::new(t, 1, block * me), block, 0, Timeout::Block).unwrap();
+            ctx.write(
+                Local::new(1, block * n),
+                Remote::new(t, 1, block * me),
+                block,
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
         }
         ctx.wait(0, Timeout::Block).unwrap();
         barrier(ctx);
@@ -50,7 +72,14 @@ fn write_then_read_back_all_to_all() {
         // Read block [me] of the right neighbour (written by me) into [me].
         let (right, _) = neighbours(ctx);
         seg.copy_from_slice(block * me, &vec![0; block]);
-        ctx.read(Local::new(1, block * me), Remote::new(right, 1, block * me), block, 3, Timeout::Block).unwrap();
+        ctx.read(
+            Local::new(1, block * me),
+            Remote::new(right, 1, block * me),
+            block,
+            3,
+            Timeout::Block,
+        )
+        .unwrap();
         ctx.wait(3, Timeout::Block).unwrap();
         check(&seg, block * me, block, me as u64, "block read back");
         barrier(ctx);
@@ -64,7 +93,15 @@ fn read_notify_sets_a_local_notification_after_the_data() {
         let (right, _) = neighbours(ctx);
         fill(&seg, 0, 1 << 20, ctx.rank() as u64);
         barrier(ctx);
-        ctx.read_notify(Local::new(0, 1 << 20), Remote::new(right, 0, 0), 1 << 20, 77, 1, Timeout::Block).unwrap();
+        ctx.read_notify(
+            Local::new(0, 1 << 20),
+            Remote::new(right, 0, 0),
+            1 << 20,
+            77,
+            1,
+            Timeout::Block,
+        )
+        .unwrap();
         assert_eq!(ctx.notify_waitsome(0, 0..100, Timeout::Block).unwrap(), 77);
         assert_eq!(ctx.notify_reset(0, 77).unwrap(), 1);
         check(&seg, 1 << 20, 1 << 20, right as u64, "read_notify data");
@@ -94,14 +131,28 @@ fn write_list_notify_delivers_every_element_before_the_notification() {
             loff += s;
             roff += s;
         }
-        ctx.write_list_notify(right, &entries, 2, Notification::new(9, 5), 0, Timeout::Block).unwrap();
+        ctx.write_list_notify(
+            right,
+            &entries,
+            2,
+            Notification::new(9, 5),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
         assert_eq!(ctx.queue_size(0).unwrap(), sizes.len() as u32 + 1);
         assert_eq!(ctx.notify_waitsome(2, 0..64, Timeout::Block).unwrap(), 9);
         assert_eq!(ctx.notify_reset(2, 9).unwrap(), 5);
         let mut roff = 0;
         for (k, &s) in sizes.iter().enumerate() {
             roff += 50;
-            check(&dst, 60_000 - roff - s, s, left as u64 * 10 + k as u64, "list element");
+            check(
+                &dst,
+                60_000 - roff - s,
+                s,
+                left as u64 * 10 + k as u64,
+                "list element",
+            );
             roff += s;
         }
         ctx.wait(0, Timeout::Block).unwrap();
@@ -128,14 +179,30 @@ fn write_list_read_list_and_read_list_notify_round_trip() {
         seg.copy_from_slice(0, &[0; 16_000]);
         ctx.read_list(right, &entries, 2, Timeout::Block).unwrap();
         for k in 0..16 {
-            check(&seg, k * 1000, 999, me * 100 + k as u64, "read_list element");
+            check(
+                &seg,
+                k * 1000,
+                999,
+                me * 100 + k as u64,
+                "read_list element",
+            );
         }
         seg.copy_from_slice(0, &[0; 16_000]);
-        ctx.read_list_notify(right, &entries, 0, 1234, 2, Timeout::Block).unwrap();
-        assert_eq!(ctx.notify_waitsome(0, 1000..2000, Timeout::Block).unwrap(), 1234);
+        ctx.read_list_notify(right, &entries, 0, 1234, 2, Timeout::Block)
+            .unwrap();
+        assert_eq!(
+            ctx.notify_waitsome(0, 1000..2000, Timeout::Block).unwrap(),
+            1234
+        );
         assert_eq!(ctx.notify_reset(0, 1234).unwrap(), 1);
         for k in 0..16 {
-            check(&seg, k * 1000, 999, me * 100 + k as u64, "read_list_notify element");
+            check(
+                &seg,
+                k * 1000,
+                999,
+                me * 100 + k as u64,
+                "read_list_notify element",
+            );
         }
         ctx.wait(2, Timeout::Block).unwrap();
         barrier(ctx);
@@ -148,12 +215,44 @@ fn notify_alone_and_zero_sized_transfers() {
         let seg = segment(ctx, 0, 4096);
         let (right, left) = neighbours(ctx);
         // A zero-sized write_notify at the very end of the segment is a notification.
-        ctx.write_notify(Local::new(0, 4096), Remote::new(right, 0, 4096), 0, Notification::new(1, 11), 0, Timeout::Block).unwrap();
-        ctx.notify(right, 0, Notification::new(2, ctx.rank() as u32 + 100), 0, Timeout::Block).unwrap();
-        ctx.write(Local::new(0, 0), Remote::new(right, 0, 0), 0, 0, Timeout::Block).unwrap();
-        ctx.read(Local::new(0, 0), Remote::new(right, 0, 0), 0, 0, Timeout::Block).unwrap();
+        ctx.write_notify(
+            Local::new(0, 4096),
+            Remote::new(right, 0, 4096),
+            0,
+            Notification::new(1, 11),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.notify(
+            right,
+            0,
+            Notification::new(2, ctx.rank() as u32 + 100),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.write(
+            Local::new(0, 0),
+            Remote::new(right, 0, 0),
+            0,
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.read(
+            Local::new(0, 0),
+            Remote::new(right, 0, 0),
+            0,
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
         for (id, want) in [(1u32, 11u32), (2, left as u32 + 100)] {
-            assert_eq!(ctx.notify_waitsome(0, id..id + 1, Timeout::Block).unwrap(), id);
+            assert_eq!(
+                ctx.notify_waitsome(0, id..id + 1, Timeout::Block).unwrap(),
+                id
+            );
             assert_eq!(ctx.notify_reset(0, id).unwrap(), want);
         }
         assert!(seg.to_vec().iter().all(|&b| b == 0));
@@ -172,13 +271,25 @@ fn queue_full_then_wait_then_reuse() {
     Job::new(&[2]).config(cfg).run(|ctx| {
         let seg = segment(ctx, 0, 4096);
         let (right, _) = neighbours(ctx);
-        let w = |q| ctx.write(Local::new(0, 0), Remote::new(right, 0, 64), 8, q, Timeout::Block);
+        let w = |q| {
+            ctx.write(
+                Local::new(0, 0),
+                Remote::new(right, 0, 64),
+                8,
+                q,
+                Timeout::Block,
+            )
+        };
         for _ in 0..16 {
             w(1).unwrap();
         }
         assert_eq!(ctx.queue_size(1).unwrap(), 16);
         match w(1) {
-            Err(Error::QueueFull { queue: 1, posted: 16, max: 16 }) => {}
+            Err(Error::QueueFull {
+                queue: 1,
+                posted: 16,
+                max: 16,
+            }) => {}
             other => panic!("expected QueueFull, got {other:?}"),
         }
         // Other queues are independent.
@@ -189,7 +300,16 @@ fn queue_full_then_wait_then_reuse() {
         for _ in 0..15 {
             w(1).unwrap();
         }
-        let wn = || ctx.write_notify(Local::new(0, 0), Remote::new(right, 0, 64), 8, Notification::new(0, 1), 1, Timeout::Block);
+        let wn = || {
+            ctx.write_notify(
+                Local::new(0, 0),
+                Remote::new(right, 0, 64),
+                8,
+                Notification::new(0, 1),
+                1,
+                Timeout::Block,
+            )
+        };
         assert!(matches!(wn(), Err(Error::QueueFull { .. })));
         ctx.wait(1, Timeout::Block).unwrap();
         for _ in 0..14 {
@@ -200,8 +320,13 @@ fn queue_full_then_wait_then_reuse() {
         // A list that does not fit posts nothing.
         ctx.wait(1, Timeout::Block).unwrap();
         w(1).unwrap();
-        let list: Vec<ListEntry> = (0..16).map(|k| ListEntry::new(Local::new(0, k), 0, 100 + k, 1)).collect();
-        assert!(matches!(ctx.write_list(right, &list, 1, Timeout::Block), Err(Error::QueueFull { .. })));
+        let list: Vec<ListEntry> = (0..16)
+            .map(|k| ListEntry::new(Local::new(0, k), 0, 100 + k, 1))
+            .collect();
+        assert!(matches!(
+            ctx.write_list(right, &list, 1, Timeout::Block),
+            Err(Error::QueueFull { .. })
+        ));
         assert_eq!(ctx.queue_size(1).unwrap(), 1);
         ctx.wait(1, Timeout::Block).unwrap();
         ctx.write_list(right, &list, 1, Timeout::Block).unwrap();
@@ -227,12 +352,28 @@ fn queues_are_created_and_deleted() {
             made.push(ctx.queue_create().unwrap());
         }
         assert_eq!(made, (2..16).collect::<Vec<u8>>());
-        assert!(matches!(ctx.queue_create(), Err(Error::TooManyQueues { max: 16 })));
+        assert!(matches!(
+            ctx.queue_create(),
+            Err(Error::TooManyQueues { max: 16 })
+        ));
         let (right, _) = neighbours(ctx);
-        ctx.write(Local::new(0, 0), Remote::new(right, 0, 0), 8, 15, Timeout::Block).unwrap();
+        ctx.write(
+            Local::new(0, 0),
+            Remote::new(right, 0, 0),
+            8,
+            15,
+            Timeout::Block,
+        )
+        .unwrap();
         ctx.queue_delete(5).unwrap();
         assert!(matches!(
-            ctx.write(Local::new(0, 0), Remote::new(right, 0, 0), 8, 5, Timeout::Block),
+            ctx.write(
+                Local::new(0, 0),
+                Remote::new(right, 0, 0),
+                8,
+                5,
+                Timeout::Block
+            ),
             Err(Error::InvalidQueue { queue: 5, .. })
         ));
         assert_eq!(ctx.queue_create().unwrap(), 5);
@@ -259,17 +400,32 @@ fn threads_post_on_their_own_queues_at_once() {
                         let seed = me * 1_000_000 + t as u64 * 1000 + round as u64;
                         fill(&seg, t * chunk, chunk, seed);
                         let id = t as u32;
-                        ctx.write_notify(Local::new(0, t * chunk), Remote::new(right, 0, (THREADS + t) * chunk), chunk, Notification::new(id, round as u32 + 1), q, Timeout::Block)
-                            .unwrap();
+                        ctx.write_notify(
+                            Local::new(0, t * chunk),
+                            Remote::new(right, 0, (THREADS + t) * chunk),
+                            chunk,
+                            Notification::new(id, round as u32 + 1),
+                            q,
+                            Timeout::Block,
+                        )
+                        .unwrap();
                         // Receive the left neighbour's thread t's chunk of this round.
                         let got = ctx.notify_waitsome(0, id..id + 1, Timeout::Block).unwrap();
                         assert_eq!(ctx.notify_reset(0, got).unwrap(), round as u32 + 1);
                         let lseed = left as u64 * 1_000_000 + t as u64 * 1000 + round as u64;
-                        check(&seg, (THREADS + t) * chunk, chunk, lseed, "chunk of a posting thread");
+                        check(
+                            &seg,
+                            (THREADS + t) * chunk,
+                            chunk,
+                            lseed,
+                            "chunk of a posting thread",
+                        );
                         ctx.wait(q, Timeout::Block).unwrap();
                         // Tell the left neighbour its chunk was consumed.
-                        ctx.notify(left, 0, Notification::new(100 + id, 1), q, Timeout::Block).unwrap();
-                        ctx.notify_waitsome(0, 100 + id..101 + id, Timeout::Block).unwrap();
+                        ctx.notify(left, 0, Notification::new(100 + id, 1), q, Timeout::Block)
+                            .unwrap();
+                        ctx.notify_waitsome(0, 100 + id..101 + id, Timeout::Block)
+                            .unwrap();
                         ctx.notify_reset(0, 100 + id).unwrap();
                         ctx.wait(q, Timeout::Block).unwrap();
                     }

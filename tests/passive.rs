@@ -23,19 +23,26 @@ fn many_senders_one_receiver_in_order_per_sender() {
             for k in 0..MSGS {
                 let len = 1 + ((k * 37 + me * 11) % 3000) as usize;
                 fill(&seg, 0, len, me * 1000 + k);
-                ctx.passive_send(Local::new(0, 0), 0, len, Timeout::Block).unwrap();
+                ctx.passive_send(Local::new(0, 0), 0, len, Timeout::Block)
+                    .unwrap();
             }
         } else {
             let mut next = vec![0u64; n as usize];
             for _ in 0..MSGS * (n - 1) {
-                let (from, len) = ctx.passive_receive(Local::new(0, 4096), 8192, Timeout::Block).unwrap();
+                let (from, len) = ctx
+                    .passive_receive(Local::new(0, 4096), 8192, Timeout::Block)
+                    .unwrap();
                 let k = next[from as usize];
                 assert_eq!(len, 1 + ((k * 37 + from as u64 * 11) % 3000) as usize);
                 check(&seg, 4096, len, from as u64 * 1000 + k, "passive message");
                 next[from as usize] += 1;
             }
             assert!(next[1..].iter().all(|&c| c == MSGS));
-            assert!(ctx.passive_receive(Local::new(0, 0), 64, Timeout::Test).unwrap_err().is_timeout());
+            assert!(
+                ctx.passive_receive(Local::new(0, 0), 64, Timeout::Test)
+                    .unwrap_err()
+                    .is_timeout()
+            );
         }
         barrier(ctx);
     });
@@ -51,33 +58,73 @@ fn passive_limits_timeouts_and_oversized_messages() {
     Job::new(&[2]).config(cfg).run(|ctx| {
         let seg = segment(ctx, 0, 8192);
         let (right, _) = neighbours(ctx);
-        assert!(matches!(ctx.passive_send(Local::new(0, 0), right, 1025, Timeout::Block), Err(Error::InvalidArgument(_))));
-        assert!(matches!(ctx.passive_send(Local::new(0, 0), right, 0, Timeout::Block), Err(Error::InvalidArgument(_))));
-        assert!(ctx.passive_receive(Local::new(0, 0), 100, Timeout::ms(20)).unwrap_err().is_timeout());
+        assert!(matches!(
+            ctx.passive_send(Local::new(0, 0), right, 1025, Timeout::Block),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            ctx.passive_send(Local::new(0, 0), right, 0, Timeout::Block),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(
+            ctx.passive_receive(Local::new(0, 0), 100, Timeout::ms(20))
+                .unwrap_err()
+                .is_timeout()
+        );
         barrier(ctx);
         if ctx.rank() == 0 {
             // Fill rank 1's inbox; the third message times out, nothing is lost.
             fill(&seg, 0, 1000, 1);
-            ctx.passive_send(Local::new(0, 0), 1, 1000, Timeout::Block).unwrap();
-            ctx.passive_send(Local::new(0, 0), 1, 10, Timeout::Block).unwrap();
-            assert!(ctx.passive_send(Local::new(0, 0), 1, 10, Timeout::Test).unwrap_err().is_timeout());
-            assert!(ctx.passive_send(Local::new(0, 0), 1, 10, Timeout::ms(20)).unwrap_err().is_timeout());
+            ctx.passive_send(Local::new(0, 0), 1, 1000, Timeout::Block)
+                .unwrap();
+            ctx.passive_send(Local::new(0, 0), 1, 10, Timeout::Block)
+                .unwrap();
+            assert!(
+                ctx.passive_send(Local::new(0, 0), 1, 10, Timeout::Test)
+                    .unwrap_err()
+                    .is_timeout()
+            );
+            assert!(
+                ctx.passive_send(Local::new(0, 0), 1, 10, Timeout::ms(20))
+                    .unwrap_err()
+                    .is_timeout()
+            );
         }
         barrier(ctx);
         if ctx.rank() == 1 {
             // Too small a receive leaves the message queued.
             assert!(matches!(
                 ctx.passive_receive(Local::new(0, 4096), 999, Timeout::Block),
-                Err(Error::MessageTooLarge { size: 1000, capacity: 999 })
+                Err(Error::MessageTooLarge {
+                    size: 1000,
+                    capacity: 999
+                })
             ));
-            assert_eq!(ctx.passive_receive(Local::new(0, 4096), 1000, Timeout::Block).unwrap(), (0, 1000));
+            assert_eq!(
+                ctx.passive_receive(Local::new(0, 4096), 1000, Timeout::Block)
+                    .unwrap(),
+                (0, 1000)
+            );
             check(&seg, 4096, 1000, 1, "first message");
-            assert_eq!(ctx.passive_receive(Local::new(0, 4096), 1000, Timeout::Block).unwrap(), (0, 10));
-            assert!(ctx.passive_receive(Local::new(0, 4096), 1000, Timeout::Test).unwrap_err().is_timeout());
+            assert_eq!(
+                ctx.passive_receive(Local::new(0, 4096), 1000, Timeout::Block)
+                    .unwrap(),
+                (0, 10)
+            );
+            assert!(
+                ctx.passive_receive(Local::new(0, 4096), 1000, Timeout::Test)
+                    .unwrap_err()
+                    .is_timeout()
+            );
         }
         // A rank can send to itself.
-        ctx.passive_send(Local::new(0, 0), ctx.rank(), 4, Timeout::Block).unwrap();
-        assert_eq!(ctx.passive_receive(Local::new(0, 100), 4, Timeout::Block).unwrap(), (ctx.rank(), 4));
+        ctx.passive_send(Local::new(0, 0), ctx.rank(), 4, Timeout::Block)
+            .unwrap();
+        assert_eq!(
+            ctx.passive_receive(Local::new(0, 100), 4, Timeout::Block)
+                .unwrap(),
+            (ctx.rank(), 4)
+        );
         barrier(ctx);
     });
 }

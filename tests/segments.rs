@@ -15,7 +15,13 @@ fn alloc_register_is_needed_before_a_peer_may_access() {
         barrier(ctx);
         // Not registered with the left neighbour yet.
         assert!(matches!(
-            ctx.write(Local::new(3, 0), Remote::new(right, 3, 0), 8, 0, Timeout::Block),
+            ctx.write(
+                Local::new(3, 0),
+                Remote::new(right, 3, 0),
+                8,
+                0,
+                Timeout::Block
+            ),
             Err(Error::SegmentNotRegistered { segment: 3, .. })
         ));
         barrier(ctx);
@@ -23,7 +29,15 @@ fn alloc_register_is_needed_before_a_peer_may_access() {
         barrier(ctx);
         let view = ctx.segment::<u8>(3).unwrap();
         fill(&view, 0, 100, ctx.rank() as u64);
-        ctx.write_notify(Local::new(3, 0), Remote::new(right, 3, 4096), 100, Notification::new(0, 1), 0, Timeout::Block).unwrap();
+        ctx.write_notify(
+            Local::new(3, 0),
+            Remote::new(right, 3, 4096),
+            100,
+            Notification::new(0, 1),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
         ctx.notify_waitsome(3, 0..1, Timeout::Block).unwrap();
         check(&view, 4096, 100, left as u64, "data after registration");
         assert_eq!(ctx.segment_size(3, right).unwrap(), 8192);
@@ -38,7 +52,8 @@ fn segments_of_different_sizes_and_ids_per_rank() {
         let n = ctx.num_ranks();
         // Rank r has segments 0..=r, segment s of size (s+1)*1000 + r.
         for s in 0..=me {
-            ctx.segment_alloc(s as u8, (s + 1) * 1000 + me, Alloc::Uninitialized).unwrap();
+            ctx.segment_alloc(s as u8, (s + 1) * 1000 + me, Alloc::Uninitialized)
+                .unwrap();
             for r in 0..n {
                 ctx.segment_register(s as u8, r, Timeout::Block).unwrap();
             }
@@ -60,9 +75,22 @@ fn segments_of_different_sizes_and_ids_per_rank() {
         // Write the last byte of the largest segment of every rank.
         for r in 0..n {
             let size = (r as usize + 1) * 1000 + r as usize;
-            ctx.write(Local::new(0, 0), Remote::new(r, r as u8, size - 1), 1, 0, Timeout::Block).unwrap();
+            ctx.write(
+                Local::new(0, 0),
+                Remote::new(r, r as u8, size - 1),
+                1,
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
             assert!(matches!(
-                ctx.write(Local::new(0, 0), Remote::new(r, r as u8, size), 1, 0, Timeout::Block),
+                ctx.write(
+                    Local::new(0, 0),
+                    Remote::new(r, r as u8, size),
+                    1,
+                    0,
+                    Timeout::Block
+                ),
                 Err(Error::OutOfBounds { .. })
             ));
         }
@@ -80,9 +108,23 @@ fn deleted_segments_are_seen_as_gone_and_can_be_recreated() {
             let view = segment(ctx, 7, size);
             assert_eq!(view.len(), size);
             fill(&view, 0, 512, ctx.rank() as u64 * 100 + round);
-            ctx.write_notify(Local::new(7, 0), Remote::new(right, 7, size - 512), 512, Notification::new(1, 1), 0, Timeout::Block).unwrap();
+            ctx.write_notify(
+                Local::new(7, 0),
+                Remote::new(right, 7, size - 512),
+                512,
+                Notification::new(1, 1),
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
             ctx.notify_waitsome(7, 1..2, Timeout::Block).unwrap();
-            check(&view, size - 512, 512, left as u64 * 100 + round, "data in a recreated segment");
+            check(
+                &view,
+                size - 512,
+                512,
+                left as u64 * 100 + round,
+                "data in a recreated segment",
+            );
             ctx.wait(0, Timeout::Block).unwrap();
             barrier(ctx);
             ctx.segment_delete(7).unwrap();
@@ -91,7 +133,10 @@ fn deleted_segments_are_seen_as_gone_and_can_be_recreated() {
                 ctx.notify(right, 7, Notification::new(1, 1), 0, Timeout::Block),
                 Err(Error::SegmentNotFound { segment: 7, rank }) if rank == right
             ));
-            assert!(matches!(ctx.segment_delete(7), Err(Error::SegmentNotFound { .. })));
+            assert!(matches!(
+                ctx.segment_delete(7),
+                Err(Error::SegmentNotFound { .. })
+            ));
             // The view keeps the old memory mapped and readable.
             assert_eq!(view.len(), size);
             barrier(ctx); // nobody re-creates segment 7 before everyone checked
@@ -114,7 +159,15 @@ fn user_memory_bound_and_used_as_segments_keeps_its_content() {
         unsafe { ctx.segment_use(2, mem, size, GroupId::ALL, Timeout::Block) }.unwrap();
         assert_eq!(ctx.segment_ptr(2).unwrap(), mem);
         // The content survived; remote writes land in the user's memory.
-        ctx.write_notify(Local::new(2, 0), Remote::new(right, 2, 8192), 100, Notification::new(0, 1), 0, Timeout::Block).unwrap();
+        ctx.write_notify(
+            Local::new(2, 0),
+            Remote::new(right, 2, 8192),
+            100,
+            Notification::new(0, 1),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
         ctx.notify_waitsome(2, 0..1, Timeout::Block).unwrap();
         // SAFETY: the user pointer is valid; the notification ordered the write.
         let got = unsafe { std::slice::from_raw_parts(mem.add(8192), 100) };
@@ -131,7 +184,8 @@ fn user_memory_bound_and_used_as_segments_keeps_its_content() {
         // Misaligned memory is refused with an explanation.
         let odd = vec![0u8; 10_000];
         // SAFETY: the call fails before touching the memory.
-        let e = unsafe { ctx.segment_bind(3, odd.as_ptr().wrapping_add(1) as *mut u8, 4096) }.unwrap_err();
+        let e = unsafe { ctx.segment_bind(3, odd.as_ptr().wrapping_add(1) as *mut u8, 4096) }
+            .unwrap_err();
         assert!(e.to_string().contains("pages"), "{e}");
         barrier(ctx);
     });
@@ -170,11 +224,23 @@ fn segment_limits_are_enforced() {
         for s in 0..8 {
             ctx.segment_alloc(s, 64, Alloc::Initialized).unwrap();
         }
-        assert!(matches!(ctx.segment_alloc(8, 64, Alloc::Initialized), Err(Error::InvalidSegmentId { segment: 8, max: 8 })));
-        assert!(matches!(ctx.segment_avail_local(), Err(Error::InvalidArgument(_))));
-        assert!(matches!(ctx.segment_alloc(3, 64, Alloc::Initialized), Err(Error::SegmentExists { segment: 3 })));
+        assert!(matches!(
+            ctx.segment_alloc(8, 64, Alloc::Initialized),
+            Err(Error::InvalidSegmentId { segment: 8, max: 8 })
+        ));
+        assert!(matches!(
+            ctx.segment_avail_local(),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            ctx.segment_alloc(3, 64, Alloc::Initialized),
+            Err(Error::SegmentExists { segment: 3 })
+        ));
         ctx.segment_delete(3).unwrap();
-        assert!(matches!(ctx.segment_alloc(3, 0, Alloc::Initialized), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            ctx.segment_alloc(3, 0, Alloc::Initialized),
+            Err(Error::InvalidArgument(_))
+        ));
         assert_eq!(ctx.segment_avail_local().unwrap(), 3);
         barrier(ctx);
     });

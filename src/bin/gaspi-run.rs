@@ -55,7 +55,8 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
         it.next().ok_or(format!("{opt} needs a value"))
     }
     fn number<T: std::str::FromStr>(v: String, opt: &str) -> Result<T, String> {
-        v.parse().map_err(|_| format!("{opt}: '{v}' is not a number"))
+        v.parse()
+            .map_err(|_| format!("{opt}: '{v}' is not a number"))
     }
     fn seconds(v: String, opt: &str) -> Result<Duration, String> {
         let s: f64 = number(v, opt)?;
@@ -101,7 +102,8 @@ fn run() -> Result<i32, String> {
     };
     let mut ranks = a.ranks;
     if let Some(mf) = &a.machinefile {
-        let hosts = read_machinefile(mf).map_err(|e| format!("cannot read machinefile {}: {e}", mf.display()))?;
+        let hosts = read_machinefile(mf)
+            .map_err(|e| format!("cannot read machinefile {}: {e}", mf.display()))?;
         if hosts.is_empty() {
             return Err(format!("machinefile {} names no host", mf.display()));
         }
@@ -124,7 +126,11 @@ fn run() -> Result<i32, String> {
     }
     let mut launch = Launch::new(&a.program, ranks)
         .args(&a.args)
-        .output(if a.tag { Output::Tagged } else { Output::Inherit })
+        .output(if a.tag {
+            Output::Tagged
+        } else {
+            Output::Inherit
+        })
         .verbose(true)
         .forward_signals(true);
     if let Some(p) = a.ppn {
@@ -154,7 +160,10 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(msg) => {
             eprintln!("gaspi-run: {msg}");
-            if msg.contains("needs a value") || msg.starts_with("unknown option") || msg.starts_with("no program") {
+            if msg.contains("needs a value")
+                || msg.starts_with("unknown option")
+                || msg.starts_with("no program")
+            {
                 eprintln!("{USAGE}");
             }
             ExitCode::from(2)

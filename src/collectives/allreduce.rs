@@ -92,7 +92,14 @@ impl Context {
     /// assert_eq!(sum, [n, n * (n - 1) / 2]);
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn allreduce<T: Reducible>(&self, send: &[T], recv: &mut [T], op: ReduceOp, group: GroupId, timeout: Timeout) -> Result<()> {
+    pub fn allreduce<T: Reducible>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+        group: GroupId,
+        timeout: Timeout,
+    ) -> Result<()> {
         let max = self.config.allreduce_elem_max as usize;
         if send.len() > max {
             return Err(Error::InvalidArgument(format!(
@@ -120,7 +127,14 @@ impl Context {
     /// assert_eq!(best[0][1], ctx.num_ranks() as u64 - 1);
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn allreduce_user<T: Pod>(&self, send: &[T], recv: &mut [T], reduce: impl Fn(&T, &T) -> T, group: GroupId, timeout: Timeout) -> Result<()> {
+    pub fn allreduce_user<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        reduce: impl Fn(&T, &T) -> T,
+        group: GroupId,
+        timeout: Timeout,
+    ) -> Result<()> {
         if send.is_empty() || send.len() != recv.len() {
             return Err(Error::InvalidArgument(format!(
                 "allreduce needs equally long, non-empty send and receive buffers (got {} and {})",
@@ -130,7 +144,10 @@ impl Context {
         }
         let c = self.committed(group)?;
         let bytes = std::mem::size_of_val(send);
-        let limit = c.shared.slot_bytes().min(self.config.allreduce_slot_bytes());
+        let limit = c
+            .shared
+            .slot_bytes()
+            .min(self.config.allreduce_slot_bytes());
         if bytes > limit {
             return Err(Error::InvalidArgument(format!(
                 "allreduce of {bytes} bytes: at most {limit} (Config::allreduce_buf_size)"
@@ -145,10 +162,18 @@ impl Context {
                 st.allreduce_calls += 1;
                 (c.shared.arrive(), parity)
             }
-            Some(Pending::Allreduce { generation, parity, bytes: b }) if b == bytes => (generation, parity),
+            Some(Pending::Allreduce {
+                generation,
+                parity,
+                bytes: b,
+            }) if b == bytes => (generation, parity),
             Some(_) => return Err(Error::ActiveCollective { group }),
         };
-        st.pending = Some(Pending::Allreduce { generation, parity, bytes });
+        st.pending = Some(Pending::Allreduce {
+            generation,
+            parity,
+            bytes,
+        });
         self.engine.waiter.wait(
             c.shared.ww(),
             timeout.deadline(),

@@ -26,8 +26,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// A collective that was started on a group and has not completed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Pending {
-    Barrier { generation: u32 },
-    Allreduce { generation: u32, parity: usize, bytes: usize },
+    Barrier {
+        generation: u32,
+    },
+    Allreduce {
+        generation: u32,
+        parity: usize,
+        bytes: usize,
+    },
 }
 
 /// Per-group state of the collectives, owned by one caller at a time.
@@ -55,7 +61,9 @@ impl Committed {
         match self.state.try_lock() {
             Ok(g) => Ok(g),
             Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => Err(Error::ActiveCollective { group: self.id }),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                Err(Error::ActiveCollective { group: self.id })
+            }
         }
     }
 }
@@ -65,7 +73,10 @@ enum GroupEntry {
     /// Being defined with `group_add`.
     Building(Vec<Rank>),
     /// Commit started: waiting for the leader's object.
-    Opening { members: Vec<Rank>, epoch: u32 },
+    Opening {
+        members: Vec<Rank>,
+        epoch: u32,
+    },
     /// Commit started: arrived at the commit barrier.
     Committing {
         members: Vec<Rank>,
@@ -78,7 +89,9 @@ enum GroupEntry {
 impl GroupEntry {
     fn members(&self) -> &[Rank] {
         match self {
-            GroupEntry::Building(m) | GroupEntry::Opening { members: m, .. } | GroupEntry::Committing { members: m, .. } => m,
+            GroupEntry::Building(m)
+            | GroupEntry::Opening { members: m, .. }
+            | GroupEntry::Committing { members: m, .. } => m,
             GroupEntry::Committed(c) => &c.members,
         }
     }
@@ -134,7 +147,10 @@ impl Groups {
 }
 
 fn release(ctx: &Context, e: GroupEntry) {
-    if let GroupEntry::Committing { members, shared, .. } = e {
+    if let GroupEntry::Committing {
+        members, shared, ..
+    } = e
+    {
         if members[0] == ctx.rank() {
             shared.unlink();
         }
@@ -142,7 +158,11 @@ fn release(ctx: &Context, e: GroupEntry) {
 }
 
 impl Context {
-    fn group_slot<R>(&self, group: GroupId, f: impl FnOnce(&mut Option<GroupEntry>) -> Result<R>) -> Result<R> {
+    fn group_slot<R>(
+        &self,
+        group: GroupId,
+        f: impl FnOnce(&mut Option<GroupEntry>) -> Result<R>,
+    ) -> Result<R> {
         let mut t = lock(&self.groups.table);
         let slot = t
             .get_mut(group.0 as usize)
@@ -184,14 +204,14 @@ impl Context {
     /// ```
     pub fn group_create(&self) -> Result<GroupId> {
         let mut t = lock(&self.groups.table);
-        let free = t
-            .iter()
-            .skip(1)
-            .position(|e| e.is_none())
-            .ok_or_else(|| Error::TooManyGroups {
-                max: self.config.group_max,
-            })?
-            + 1;
+        let free =
+            t.iter()
+                .skip(1)
+                .position(|e| e.is_none())
+                .ok_or_else(|| Error::TooManyGroups {
+                    max: self.config.group_max,
+                })?
+                + 1;
         t[free] = Some(GroupEntry::Building(Vec::new()));
         Ok(GroupId(free as u8))
     }
@@ -262,13 +282,21 @@ impl Context {
                 let token = self.engine.token().to_string();
                 let shared = if members[0] == me {
                     GroupShared::create(&token, &members, epoch, self.config.allreduce_slot_bytes())
-                        .map_err(|e| Error::system(format!("creating the shared state of group {}", group.0), e))?
+                        .map_err(|e| {
+                            Error::system(
+                                format!("creating the shared state of group {}", group.0),
+                                e,
+                            )
+                        })?
                 } else {
                     self.engine.await_object(
                         deadline,
                         || {
                             GroupShared::open(&token, &members, epoch).map_err(|e| {
-                                Error::system(format!("opening the shared state of group {}", group.0), e)
+                                Error::system(
+                                    format!("opening the shared state of group {}", group.0),
+                                    e,
+                                )
                             })
                         },
                         || self.engine.member_faults(&members),
@@ -277,13 +305,21 @@ impl Context {
                 let shared = Arc::new(shared);
                 let generation = shared.arrive();
                 self.group_slot(group, |slot| {
-                    *slot = Some(GroupEntry::Committing { members, shared, generation });
+                    *slot = Some(GroupEntry::Committing {
+                        members,
+                        shared,
+                        generation,
+                    });
                     Ok(())
                 })?;
             }
         }
         let (members, shared, generation) = self.group_slot(group, |slot| match slot {
-            Some(GroupEntry::Committing { members, shared, generation }) => Ok((members.clone(), shared.clone(), *generation)),
+            Some(GroupEntry::Committing {
+                members,
+                shared,
+                generation,
+            }) => Ok((members.clone(), shared.clone(), *generation)),
             _ => Err(Error::GroupNotCommitted { group }),
         })?;
         self.engine.waiter.wait(
@@ -295,7 +331,9 @@ impl Context {
         if members[0] == me {
             shared.unlink(); // every member has it mapped now
         }
-        let index = members.binary_search(&me).expect("member list contains this rank");
+        let index = members
+            .binary_search(&me)
+            .expect("member list contains this rank");
         self.group_slot(group, |slot| {
             *slot = Some(GroupEntry::Committed(Arc::new(Committed {
                 id: group,
@@ -312,9 +350,13 @@ impl Context {
     /// deleted.
     pub fn group_delete(&self, group: GroupId) -> Result<()> {
         if group == GroupId::ALL {
-            return Err(Error::InvalidArgument("GroupId::ALL cannot be deleted".into()));
+            return Err(Error::InvalidArgument(
+                "GroupId::ALL cannot be deleted".into(),
+            ));
         }
-        let e = self.group_slot(group, |slot| slot.take().ok_or_else(|| Error::InvalidGroup { group }))?;
+        let e = self.group_slot(group, |slot| {
+            slot.take().ok_or_else(|| Error::InvalidGroup { group })
+        })?;
         release(self, e);
         Ok(())
     }
@@ -322,7 +364,10 @@ impl Context {
     /// Number of groups of this rank, [`GroupId::ALL`] included
     /// (`gaspi_group_num`).
     pub fn group_num(&self) -> usize {
-        lock(&self.groups.table).iter().filter(|e| e.is_some()).count()
+        lock(&self.groups.table)
+            .iter()
+            .filter(|e| e.is_some())
+            .count()
     }
 
     /// Number of members of `group` (`gaspi_group_size`).

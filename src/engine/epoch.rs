@@ -40,7 +40,9 @@ pub(crate) struct Epochs {
 
 impl std::fmt::Debug for Epochs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Epochs").field("epoch", &self.epoch).finish()
+        f.debug_struct("Epochs")
+            .field("epoch", &self.epoch)
+            .finish()
     }
 }
 
@@ -93,7 +95,12 @@ impl Epochs {
         for _ in 0..2 {
             let old = self.epoch.fetch_add(1, SeqCst) & 1;
             let mut spins = 0u32;
-            while self.readers[old].iter().map(|c| c.0.load(SeqCst)).sum::<usize>() != 0 {
+            while self.readers[old]
+                .iter()
+                .map(|c| c.0.load(SeqCst))
+                .sum::<usize>()
+                != 0
+            {
                 spins += 1;
                 if spins < 64 {
                     std::hint::spin_loop();
@@ -201,7 +208,10 @@ mod tests {
         let e = Epochs::default();
         let c: Published<Canary> = Published::default();
         let dropped = Arc::new(AtomicBool::new(false));
-        assert!(c.replace(Some(Arc::new(Canary(dropped.clone(), 7))), &e).is_none());
+        assert!(
+            c.replace(Some(Arc::new(Canary(dropped.clone(), 7))), &e)
+                .is_none()
+        );
         let pin = e.pin();
         assert_eq!(c.get(&pin).unwrap().1, 7);
         let kept = c.get_arc(&pin).unwrap();

@@ -85,7 +85,12 @@ impl GroupShared {
     }
 
     /// The leader's side: create the object for `members` (sorted).
-    pub(crate) fn create(token: &str, members: &[Rank], epoch: u32, slot_bytes: usize) -> io::Result<GroupShared> {
+    pub(crate) fn create(
+        token: &str,
+        members: &[Rank],
+        epoch: u32,
+        slot_bytes: usize,
+    ) -> io::Result<GroupShared> {
         let name = GroupShared::object_name(token, members, epoch);
         let l = layout(members.len(), slot_bytes);
         let fd = shm::create(&name, l.total)?;
@@ -111,7 +116,11 @@ impl GroupShared {
 
     /// A member's side: open the object of `members` if the leader created
     /// it already (`Ok(None)` if not yet), and check the member list.
-    pub(crate) fn open(token: &str, members: &[Rank], epoch: u32) -> io::Result<Option<GroupShared>> {
+    pub(crate) fn open(
+        token: &str,
+        members: &[Rank],
+        epoch: u32,
+    ) -> io::Result<Option<GroupShared>> {
         let name = GroupShared::object_name(token, members, epoch);
         let (fd, len) = match shm::open(&name) {
             Ok(x) => x,
@@ -130,7 +139,9 @@ impl GroupShared {
         let n = h.nmembers.load(SeqCst) as usize;
         let l = layout(n, slot_bytes);
         if n != members.len() || l.total != len {
-            return Err(io::Error::other("group object does not match the member list"));
+            return Err(io::Error::other(
+                "group object does not match the member list",
+            ));
         }
         let g = GroupShared {
             map,
@@ -139,8 +150,14 @@ impl GroupShared {
             slot_bytes,
             buffers: l.buffers,
         };
-        if g.member_slots().iter().zip(members).any(|(s, &r)| s.load(SeqCst) != r as u32) {
-            return Err(io::Error::other("group object does not match the member list"));
+        if g.member_slots()
+            .iter()
+            .zip(members)
+            .any(|(s, &r)| s.load(SeqCst) != r as u32)
+        {
+            return Err(io::Error::other(
+                "group object does not match the member list",
+            ));
         }
         Ok(Some(g))
     }
@@ -155,7 +172,8 @@ impl GroupShared {
     }
 
     fn member_slots(&self) -> &[AtomicU32] {
-        self.map.slice(layout(self.n, self.slot_bytes).members, self.n)
+        self.map
+            .slice(layout(self.n, self.slot_bytes).members, self.n)
     }
 
     /// Bytes each member can contribute to an allreduce.

@@ -12,7 +12,7 @@
 //! nothing and leaves the inbox usable.
 
 use super::job;
-use super::segment::SegmentObject;
+use super::segment::Span;
 use super::shm::{self, Mapping, Shared};
 use super::wait::{WaitWord, Waiter};
 use crate::error::{Error, Result};
@@ -72,7 +72,12 @@ pub(crate) struct Inbox {
 impl Inbox {
     /// Create the inbox of `rank` with `slots` messages of up to
     /// `slot_bytes` bytes.
-    pub(crate) fn create(token: &str, rank: usize, slots: usize, slot_bytes: usize) -> io::Result<Inbox> {
+    pub(crate) fn create(
+        token: &str,
+        rank: usize,
+        slots: usize,
+        slot_bytes: usize,
+    ) -> io::Result<Inbox> {
         let name = job::inbox_object(token, rank);
         let len = first_slot() + slots * slot_stride(slot_bytes);
         let fd = shm::create(&name, len)?;
@@ -100,7 +105,10 @@ impl Inbox {
         if h.magic.load(SeqCst) != MAGIC {
             return Err(io::Error::from(io::ErrorKind::NotFound));
         }
-        let (slots, slot_bytes) = (h.slots.load(SeqCst) as usize, h.slot_bytes.load(SeqCst) as usize);
+        let (slots, slot_bytes) = (
+            h.slots.load(SeqCst) as usize,
+            h.slot_bytes.load(SeqCst) as usize,
+        );
         if slots == 0 || first_slot() + slots * slot_stride(slot_bytes) > len {
             return Err(io::Error::other("inbox with an inconsistent layout"));
         }
@@ -139,11 +147,19 @@ impl Inbox {
             .wrapping_add(self.slot_offset(pos) + std::mem::size_of::<SlotHeader>())
     }
 
-    /// Queue `len` bytes at data offset `off` of `from` as a message of
-    /// `sender`, waiting for a free slot until `deadline`.
-    pub(crate) fn send(&self, sender: Rank, from: &SegmentObject, off: usize, len: usize, waiter: &Waiter, deadline: Deadline, check: impl FnMut() -> Result<()>) -> Result<()> {
+    /// Queue the bytes of `msg` as a message of `sender`, waiting for a
+    /// free slot until `deadline`.
+    pub(crate) fn send(
+        &self,
+        sender: Rank,
+        msg: Span<'_>,
+        waiter: &Waiter,
+        deadline: Deadline,
+        check: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let len = msg.len;
         assert!(len <= self.slot_bytes, "unchecked passive message size");
-        let src = from.span(off, len);
+        let src = msg.ptr();
         let h = self.header();
         let pos = waiter.wait(
             &h.send_ww,
@@ -152,10 +168,12 @@ impl Inbox {
                 let pos = h.tail.load(SeqCst);
                 let seq = self.slot(pos).seq.load(SeqCst);
                 match seq.wrapping_sub(pos) as i64 {
-                    0 => {
-                        if h.tail.compare_exchange(pos, pos + 1, SeqCst, SeqCst).is_ok() {
-                            return Some(pos);
-                        }
+                    0 if h
+                        .tail
+                        .compare_exchange(pos, pos + 1, SeqCst, SeqCst)
+                        .is_ok() =>
+                    {
+                        return Some(pos);
                     }
                     d if d < 0 => return None, // full
                     _ => {}                    // another sender moved on; reload
@@ -175,11 +193,17 @@ impl Inbox {
         Ok(())
     }
 
-    /// Take the next message into data offset `off` of `into`, which has
-    /// room for `capacity` bytes, waiting until `deadline`. Returns the
-    /// sender and the message length.
-    pub(crate) fn receive(&self, into: &SegmentObject, off: usize, capacity: usize, waiter: &Waiter, deadline: Deadline, check: impl FnMut() -> Result<()>) -> Result<(Rank, usize)> {
-        let dst = into.span(off, capacity);
+    /// Take the next message into `into` (its length is the room there),
+    /// waiting until `deadline`. Returns the sender and the message length.
+    pub(crate) fn receive(
+        &self,
+        into: Span<'_>,
+        waiter: &Waiter,
+        deadline: Deadline,
+        check: impl FnMut() -> Result<()>,
+    ) -> Result<(Rank, usize)> {
+        let capacity = into.len;
+        let dst = into.ptr();
         let h = self.header();
         let pos = waiter.wait(
             &h.recv_ww,
@@ -192,9 +216,15 @@ impl Inbox {
                     0 => {
                         let len = slot.len.load(SeqCst) as usize;
                         if len > capacity {
-                            return Some(Err(Error::MessageTooLarge { size: len, capacity }));
+                            return Some(Err(Error::MessageTooLarge {
+                                size: len,
+                                capacity,
+                            }));
                         }
-                        if h.head.compare_exchange(pos, pos + 1, SeqCst, SeqCst).is_ok() {
+                        if h.head
+                            .compare_exchange(pos, pos + 1, SeqCst, SeqCst)
+                            .is_ok()
+                        {
                             return Some(Ok(pos));
                         }
                     }
@@ -205,7 +235,10 @@ impl Inbox {
             check,
         )??;
         let slot = self.slot(pos);
-        let (sender, len) = (slot.sender.load(SeqCst) as Rank, slot.len.load(SeqCst) as usize);
+        let (sender, len) = (
+            slot.sender.load(SeqCst) as Rank,
+            slot.len.load(SeqCst) as usize,
+        );
         // SAFETY: the slot is ours until we free it; it holds len <= capacity
         // bytes; dst..dst+capacity is inside `into` (span) and distinct from
         // the inbox mapping.

@@ -181,7 +181,12 @@ fn object_len(nranks: usize) -> usize {
 impl JobBlock {
     /// Create the block of a new job of `nranks` ranks (`ppn` per node).
     /// `launcher` is the pid of the process that will supervise the ranks.
-    pub(crate) fn create(token: &str, nranks: usize, ppn: usize, launcher: Option<u32>) -> io::Result<JobBlock> {
+    pub(crate) fn create(
+        token: &str,
+        nranks: usize,
+        ppn: usize,
+        launcher: Option<u32>,
+    ) -> io::Result<JobBlock> {
         let name = job_object(token);
         let fd = shm::create(&name, object_len(nranks))?;
         let map = Mapping::new(&fd, object_len(nranks), 0, false)?;
@@ -222,7 +227,9 @@ impl JobBlock {
             return Ok(None);
         }
         if h.version.load(SeqCst) != VERSION {
-            return Err(io::Error::other("job block of an incompatible gaspi version"));
+            return Err(io::Error::other(
+                "job block of an incompatible gaspi version",
+            ));
         }
         let nranks = h.nranks.load(SeqCst) as usize;
         if object_len(nranks) > size {
@@ -277,7 +284,9 @@ impl JobBlock {
             }
         }
         let h = self.header();
-        let _ = h.first_failed.compare_exchange(0, rank as u32 + 1, SeqCst, SeqCst);
+        let _ = h
+            .first_failed
+            .compare_exchange(0, rank as u32 + 1, SeqCst, SeqCst);
         h.failed.fetch_add(1, SeqCst);
         h.ww.advance();
         true
@@ -287,7 +296,10 @@ impl JobBlock {
     pub(crate) fn failed_ranks(&self) -> Vec<usize> {
         let first = self.header().first_failed.load(SeqCst) as usize;
         let mut v: Vec<usize> = first.checked_sub(1).into_iter().collect();
-        v.extend((0..self.nranks).filter(|&r| r + 1 != first && self.slot(r).state.load(SeqCst) == FAILED));
+        v.extend(
+            (0..self.nranks)
+                .filter(|&r| r + 1 != first && self.slot(r).state.load(SeqCst) == FAILED),
+        );
         v
     }
 

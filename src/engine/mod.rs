@@ -32,7 +32,7 @@ use crate::types::{Deadline, Rank, SegmentId};
 use epoch::{Epochs, Pin, Published};
 use inbox::Inbox;
 use job::JobBlock;
-use segment::SegmentObject;
+use segment::{SegmentKey, SegmentObject};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -154,7 +154,9 @@ impl Native {
             rank: spec.rank,
             launched: spec.launched,
             epochs: Epochs::default(),
-            local: (0..job::SEGMENT_SLOTS).map(|_| Published::default()).collect(),
+            local: (0..job::SEGMENT_SLOTS)
+                .map(|_| Published::default())
+                .collect(),
             local_writer: Mutex::new(()),
             peers: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
             peer_writer: Mutex::new(()),
@@ -293,7 +295,10 @@ impl Native {
     /// remap unpinned and run `op` again: `op` must not have done anything
     /// visible before its lookups succeeded.
     #[inline]
-    pub(crate) fn run<R>(&self, mut op: impl FnMut(&Pin<'_>) -> std::result::Result<R, Lookup>) -> Result<R> {
+    pub(crate) fn run<R>(
+        &self,
+        mut op: impl FnMut(&Pin<'_>) -> std::result::Result<R, Lookup>,
+    ) -> Result<R> {
         loop {
             let outcome = {
                 let pin = self.epochs.pin();
@@ -309,11 +314,17 @@ impl Native {
 
     /// This rank's segment `seg`, borrowed for the pin.
     #[inline]
-    pub(crate) fn local<'p>(&'p self, pin: &'p Pin<'_>, seg: SegmentId) -> Result<&'p SegmentObject> {
-        self.local[seg as usize].get(pin).ok_or_else(|| Error::SegmentNotFound {
-            rank: self.rank,
-            segment: seg,
-        })
+    pub(crate) fn local<'p>(
+        &'p self,
+        pin: &'p Pin<'_>,
+        seg: SegmentId,
+    ) -> Result<&'p SegmentObject> {
+        self.local[seg as usize]
+            .get(pin)
+            .ok_or_else(|| Error::SegmentNotFound {
+                rank: self.rank,
+                segment: seg,
+            })
     }
 
     /// This rank's segment `seg`, to keep beyond a pin (views, blocking waits).
@@ -330,7 +341,12 @@ impl Native {
     /// Segment `seg` of `rank` (this rank included), checked for existence,
     /// registration with this rank, and the owner's health.
     #[inline]
-    pub(crate) fn target<'p>(&'p self, pin: &'p Pin<'_>, rank: Rank, seg: SegmentId) -> std::result::Result<&'p SegmentObject, Lookup> {
+    pub(crate) fn target<'p>(
+        &'p self,
+        pin: &'p Pin<'_>,
+        rank: Rank,
+        seg: SegmentId,
+    ) -> std::result::Result<&'p SegmentObject, Lookup> {
         if rank == self.rank {
             return Ok(self.local(pin, seg)?);
         }
@@ -358,8 +374,11 @@ impl Native {
     }
 
     fn peer_row(&self, rank: Rank) -> &PeerRow {
-        self.peers[rank as usize]
-            .get_or_init(|| (0..job::SEGMENT_SLOTS).map(|_| Published::default()).collect())
+        self.peers[rank as usize].get_or_init(|| {
+            (0..job::SEGMENT_SLOTS)
+                .map(|_| Published::default())
+                .collect()
+        })
     }
 
     /// Map the current generation of segment `seg` of `rank`, replacing a
@@ -380,13 +399,24 @@ impl Native {
                 return Ok(()); // another thread did it
             }
         }
-        let obj = match SegmentObject::open(self.token(), rank, seg, generation) {
+        let key = SegmentKey {
+            token: self.token(),
+            rank,
+            segment: seg,
+            generation,
+        };
+        let obj = match SegmentObject::open(&key) {
             Ok(o) => o,
             // Deleted between our look at the directory and the open.
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(Error::SegmentNotFound { rank, segment: seg });
             }
-            Err(e) => return Err(Error::system(format!("mapping segment {seg} of rank {rank}"), e)),
+            Err(e) => {
+                return Err(Error::system(
+                    format!("mapping segment {seg} of rank {rank}"),
+                    e,
+                ));
+            }
         };
         let fresh = PeerSegment {
             generation,
@@ -407,9 +437,13 @@ impl Native {
         Ok(entry.size.load(SeqCst) as usize)
     }
 
-    /// Make `seg` a new segment of this rank from a freshly created object
-    /// (`make` receives the new generation).
-    pub(crate) fn add_segment(&self, seg: SegmentId, make: impl FnOnce(&str, u64) -> io::Result<SegmentObject>) -> Result<()> {
+    /// Make `seg` a new segment of this rank from the object `make` creates
+    /// under the key it is given.
+    pub(crate) fn add_segment(
+        &self,
+        seg: SegmentId,
+        make: impl FnOnce(&SegmentKey) -> io::Result<SegmentObject>,
+    ) -> Result<()> {
         let _w = lock(&self.local_writer);
         let cell = &self.local[seg as usize];
         if cell.get(&self.epochs.pin()).is_some() {
@@ -417,7 +451,13 @@ impl Native {
         }
         let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
         let generation = entry.generation.load(SeqCst) + 1; // odd: live
-        let obj = make(self.token(), generation).map_err(|e| {
+        let key = SegmentKey {
+            token: self.token(),
+            rank: self.rank,
+            segment: seg,
+            generation,
+        };
+        let obj = make(&key).map_err(|e| {
             Error::system(format!("creating the shared memory of segment {seg}"), e)
         })?;
         obj.register(self.rank);
@@ -467,9 +507,8 @@ impl Native {
         if let Some(i) = cell.get() {
             return Ok(i);
         }
-        let inbox = Inbox::open(self.token(), rank as usize).map_err(|e| {
-            Error::system(format!("mapping the passive inbox of rank {rank}"), e)
-        })?;
+        let inbox = Inbox::open(self.token(), rank as usize)
+            .map_err(|e| Error::system(format!("mapping the passive inbox of rank {rank}"), e))?;
         let _ = cell.set(inbox);
         Ok(cell.get().expect("set above"))
     }
@@ -504,7 +543,12 @@ impl Native {
     }
 
     /// Poll for a shared object that another rank creates, until `deadline`.
-    pub(crate) fn await_object<T>(&self, deadline: Deadline, mut poll: impl FnMut() -> Result<Option<T>>, mut check: impl FnMut() -> Result<()>) -> Result<T> {
+    pub(crate) fn await_object<T>(
+        &self,
+        deadline: Deadline,
+        mut poll: impl FnMut() -> Result<Option<T>>,
+        mut check: impl FnMut() -> Result<()>,
+    ) -> Result<T> {
         let mut nap = Duration::from_micros(5);
         loop {
             if let Some(v) = poll()? {

@@ -74,7 +74,9 @@ impl NotificationTable<'_> {
     /// be within the table.
     pub(crate) fn find(&self, range: Range<NotificationId>) -> Option<NotificationId> {
         if range.end - range.start <= LINEAR_SCAN_MAX {
-            return range.into_iter().find(|&id| self.values[id as usize].load(SeqCst) != 0);
+            return range
+                .into_iter()
+                .find(|&id| self.values[id as usize].load(SeqCst) != 0);
         }
         let (first_w, last_w) = ((range.start / 64) as usize, ((range.end - 1) / 64) as usize);
         for v in first_w / 64..=last_w / 64 {
@@ -184,7 +186,16 @@ mod tests {
         }
         t.reset(63); // leaves a stale summary bit
         let live: Vec<u32> = ids.iter().copied().filter(|&i| i != 63).collect();
-        let ranges = [(0, 65_536), (1, 65_536), (64, 65), (65, 4095), (65, 4096), (4097, 65_535), (100, 40_001), (40_001, 65_535)];
+        let ranges = [
+            (0, 65_536),
+            (1, 65_536),
+            (64, 65),
+            (65, 4095),
+            (65, 4096),
+            (4097, 65_535),
+            (100, 40_001),
+            (40_001, 65_535),
+        ];
         for &(b, e) in &ranges {
             let expect = live.iter().copied().find(|&i| i >= b && i < e);
             assert_eq!(t.find(b..e), expect, "range {b}..{e}");

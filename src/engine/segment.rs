@@ -12,7 +12,6 @@ use super::shm::{self, BoundRegion, Mapping, Shared};
 use super::wait::WaitWord;
 use crate::types::Rank;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 
 const MAGIC: u64 = 0x4741_5350_4953_4547; // "GASPISEG"
@@ -51,7 +50,10 @@ impl Layout {
         let values = a(reg + nranks.div_ceil(64) * 8);
         let l1 = a(values + notification_num as usize * 4);
         let l2 = a(l1 + notify::l1_words(notification_num) * 8);
-        let data = shm::align_up(l2 + notify::l2_words(notification_num) * 8, shm::page_size());
+        let data = shm::align_up(
+            l2 + notify::l2_words(notification_num) * 8,
+            shm::page_size(),
+        );
         let total = data + shm::align_up(data_size.max(1), shm::page_size());
         Layout {
             reg,
@@ -81,8 +83,12 @@ impl TableParts {
         // Mapping::slice checks bounds and alignment once, here.
         TableParts {
             values: map.slice::<AtomicU32>(layout.values, n).as_ptr(),
-            l1: map.slice::<AtomicU64>(layout.l1, notify::l1_words(num)).as_ptr(),
-            l2: map.slice::<AtomicU64>(layout.l2, notify::l2_words(num)).as_ptr(),
+            l1: map
+                .slice::<AtomicU64>(layout.l1, notify::l1_words(num))
+                .as_ptr(),
+            l2: map
+                .slice::<AtomicU64>(layout.l2, notify::l2_words(num))
+                .as_ptr(),
             ww: &map.at::<SegmentHeader>(0).ww,
             num: n,
         }
@@ -111,38 +117,104 @@ unsafe impl Send for SegmentObject {}
 // SAFETY: see Send.
 unsafe impl Sync for SegmentObject {}
 
+/// Which object: generation `generation` of segment `segment` of `rank` in
+/// job `token`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SegmentKey<'a> {
+    pub(crate) token: &'a str,
+    pub(crate) rank: Rank,
+    pub(crate) segment: u8,
+    pub(crate) generation: u64,
+}
+
+impl SegmentKey<'_> {
+    fn name(&self) -> String {
+        job::segment_object(
+            self.token,
+            self.rank as usize,
+            self.segment as usize,
+            self.generation,
+        )
+    }
+}
+
+/// `len` bytes at data offset `off` of a segment object.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span<'a> {
+    pub(crate) obj: &'a SegmentObject,
+    pub(crate) off: usize,
+    pub(crate) len: usize,
+}
+
+impl Span<'_> {
+    /// First byte; panics if the span is not inside the segment.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.obj.span(self.off, self.len)
+    }
+}
+
+/// The shape of a new segment object.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape {
+    pub(crate) size: usize,
+    pub(crate) notification_num: u32,
+    pub(crate) nranks: usize,
+}
+
 impl SegmentObject {
-    fn init(fd: &OwnedFd, name: String, layout: Layout, size: usize, notification_num: u32, nranks: usize, generation: u64, map_data: bool) -> io::Result<SegmentObject> {
-        let len = if map_data { layout.total } else { layout.data };
-        let map = Mapping::new(fd, len, 0, true)?;
-        let h = map.at::<SegmentHeader>(0);
-        h.generation.store(generation, SeqCst);
-        h.data_size.store(size as u64, SeqCst);
-        h.notification_num.store(notification_num, SeqCst);
-        h.nranks.store(nranks as u32, SeqCst);
-        h.magic.store(MAGIC, SeqCst);
-        Ok(SegmentObject {
-            table: TableParts::new(&map, &layout, notification_num),
-            name,
-            map,
-            bound: None,
-            layout,
-            size,
-            notification_num,
-            nranks,
-        })
+    /// Create the object `key` of `shape`: its data in the object (zeroed),
+    /// or, with `bind`, the caller's memory rebound onto it.
+    ///
+    /// # Safety
+    /// With `bind`, as [`BoundRegion::bind`].
+    unsafe fn make(
+        key: &SegmentKey,
+        shape: &Shape,
+        bind: Option<*mut u8>,
+    ) -> io::Result<SegmentObject> {
+        let name = key.name();
+        let layout = Layout::new(shape.nranks, shape.notification_num, shape.size);
+        let fd = shm::create(&name, layout.total)?;
+        let made = (|| {
+            let len = if bind.is_some() {
+                layout.data
+            } else {
+                layout.total
+            };
+            let map = Mapping::new(&fd, len, 0, true)?;
+            let h = map.at::<SegmentHeader>(0);
+            h.generation.store(key.generation, SeqCst);
+            h.data_size.store(shape.size as u64, SeqCst);
+            h.notification_num.store(shape.notification_num, SeqCst);
+            h.nranks.store(shape.nranks as u32, SeqCst);
+            let bound = match bind {
+                // SAFETY: forwarded from this function's contract; the data
+                // part of the object starts at the page-aligned `layout.data`.
+                Some(ptr) => Some(unsafe { BoundRegion::bind(&fd, layout.data, ptr, shape.size) }?),
+                None => None,
+            };
+            h.magic.store(MAGIC, SeqCst);
+            Ok(SegmentObject {
+                table: TableParts::new(&map, &layout, shape.notification_num),
+                name: name.clone(),
+                map,
+                bound,
+                layout,
+                size: shape.size,
+                notification_num: shape.notification_num,
+                nranks: shape.nranks,
+            })
+        })();
+        if made.is_err() {
+            let _ = shm::unlink(&name);
+        }
+        made
     }
 
-    /// Create generation `generation` of segment `seg` of `rank`, with `size`
-    /// zeroed data bytes.
-    pub(crate) fn create(token: &str, rank: Rank, seg: u8, generation: u64, size: usize, notification_num: u32, nranks: usize) -> io::Result<SegmentObject> {
-        let name = job::segment_object(token, rank as usize, seg as usize, generation);
-        let layout = Layout::new(nranks, notification_num, size);
-        let fd = shm::create(&name, layout.total)?;
-        SegmentObject::init(&fd, name, layout, size, notification_num, nranks, generation, true)
-            .inspect_err(|_| {
-                let _ = shm::unlink(&job::segment_object(token, rank as usize, seg as usize, generation));
-            })
+    /// Create the object `key` of `shape` with zeroed data.
+    pub(crate) fn create(key: &SegmentKey, shape: &Shape) -> io::Result<SegmentObject> {
+        // SAFETY: no memory is bound.
+        unsafe { SegmentObject::make(key, shape, None) }
     }
 
     /// Like [`SegmentObject::create`], but the data is the caller's memory
@@ -152,25 +224,18 @@ impl SegmentObject {
     /// As [`BoundRegion::bind`]: page-aligned memory owned by the caller,
     /// untouched by other threads during the call, valid until the object is
     /// dropped.
-    pub(crate) unsafe fn create_bound(token: &str, rank: Rank, seg: u8, generation: u64, ptr: *mut u8, size: usize, notification_num: u32, nranks: usize) -> io::Result<SegmentObject> {
-        let name = job::segment_object(token, rank as usize, seg as usize, generation);
-        let layout = Layout::new(nranks, notification_num, size);
-        let fd = shm::create(&name, layout.total)?;
-        let made = SegmentObject::init(&fd, name.clone(), layout, size, notification_num, nranks, generation, false).and_then(|mut obj| {
-            // SAFETY: forwarded from this function's contract; the data part
-            // of the object starts at the page-aligned `layout.data`.
-            obj.bound = Some(unsafe { BoundRegion::bind(&fd, layout.data, ptr, size) }?);
-            Ok(obj)
-        });
-        if made.is_err() {
-            let _ = shm::unlink(&name);
-        }
-        made
+    pub(crate) unsafe fn create_bound(
+        key: &SegmentKey,
+        shape: &Shape,
+        ptr: *mut u8,
+    ) -> io::Result<SegmentObject> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { SegmentObject::make(key, shape, Some(ptr)) }
     }
 
-    /// Open generation `generation` of segment `seg` of `rank` as a peer.
-    pub(crate) fn open(token: &str, rank: Rank, seg: u8, generation: u64) -> io::Result<SegmentObject> {
-        let name = job::segment_object(token, rank as usize, seg as usize, generation);
+    /// Open the object `key` as a peer.
+    pub(crate) fn open(key: &SegmentKey) -> io::Result<SegmentObject> {
+        let (name, generation) = (key.name(), key.generation);
         let (fd, total) = shm::open(&name)?;
         let head = Mapping::new(&fd, shm::page_size().min(total), 0, false)?;
         let h = head.at::<SegmentHeader>(0);
@@ -182,7 +247,9 @@ impl SegmentObject {
         let nranks = h.nranks.load(SeqCst) as usize;
         let layout = Layout::new(nranks, notification_num, size);
         if layout.total != total {
-            return Err(io::Error::other("segment object with an inconsistent layout"));
+            return Err(io::Error::other(
+                "segment object with an inconsistent layout",
+            ));
         }
         drop(head);
         let map = Mapping::new(&fd, total, 0, true)?;
@@ -242,7 +309,10 @@ impl SegmentObject {
     /// Pointer to `len` bytes at data offset `off`; panics if they are not
     /// inside the segment (callers validate user input before).
     pub(crate) fn span(&self, off: usize, len: usize) -> *mut u8 {
-        assert!(off.checked_add(len).is_some_and(|end| end <= self.size), "unchecked segment range");
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.size),
+            "unchecked segment range"
+        );
         self.data().wrapping_add(off)
     }
 
@@ -360,9 +430,20 @@ mod tests {
     #[test]
     fn owner_and_peer_share_data_notifications_and_registration() {
         let token = job::new_token();
-        let own = SegmentObject::create(&token, 0, 3, 1, 5000, 1024, 4).unwrap();
-        let peer = SegmentObject::open(&token, 0, 3, 1).unwrap();
-        assert!(SegmentObject::open(&token, 0, 3, 3).is_err());
+        let key = |generation| SegmentKey {
+            token: &token,
+            rank: 0,
+            segment: 3,
+            generation,
+        };
+        let shape = Shape {
+            size: 5000,
+            notification_num: 1024,
+            nranks: 4,
+        };
+        let own = SegmentObject::create(&key(1), &shape).unwrap();
+        let peer = SegmentObject::open(&key(1)).unwrap();
+        assert!(SegmentObject::open(&key(3)).is_err());
         assert_eq!(peer.size(), 5000);
         // SAFETY: writing inside the 5000-byte data area of our own object.
         unsafe { peer.data().add(4999).write(0xAB) };

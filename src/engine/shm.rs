@@ -137,7 +137,12 @@ impl Mapping {
     /// Map `len` bytes of `fd` from `offset` (page aligned), read-write and
     /// shared. With `populate` the pages are faulted in now rather than on
     /// first touch.
-    pub(crate) fn new(fd: &OwnedFd, len: usize, offset: usize, populate: bool) -> io::Result<Mapping> {
+    pub(crate) fn new(
+        fd: &OwnedFd,
+        len: usize,
+        offset: usize,
+        populate: bool,
+    ) -> io::Result<Mapping> {
         if len == 0 {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
         }
@@ -182,7 +187,11 @@ impl Mapping {
             .and_then(|b| b.checked_add(offset))
             .expect("layout overflow");
         assert!(end <= self.len, "shared layout out of the mapping");
-        assert_eq!(offset % std::mem::align_of::<T>(), 0, "misaligned shared layout");
+        assert_eq!(
+            offset % std::mem::align_of::<T>(),
+            0,
+            "misaligned shared layout"
+        );
         // SAFETY: the range is inside the mapping (checked above), aligned
         // for T, lives as long as &self, and T: Shared is valid for any bit
         // pattern and only mutated through atomics.
@@ -225,9 +234,15 @@ impl BoundRegion {
     /// `addr` and `len` must be page aligned and describe memory owned by the
     /// caller (heap or anonymous mappings), not accessed by other threads
     /// during the call, and valid until this value is dropped.
-    pub(crate) unsafe fn bind(fd: &OwnedFd, offset: usize, addr: *mut u8, len: usize) -> io::Result<BoundRegion> {
+    pub(crate) unsafe fn bind(
+        fd: &OwnedFd,
+        offset: usize,
+        addr: *mut u8,
+        len: usize,
+    ) -> io::Result<BoundRegion> {
         let page = page_size();
-        let addr_nn = NonNull::new(addr).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let addr_nn =
+            NonNull::new(addr).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
         if len == 0 || addr as usize % page != 0 || len % page != 0 || offset % page != 0 {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
         }
@@ -306,17 +321,29 @@ mod tests {
     fn create_map_share_unlink() {
         let n = name("a");
         let fd = create(&n, 8192).unwrap();
-        assert_eq!(create(&n, 8192).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(
+            create(&n, 8192).unwrap_err().kind(),
+            io::ErrorKind::AlreadyExists
+        );
         let m1 = Mapping::new(&fd, 8192, 0, true).unwrap();
         let (fd2, size) = open(&n).unwrap();
         assert_eq!(size, 8192);
         let m2 = Mapping::new(&fd2, 8192, 0, false).unwrap();
-        m1.at::<AtomicU64>(64).store(42, std::sync::atomic::Ordering::SeqCst);
-        assert_eq!(m2.at::<AtomicU64>(64).load(std::sync::atomic::Ordering::SeqCst), 42);
+        m1.at::<AtomicU64>(64)
+            .store(42, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            m2.at::<AtomicU64>(64)
+                .load(std::sync::atomic::Ordering::SeqCst),
+            42
+        );
         unlink(&n).unwrap();
         assert!(open(&n).is_err());
         // still mapped after unlink
-        assert_eq!(m2.at::<AtomicU64>(64).load(std::sync::atomic::Ordering::SeqCst), 42);
+        assert_eq!(
+            m2.at::<AtomicU64>(64)
+                .load(std::sync::atomic::Ordering::SeqCst),
+            42
+        );
     }
 
     #[test]

@@ -217,7 +217,12 @@ mod tests {
 
     #[test]
     fn every_mode_sees_a_change_made_by_another_thread() {
-        for mode in [WaitMode::Auto, WaitMode::Spin, WaitMode::Yield, WaitMode::Block] {
+        for mode in [
+            WaitMode::Auto,
+            WaitMode::Spin,
+            WaitMode::Yield,
+            WaitMode::Block,
+        ] {
             let ww = Arc::new(WaitWord::default());
             let flag = Arc::new(AtomicBool::new(false));
             let (ww2, flag2) = (ww.clone(), flag.clone());
@@ -226,7 +231,12 @@ mod tests {
                 ww2.wake();
             });
             let w = Waiter::new(mode, 1, 1);
-            let got = w.wait(&ww, Deadline::Never, || flag.load(SeqCst).then_some(7), no_faults);
+            let got = w.wait(
+                &ww,
+                Deadline::Never,
+                || flag.load(SeqCst).then_some(7),
+                no_faults,
+            );
             assert_eq!(got.unwrap(), 7);
             t.join().unwrap();
         }
@@ -242,8 +252,16 @@ mod tests {
                 Err(Error::Timeout)
             ));
             let d = crate::types::Timeout::ms(20).deadline();
-            assert!(matches!(w.wait(&ww, d, || None::<()>, no_faults), Err(Error::Timeout)));
-            let r = w.wait(&ww, Deadline::Never, || None::<()>, || Err(Error::RankFailed { rank: 3 }));
+            assert!(matches!(
+                w.wait(&ww, d, || None::<()>, no_faults),
+                Err(Error::Timeout)
+            ));
+            let r = w.wait(
+                &ww,
+                Deadline::Never,
+                || None::<()>,
+                || Err(Error::RankFailed { rank: 3 }),
+            );
             assert!(matches!(r, Err(Error::RankFailed { rank: 3 })));
         }
     }

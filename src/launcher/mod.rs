@@ -259,7 +259,11 @@ impl Launch {
             .env(env::JOB, token)
             .env(env::LAUNCHER, std::process::id().to_string());
         let piped = self.output != Output::Inherit;
-        cmd.stdin(if rank == 0 && !piped { Stdio::inherit() } else { Stdio::null() });
+        cmd.stdin(if rank == 0 && !piped {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        });
         if piped {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
@@ -279,9 +283,15 @@ impl Launch {
             ));
         }
         let ppn = self.ppn.unwrap_or(self.ranks).clamp(1, self.ranks);
-        let signals = if self.forward_signals { Some(sys::forward_signals()?) } else { None };
+        let signals = if self.forward_signals {
+            Some(sys::forward_signals()?)
+        } else {
+            None
+        };
         for t in job::sweep_stale() {
-            self.say(format!("removed the shared memory of an abandoned job ({t})"));
+            self.say(format!(
+                "removed the shared memory of an abandoned job ({t})"
+            ));
         }
         let token = job::new_token();
         let block = JobBlock::create(&token, self.ranks, ppn, Some(std::process::id()))?;
@@ -297,8 +307,15 @@ impl Launch {
                         r.finish();
                     }
                     job::sweep(&token);
-                    let program = self.first_program.as_ref().filter(|_| rank == 0).unwrap_or(&self.program);
-                    return Err(io::Error::new(e.kind(), format!("cannot start {}: {e}", program.display())));
+                    let program = self
+                        .first_program
+                        .as_ref()
+                        .filter(|_| rank == 0)
+                        .unwrap_or(&self.program);
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("cannot start {}: {e}", program.display()),
+                    ));
                 }
             }
         }
@@ -380,9 +397,15 @@ impl Running {
     fn finish(mut self) -> RankOutcome {
         let status = match self.status {
             Some(s) => s,
-            None => self.child.wait().unwrap_or_else(|_| ExitStatus::from_raw(0xff00)),
+            None => self
+                .child
+                .wait()
+                .unwrap_or_else(|_| ExitStatus::from_raw(0xff00)),
         };
-        let mut outs = self.readers.into_iter().map(|h| h.join().unwrap_or_default());
+        let mut outs = self
+            .readers
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default());
         RankOutcome {
             rank: self.rank as Rank,
             pid: self.pid,
@@ -396,7 +419,12 @@ impl Running {
 
 /// Read a rank's stream to its end: keep it ([`Output::Capture`]) or
 /// forward it line by line with a rank prefix ([`Output::Tagged`]).
-fn forward(stream: impl Read + Send + 'static, rank: usize, output: Output, is_err: bool) -> JoinHandle<Vec<u8>> {
+fn forward(
+    stream: impl Read + Send + 'static,
+    rank: usize,
+    output: Output,
+    is_err: bool,
+) -> JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut kept = Vec::new();
         let mut reader = BufReader::new(stream);
@@ -460,10 +488,14 @@ impl Supervisor<'_> {
         let deadline = self.launch.timeout.map(|t| self.start + t);
         while self.alive().next().is_some() {
             let now = Instant::now();
-            let next = [deadline.filter(|_| !self.timed_out), self.stop_at, self.kill_at]
-                .into_iter()
-                .flatten()
-                .min();
+            let next = [
+                deadline.filter(|_| !self.timed_out),
+                self.stop_at,
+                self.kill_at,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             let wait = next.map(|t| t.saturating_duration_since(now));
             let idx: Vec<usize> = (0..self.running.len())
                 .filter(|&i| self.running[i].status.is_none())
@@ -480,7 +512,8 @@ impl Supervisor<'_> {
             }
             if let (Some(s), true) = (signals, ready.last() == Some(&true) && signals.is_some()) {
                 if let Some(&sig) = sys::drain_signals(s.as_fd()).first() {
-                    self.launch.say(format!("received {}: stopping the job", signal_name(sig)));
+                    self.launch
+                        .say(format!("received {}: stopping the job", signal_name(sig)));
                     self.interrupted.get_or_insert(sig);
                     self.stop(Instant::now());
                 }
@@ -499,7 +532,8 @@ impl Supervisor<'_> {
             if self.stop_at.is_some_and(|t| now >= t) {
                 self.stop_at = Some(Instant::now() + Duration::from_secs(3600));
                 if self.alive().next().is_some() {
-                    self.launch.say("sending SIGTERM to the ranks still running");
+                    self.launch
+                        .say("sending SIGTERM to the ranks still running");
                 }
                 self.signal_all(libc::SIGTERM);
                 self.kill_at.get_or_insert(now + Duration::from_secs(1));
@@ -507,7 +541,8 @@ impl Supervisor<'_> {
             if self.kill_at.is_some_and(|t| now >= t) {
                 self.kill_at = Some(Instant::now() + Duration::from_secs(3600));
                 if self.alive().next().is_some() {
-                    self.launch.say("sending SIGKILL to the ranks still running");
+                    self.launch
+                        .say("sending SIGKILL to the ranks still running");
                 }
                 self.signal_all(libc::SIGKILL);
             }
@@ -536,7 +571,10 @@ impl Supervisor<'_> {
             } else {
                 String::new()
             };
-            self.launch.say(format!("rank {rank} (pid {pid}) {}{more}", describe_status(status)));
+            self.launch.say(format!(
+                "rank {rank} (pid {pid}) {}{more}",
+                describe_status(status)
+            ));
             self.stop(Instant::now() + grace);
         } else if state == job::RUNNING && status.success() {
             self.launch.say(format!(

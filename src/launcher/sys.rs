@@ -23,7 +23,10 @@ pub(crate) fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
 
 /// Wait until one of `fds` is readable or `timeout` passes (forever if
 /// `None`). Returns one flag per descriptor.
-pub(crate) fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+pub(crate) fn poll_readable(
+    fds: &[BorrowedFd<'_>],
+    timeout: Option<Duration>,
+) -> io::Result<Vec<bool>> {
     let mut pfds: Vec<libc::pollfd> = fds
         .iter()
         .map(|fd| libc::pollfd {

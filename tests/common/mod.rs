@@ -6,7 +6,8 @@ use gaspi::{Alloc, Context, GroupId, SegmentId, SegmentView, Timeout};
 /// Byte `i` of the test pattern number `seed`: differs between seeds and
 /// along the buffer, so misplaced or stale bytes show.
 pub fn pattern(seed: u64, i: usize) -> u8 {
-    let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    let x =
+        seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     (x ^ (x >> 29) ^ (i as u64 >> 8)) as u8
 }
 

@@ -7,7 +7,9 @@
 //! statistics are over batches. Latencies are one way: half a round trip.
 
 use crate::report::Row;
-use gaspi::{Alloc, Context, GroupId, Local, Notification, Rank, ReduceOp, Remote, SegmentView, Timeout};
+use gaspi::{
+    Alloc, Context, GroupId, Local, Notification, Rank, ReduceOp, Remote, SegmentView, Timeout,
+};
 use std::cell::Cell;
 use std::time::Instant;
 
@@ -42,7 +44,15 @@ impl Bench<'_> {
         r.div_ceil(BATCHES) * BATCHES
     }
 
-    fn row(&self, bench: &'static str, imp: &'static str, bytes: usize, reps: usize, samples: Vec<f64>, bw_bytes: usize, verified: bool) -> Row {
+    fn row(
+        &self,
+        bench: &'static str,
+        imp: &'static str,
+        bytes: usize,
+        reps: usize,
+        samples: Vec<f64>,
+        verified: bool,
+    ) -> Row {
         Row {
             bench,
             imp,
@@ -51,7 +61,7 @@ impl Bench<'_> {
             bytes,
             reps,
             samples,
-            bw_bytes,
+            bw_bytes: 0,
             verified,
         }
     }
@@ -115,7 +125,11 @@ fn stamped(view: &SegmentView<u8>, off: usize, size: usize, i: usize) -> bool {
 
 /// Byte `i` of the verification pattern of `seed`.
 fn pattern(seed: usize, i: usize) -> u8 {
-    (seed.wrapping_mul(131).wrapping_add(i.wrapping_mul(7)).wrapping_add(i >> 9) % 253) as u8
+    (seed
+        .wrapping_mul(131)
+        .wrapping_add(i.wrapping_mul(7))
+        .wrapping_add(i >> 9)
+        % 253) as u8
 }
 
 fn fill_pattern(view: &SegmentView<u8>, off: usize, size: usize, seed: usize) {
@@ -131,13 +145,28 @@ fn has_pattern(view: &SegmentView<u8>, off: usize, size: usize, seed: usize) -> 
 
 /// Send a whole pattern message from rank 0 to rank 1 (or back) and check
 /// every byte on arrival: the full verification after a timed loop.
-fn exchange_pattern(b: &Bench, view: &SegmentView<u8>, size: usize, recv: usize, from: Rank, to: Rank, id: u32) -> bool {
+fn exchange_pattern(
+    b: &Bench,
+    view: &SegmentView<u8>,
+    size: usize,
+    recv: usize,
+    from: Rank,
+    to: Rank,
+    id: u32,
+) -> bool {
     let ctx = b.ctx;
     let mut ok = true;
     if b.me() == from {
         fill_pattern(view, 0, size, size + id as usize);
-        ctx.write_notify(Local::new(0, 0), Remote::new(to, 0, recv), size, Notification::new(id, 1), 0, B)
-            .expect("write_notify");
+        ctx.write_notify(
+            Local::new(0, 0),
+            Remote::new(to, 0, recv),
+            size,
+            Notification::new(id, 1),
+            0,
+            B,
+        )
+        .expect("write_notify");
         ctx.wait(0, B).expect("wait");
     }
     if b.me() == to {
@@ -161,8 +190,15 @@ pub fn write_notify_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
         let ok = Cell::new(true);
         let ping = |i: usize| {
             stamp(&view, 0, size, i);
-            ctx.write_notify(Local::new(0, 0), Remote::new(1, 0, recv), size, Notification::new(0, 1), 0, B)
-                .expect("write_notify");
+            ctx.write_notify(
+                Local::new(0, 0),
+                Remote::new(1, 0, recv),
+                size,
+                Notification::new(0, 1),
+                0,
+                B,
+            )
+            .expect("write_notify");
             ctx.wait(0, B).expect("wait");
             let id = ctx.notify_waitsome(0, 1..2, B).expect("waitsome");
             ctx.notify_reset(0, id).expect("reset");
@@ -173,8 +209,15 @@ pub fn write_notify_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
             ctx.notify_reset(0, id).expect("reset");
             ok.set(ok.get() & stamped(&view, recv, size, i));
             stamp(&view, 0, size, i);
-            ctx.write_notify(Local::new(0, 0), Remote::new(0, 0, recv), size, Notification::new(1, 1), 0, B)
-                .expect("write_notify");
+            ctx.write_notify(
+                Local::new(0, 0),
+                Remote::new(0, 0, recv),
+                size,
+                Notification::new(1, 1),
+                0,
+                B,
+            )
+            .expect("write_notify");
             ctx.wait(0, B).expect("wait");
         };
         b.barrier();
@@ -189,7 +232,7 @@ pub fn write_notify_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
             _ => {}
         }
         let verified = b.all_ok(ok.get() & exchange_pattern(b, &view, size, recv, 0, 1, 7));
-        rows.push(b.row("write-notify-lat", "gaspi", size, reps, samples, 0, verified));
+        rows.push(b.row("write-notify-lat", "gaspi", size, reps, samples, verified));
     }
     rows
 }
@@ -226,9 +269,11 @@ pub fn write_bw(b: &Bench, sizes: &[usize]) -> Vec<Row> {
                         if k % depth == depth - 1 {
                             ctx.wait(0, B).expect("wait");
                         }
-                        ctx.write(Local::new(0, 0), Remote::new(1, 0, recv), size, 0, B).expect("write");
+                        ctx.write(Local::new(0, 0), Remote::new(1, 0, recv), size, 0, B)
+                            .expect("write");
                     }
-                    ctx.notify(1, 0, Notification::new(0, 1), 0, B).expect("notify");
+                    ctx.notify(1, 0, Notification::new(0, 1), 0, B)
+                        .expect("notify");
                     ctx.wait(0, B).expect("wait");
                     let id = ctx.notify_waitsome(0, 1..2, B).expect("waitsome");
                     ctx.notify_reset(0, id).expect("reset");
@@ -241,7 +286,8 @@ pub fn write_bw(b: &Bench, sizes: &[usize]) -> Vec<Row> {
                 1 => {
                     let id = ctx.notify_waitsome(0, 0..1, B).expect("waitsome");
                     ctx.notify_reset(0, id).expect("reset");
-                    ctx.notify(0, 0, Notification::new(1, 1), 0, B).expect("notify");
+                    ctx.notify(0, 0, Notification::new(1, 1), 0, B)
+                        .expect("notify");
                     ctx.wait(0, B).expect("wait");
                 }
                 _ => {}
@@ -251,8 +297,14 @@ pub fn write_bw(b: &Bench, sizes: &[usize]) -> Vec<Row> {
         let copy_ok = b.me() != 0 || local.iter().enumerate().all(|(i, &x)| x == pattern(1, i));
         let verified = b.all_ok(ok);
         let copy_verified = b.all_ok(copy_ok);
-        rows.push(b.row("write-bw", "memcpy", size, reps, memcpy, size, copy_verified));
-        rows.push(b.row("write-bw", "gaspi", size, reps, gaspi, size, verified));
+        rows.push(
+            b.row("write-bw", "memcpy", size, reps, memcpy, copy_verified)
+                .with_bandwidth(),
+        );
+        rows.push(
+            b.row("write-bw", "gaspi", size, reps, gaspi, verified)
+                .with_bandwidth(),
+        );
     }
     rows
 }
@@ -275,7 +327,8 @@ pub fn read_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
         let mut samples = Vec::new();
         if b.me() == 0 {
             let mut read = |_: usize| {
-                ctx.read(Local::new(0, recv), Remote::new(1, 0, 0), size, 0, B).expect("read");
+                ctx.read(Local::new(0, recv), Remote::new(1, 0, 0), size, 0, B)
+                    .expect("read");
                 ctx.wait(0, B).expect("wait");
             };
             (0..reps / 10).for_each(&mut read);
@@ -283,7 +336,7 @@ pub fn read_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
             ok = has_pattern(&view, recv, size, size);
         }
         let verified = b.all_ok(ok);
-        rows.push(b.row("read-lat", "gaspi", size, reps, samples, 0, verified));
+        rows.push(b.row("read-lat", "gaspi", size, reps, samples, verified));
     }
     rows
 }
@@ -309,7 +362,7 @@ pub fn atomic_lat(b: &Bench) -> Vec<Row> {
         samples = batches(reps, 1.0, add);
     }
     let verified = b.all_ok(ok);
-    vec![b.row("atomic-lat", "gaspi", 8, reps, samples, 0, verified)]
+    vec![b.row("atomic-lat", "gaspi", 8, reps, samples, verified)]
 }
 
 /// Check that a barrier separates writes before it from reads after it:
@@ -322,7 +375,14 @@ fn barrier_orders_writes(b: &Bench, view: &SegmentView<u8>) -> bool {
     for round in 1..=5u64 {
         words.set(n, round);
         for t in 0..n as Rank {
-            ctx.write(Local::new(0, 8 * n), Remote::new(t, 0, 8 * b.me() as usize), 8, 0, B).expect("write");
+            ctx.write(
+                Local::new(0, 8 * n),
+                Remote::new(t, 0, 8 * b.me() as usize),
+                8,
+                0,
+                B,
+            )
+            .expect("write");
         }
         ctx.wait(0, B).expect("wait");
         b.barrier();
@@ -343,7 +403,7 @@ pub fn barrier(b: &Bench) -> Vec<Row> {
     let ok = barrier_orders_writes(b, &view);
     let verified = b.all_ok(ok);
     let samples = if b.me() == 0 { samples } else { Vec::new() };
-    vec![b.row("barrier", "gaspi", 0, reps, samples, 0, verified)]
+    vec![b.row("barrier", "gaspi", 0, reps, samples, verified)]
 }
 
 /// `allreduce`: the GASPI allreduce (sum of f64) over all ranks, each
@@ -364,7 +424,8 @@ pub fn allreduce(b: &Bench, sizes: &[usize]) -> Vec<Row> {
             for (j, x) in send.iter_mut().enumerate() {
                 *x = (me + 1.0) * (j as f64 + 1.0) + it as f64;
             }
-            ctx.allreduce(&send, &mut recv, ReduceOp::Sum, GroupId::ALL, B).expect("allreduce");
+            ctx.allreduce(&send, &mut recv, ReduceOp::Sum, GroupId::ALL, B)
+                .expect("allreduce");
             // sum over r of (r+1)(j+1)+it: exact in f64 for these magnitudes
             let tri = (n * (n + 1) / 2) as f64;
             ok &= recv
@@ -377,7 +438,7 @@ pub fn allreduce(b: &Bench, sizes: &[usize]) -> Vec<Row> {
         let samples = batches(reps, 1.0, &mut step);
         let verified = b.all_ok(ok);
         let samples = if b.me() == 0 { samples } else { Vec::new() };
-        rows.push(b.row("allreduce", "gaspi", elems * 8, reps, samples, 0, verified));
+        rows.push(b.row("allreduce", "gaspi", elems * 8, reps, samples, verified));
     }
     rows
 }

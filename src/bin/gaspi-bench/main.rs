@@ -38,7 +38,15 @@ Options:
                      t_min_us,t_median_us,t_max_us,mbps,verified)
   --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)";
 
-const BENCHES: [&str; 7] = ["write-notify-lat", "write-bw", "read-lat", "atomic-lat", "barrier", "allreduce", "all"];
+const BENCHES: [&str; 7] = [
+    "write-notify-lat",
+    "write-bw",
+    "read-lat",
+    "atomic-lat",
+    "barrier",
+    "allreduce",
+    "all",
+];
 
 struct Args {
     bench: String,
@@ -110,7 +118,8 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
             }
             "--wait" => {
                 let w = it.next().ok_or("--wait needs a value")?;
-                gaspi::WaitMode::parse(w).ok_or(format!("--wait {w}: use auto, spin, yield or block"))?;
+                gaspi::WaitMode::parse(w)
+                    .ok_or(format!("--wait {w}: use auto, spin, yield or block"))?;
                 a.wait = Some(w.clone());
             }
             s if !s.starts_with('-') && a.bench.is_empty() => {
@@ -177,8 +186,14 @@ impl Printer {
     fn summary(&self, ranks: usize, secs: f64) {
         let mut lines = Vec::new();
         let us = |r: Option<&Row>| r.map_or("-".to_string(), |r| format!("{:.3} us", r.median()));
-        lines.push(format!("write-notify-lat   8 B       {} one way (ranks 0-1)", us(self.find("write-notify-lat", "gaspi", 8))));
-        if let (Some(g), Some(m)) = (self.find("write-bw", "gaspi", 4 << 20), self.find("write-bw", "memcpy", 4 << 20)) {
+        lines.push(format!(
+            "write-notify-lat   8 B       {} one way (ranks 0-1)",
+            us(self.find("write-notify-lat", "gaspi", 8))
+        ));
+        if let (Some(g), Some(m)) = (
+            self.find("write-bw", "gaspi", 4 << 20),
+            self.find("write-bw", "memcpy", 4 << 20),
+        ) {
             lines.push(format!(
                 "write-bw           4 MiB     {:.0} MB/s = {:.0}% of memcpy ({:.0} MB/s, same run)",
                 g.mbps(),
@@ -186,16 +201,31 @@ impl Printer {
                 m.mbps()
             ));
         }
-        lines.push(format!("read-lat           8 B       {}", us(self.find("read-lat", "gaspi", 8))));
-        lines.push(format!("atomic-lat         8 B       {}", us(self.find("atomic-lat", "gaspi", 8))));
-        lines.push(format!("barrier            {ranks} ranks   {}", us(self.find("barrier", "gaspi", 0))));
-        lines.push(format!("allreduce          8 B       {} ({ranks} ranks)", us(self.find("allreduce", "gaspi", 8))));
+        lines.push(format!(
+            "read-lat           8 B       {}",
+            us(self.find("read-lat", "gaspi", 8))
+        ));
+        lines.push(format!(
+            "atomic-lat         8 B       {}",
+            us(self.find("atomic-lat", "gaspi", 8))
+        ));
+        lines.push(format!(
+            "barrier            {ranks} ranks   {}",
+            us(self.find("barrier", "gaspi", 0))
+        ));
+        lines.push(format!(
+            "allreduce          8 B       {} ({ranks} ranks)",
+            us(self.find("allreduce", "gaspi", 8))
+        ));
         let verified = self.rows.iter().all(|r| r.verified);
         println!("\n# summary (medians over batches), {ranks} ranks, {secs:.1} s");
         for l in lines {
             println!("#   {l}");
         }
-        println!("#   data verified in every benchmark: {}", if verified { "yes" } else { "NO" });
+        println!(
+            "#   data verified in every benchmark: {}",
+            if verified { "yes" } else { "NO" }
+        );
     }
 }
 
@@ -218,9 +248,13 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
     };
     let quick = a.bench == "all";
     let sizes = |default: &[usize], brief: &[usize]| -> Vec<usize> {
-        a.sizes
-            .clone()
-            .unwrap_or_else(|| if quick { brief.to_vec() } else { default.to_vec() })
+        a.sizes.clone().unwrap_or_else(|| {
+            if quick {
+                brief.to_vec()
+            } else {
+                default.to_vec()
+            }
+        })
     };
     let pow2 = |a: usize, b: usize| parse_sizes(&format!("{a}:{b}")).expect("valid range");
     let mut p = Printer {
@@ -249,25 +283,43 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
     let selected = |name: &str| quick || a.bench == name;
     if selected("write-notify-lat") {
         let s = sizes(&pow2(1, 4 << 20), &[8, 4096, 65_536, 1 << 20]);
-        emit("write-notify-lat: one-way latency of write_notify + notify_waitsome (ping-pong, ranks 0-1)", benches::write_notify_lat(&b, &s));
+        emit(
+            "write-notify-lat: one-way latency of write_notify + notify_waitsome (ping-pong, ranks 0-1)",
+            benches::write_notify_lat(&b, &s),
+        );
     }
     if selected("write-bw") {
         let s = sizes(&pow2(1024, 4 << 20), &[65_536, 1 << 20, 4 << 20]);
-        emit("write-bw: streamed writes rank 0 -> rank 1 (+1 notification per batch), and memcpy on rank 0", benches::write_bw(&b, &s));
+        emit(
+            "write-bw: streamed writes rank 0 -> rank 1 (+1 notification per batch), and memcpy on rank 0",
+            benches::write_bw(&b, &s),
+        );
     }
     if selected("read-lat") {
         let s = sizes(&pow2(1, 4 << 20), &[8, 4096, 1 << 20]);
-        emit("read-lat: read + wait, rank 0 reads from rank 1", benches::read_lat(&b, &s));
+        emit(
+            "read-lat: read + wait, rank 0 reads from rank 1",
+            benches::read_lat(&b, &s),
+        );
     }
     if selected("atomic-lat") {
-        emit("atomic-lat: atomic_fetch_add from rank 0 on a word of rank 1", benches::atomic_lat(&b));
+        emit(
+            "atomic-lat: atomic_fetch_add from rank 0 on a word of rank 1",
+            benches::atomic_lat(&b),
+        );
     }
     if selected("barrier") {
         emit("barrier: over all ranks", benches::barrier(&b));
     }
     if selected("allreduce") {
-        let s = sizes(&pow2(8, 2040).into_iter().chain([2040]).collect::<Vec<_>>(), &[8, 64, 2040]);
-        emit("allreduce: sum of f64 over all ranks", benches::allreduce(&b, &s));
+        let s = sizes(
+            &pow2(8, 2040).into_iter().chain([2040]).collect::<Vec<_>>(),
+            &[8, 64, 2040],
+        );
+        emit(
+            "allreduce: sum of f64 over all ranks",
+            benches::allreduce(&b, &s),
+        );
     }
     let verified = p.rows.iter().all(|r| r.verified);
     if me == 0 && quick && a.format == Format::Table {
@@ -344,10 +396,19 @@ mod tests {
 
     #[test]
     fn arguments_parse() {
-        let a = parse(&["barrier".into(), "-n".into(), "8".into(), "--format".into(), "csv".into()])
-            .unwrap()
-            .unwrap();
-        assert_eq!((a.bench.as_str(), a.ranks, a.format), ("barrier", Some(8), Format::Csv));
+        let a = parse(&[
+            "barrier".into(),
+            "-n".into(),
+            "8".into(),
+            "--format".into(),
+            "csv".into(),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (a.bench.as_str(), a.ranks, a.format),
+            ("barrier", Some(8), Format::Csv)
+        );
         assert!(parse(&["nope".into()]).is_err());
         assert!(parse(&[]).is_err());
         assert!(parse(&["all".into(), "--wait".into(), "nap".into()]).is_err());

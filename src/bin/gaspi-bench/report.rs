@@ -20,6 +20,12 @@ pub struct Row {
 }
 
 impl Row {
+    /// Report bandwidth: every operation moved `bytes`.
+    pub fn with_bandwidth(mut self) -> Row {
+        self.bw_bytes = self.bytes;
+        self
+    }
+
     fn sorted(&self) -> Vec<f64> {
         let mut s = self.samples.clone();
         s.sort_by(f64::total_cmp);
@@ -67,7 +73,8 @@ pub enum Format {
 }
 
 /// The CSV header (exactly these columns).
-pub const CSV_HEADER: &str = "bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified";
+pub const CSV_HEADER: &str =
+    "bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified";
 
 pub fn csv_line(r: &Row) -> String {
     format!(
@@ -113,7 +120,12 @@ pub fn table(rows: &[Row]) -> String {
         if with_bw {
             let _ = write!(s, " {:>12.1}", r.mbps());
         }
-        let _ = writeln!(s, " {:>8} {:>9}", r.imp, if r.verified { "yes" } else { "NO" });
+        let _ = writeln!(
+            s,
+            " {:>8} {:>9}",
+            r.imp,
+            if r.verified { "yes" } else { "NO" }
+        );
     }
     s
 }
@@ -139,7 +151,10 @@ mod tests {
     #[test]
     fn statistics() {
         let r = row(vec![3.0, 1.0, 2.0, 10.0]);
-        assert_eq!((r.min(), r.max(), r.median(), r.avg()), (1.0, 10.0, 2.5, 4.0));
+        assert_eq!(
+            (r.min(), r.max(), r.median(), r.avg()),
+            (1.0, 10.0, 2.5, 4.0)
+        );
         assert_eq!(r.mbps(), 400.0);
         assert_eq!(row(vec![5.0, 1.0, 3.0]).median(), 3.0);
     }
