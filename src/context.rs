@@ -31,10 +31,20 @@ static ALIVE: AtomicBool = AtomicBool::new(false);
 ///
 /// Created by [`Context::init`] (`gaspi_proc_init`), torn down by
 /// [`Context::term`] or on drop (`gaspi_proc_term`). One context may live in
-/// a process at a time. It is `Send + Sync`: several threads of a rank may
-/// post and wait at once, as GASPI allows (use different queues for
-/// independent streams of requests; a collective on one group is run by one
-/// thread at a time, see [`Error::ActiveCollective`]).
+/// a process at a time.
+///
+/// # Threads
+/// `Context` is `Send + Sync`: several threads of a rank may post and wait
+/// at once, as GASPI allows. Use different queues for independent streams
+/// of requests; a collective on one group runs on one thread at a time (a
+/// second thread gets [`Error::ActiveCollective`]). This is sound because
+/// all state a context shares between threads is atomics (queue depths,
+/// notification tables, barrier counters), mutexes (group and segment
+/// tables' writers), or immutable after creation; segment objects are freed
+/// only after every thread that could be reading them has left (an epoch
+/// scheme, see the engine); and the shared memory itself is only reached
+/// through atomics and raw copies, whose races between ranks are the
+/// program's business under the GASPI contract, never references.
 ///
 /// Started by `gaspi-run`, a program learns its rank and the job from the
 /// environment; started on its own it is rank 0 of a job of one.
@@ -248,6 +258,25 @@ impl Context {
         self.engine.check_rank(rank)?;
         self.engine.faults().ok();
         self.engine.check_alive(rank)
+    }
+
+    /// Prepare communication with `rank` (`gaspi_connect`). Ranks on one
+    /// machine need no connection: this checks that `rank` exists and is
+    /// running, so ported code that connects explicitly keeps its error
+    /// handling.
+    pub fn connect(&self, rank: Rank, _timeout: crate::Timeout) -> Result<()> {
+        self.proc_ping(rank)
+    }
+
+    /// End communication with `rank` (`gaspi_disconnect`); nothing to tear
+    /// down on one machine, so only the rank is checked.
+    pub fn disconnect(&self, rank: Rank) -> Result<()> {
+        self.engine.check_rank(rank)
+    }
+
+    /// Whether a context is alive in this process (`gaspi_initialized`).
+    pub fn is_initialized() -> bool {
+        ALIVE.load(SeqCst)
     }
 
     /// The library version (`gaspi_version`).

@@ -73,6 +73,14 @@ pub use types::{
     Rank, RankState, Remote, SegmentId, Timeout,
 };
 
+/// Compile-time proof of the thread-safety claims in the documentation.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Context>();
+    send_sync::<SegmentView<u8>>();
+    send_sync::<Error>();
+};
+
 /// Plain-old-data marker traits for segment views and reductions
 /// (re-exported from `bytemuck`, with its derive).
 pub use bytemuck::{Pod, Zeroable};

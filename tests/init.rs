@@ -25,8 +25,15 @@ fn rank_and_node_information() {
         );
         for r in 0..8 {
             ctx.proc_ping(r).unwrap();
+            ctx.connect(r, Timeout::Block).unwrap();
+            ctx.disconnect(r).unwrap();
         }
         assert!(ctx.proc_ping(8).is_err());
+        assert!(matches!(
+            ctx.connect(9, Timeout::Block),
+            Err(Error::InvalidRank { rank: 9, .. })
+        ));
+        assert!(Context::is_initialized());
         barrier(ctx);
     });
     Job::new(&[4]).run(|ctx| {

@@ -317,8 +317,10 @@ fn queue_full_then_wait_then_reuse() {
         }
         wn().unwrap();
         assert_eq!(ctx.queue_size(1).unwrap(), 16);
+        // Purging empties the queue too.
+        ctx.queue_purge(1, Timeout::Block).unwrap();
+        assert_eq!(ctx.queue_size(1).unwrap(), 0);
         // A list that does not fit posts nothing.
-        ctx.wait(1, Timeout::Block).unwrap();
         w(1).unwrap();
         let list: Vec<ListEntry> = (0..16)
             .map(|k| ListEntry::new(Local::new(0, k), 0, 100 + k, 1))

@@ -121,7 +121,10 @@ impl Waiter {
     /// ([`Error::Timeout`]) or `check` reports an error (a failed rank).
     ///
     /// `poll` must read the awaited state with SeqCst loads and `ww` must be
-    /// the word the producers of that state wake.
+    /// the word the producers of that state wake. A failure reported by
+    /// `check` wins only if a poll right after it still fails: a peer may
+    /// complete what we wait for and then terminate or die, and then the
+    /// completion came first.
     pub(crate) fn wait<T>(
         &self,
         ww: &WaitWord,
@@ -129,10 +132,17 @@ impl Waiter {
         mut poll: impl FnMut() -> Option<T>,
         mut check: impl FnMut() -> Result<()>,
     ) -> Result<T> {
+        macro_rules! check {
+            () => {
+                if let Err(e) = check() {
+                    return poll().ok_or(e);
+                }
+            };
+        }
         if let Some(v) = poll() {
             return Ok(v);
         }
-        check()?;
+        check!();
         if let Deadline::Now = deadline {
             return Err(Error::Timeout);
         }
@@ -151,7 +161,7 @@ impl Waiter {
                     if start.elapsed() >= self.spin {
                         break;
                     }
-                    check()?;
+                    check!();
                     if deadline.expired() {
                         return Err(Error::Timeout);
                     }
@@ -171,7 +181,7 @@ impl Waiter {
                 }
                 i = i.wrapping_add(1);
                 if i % 16 == 0 {
-                    check()?;
+                    check!();
                 }
                 if deadline.expired() {
                     return Err(Error::Timeout);
@@ -184,7 +194,7 @@ impl Waiter {
 
         // Phase 3: sleep on the futex.
         loop {
-            check()?;
+            check!();
             let remaining = deadline.remaining();
             if remaining == Some(Duration::ZERO) {
                 return Err(Error::Timeout);
@@ -263,6 +273,18 @@ mod tests {
                 || Err(Error::RankFailed { rank: 3 }),
             );
             assert!(matches!(r, Err(Error::RankFailed { rank: 3 })));
+            // A condition that holds by the time the failure is noticed wins.
+            let mut polls = 0;
+            let r = w.wait(
+                &ww,
+                Deadline::Never,
+                || {
+                    polls += 1;
+                    (polls > 1).then_some(5)
+                },
+                || Err(Error::RankTerminated { rank: 1 }),
+            );
+            assert_eq!(r.unwrap(), 5);
         }
     }
 }
