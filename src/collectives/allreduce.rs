@@ -38,8 +38,9 @@ pub trait Reducible: Pod + sealed::Sealed {
     fn reduce(op: ReduceOp, a: Self, b: Self) -> Self;
 }
 
-macro_rules! reducible_int {
-    ($($t:ty => $name:literal),*) => {$(
+/// `Reducible` for `$t`, named `$name`, with `$sum` as its sum.
+macro_rules! reducible {
+    ($($t:ty => $name:literal, $sum:expr);* $(;)?) => {$(
         impl sealed::Sealed for $t {}
         impl Reducible for $t {
             const GASPI_TYPE: &'static str = $name;
@@ -47,31 +48,21 @@ macro_rules! reducible_int {
                 match op {
                     ReduceOp::Min => a.min(b),
                     ReduceOp::Max => a.max(b),
-                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Sum => $sum(a, b),
                 }
             }
         }
     )*};
 }
 
-macro_rules! reducible_float {
-    ($($t:ty => $name:literal),*) => {$(
-        impl sealed::Sealed for $t {}
-        impl Reducible for $t {
-            const GASPI_TYPE: &'static str = $name;
-            fn reduce(op: ReduceOp, a: Self, b: Self) -> Self {
-                match op {
-                    ReduceOp::Min => a.min(b),
-                    ReduceOp::Max => a.max(b),
-                    ReduceOp::Sum => a + b,
-                }
-            }
-        }
-    )*};
+reducible! {
+    i32 => "GASPI_TYPE_INT", i32::wrapping_add;
+    u32 => "GASPI_TYPE_UINT", u32::wrapping_add;
+    i64 => "GASPI_TYPE_LONG", i64::wrapping_add;
+    u64 => "GASPI_TYPE_ULONG", u64::wrapping_add;
+    f32 => "GASPI_TYPE_FLOAT", |a: f32, b: f32| a + b;
+    f64 => "GASPI_TYPE_DOUBLE", |a: f64, b: f64| a + b;
 }
-
-reducible_int!(i32 => "GASPI_TYPE_INT", u32 => "GASPI_TYPE_UINT", i64 => "GASPI_TYPE_LONG", u64 => "GASPI_TYPE_ULONG");
-reducible_float!(f32 => "GASPI_TYPE_FLOAT", f64 => "GASPI_TYPE_DOUBLE");
 
 impl Context {
     /// Reduce `send` element-wise with `op` over every member of `group`;
@@ -174,12 +165,7 @@ impl Context {
             parity,
             bytes,
         });
-        self.engine.waiter.wait(
-            c.shared.ww(),
-            timeout.deadline(),
-            || c.shared.passed(generation).then_some(()),
-            || self.engine.member_faults(&c.members),
-        )?;
+        self.await_generation(&c.shared, generation, &c.members, timeout.deadline())?;
         st.pending = None;
         c.shared
             .get_contribution(parity, 0, bytemuck::cast_slice_mut(recv));

@@ -27,12 +27,7 @@ impl Context {
             Some(_) => return Err(Error::ActiveCollective { group }),
         };
         st.pending = Some(Pending::Barrier { generation });
-        self.engine.waiter.wait(
-            c.shared.ww(),
-            timeout.deadline(),
-            || c.shared.passed(generation).then_some(()),
-            || self.engine.member_faults(&c.members),
-        )?;
+        self.await_generation(&c.shared, generation, &c.members, timeout.deadline())?;
         st.pending = None;
         Ok(())
     }

@@ -19,7 +19,7 @@ pub use allreduce::{ReduceOp, Reducible};
 use crate::context::Context;
 use crate::engine::group::GroupShared;
 use crate::error::{Error, Result};
-use crate::types::{GroupId, Rank, SegmentId, Timeout};
+use crate::types::{Deadline, GroupId, Rank, SegmentId, Timeout};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -179,6 +179,23 @@ impl Context {
         })
     }
 
+    /// Wait until the barrier generation `generation` of `shared` has
+    /// passed, failing if a member of `members` dies or leaves first.
+    pub(crate) fn await_generation(
+        &self,
+        shared: &GroupShared,
+        generation: u32,
+        members: &[Rank],
+        deadline: Deadline,
+    ) -> Result<()> {
+        self.engine.waiter.wait(
+            shared.ww(),
+            deadline,
+            || shared.passed(generation).then_some(()),
+            || self.engine.member_faults(members),
+        )
+    }
+
     pub(crate) fn committed_members(&self, group: GroupId) -> Result<Vec<Rank>> {
         Ok(self.committed(group)?.members.clone())
     }
@@ -322,12 +339,7 @@ impl Context {
             }) => Ok((members.clone(), shared.clone(), *generation)),
             _ => Err(Error::GroupNotCommitted { group }),
         })?;
-        self.engine.waiter.wait(
-            shared.ww(),
-            deadline,
-            || shared.passed(generation).then_some(()),
-            || self.engine.member_faults(&members),
-        )?;
+        self.await_generation(&shared, generation, &members, deadline)?;
         if members[0] == me {
             shared.unlink(); // every member has it mapped now
         }

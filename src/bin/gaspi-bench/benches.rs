@@ -93,6 +93,15 @@ impl Bench<'_> {
     }
 }
 
+impl Bench<'_> {
+    /// Segment 0 with a send area at offset 0 and a receive area (at the
+    /// returned offset), each large enough for the largest of `sizes`.
+    fn buffers(&self, sizes: &[usize]) -> (SegmentView<u8>, usize) {
+        let max = *sizes.iter().max().unwrap_or(&8);
+        (self.segment(2 * max + 4096), max + 4096)
+    }
+}
+
 /// Time `reps` calls of `op` in `BATCHES` batches; microseconds per call
 /// (divided by `per_call`, e.g. 2 for a round trip) for each batch.
 fn batches(reps: usize, per_call: f64, mut op: impl FnMut(usize)) -> Vec<f64> {
@@ -181,44 +190,37 @@ fn exchange_pattern(
 /// ranks 0 and 1; one-way latency.
 pub fn write_notify_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
     let ctx = b.ctx;
-    let max = *sizes.iter().max().unwrap_or(&8);
-    let view = b.segment(2 * max + 4096);
-    let recv = max + 4096;
+    let (view, recv) = b.buffers(sizes);
     let mut rows = Vec::new();
     for &size in sizes {
         let reps = b.reps(size, 20_000, 2 << 30);
         let ok = Cell::new(true);
-        let ping = |i: usize| {
+        // Send message `i` to `to`'s notification `id`; take message `i` from ours.
+        let post = |to: Rank, id: u32, i: usize| {
             stamp(&view, 0, size, i);
             ctx.write_notify(
                 Local::new(0, 0),
-                Remote::new(1, 0, recv),
+                Remote::new(to, 0, recv),
                 size,
-                Notification::new(0, 1),
+                Notification::new(id, 1),
                 0,
                 B,
             )
             .expect("write_notify");
             ctx.wait(0, B).expect("wait");
-            let id = ctx.notify_waitsome(0, 1..2, B).expect("waitsome");
-            ctx.notify_reset(0, id).expect("reset");
+        };
+        let take = |id: u32, i: usize| {
+            let got = ctx.notify_waitsome(0, id..id + 1, B).expect("waitsome");
+            ctx.notify_reset(0, got).expect("reset");
             ok.set(ok.get() & stamped(&view, recv, size, i));
         };
+        let ping = |i: usize| {
+            post(1, 0, i);
+            take(1, i);
+        };
         let pong = |i: usize| {
-            let id = ctx.notify_waitsome(0, 0..1, B).expect("waitsome");
-            ctx.notify_reset(0, id).expect("reset");
-            ok.set(ok.get() & stamped(&view, recv, size, i));
-            stamp(&view, 0, size, i);
-            ctx.write_notify(
-                Local::new(0, 0),
-                Remote::new(0, 0, recv),
-                size,
-                Notification::new(1, 1),
-                0,
-                B,
-            )
-            .expect("write_notify");
-            ctx.wait(0, B).expect("wait");
+            take(0, i);
+            post(0, 1, i);
         };
         b.barrier();
         let mut samples = Vec::new();
@@ -242,9 +244,7 @@ pub fn write_notify_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
 /// size on rank 0, batch by batch in the same run.
 pub fn write_bw(b: &Bench, sizes: &[usize]) -> Vec<Row> {
     let ctx = b.ctx;
-    let max = *sizes.iter().max().unwrap_or(&8);
-    let view = b.segment(2 * max + 4096);
-    let recv = max + 4096;
+    let (view, recv) = b.buffers(sizes);
     let depth = ctx.queue_size_max() as usize;
     let mut rows = Vec::new();
     for &size in sizes {
@@ -313,9 +313,7 @@ pub fn write_bw(b: &Bench, sizes: &[usize]) -> Vec<Row> {
 /// complete.
 pub fn read_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
     let ctx = b.ctx;
-    let max = *sizes.iter().max().unwrap_or(&8);
-    let view = b.segment(2 * max + 4096);
-    let recv = max + 4096;
+    let (view, recv) = b.buffers(sizes);
     let mut rows = Vec::new();
     for &size in sizes {
         let reps = b.reps(size, 20_000, 2 << 30);
