@@ -306,18 +306,15 @@ impl Context {
                             )
                         })?
                 } else {
-                    self.engine.await_object(
-                        deadline,
-                        || {
-                            GroupShared::open(&token, &members, epoch).map_err(|e| {
-                                Error::system(
-                                    format!("opening the shared state of group {}", group.0),
-                                    e,
-                                )
-                            })
-                        },
-                        || self.engine.member_faults(&members),
-                    )?
+                    crate::engine::poll_with_backoff(deadline, || {
+                        self.engine.member_faults(&members)?;
+                        GroupShared::open(&token, &members, epoch).map_err(|e| {
+                            Error::system(
+                                format!("opening the shared state of group {}", group.0),
+                                e,
+                            )
+                        })
+                    })?
                 };
                 let shared = Arc::new(shared);
                 let generation = shared.arrive();

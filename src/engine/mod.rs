@@ -12,9 +12,12 @@
 //! answer the first question for remote ranks with a transport instead of a
 //! mapping; the public API does not change.
 //!
-//! All `unsafe` code of the crate lives in this module's children: [`shm`]
-//! (mappings), [`futex`], and the copy helpers of [`segment`], [`inbox`] and
-//! [`group`], each next to the bounds it relies on.
+//! The crate's `unsafe` code for memory lives in this module's children:
+//! [`shm`] (mappings), [`futex`], [`epoch`] (deferred reclamation), and the
+//! copy helpers of [`segment`], [`inbox`] and [`group`], each next to the
+//! bounds it relies on. The only other `unsafe` blocks are the launcher's
+//! system calls (`launcher/sys.rs`) and the public `unsafe fn`s of segment
+//! binding and slice views, which forward their callers' promises.
 
 pub(crate) mod epoch;
 pub(crate) mod futex;
@@ -104,10 +107,6 @@ pub(crate) struct Native {
     last_probe_ms: AtomicU64,
 }
 
-fn sys(what: String) -> impl FnOnce(io::Error) -> Error {
-    move |e| Error::system(what, e)
-}
-
 impl Native {
     /// Join the job described by `spec`: map its control block (creating it
     /// if no launcher did), record this process, create the inbox and wait
@@ -146,7 +145,10 @@ impl Native {
             config.passive_queue_size_max as usize,
             config.passive_transfer_size_max,
         )
-        .map_err(sys(format!("creating the passive inbox of rank {r}")))?;
+        .map_err(|e| {
+            job.mark_failed(r); // nobody may wait for a rank that cannot start
+            Error::system(format!("creating the passive inbox of rank {r}"), e)
+        })?;
 
         let local_ranks = spec.ppn.min(spec.nranks);
         let native = Native {
@@ -223,9 +225,9 @@ impl Native {
         }
     }
 
-    /// Fail with the lowest failed rank the user has not acknowledged. When
-    /// no launcher watches the job, first look for dead processes (at most
-    /// every 100 ms).
+    /// Fail with a failed rank the user has not acknowledged, the first to
+    /// fail if it is among them (the root cause). When no launcher watches
+    /// the job, first look for dead processes (at most every 100 ms).
     pub(crate) fn faults(&self) -> Result<()> {
         if !self.launched {
             let now = self.started.elapsed().as_millis() as u64;
@@ -243,8 +245,8 @@ impl Native {
         if failed <= self.acknowledged_count.load(SeqCst) {
             return Ok(());
         }
-        let acked = self.acknowledged.lock().unwrap_or_else(|e| e.into_inner());
-        // failed_ranks() lists the first failure first: the root cause.
+        let acked = lock(&self.acknowledged);
+        // failed_ranks() lists the first failure first.
         match self
             .job
             .failed_ranks()
@@ -264,13 +266,11 @@ impl Native {
         if !self.launched {
             self.faults().ok();
         }
-        if let Some(&rank) = self
-            .job
-            .failed_ranks()
-            .iter()
-            .find(|&&r| members.contains(&(r as Rank)))
-        {
-            return Err(Error::RankFailed { rank: rank as Rank });
+        if self.job.header().failed.load(SeqCst) > 0 {
+            let failed = self.job.failed_ranks();
+            if let Some(&rank) = failed.iter().find(|&&r| members.contains(&(r as Rank))) {
+                return Err(Error::RankFailed { rank: rank as Rank });
+            }
         }
         members.iter().try_for_each(|&r| self.check_alive(r))
     }
@@ -284,7 +284,7 @@ impl Native {
             .into_iter()
             .map(|r| r as Rank)
             .collect();
-        let mut acked = self.acknowledged.lock().unwrap_or_else(|e| e.into_inner());
+        let mut acked = lock(&self.acknowledged);
         acked.clone_from(&failed);
         self.acknowledged_count.store(failed.len() as u64, SeqCst);
         failed
@@ -355,11 +355,17 @@ impl Native {
         let generation = self.job.slot(rank as usize).segments[seg as usize]
             .generation
             .load(SeqCst);
-        if generation % 2 == 0 {
-            return Err(Error::SegmentNotFound { rank, segment: seg }.into());
-        }
         let row = self.peer_row(rank);
-        match row[seg as usize].get(pin) {
+        let cached = row[seg as usize].get(pin);
+        if generation % 2 == 0 {
+            return Err(match cached {
+                // Drop our mapping of the deleted segment (remap does, then
+                // reports it gone), so the owner's memory can be freed.
+                Some(_) => Lookup::Remap { rank, segment: seg },
+                None => Error::SegmentNotFound { rank, segment: seg }.into(),
+            });
+        }
+        match cached {
             Some(p) if p.generation == generation => {
                 if !p.registered.load(SeqCst) {
                     if !p.obj.is_registered(self.rank) {
@@ -541,27 +547,26 @@ impl Native {
             }
         }
     }
+}
 
-    /// Poll for a shared object that another rank creates, until `deadline`.
-    pub(crate) fn await_object<T>(
-        &self,
-        deadline: Deadline,
-        mut poll: impl FnMut() -> Result<Option<T>>,
-        mut check: impl FnMut() -> Result<()>,
-    ) -> Result<T> {
-        let mut nap = Duration::from_micros(5);
-        loop {
-            if let Some(v) = poll()? {
-                return Ok(v);
-            }
-            check()?;
-            match deadline.remaining() {
-                Some(left) if left.is_zero() => return Err(Error::Timeout),
-                Some(left) => std::thread::sleep(nap.min(left)),
-                None => std::thread::sleep(nap),
-            }
-            nap = (nap * 2).min(Duration::from_millis(2));
+/// Poll `step` with growing naps (5 us to 2 ms) until it yields a value,
+/// fails, or `deadline` passes ([`Error::Timeout`]). For waiting on objects
+/// that another process creates, where nothing can wake us.
+pub(crate) fn poll_with_backoff<T>(
+    deadline: Deadline,
+    mut step: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let mut nap = Duration::from_micros(5);
+    loop {
+        if let Some(v) = step()? {
+            return Ok(v);
         }
+        match deadline.remaining() {
+            Some(left) if left.is_zero() => return Err(Error::Timeout),
+            Some(left) => std::thread::sleep(nap.min(left)),
+            None => std::thread::sleep(nap),
+        }
+        nap = (nap * 2).min(Duration::from_millis(2));
     }
 }
 
@@ -575,21 +580,13 @@ fn open_job(spec: &JobSpec, deadline: Deadline) -> Result<JobBlock> {
             Err(e) => return Err(Error::system("creating the job control block", e)),
         }
     }
-    let mut nap = Duration::from_micros(10);
-    loop {
-        match JobBlock::try_open(token) {
-            Ok(Some(b)) => return Ok(b),
-            Ok(None) => {}
-            Err(e) => return Err(Error::system(format!("opening job {token}"), e)),
-        }
-        match deadline.remaining() {
-            Some(left) if left.is_zero() => {
-                return Err(Error::Environment(format!(
-                    "job {token} does not exist (was its launcher stopped?)"
-                )));
-            }
-            _ => std::thread::sleep(nap),
-        }
-        nap = (nap * 2).min(Duration::from_millis(5));
-    }
+    poll_with_backoff(deadline, || {
+        JobBlock::try_open(token).map_err(|e| Error::system(format!("opening job {token}"), e))
+    })
+    .map_err(|e| match e {
+        Error::Timeout => Error::Environment(format!(
+            "job {token} does not exist (was its launcher stopped?)"
+        )),
+        e => e,
+    })
 }
