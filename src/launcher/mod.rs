@@ -327,6 +327,7 @@ impl Launch {
             start: Instant::now(),
             stop_at: None,
             kill_at: None,
+            term_sent: false,
             timed_out: false,
             interrupted: None,
         };
@@ -461,6 +462,8 @@ struct Supervisor<'a> {
     stop_at: Option<Instant>,
     /// When to send SIGKILL to the ranks still running.
     kill_at: Option<Instant>,
+    /// SIGTERM went out already.
+    term_sent: bool,
     timed_out: bool,
     interrupted: Option<i32>,
 }
@@ -477,9 +480,10 @@ impl Supervisor<'_> {
         }
     }
 
-    /// Begin stopping the job: SIGTERM at `when`, SIGKILL a second later.
+    /// Begin stopping the job: SIGTERM at `when` (unless sent already),
+    /// SIGKILL a second after it.
     fn stop(&mut self, when: Instant) {
-        if self.stop_at.is_none_or(|t| when < t) {
+        if !self.term_sent && self.stop_at.is_none_or(|t| when < t) {
             self.stop_at = Some(when);
         }
     }
@@ -487,7 +491,6 @@ impl Supervisor<'_> {
     fn supervise(&mut self, signals: Option<&OwnedFd>) -> io::Result<()> {
         let deadline = self.launch.timeout.map(|t| self.start + t);
         while self.alive().next().is_some() {
-            let now = Instant::now();
             let next = [
                 deadline.filter(|_| !self.timed_out),
                 self.stop_at,
@@ -496,21 +499,19 @@ impl Supervisor<'_> {
             .into_iter()
             .flatten()
             .min();
-            let wait = next.map(|t| t.saturating_duration_since(now));
+            let wait = next.map(|t| t.saturating_duration_since(Instant::now()));
             let idx: Vec<usize> = (0..self.running.len())
                 .filter(|&i| self.running[i].status.is_none())
                 .collect();
             let mut fds: Vec<_> = idx.iter().map(|&i| self.running[i].pidfd.as_fd()).collect();
-            if let Some(s) = signals {
-                fds.push(s.as_fd());
-            }
+            fds.extend(signals.map(|s| s.as_fd()));
             let ready = sys::poll_readable(&fds, wait)?;
             for (k, &i) in idx.iter().enumerate() {
                 if ready[k] {
                     self.reap(i)?;
                 }
             }
-            if let (Some(s), true) = (signals, ready.last() == Some(&true) && signals.is_some()) {
+            if let Some(s) = signals.filter(|_| ready[idx.len()]) {
                 if let Some(&sig) = sys::drain_signals(s.as_fd()).first() {
                     self.launch
                         .say(format!("received {}: stopping the job", signal_name(sig)));
@@ -519,27 +520,26 @@ impl Supervisor<'_> {
                 }
             }
             let now = Instant::now();
-            if let Some(d) = deadline {
-                if now >= d && !self.timed_out {
-                    self.timed_out = true;
-                    self.launch.say(format!(
-                        "the job ran past its timeout of {:?}: stopping it",
-                        self.launch.timeout.unwrap_or_default()
-                    ));
-                    self.stop(now);
-                }
+            if deadline.is_some_and(|d| now >= d) && !self.timed_out {
+                self.timed_out = true;
+                self.launch.say(format!(
+                    "the job ran past its timeout of {:?}: stopping it",
+                    self.launch.timeout.unwrap_or_default()
+                ));
+                self.stop(now);
             }
             if self.stop_at.is_some_and(|t| now >= t) {
-                self.stop_at = Some(Instant::now() + Duration::from_secs(3600));
+                self.stop_at = None;
+                self.term_sent = true;
                 if self.alive().next().is_some() {
                     self.launch
                         .say("sending SIGTERM to the ranks still running");
                 }
                 self.signal_all(libc::SIGTERM);
-                self.kill_at.get_or_insert(now + Duration::from_secs(1));
+                self.kill_at = Some(now + Duration::from_secs(1));
             }
             if self.kill_at.is_some_and(|t| now >= t) {
-                self.kill_at = Some(Instant::now() + Duration::from_secs(3600));
+                self.kill_at = None;
                 if self.alive().next().is_some() {
                     self.launch
                         .say("sending SIGKILL to the ranks still running");
