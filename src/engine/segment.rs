@@ -252,7 +252,9 @@ impl SegmentObject {
             ));
         }
         drop(head);
-        let map = Mapping::new(&fd, total, 0, true)?;
+        // Peers fault pages in as they touch them: mapping every byte of
+        // every peer's segments up front would cost page tables for all.
+        let map = Mapping::new(&fd, total, 0, false)?;
         Ok(SegmentObject {
             table: TableParts::new(&map, &layout, notification_num),
             name,
