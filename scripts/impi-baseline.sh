@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Intel MPI beside gaspi-bench on this machine, runs alternated so that both
+# see the same machine state: barrier (IMB-MPI1) at 2, 4, 8 ranks and a
+# notified 8-byte put (scripts/mpi/notified_put_lat.c) at 2 ranks.
+#
+# Installs Intel MPI from PyPI into a virtualenv (default .impi-venv, or
+# $IMPI_VENV). Usage: scripts/impi-baseline.sh [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+venv=${IMPI_VENV:-.impi-venv}
+version=2021.18.0
+
+if [ ! -x "$venv/bin/IMB-MPI1" ]; then
+    echo "installing Intel MPI $version from PyPI into $venv" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "impi-rt==$version" "impi-devel==$version"
+fi
+venv=$(cd "$venv" && pwd)
+# The PyPI mpicc wrapper cannot find mpi.h (its prefix is left
+# unsubstituted): compile against the virtualenv's include/ and lib/.
+export PATH="$venv/bin:$PATH" LD_LIBRARY_PATH="$venv/lib:${LD_LIBRARY_PATH:-}"
+export I_MPI_FABRICS=shm
+gcc -O2 -I"$venv/include" -L"$venv/lib" -o "$venv/notified_put_lat" scripts/mpi/notified_put_lat.c -lmpi
+cargo build --release --bin gaspi-bench >&2
+bench=target/release/gaspi-bench
+
+echo "# $(date -u +%F), $(nproc) cores, Intel MPI $version (I_MPI_FABRICS=shm); times in us"
+echo "what,ranks,round,intel_mpi,gaspi,ratio"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
+for n in 2 4 8; do
+    for r in $(seq 1 "$rounds"); do
+        impi=$(mpirun -n "$n" IMB-MPI1 Barrier -npmin "$n" -iter 2000 | awk '/#repetitions/{f=1;next} f&&NF>=4{print $4; exit}')
+        ours=$($bench barrier -n "$n" --format csv | awk -F, 'NR==2{print $8}')
+        echo "barrier,$n,$r,$impi,$ours,$(ratio "$impi" "$ours")"
+    done
+done
+for r in $(seq 1 "$rounds"); do
+    impi=$(mpirun -n 2 "$venv/notified_put_lat" 20000 | awk '{print $4}')
+    ours=$($bench write-notify-lat -n 2 --sizes 8 --format csv | awk -F, 'NR==2{print $8}')
+    echo "notified-put-8B,2,$r,$impi,$ours,$(ratio "$impi" "$ours")"
+done
