@@ -152,6 +152,27 @@ fn has_pattern(view: &SegmentView<u8>, off: usize, size: usize, seed: usize) -> 
     v.iter().enumerate().all(|(i, &b)| b == pattern(seed, i))
 }
 
+/// Write `size` bytes from the send area (offset 0) to `recv` on `to`,
+/// with notification `id`, and complete the queue.
+fn send(ctx: &Context, to: Rank, recv: usize, size: usize, id: u32) {
+    ctx.write_notify(
+        Local::new(0, 0),
+        Remote::new(to, 0, recv),
+        size,
+        Notification::new(id, 1),
+        0,
+        B,
+    )
+    .expect("write_notify");
+    ctx.wait(0, B).expect("wait");
+}
+
+/// Wait for notification `id` and take it.
+fn take(ctx: &Context, id: u32) {
+    let got = ctx.notify_waitsome(0, id..id + 1, B).expect("waitsome");
+    ctx.notify_reset(0, got).expect("reset");
+}
+
 /// Send a whole pattern message from rank 0 to rank 1 (or back) and check
 /// every byte on arrival: the full verification after a timed loop.
 fn exchange_pattern(
@@ -167,20 +188,10 @@ fn exchange_pattern(
     let mut ok = true;
     if b.me() == from {
         fill_pattern(view, 0, size, size + id as usize);
-        ctx.write_notify(
-            Local::new(0, 0),
-            Remote::new(to, 0, recv),
-            size,
-            Notification::new(id, 1),
-            0,
-            B,
-        )
-        .expect("write_notify");
-        ctx.wait(0, B).expect("wait");
+        send(ctx, to, recv, size, id);
     }
     if b.me() == to {
-        let got = ctx.notify_waitsome(0, id..id + 1, B).expect("waitsome");
-        ctx.notify_reset(0, got).expect("reset");
+        take(ctx, id);
         ok = has_pattern(view, recv, size, size + id as usize);
     }
     ok
@@ -198,28 +209,18 @@ pub fn write_notify_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
         // Send message `i` to `to`'s notification `id`; take message `i` from ours.
         let post = |to: Rank, id: u32, i: usize| {
             stamp(&view, 0, size, i);
-            ctx.write_notify(
-                Local::new(0, 0),
-                Remote::new(to, 0, recv),
-                size,
-                Notification::new(id, 1),
-                0,
-                B,
-            )
-            .expect("write_notify");
-            ctx.wait(0, B).expect("wait");
+            send(ctx, to, recv, size, id);
         };
-        let take = |id: u32, i: usize| {
-            let got = ctx.notify_waitsome(0, id..id + 1, B).expect("waitsome");
-            ctx.notify_reset(0, got).expect("reset");
+        let receive = |id: u32, i: usize| {
+            take(ctx, id);
             ok.set(ok.get() & stamped(&view, recv, size, i));
         };
         let ping = |i: usize| {
             post(1, 0, i);
-            take(1, i);
+            receive(1, i);
         };
         let pong = |i: usize| {
-            take(0, i);
+            receive(0, i);
             post(0, 1, i);
         };
         b.barrier();
@@ -272,11 +273,8 @@ pub fn write_bw(b: &Bench, sizes: &[usize]) -> Vec<Row> {
                         ctx.write(Local::new(0, 0), Remote::new(1, 0, recv), size, 0, B)
                             .expect("write");
                     }
-                    ctx.notify(1, 0, Notification::new(0, 1), 0, B)
-                        .expect("notify");
-                    ctx.wait(0, B).expect("wait");
-                    let id = ctx.notify_waitsome(0, 1..2, B).expect("waitsome");
-                    ctx.notify_reset(0, id).expect("reset");
+                    send(ctx, 1, recv, 0, 0); // a notification: the batch is done
+                    take(ctx, 1);
                     let t_write = t0.elapsed().as_secs_f64() * 1e6 / per as f64;
                     if batch > 0 {
                         memcpy.push(t_copy);
@@ -284,11 +282,8 @@ pub fn write_bw(b: &Bench, sizes: &[usize]) -> Vec<Row> {
                     }
                 }
                 1 => {
-                    let id = ctx.notify_waitsome(0, 0..1, B).expect("waitsome");
-                    ctx.notify_reset(0, id).expect("reset");
-                    ctx.notify(0, 0, Notification::new(1, 1), 0, B)
-                        .expect("notify");
-                    ctx.wait(0, B).expect("wait");
+                    take(ctx, 0);
+                    send(ctx, 0, recv, 0, 1); // acknowledge the batch
                 }
                 _ => {}
             }
