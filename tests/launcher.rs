@@ -183,9 +183,11 @@ fn timeout_stops_the_job() {
 #[test]
 fn when_a_rank_dies_the_others_are_stopped() {
     let dir = scratch("dies");
+    // Rank 0 dies once every rank has written its pid (so all are running).
     let script = format!(
-        "echo $$ > {}/$GASPI_RANK; if [ $GASPI_RANK = 0 ]; then sleep 0.2; kill -9 $$; fi; exec sleep 30",
-        dir.display()
+        "echo $$ > {d}/$GASPI_RANK; if [ $GASPI_RANK = 0 ]; then \
+         while [ $(ls {d} | wc -l) -lt 3 ]; do sleep 0.01; done; kill -9 $$; fi; exec sleep 30",
+        d = dir.display()
     );
     let start = Instant::now();
     let out = gaspi_run(&["-n", "3", "--grace", "0.2", "sh", "-c", &script]);
