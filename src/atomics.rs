@@ -10,6 +10,7 @@
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::onesided::check_range;
+use crate::traffic::Op;
 use crate::types::{Remote, Timeout};
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
@@ -20,14 +21,16 @@ impl Context {
         }
         self.check_segment_id(at.segment)?;
         let mut op = Some(op);
-        self.engine.run(|pin| {
+        let old = self.engine.run(|pin| {
             let obj = self.engine.target(pin, at.rank, at.segment)?;
             check_range(obj, at.rank, at.segment, at.offset, 8)?;
             let op = op
                 .take()
                 .expect("runs once: nothing fails after the lookup");
             Ok(op(obj.atomic_u64(at.offset)))
-        })
+        })?;
+        self.traffic.count(self.is_inter(at.rank), Op::Atomic, 1, 0);
+        Ok(old)
     }
 
     /// Add `value` to the word at `at` and return its previous value

@@ -62,6 +62,7 @@ pub struct Context {
     pub(crate) config: Config,
     pub(crate) queues: Queues,
     pub(crate) groups: Groups,
+    pub(crate) traffic: crate::traffic::Book,
     ppn: usize,
     terminated: AtomicBool,
 }
@@ -155,12 +156,13 @@ impl Context {
             let ctx = Context {
                 queues: Queues::new(config.queue_num, config.queue_size_max),
                 groups: Groups::new(config.group_max as usize),
+                traffic: Default::default(),
                 config,
                 ppn: spec.ppn,
                 engine,
                 terminated: AtomicBool::new(false),
             };
-            ctx.commit_group_all()?;
+            ctx.commit_initial_groups()?;
             Ok(ctx)
         });
         if made.is_err() {

@@ -162,6 +162,24 @@ pub enum Error {
         /// The rank.
         rank: Rank,
     },
+    /// Direct access to memory of another node was asked for. Ranks map
+    /// only their own node's memory; other nodes are reached through
+    /// one-sided operations.
+    OtherNode {
+        /// The rank asked about.
+        rank: Rank,
+        /// Its node.
+        node: usize,
+        /// The calling rank's node.
+        this_node: usize,
+    },
+    /// The segment is a rank's own segment, not a node-shared window.
+    NotAWindow {
+        /// The rank.
+        rank: Rank,
+        /// The segment id.
+        segment: SegmentId,
+    },
     /// A passive message is larger than the receive size; it stays queued.
     MessageTooLarge {
         /// The size of the queued message.
@@ -215,6 +233,7 @@ impl Error {
             Error::TooManyGroups { .. } => "GASPI_ERR_MANY_GRP",
             Error::ActiveCollective { .. } => "GASPI_ERR_ACTIVE_COLL",
             Error::RankFailed { .. } => "GASPI_ERROR",
+            Error::OtherNode { .. } | Error::NotAWindow { .. } => "GASPI_ERR_INV_SEG",
             Error::InvalidArgument(_) => "GASPI_ERR_INV_NUM",
             Error::Config(_) => "GASPI_ERR_CONFIG",
             Error::Environment(_) => "GASPI_ERR_ENV",
@@ -332,6 +351,20 @@ impl fmt::Display for Error {
             Error::RankTerminated { rank } => write!(
                 f,
                 "rank {rank} has already terminated (proc_term); it takes no more communication"
+            ),
+            Error::OtherNode {
+                rank,
+                node,
+                this_node,
+            } => write!(
+                f,
+                "rank {rank} is on node {node}, not on this rank's node {this_node}: only memory \
+                 of the own node can be accessed directly; use write/read/write_notify"
+            ),
+            Error::NotAWindow { rank, segment } => write!(
+                f,
+                "segment {segment} of rank {rank} is not a node-shared window: create it with \
+                 window_create to share it within the node"
             ),
             Error::MessageTooLarge { size, capacity } => write!(
                 f,

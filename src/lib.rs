@@ -59,7 +59,9 @@ mod passive;
 mod queues;
 mod segments;
 pub mod testing;
+mod traffic;
 mod types;
+mod windows;
 
 pub use collectives::{ReduceOp, Reducible};
 pub use config::{
@@ -67,11 +69,14 @@ pub use config::{
 };
 pub use context::{Context, env};
 pub use error::{Error, Result};
+pub use notifications::NotifyCounts;
 pub use segments::SegmentView;
+pub use traffic::{Traffic, TrafficCounts};
 pub use types::{
     Alloc, GroupId, ListEntry, Local, Notification, NotificationId, NotificationValue, QueueId,
     Rank, RankState, Remote, SegmentId, Timeout,
 };
+pub use windows::{Window, WindowOptions};
 
 /// Compile-time proof of the thread-safety claims in the documentation.
 const _: () = {

@@ -9,10 +9,32 @@
 //! others get 0.
 
 use crate::context::Context;
+use crate::engine::notify::{Counters, NotificationTable};
+use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
 use crate::onesided::check_notification_id;
 use crate::types::{NotificationId, NotificationValue, SegmentId, Timeout};
 use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
+
+/// How many notifications a window's table has received and given out,
+/// node-wide, since the window was created. Both only grow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct NotifyCounts {
+    /// Notifications posted into the table (by any rank, any node).
+    pub posted: u64,
+    /// Notifications taken from it ([`Context::notify_claim`] or
+    /// [`Context::notify_reset`] of a set notification).
+    pub claimed: u64,
+}
+
+/// Which of the two counts to wait for.
+#[derive(Clone, Copy)]
+enum Count {
+    Posted,
+    Claimed,
+}
 
 impl Context {
     /// Wait until some notification in `ids` of local segment `segment` is
@@ -42,15 +64,7 @@ impl Context {
         ids: Range<NotificationId>,
         timeout: Timeout,
     ) -> Result<NotificationId> {
-        self.check_segment_id(segment)?;
-        let obj = self.engine.local_arc(segment)?;
-        if ids.start >= ids.end {
-            return Err(Error::InvalidArgument(format!(
-                "notify_waitsome over the empty id range {}..{}",
-                ids.start, ids.end
-            )));
-        }
-        check_notification_id(&obj, ids.end - 1)?;
+        let obj = self.table_of(segment, &ids)?;
         let table = obj.notifications();
         let deadline = timeout.deadline();
         self.engine.waiter.wait(
@@ -73,7 +87,187 @@ impl Context {
         self.engine.run(|pin| {
             let obj = self.engine.local(pin, segment)?;
             check_notification_id(obj, id)?;
-            Ok(obj.notifications().reset(id))
+            Ok(obj.notifications().claim(id).unwrap_or(0))
+        })
+    }
+
+    /// Wait until some notification in `ids` of local segment `segment` is
+    /// set and take it: returns its id and value. Of several ranks (sharing
+    /// a window's table) or threads claiming at once, each notification
+    /// goes to exactly one; the others keep waiting for the next. In a
+    /// window, claims are counted ([`Context::notify_counts`]).
+    ///
+    /// ```
+    /// use gaspi::{Config, Context, GroupId, Notification, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let win = ctx.window_create(0, 64, GroupId::ALL, Timeout::Block)?;
+    /// ctx.notify(ctx.rank(), 0, Notification::new(9, 3), 0, Timeout::Block)?;
+    /// assert_eq!(ctx.notify_claim(0, 0..16, Timeout::Block)?, (9, 3));
+    /// assert_eq!(ctx.notify_counts(0)?.claimed, 1);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn notify_claim(
+        &self,
+        segment: SegmentId,
+        ids: Range<NotificationId>,
+        timeout: Timeout,
+    ) -> Result<(NotificationId, NotificationValue)> {
+        self.claim_or_done(segment, ids, None, timeout)
+            .map(|c| c.expect("without a target count a claim is the only way out"))
+    }
+
+    /// Claim a notification in `ids` of window `segment`, or return `None`
+    /// once the node has claimed `claimed` notifications in total: the loop
+    /// of seed 002's allgatherv ("while the node has not received all
+    /// blocks: claim one"), where every rank of the node stops when the
+    /// last block was taken, by whichever rank.
+    ///
+    /// ```
+    /// use gaspi::{Config, Context, GroupId, Notification, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.window_create(0, 64, GroupId::ALL, Timeout::Block)?;
+    /// ctx.notify(ctx.rank(), 0, Notification::new(1, 7), 0, Timeout::Block)?;
+    /// assert_eq!(ctx.notify_claim_until(0, 0..4, 1, Timeout::Block)?, Some((1, 7)));
+    /// assert_eq!(ctx.notify_claim_until(0, 0..4, 1, Timeout::Block)?, None); // all taken
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn notify_claim_until(
+        &self,
+        segment: SegmentId,
+        ids: Range<NotificationId>,
+        claimed: u64,
+        timeout: Timeout,
+    ) -> Result<Option<(NotificationId, NotificationValue)>> {
+        self.claim_or_done(segment, ids, Some(claimed), timeout)
+    }
+
+    fn claim_or_done(
+        &self,
+        segment: SegmentId,
+        ids: Range<NotificationId>,
+        done_at: Option<u64>,
+        timeout: Timeout,
+    ) -> Result<Option<(NotificationId, NotificationValue)>> {
+        let obj = self.table_of(segment, &ids)?;
+        let table = obj.notifications();
+        let done = match done_at {
+            Some(k) => {
+                let c = self.counters(&obj, segment)?;
+                Some((&c.claimed, k))
+            }
+            None => None,
+        };
+        self.engine.waiter.wait(
+            table.ww,
+            timeout.deadline(),
+            || {
+                if let Some((claimed, k)) = done {
+                    if claimed.load(SeqCst) >= k {
+                        return Some(None);
+                    }
+                }
+                // A lost race means: look again at once, since others may
+                // be set (None from find: nothing is).
+                loop {
+                    let id = table.find(ids.clone())?;
+                    if let Some(v) = table.claim(id) {
+                        return Some(Some((id, v)));
+                    }
+                }
+            },
+            || self.engine.faults(),
+        )
+    }
+
+    /// The node-wide counts of the notification table of window `segment`.
+    /// Fails with [`Error::NotAWindow`] on a rank's own segment, whose
+    /// table does not count.
+    pub fn notify_counts(&self, segment: SegmentId) -> Result<NotifyCounts> {
+        let obj = self.local_table(segment)?;
+        let c = self.counters(&obj, segment)?;
+        Ok(NotifyCounts {
+            posted: c.posted.load(SeqCst),
+            claimed: c.claimed.load(SeqCst),
+        })
+    }
+
+    /// Wait until at least `at_least` notifications have been posted into
+    /// window `segment` since its creation; returns the count then. Waiting
+    /// for a total rather than "one more" makes rounds unambiguous: round
+    /// `k` waits for the total of rounds `0..=k`.
+    pub fn notify_wait_posted(
+        &self,
+        segment: SegmentId,
+        at_least: u64,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        self.wait_count(segment, Count::Posted, at_least, timeout)
+    }
+
+    /// Wait until at least `at_least` notifications have been claimed from
+    /// window `segment` (by any rank of the node); returns the count then.
+    pub fn notify_wait_claimed(
+        &self,
+        segment: SegmentId,
+        at_least: u64,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        self.wait_count(segment, Count::Claimed, at_least, timeout)
+    }
+
+    fn wait_count(
+        &self,
+        segment: SegmentId,
+        which: Count,
+        at_least: u64,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        let obj = self.local_table(segment)?;
+        let c = self.counters(&obj, segment)?;
+        let counter = match which {
+            Count::Posted => &c.posted,
+            Count::Claimed => &c.claimed,
+        };
+        let ww = obj.notifications().ww;
+        self.engine.waiter.wait(
+            ww,
+            timeout.deadline(),
+            || {
+                let n = counter.load(SeqCst);
+                (n >= at_least).then_some(n)
+            },
+            || self.engine.faults(),
+        )
+    }
+
+    /// This rank's segment `segment`, kept beyond a pin for blocking waits.
+    fn local_table(&self, segment: SegmentId) -> Result<Arc<SegmentObject>> {
+        self.check_segment_id(segment)?;
+        self.engine.local_arc(segment)
+    }
+
+    /// Segment `segment`, checked for a non-empty id range within its table.
+    fn table_of(
+        &self,
+        segment: SegmentId,
+        ids: &Range<NotificationId>,
+    ) -> Result<Arc<SegmentObject>> {
+        let obj = self.local_table(segment)?;
+        if ids.start >= ids.end {
+            return Err(Error::InvalidArgument(format!(
+                "an empty notification id range {}..{}",
+                ids.start, ids.end
+            )));
+        }
+        check_notification_id(&obj, ids.end - 1)?;
+        Ok(obj)
+    }
+
+    fn counters<'a>(&self, obj: &'a SegmentObject, segment: SegmentId) -> Result<&'a Counters> {
+        let table: NotificationTable<'a> = obj.notifications();
+        table.counters.ok_or_else(|| Error::NotAWindow {
+            rank: self.rank(),
+            segment,
         })
     }
 

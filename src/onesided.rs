@@ -13,6 +13,7 @@ use crate::engine::Lookup;
 use crate::engine::epoch::Pin;
 use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
+use crate::traffic::Op;
 use crate::types::{
     ListEntry, Local, Notification, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout,
 };
@@ -177,7 +178,21 @@ impl Context {
                 obj.notifications().post(n.id, n.value);
             }
             Ok(())
-        })
+        })?;
+        let inter = self.is_inter(rank);
+        if !entries.is_empty() {
+            let op = match dir {
+                Direction::Put => Op::Write,
+                Direction::Get => Op::Read,
+            };
+            let bytes = entries.iter().map(|e| e.size as u64).sum();
+            self.traffic.count(inter, op, entries.len() as u64, bytes);
+        }
+        // A read's notification is set locally: not traffic.
+        if notify.is_some() && dir == Direction::Put {
+            self.traffic.count(inter, Op::Notify, 1, 0);
+        }
+        Ok(())
     }
 
     fn check_list(&self, entries: &[ListEntry]) -> Result<()> {

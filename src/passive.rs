@@ -14,6 +14,7 @@ use crate::context::Context;
 use crate::engine::segment::Span;
 use crate::error::{Error, Result};
 use crate::onesided::check_range;
+use crate::traffic::Op;
 use crate::types::{Local, Rank, Timeout};
 
 impl Context {
@@ -65,7 +66,10 @@ impl Context {
             &self.engine.waiter,
             timeout.deadline(),
             || self.engine.check_alive(rank),
-        )
+        )?;
+        self.traffic
+            .count(self.is_inter(rank), Op::Passive, 1, size as u64);
+        Ok(())
     }
 
     /// Receive the next message from any rank into `dst`, which has room for

@@ -37,15 +37,16 @@ impl Context {
     }
 
     /// The shape of a new segment of `size` bytes on this rank.
-    fn shape(&self, size: usize) -> Shape {
+    pub(crate) fn shape(&self, size: usize) -> Shape {
         Shape {
             size,
             notification_num: self.config.notification_num,
             nranks: self.engine.nranks(),
+            counting: false,
         }
     }
 
-    fn check_segment_size(size: usize) -> Result<()> {
+    pub(crate) fn check_segment_size(size: usize) -> Result<()> {
         if size == 0 {
             return Err(Error::InvalidArgument(
                 "a segment needs at least one byte".into(),
@@ -117,7 +118,7 @@ impl Context {
 
     /// Register, then barrier, with a retry after a timeout resuming the
     /// barrier instead of failing on the existing segment.
-    fn collective_segment(
+    pub(crate) fn collective_segment(
         &self,
         segment: SegmentId,
         group: GroupId,
@@ -271,13 +272,7 @@ impl Context {
     /// ```
     pub fn segment<T: Pod>(&self, segment: SegmentId) -> Result<SegmentView<T>> {
         self.check_segment_id(segment)?;
-        let obj = self.engine.local_arc(segment)?;
-        let len = obj.size() / std::mem::size_of::<T>().max(1);
-        Ok(SegmentView {
-            obj,
-            len,
-            _t: PhantomData,
-        })
+        Ok(SegmentView::of(self.engine.local_arc(segment)?))
     }
 }
 
@@ -304,6 +299,16 @@ pub struct SegmentView<T> {
 }
 
 impl<T: Pod> SegmentView<T> {
+    /// A view of `obj`.
+    pub(crate) fn of(obj: Arc<SegmentObject>) -> SegmentView<T> {
+        let len = obj.size() / std::mem::size_of::<T>().max(1);
+        SegmentView {
+            obj,
+            len,
+            _t: PhantomData,
+        }
+    }
+
     /// Number of whole `T`s in the segment.
     pub fn len(&self) -> usize {
         self.len

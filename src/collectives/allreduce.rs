@@ -180,6 +180,19 @@ impl Context {
         Ok(())
     }
 
+    /// [`Context::allreduce`] over the ranks of this rank's node
+    /// ([`Context::node_group`]): a node-local reduction of small values
+    /// through shared memory.
+    pub fn node_allreduce<T: Reducible>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+        timeout: Timeout,
+    ) -> Result<()> {
+        self.allreduce(send, recv, op, self.node_group(), timeout)
+    }
+
     /// Most elements of a typed allreduce (`gaspi_allreduce_elem_max`).
     pub fn allreduce_elem_max(&self) -> u32 {
         self.config.allreduce_elem_max

@@ -100,7 +100,10 @@ impl GroupEntry {
 /// The groups of a rank.
 #[derive(Debug)]
 pub(crate) struct Groups {
+    /// User groups `0..max` (0: all ranks), then the node group at `max`.
     table: Mutex<Vec<Option<GroupEntry>>>,
+    /// Windows made per segment id and node member list: names the next.
+    windows: Mutex<HashMap<(SegmentId, Vec<Rank>), u64>>,
     /// How often each member list was committed: names the next commit.
     epochs: Mutex<HashMap<Vec<Rank>, u32>>,
     /// A `segment_create` whose closing barrier timed out.
@@ -114,10 +117,27 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Groups {
     pub(crate) fn new(max: usize) -> Groups {
         Groups {
-            table: Mutex::new((0..max).map(|_| None).collect()),
+            table: Mutex::new((0..=max).map(|_| None).collect()),
+            windows: Mutex::new(HashMap::new()),
             epochs: Mutex::new(HashMap::new()),
             pending_create: Mutex::new(None),
         }
+    }
+
+    /// How many windows of segment id `segment` this rank made with the
+    /// node members `node`.
+    pub(crate) fn window_count(&self, segment: SegmentId, node: &[Rank]) -> u64 {
+        lock(&self.windows)
+            .get(&(segment, node.to_vec()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Count one more such window.
+    pub(crate) fn count_window(&self, segment: SegmentId, node: &[Rank]) {
+        *lock(&self.windows)
+            .entry((segment, node.to_vec()))
+            .or_insert(0) += 1;
     }
 
     pub(crate) fn take_pending_create(&self, segment: SegmentId, group: GroupId) -> bool {
@@ -200,12 +220,45 @@ impl Context {
         Ok(self.committed(group)?.members.clone())
     }
 
-    pub(crate) fn commit_group_all(&self) -> Result<()> {
-        self.group_slot(GroupId::ALL, |slot| {
-            *slot = Some(GroupEntry::Building((0..self.num_ranks()).collect()));
-            Ok(())
-        })?;
-        self.group_commit(GroupId::ALL, self.config.init_timeout)
+    /// Commit the group of all ranks and, if the job has several nodes,
+    /// the group of this rank's node (at init, where every rank takes
+    /// part).
+    pub(crate) fn commit_initial_groups(&self) -> Result<()> {
+        let node = GroupId(self.config.group_max as u8);
+        let mut initial = vec![(GroupId::ALL, (0..self.num_ranks()).collect::<Vec<_>>())];
+        if self.num_nodes() > 1 {
+            initial.push((node, self.node_ranks(self.node()).collect()));
+        }
+        for (g, members) in initial {
+            self.group_slot(g, |slot| {
+                *slot = Some(GroupEntry::Building(members));
+                Ok(())
+            })?;
+            self.group_commit(g, self.config.init_timeout)?;
+        }
+        Ok(())
+    }
+
+    /// The group of the ranks of this rank's node, committed at init
+    /// ([`GroupId::ALL`] when the job is one node).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert_eq!(ctx.group_ranks(ctx.node_group())?.len(), ctx.local_num() as usize);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn node_group(&self) -> GroupId {
+        if self.num_nodes() > 1 {
+            GroupId(self.config.group_max as u8)
+        } else {
+            GroupId::ALL
+        }
+    }
+
+    /// Barrier over the ranks of this rank's node: a barrier on
+    /// [`Context::node_group`], in shared memory, cheaper than the global one.
+    pub fn node_barrier(&self, timeout: Timeout) -> Result<()> {
+        self.barrier(self.node_group(), timeout)
     }
 
     /// Create an empty group and return its handle (`gaspi_group_create`).
@@ -221,14 +274,15 @@ impl Context {
     /// ```
     pub fn group_create(&self) -> Result<GroupId> {
         let mut t = lock(&self.groups.table);
-        let free =
-            t.iter()
-                .skip(1)
-                .position(|e| e.is_none())
-                .ok_or_else(|| Error::TooManyGroups {
-                    max: self.config.group_max,
-                })?
-                + 1;
+        let user = self.config.group_max as usize; // t[user]: the node group
+        let free = t[..user]
+            .iter()
+            .skip(1)
+            .position(|e| e.is_none())
+            .ok_or_else(|| Error::TooManyGroups {
+                max: self.config.group_max,
+            })?
+            + 1;
         t[free] = Some(GroupEntry::Building(Vec::new()));
         Ok(GroupId(free as u8))
     }
@@ -358,9 +412,9 @@ impl Context {
     /// Delete `group` (`gaspi_group_delete`). [`GroupId::ALL`] cannot be
     /// deleted.
     pub fn group_delete(&self, group: GroupId) -> Result<()> {
-        if group == GroupId::ALL {
+        if group == GroupId::ALL || group.0 as u32 == self.config.group_max {
             return Err(Error::InvalidArgument(
-                "GroupId::ALL cannot be deleted".into(),
+                "GroupId::ALL and the node group cannot be deleted".into(),
             ));
         }
         let e = self.group_slot(group, |slot| {
@@ -373,7 +427,8 @@ impl Context {
     /// Number of groups of this rank, [`GroupId::ALL`] included
     /// (`gaspi_group_num`).
     pub fn group_num(&self) -> usize {
-        lock(&self.groups.table)
+        let user = self.config.group_max as usize;
+        lock(&self.groups.table)[..user]
             .iter()
             .filter(|e| e.is_some())
             .count()

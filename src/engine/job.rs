@@ -62,14 +62,71 @@ unsafe impl Shared for JobHeader {}
 
 /// One segment id of a rank's directory.
 ///
-/// `generation` counts creations and deletions: odd while the segment exists, even
-/// after it was deleted (or before it was ever created). A peer that mapped
-/// generation `g` knows its mapping is current while `generation == g`.
+/// `object` is the [`ObjectId`] of the shared object backing the segment,
+/// packed (0: no segment). Every creation makes a new object, so a peer
+/// that mapped object `o` knows its mapping is current while `object == o`.
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct SegmentEntry {
-    pub(crate) generation: AtomicU64,
+    pub(crate) object: AtomicU64,
     pub(crate) size: AtomicU64,
+}
+
+/// What kind of memory backs a segment id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ObjectKind {
+    /// The rank's own segment.
+    Segment,
+    /// A node-shared window, created by its node's leader and used as the
+    /// segment of every member of the node.
+    Window,
+}
+
+/// The shared object behind a segment id: its kind, the rank that created
+/// it (and whose name it carries), and a number unique among that rank's
+/// objects of that kind and segment id. Packed into one word so that a
+/// directory entry changes atomically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ObjectId {
+    pub(crate) kind: ObjectKind,
+    pub(crate) owner: u16,
+    pub(crate) number: u64,
+}
+
+impl ObjectId {
+    const NUMBER_BITS: u32 = 47;
+
+    /// The packed form, never 0.
+    pub(crate) fn pack(self) -> u64 {
+        assert!(self.number > 0 && self.number < 1 << Self::NUMBER_BITS);
+        let kind = match self.kind {
+            ObjectKind::Segment => 0,
+            ObjectKind::Window => 1u64 << 63,
+        };
+        kind | (self.owner as u64) << Self::NUMBER_BITS | self.number
+    }
+
+    /// The id packed in `word`, `None` for 0 (no segment).
+    pub(crate) fn unpack(word: u64) -> Option<ObjectId> {
+        (word != 0).then(|| ObjectId {
+            kind: if word >> 63 == 1 {
+                ObjectKind::Window
+            } else {
+                ObjectKind::Segment
+            },
+            owner: (word >> Self::NUMBER_BITS) as u16,
+            number: word & ((1 << Self::NUMBER_BITS) - 1),
+        })
+    }
+
+    /// The name of this object as segment `seg` of job `token`.
+    pub(crate) fn name(self, token: &str, seg: u8) -> String {
+        let kind = match self.kind {
+            ObjectKind::Segment => 's',
+            ObjectKind::Window => 'w',
+        };
+        format!("gaspi.{token}.r{}.{kind}{seg}.{}", self.owner, self.number)
+    }
 }
 
 // SAFETY: atomics only.
@@ -99,11 +156,6 @@ pub(crate) fn job_object(token: &str) -> String {
 /// The prefix shared by all objects of a job.
 pub(crate) fn prefix(token: &str) -> String {
     format!("gaspi.{token}.")
-}
-
-/// The object of generation `generation` of segment `seg` of `rank`.
-pub(crate) fn segment_object(token: &str, rank: usize, seg: usize, generation: u64) -> String {
-    format!("gaspi.{token}.r{rank}.s{seg}.{generation}")
 }
 
 /// The passive-communication inbox of `rank`.
@@ -360,6 +412,37 @@ pub(crate) fn sweep_stale() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn object_ids_pack_and_name() {
+        for id in [
+            ObjectId {
+                kind: ObjectKind::Segment,
+                owner: 0,
+                number: 1,
+            },
+            ObjectId {
+                kind: ObjectKind::Window,
+                owner: 65_535,
+                number: (1 << 47) - 1,
+            },
+            ObjectId {
+                kind: ObjectKind::Window,
+                owner: 7,
+                number: 3,
+            },
+        ] {
+            assert_ne!(id.pack(), 0);
+            assert_eq!(ObjectId::unpack(id.pack()), Some(id));
+        }
+        assert_eq!(ObjectId::unpack(0), None);
+        let w = ObjectId {
+            kind: ObjectKind::Window,
+            owner: 4,
+            number: 2,
+        };
+        assert_eq!(w.name("t", 9), "gaspi.t.r4.w9.2");
+    }
 
     #[test]
     fn tokens_are_random_hex() {

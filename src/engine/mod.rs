@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, SegmentId};
 use epoch::{Epochs, Pin, Published};
 use inbox::Inbox;
-use job::JobBlock;
+use job::{JobBlock, ObjectId, ObjectKind};
 use segment::{SegmentKey, SegmentObject};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -53,10 +53,10 @@ pub(crate) struct JobSpec {
     pub(crate) launched: bool,
 }
 
-/// A peer's segment as this rank mapped it.
+/// An object of another rank (a segment, or a window of another node) as
+/// this rank mapped it.
 #[derive(Debug)]
 struct PeerSegment {
-    generation: u64,
     obj: SegmentObject,
     registered: AtomicBool,
 }
@@ -95,7 +95,9 @@ pub(crate) struct Native {
     /// This rank's segments; creation and deletion hold `local_writer`.
     local: Box<[Published<SegmentObject>]>,
     local_writer: Mutex<()>,
-    /// Peers' segments as mapped here; remaps hold `peer_writer`.
+    /// Objects of other ranks as mapped here, by owner and segment id (a
+    /// node's window is mapped once, whichever of its ranks is addressed);
+    /// remaps hold `peer_writer`.
     peers: Box<[OnceLock<PeerRow>]>,
     peer_writer: Mutex<()>,
     inbox: Inbox,
@@ -103,6 +105,8 @@ pub(crate) struct Native {
     /// Failed ranks the user has acknowledged, and how many.
     acknowledged: Mutex<Vec<Rank>>,
     acknowledged_count: AtomicU64,
+    /// Numbers this rank's next segment object.
+    next_object: AtomicU64,
     started: Instant,
     last_probe_ms: AtomicU64,
 }
@@ -166,6 +170,7 @@ impl Native {
             peer_inboxes: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
             acknowledged: Mutex::new(Vec::new()),
             acknowledged_count: AtomicU64::new(0),
+            next_object: AtomicU64::new(1),
             started: Instant::now(),
             last_probe_ms: AtomicU64::new(0),
             job,
@@ -338,6 +343,14 @@ impl Native {
             })
     }
 
+    /// The object backing segment `seg` of `rank`, as its directory says.
+    pub(crate) fn entry(&self, rank: Rank, seg: SegmentId) -> Option<ObjectId> {
+        let word = self.job.slot(rank as usize).segments[seg as usize]
+            .object
+            .load(SeqCst);
+        ObjectId::unpack(word)
+    }
+
     /// Segment `seg` of `rank` (this rank included), checked for existence,
     /// registration with this rank, and the owner's health.
     #[inline]
@@ -352,21 +365,24 @@ impl Native {
         }
         self.check_rank(rank)?;
         self.check_alive(rank)?;
-        let generation = self.job.slot(rank as usize).segments[seg as usize]
-            .generation
-            .load(SeqCst);
-        let row = self.peer_row(rank);
-        let cached = row[seg as usize].get(pin);
-        if generation % 2 == 0 {
-            return Err(match cached {
-                // Drop our mapping of the deleted segment (remap does, then
-                // reports it gone), so the owner's memory can be freed.
-                Some(_) => Lookup::Remap { rank, segment: seg },
-                None => Error::SegmentNotFound { rank, segment: seg }.into(),
+        let Some(id) = self.entry(rank, seg) else {
+            // Deleted: drop our mapping of it (remap does, then reports it
+            // gone), so that its owner's memory can be freed.
+            let stale = self.peer_row(rank)[seg as usize]
+                .get(pin)
+                .is_some_and(|p| p.obj.id().owner == rank);
+            return Err(if stale {
+                Lookup::Remap { rank, segment: seg }
+            } else {
+                Error::SegmentNotFound { rank, segment: seg }.into()
             });
+        };
+        // A window of this rank's node is this rank's segment too.
+        if let Some(own) = self.local[seg as usize].get(pin).filter(|o| o.id() == id) {
+            return Ok(own);
         }
-        match cached {
-            Some(p) if p.generation == generation => {
+        match self.peer_row(id.owner)[seg as usize].get(pin) {
+            Some(p) if p.obj.id() == id => {
                 if !p.registered.load(SeqCst) {
                     if !p.obj.is_registered(self.rank) {
                         return Err(Error::SegmentNotRegistered { rank, segment: seg }.into());
@@ -379,37 +395,39 @@ impl Native {
         }
     }
 
-    fn peer_row(&self, rank: Rank) -> &PeerRow {
-        self.peers[rank as usize].get_or_init(|| {
+    fn peer_row(&self, owner: Rank) -> &PeerRow {
+        self.peers[owner as usize].get_or_init(|| {
             (0..job::SEGMENT_SLOTS)
                 .map(|_| Published::default())
                 .collect()
         })
     }
 
-    /// Map the current generation of segment `seg` of `rank`, replacing a
+    /// Map the object now backing segment `seg` of `rank`, replacing a
     /// stale mapping. Must not be called while pinned.
     fn remap(&self, rank: Rank, seg: SegmentId) -> Result<()> {
         let _w = lock(&self.peer_writer);
-        let generation = self.job.slot(rank as usize).segments[seg as usize]
-            .generation
-            .load(SeqCst);
-        let cell = &self.peer_row(rank)[seg as usize];
-        if generation % 2 == 0 {
-            cell.replace(None, &self.epochs);
-            return Err(Error::SegmentNotFound { rank, segment: seg });
-        }
-        {
-            let pin = self.epochs.pin();
-            if cell.get(&pin).is_some_and(|p| p.generation == generation) {
-                return Ok(()); // another thread did it
+        let Some(id) = self.entry(rank, seg) else {
+            let cell = &self.peer_row(rank)[seg as usize];
+            let stale = cell
+                .get(&self.epochs.pin())
+                .is_some_and(|p| p.obj.id().owner == rank);
+            if stale {
+                cell.replace(None, &self.epochs);
             }
+            return Err(Error::SegmentNotFound { rank, segment: seg });
+        };
+        let cell = &self.peer_row(id.owner)[seg as usize];
+        if cell
+            .get(&self.epochs.pin())
+            .is_some_and(|p| p.obj.id() == id)
+        {
+            return Ok(()); // another thread did it
         }
         let key = SegmentKey {
             token: self.token(),
-            rank,
             segment: seg,
-            generation,
+            id,
         };
         let obj = match SegmentObject::open(&key) {
             Ok(o) => o,
@@ -425,7 +443,6 @@ impl Native {
             }
         };
         let fresh = PeerSegment {
-            generation,
             obj,
             registered: AtomicBool::new(false),
         };
@@ -433,13 +450,13 @@ impl Native {
         Ok(())
     }
 
-    /// Size of segment `seg` of `rank` as its owner's directory says.
+    /// Size of segment `seg` of `rank` as its directory says.
     pub(crate) fn segment_size(&self, rank: Rank, seg: SegmentId) -> Result<usize> {
         self.check_rank(rank)?;
-        let entry = &self.job.slot(rank as usize).segments[seg as usize];
-        if entry.generation.load(SeqCst) % 2 == 0 {
+        if self.entry(rank, seg).is_none() {
             return Err(Error::SegmentNotFound { rank, segment: seg });
         }
+        let entry = &self.job.slot(rank as usize).segments[seg as usize];
         Ok(entry.size.load(SeqCst) as usize)
     }
 
@@ -451,43 +468,87 @@ impl Native {
         make: impl FnOnce(&SegmentKey) -> io::Result<SegmentObject>,
     ) -> Result<()> {
         let _w = lock(&self.local_writer);
-        let cell = &self.local[seg as usize];
-        if cell.get(&self.epochs.pin()).is_some() {
-            return Err(Error::SegmentExists { segment: seg });
-        }
-        let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
-        let generation = entry.generation.load(SeqCst) + 1; // odd: live
+        self.check_free(seg)?;
         let key = SegmentKey {
             token: self.token(),
-            rank: self.rank,
             segment: seg,
-            generation,
+            id: ObjectId {
+                kind: ObjectKind::Segment,
+                owner: self.rank,
+                number: self.next_object.fetch_add(1, SeqCst),
+            },
         };
         let obj = make(&key).map_err(|e| {
             Error::system(format!("creating the shared memory of segment {seg}"), e)
         })?;
         obj.register(self.rank);
-        entry.size.store(obj.size() as u64, SeqCst);
-        entry.generation.store(generation, SeqCst);
-        cell.replace(Some(Arc::new(obj)), &self.epochs);
+        self.install(seg, obj);
         Ok(())
     }
 
-    /// Delete segment `seg` of this rank.
+    /// Make `obj` (a window of this rank's node) this rank's segment `seg`.
+    pub(crate) fn add_window(&self, seg: SegmentId, obj: SegmentObject) -> Result<()> {
+        let _w = lock(&self.local_writer);
+        self.check_free(seg)?;
+        self.install(seg, obj);
+        Ok(())
+    }
+
+    fn check_free(&self, seg: SegmentId) -> Result<()> {
+        if self.local[seg as usize].get(&self.epochs.pin()).is_some() {
+            return Err(Error::SegmentExists { segment: seg });
+        }
+        Ok(())
+    }
+
+    /// Publish `obj` as segment `seg`: in the local table, then in the
+    /// directory where peers find it. Callers hold `local_writer`.
+    fn install(&self, seg: SegmentId, obj: SegmentObject) {
+        let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
+        let id = obj.id();
+        entry.size.store(obj.size() as u64, SeqCst);
+        self.local[seg as usize].replace(Some(Arc::new(obj)), &self.epochs);
+        entry.object.store(id.pack(), SeqCst);
+    }
+
+    /// Delete segment `seg` of this rank (for a window, this rank's use of
+    /// it; its creator also removes its name).
     pub(crate) fn remove_segment(&self, seg: SegmentId) -> Result<()> {
         let _w = lock(&self.local_writer);
         let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
-        if entry.generation.load(SeqCst) % 2 == 0 {
+        if entry.object.swap(0, SeqCst) == 0 {
             return Err(Error::SegmentNotFound {
                 rank: self.rank,
                 segment: seg,
             });
         }
-        entry.generation.fetch_add(1, SeqCst); // even: gone
         if let Some(obj) = self.local[seg as usize].replace(None, &self.epochs) {
-            obj.unlink();
+            if obj.id().owner == self.rank {
+                obj.unlink();
+            }
         }
         Ok(())
+    }
+
+    /// Open the window `key` that this node's leader creates, waiting until
+    /// `deadline` for it to appear; fails if a rank of `node` dies first.
+    pub(crate) fn open_window(
+        &self,
+        key: &SegmentKey,
+        node: &[Rank],
+        deadline: Deadline,
+    ) -> Result<SegmentObject> {
+        poll_with_backoff(deadline, || {
+            self.member_faults(node)?;
+            match SegmentObject::open(key) {
+                Ok(o) => Ok(Some(o)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(Error::system(
+                    format!("opening the window of segment {}", key.segment),
+                    e,
+                )),
+            }
+        })
     }
 
     /// Ids of this rank's segments, ascending.

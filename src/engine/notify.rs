@@ -18,6 +18,7 @@
 //! notification: `post` stores the value with `SeqCst` (a release) after the
 //! data, `find` and `reset` read it with `SeqCst` (an acquire).
 
+use super::shm::Shared;
 use super::wait::WaitWord;
 use crate::types::{NotificationId, NotificationValue};
 use std::ops::Range;
@@ -36,6 +37,18 @@ pub(crate) fn l2_words(num: u32) -> usize {
     l1_words(num).div_ceil(64)
 }
 
+/// Node-wide counts of a window's table, only ever increasing: how many
+/// notifications were posted into it and how many were claimed from it.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) posted: AtomicU64,
+    pub(crate) claimed: AtomicU64,
+}
+
+// SAFETY: atomics only.
+unsafe impl Shared for Counters {}
+
 /// A view of a notification table and its summaries.
 #[derive(Clone, Copy)]
 pub(crate) struct NotificationTable<'a> {
@@ -43,6 +56,8 @@ pub(crate) struct NotificationTable<'a> {
     pub(crate) l1: &'a [AtomicU64],
     pub(crate) l2: &'a [AtomicU64],
     pub(crate) ww: &'a WaitWord,
+    /// Present in tables that count (windows).
+    pub(crate) counters: Option<&'a Counters>,
 }
 
 impl NotificationTable<'_> {
@@ -61,7 +76,26 @@ impl NotificationTable<'_> {
         if self.l2[v].load(SeqCst) & bit2 == 0 {
             self.l2[v].fetch_or(bit2, SeqCst);
         }
+        if let Some(c) = self.counters {
+            c.posted.fetch_add(1, SeqCst);
+        }
         self.ww.wake();
+    }
+
+    /// Take notification `id` if it is set: the value, or `None` if it was
+    /// not set or another claimer took it first. Of several ranks or
+    /// threads claiming the same id, exactly one gets its value. Counted as
+    /// claimed in counting tables.
+    pub(crate) fn claim(&self, id: NotificationId) -> Option<NotificationValue> {
+        let v = self.reset(id);
+        if v == 0 {
+            return None;
+        }
+        if let Some(c) = self.counters {
+            c.claimed.fetch_add(1, SeqCst);
+            self.ww.wake();
+        }
+        Some(v)
     }
 
     /// Atomically take the value at `id`, leaving 0; returns the old value.
@@ -146,6 +180,7 @@ mod tests {
         l1: Vec<AtomicU64>,
         l2: Vec<AtomicU64>,
         ww: WaitWord,
+        counters: Counters,
     }
 
     impl Owned {
@@ -155,6 +190,7 @@ mod tests {
                 l1: (0..l1_words(num)).map(|_| AtomicU64::new(0)).collect(),
                 l2: (0..l2_words(num)).map(|_| AtomicU64::new(0)).collect(),
                 ww: WaitWord::default(),
+                counters: Counters::default(),
             }
         }
         fn table(&self) -> NotificationTable<'_> {
@@ -163,6 +199,7 @@ mod tests {
                 l1: &self.l1,
                 l2: &self.l2,
                 ww: &self.ww,
+                counters: Some(&self.counters),
             }
         }
     }

@@ -1,13 +1,19 @@
-//! The shared-memory object behind one segment of one rank.
+//! The shared-memory object behind a segment: one rank's own segment, or a
+//! node-shared window that is the segment of every rank of a node.
 //!
 //! Layout, from offset 0: a [`SegmentHeader`], the registration bitmap (one
 //! bit per rank), the notification values, the two summary levels, then, at
-//! the next page boundary, the data. The owner creates it; peers open it by
-//! name once they find its generation in the owner's directory, and write,
+//! the next page boundary, the data. Its creator makes it; others open it by
+//! name once they find its [`ObjectId`] in a rank's directory, and write,
 //! read and post notifications directly in it.
+//!
+//! A window's table also counts, node-wide and for ever increasing, the
+//! notifications posted into it and those claimed from it
+//! ([`NotificationTable::claim`]), so that its ranks can wait for "K more
+//! notifications" without scanning the table.
 
-use super::job;
-use super::notify::{self, NotificationTable};
+use super::job::ObjectId;
+use super::notify::{self, Counters, NotificationTable};
 use super::shm::{self, BoundRegion, Mapping, Shared};
 use super::wait::WaitWord;
 use crate::types::Rank;
@@ -21,12 +27,17 @@ const MAGIC: u64 = 0x4741_5350_4953_4547; // "GASPISEG"
 #[derive(Debug)]
 pub(crate) struct SegmentHeader {
     magic: AtomicU64,
-    generation: AtomicU64,
+    /// The packed [`ObjectId`].
+    object: AtomicU64,
     data_size: AtomicU64,
     notification_num: AtomicU32,
     nranks: AtomicU32,
-    /// Woken by notification posts.
+    /// 1 if the table keeps `counters`.
+    counting: AtomicU32,
+    _pad: AtomicU32,
+    /// Woken by notification posts (and claims, in counting tables).
     ww: WaitWord,
+    counters: Counters,
 }
 
 // SAFETY: atomics only.
@@ -74,12 +85,15 @@ struct TableParts {
     l1: *const AtomicU64,
     l2: *const AtomicU64,
     ww: *const WaitWord,
+    /// Null unless the table counts.
+    counters: *const Counters,
     num: usize,
 }
 
 impl TableParts {
-    fn new(map: &Mapping, layout: &Layout, num: u32) -> TableParts {
+    fn new(map: &Mapping, layout: &Layout, num: u32, counting: bool) -> TableParts {
         let n = num as usize;
+        let h = map.at::<SegmentHeader>(0);
         // Mapping::slice checks bounds and alignment once, here.
         TableParts {
             values: map.slice::<AtomicU32>(layout.values, n).as_ptr(),
@@ -89,7 +103,12 @@ impl TableParts {
             l2: map
                 .slice::<AtomicU64>(layout.l2, notify::l2_words(num))
                 .as_ptr(),
-            ww: &map.at::<SegmentHeader>(0).ww,
+            ww: &h.ww,
+            counters: if counting {
+                &h.counters
+            } else {
+                std::ptr::null()
+            },
             num: n,
         }
     }
@@ -99,6 +118,8 @@ impl TableParts {
 #[derive(Debug)]
 pub(crate) struct SegmentObject {
     table: TableParts,
+    /// Which object this is.
+    id: ObjectId,
     name: String,
     /// Header, tables and (unless bound) data.
     map: Mapping,
@@ -117,24 +138,17 @@ unsafe impl Send for SegmentObject {}
 // SAFETY: see Send.
 unsafe impl Sync for SegmentObject {}
 
-/// Which object: generation `generation` of segment `segment` of `rank` in
-/// job `token`.
+/// Which object: object `id` as segment `segment` of job `token`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SegmentKey<'a> {
     pub(crate) token: &'a str,
-    pub(crate) rank: Rank,
     pub(crate) segment: u8,
-    pub(crate) generation: u64,
+    pub(crate) id: ObjectId,
 }
 
 impl SegmentKey<'_> {
     fn name(&self) -> String {
-        job::segment_object(
-            self.token,
-            self.rank as usize,
-            self.segment as usize,
-            self.generation,
-        )
+        self.id.name(self.token, self.segment)
     }
 }
 
@@ -159,6 +173,8 @@ pub(crate) struct Shape {
     pub(crate) size: usize,
     pub(crate) notification_num: u32,
     pub(crate) nranks: usize,
+    /// Keep node-wide posted/claimed counters (windows).
+    pub(crate) counting: bool,
 }
 
 impl SegmentObject {
@@ -183,10 +199,11 @@ impl SegmentObject {
             };
             let map = Mapping::new(&fd, len, 0, true)?;
             let h = map.at::<SegmentHeader>(0);
-            h.generation.store(key.generation, SeqCst);
+            h.object.store(key.id.pack(), SeqCst);
             h.data_size.store(shape.size as u64, SeqCst);
             h.notification_num.store(shape.notification_num, SeqCst);
             h.nranks.store(shape.nranks as u32, SeqCst);
+            h.counting.store(shape.counting as u32, SeqCst);
             let bound = match bind {
                 // SAFETY: forwarded from this function's contract; the data
                 // part of the object starts at the page-aligned `layout.data`.
@@ -195,7 +212,8 @@ impl SegmentObject {
             };
             h.magic.store(MAGIC, SeqCst);
             Ok(SegmentObject {
-                table: TableParts::new(&map, &layout, shape.notification_num),
+                table: TableParts::new(&map, &layout, shape.notification_num, shape.counting),
+                id: key.id,
                 name: name.clone(),
                 map,
                 bound,
@@ -235,16 +253,21 @@ impl SegmentObject {
 
     /// Open the object `key` as a peer.
     pub(crate) fn open(key: &SegmentKey) -> io::Result<SegmentObject> {
-        let (name, generation) = (key.name(), key.generation);
+        let name = key.name();
         let (fd, total) = shm::open(&name)?;
+        if total < shm::page_size() {
+            // Its creator has not sized it yet: not there yet.
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
         let head = Mapping::new(&fd, shm::page_size().min(total), 0, false)?;
         let h = head.at::<SegmentHeader>(0);
-        if h.magic.load(SeqCst) != MAGIC || h.generation.load(SeqCst) != generation {
+        if h.magic.load(SeqCst) != MAGIC || h.object.load(SeqCst) != key.id.pack() {
             return Err(io::Error::from(io::ErrorKind::NotFound));
         }
         let size = h.data_size.load(SeqCst) as usize;
         let notification_num = h.notification_num.load(SeqCst);
         let nranks = h.nranks.load(SeqCst) as usize;
+        let counting = h.counting.load(SeqCst) == 1;
         let layout = Layout::new(nranks, notification_num, size);
         if layout.total != total {
             return Err(io::Error::other(
@@ -256,7 +279,8 @@ impl SegmentObject {
         // every peer's segments up front would cost page tables for all.
         let map = Mapping::new(&fd, total, 0, false)?;
         Ok(SegmentObject {
-            table: TableParts::new(&map, &layout, notification_num),
+            table: TableParts::new(&map, &layout, notification_num, counting),
+            id: key.id,
             name,
             map,
             bound: None,
@@ -270,6 +294,11 @@ impl SegmentObject {
     /// Remove the object's name (owner, at delete); mappings stay valid.
     pub(crate) fn unlink(&self) {
         let _ = shm::unlink(&self.name);
+    }
+
+    /// Which object this is.
+    pub(crate) fn id(&self) -> ObjectId {
+        self.id
     }
 
     /// Size of the data in bytes.
@@ -295,15 +324,17 @@ impl SegmentObject {
     pub(crate) fn notifications(&self) -> NotificationTable<'_> {
         let t = &self.table;
         let n = t.num as u32;
-        // SAFETY: the parts were taken from checked slices of `self.map`
-        // (TableParts::new), which lives as long as `self`; the types are
-        // atomics, valid for any bits.
+        // SAFETY: the parts were taken from checked slices and references
+        // into `self.map` (TableParts::new), which lives as long as `self`;
+        // the types are atomics, valid for any bits; `counters` is null or
+        // such a reference.
         unsafe {
             NotificationTable {
                 values: std::slice::from_raw_parts(t.values, t.num),
                 l1: std::slice::from_raw_parts(t.l1, notify::l1_words(n)),
                 l2: std::slice::from_raw_parts(t.l2, notify::l2_words(n)),
                 ww: &*t.ww,
+                counters: t.counters.as_ref(),
             }
         }
     }
@@ -419,6 +450,7 @@ impl SegmentObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::job;
 
     #[test]
     fn layout_is_aligned_and_ordered() {
@@ -432,16 +464,20 @@ mod tests {
     #[test]
     fn owner_and_peer_share_data_notifications_and_registration() {
         let token = job::new_token();
-        let key = |generation| SegmentKey {
+        let key = |number| SegmentKey {
             token: &token,
-            rank: 0,
             segment: 3,
-            generation,
+            id: ObjectId {
+                kind: job::ObjectKind::Segment,
+                owner: 0,
+                number,
+            },
         };
         let shape = Shape {
             size: 5000,
             notification_num: 1024,
             nranks: 4,
+            counting: false,
         };
         let own = SegmentObject::create(&key(1), &shape).unwrap();
         let peer = SegmentObject::open(&key(1)).unwrap();
