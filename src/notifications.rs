@@ -67,7 +67,7 @@ impl Context {
         let obj = self.table_of(segment, &ids)?;
         let table = obj.notifications();
         let deadline = timeout.deadline();
-        self.engine.waiter.wait(
+        self.engine.patience().wait(
             table.ww,
             deadline,
             || table.find(ids.clone()),
@@ -157,7 +157,7 @@ impl Context {
             }
             None => None,
         };
-        self.engine.waiter.wait(
+        self.engine.patience().wait(
             table.ww,
             timeout.deadline(),
             || {
@@ -229,7 +229,7 @@ impl Context {
             Count::Claimed => &c.claimed,
         };
         let ww = obj.notifications().ww;
-        self.engine.waiter.wait(
+        self.engine.patience().wait(
             ww,
             timeout.deadline(),
             || {

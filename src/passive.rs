@@ -63,7 +63,7 @@ impl Context {
         inbox.send(
             self.rank(),
             msg,
-            &self.engine.waiter,
+            &self.engine.patience(),
             timeout.deadline(),
             || self.engine.check_alive(rank),
         )?;
@@ -97,7 +97,7 @@ impl Context {
         };
         self.engine
             .inbox()
-            .receive(into, &self.engine.waiter, timeout.deadline(), || {
+            .receive(into, &self.engine.patience(), timeout.deadline(), || {
                 self.engine.faults()
             })
     }

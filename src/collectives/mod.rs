@@ -208,7 +208,7 @@ impl Context {
         members: &[Rank],
         deadline: Deadline,
     ) -> Result<()> {
-        self.engine.waiter.wait(
+        self.engine.patience().wait(
             shared.ww(),
             deadline,
             || shared.passed(generation).then_some(()),

@@ -14,7 +14,7 @@
 use super::job;
 use super::segment::Span;
 use super::shm::{self, Mapping, Shared};
-use super::wait::{WaitWord, Waiter};
+use super::wait::{Patience, WaitWord};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank};
 use std::io;
@@ -153,7 +153,7 @@ impl Inbox {
         &self,
         sender: Rank,
         msg: Span<'_>,
-        waiter: &Waiter,
+        waiter: &Patience<'_>,
         deadline: Deadline,
         check: impl FnMut() -> Result<()>,
     ) -> Result<()> {
@@ -198,7 +198,7 @@ impl Inbox {
     pub(crate) fn receive(
         &self,
         into: Span<'_>,
-        waiter: &Waiter,
+        waiter: &Patience<'_>,
         deadline: Deadline,
         check: impl FnMut() -> Result<()>,
     ) -> Result<(Rank, usize)> {

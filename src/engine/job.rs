@@ -52,7 +52,9 @@ pub(crate) struct JobHeader {
     pub(crate) first_failed: AtomicU32,
     /// Ranks that terminated cleanly.
     pub(crate) terminated: AtomicU32,
-    _pad: AtomicU32,
+    /// Ranks joined, not terminated, and not asleep in a futex wait: the
+    /// ranks competing for the cores (see `wait`).
+    pub(crate) awake: AtomicU32,
     /// Woken when `arrived` or a rank's state changes.
     pub(crate) ww: WaitWord,
 }

@@ -40,7 +40,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
-use wait::Waiter;
+use wait::{Patience, Waiter};
 
 /// Who this process is in which job, as the launcher (or the caller) says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,7 +88,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Native {
     pub(crate) job: JobBlock,
     pub(crate) rank: Rank,
-    pub(crate) waiter: Waiter,
+    waiter: Waiter,
     launched: bool,
     /// Readers of the two tables below pin these for one operation.
     epochs: Epochs,
@@ -154,9 +154,8 @@ impl Native {
             Error::system(format!("creating the passive inbox of rank {r}"), e)
         })?;
 
-        let local_ranks = spec.ppn.min(spec.nranks);
         let native = Native {
-            waiter: Waiter::new(config.wait_mode, local_ranks, wait::available_cores()),
+            waiter: Waiter::new(config.wait_mode, wait::available_cores()),
             rank: spec.rank,
             launched: spec.launched,
             epochs: Epochs::default(),
@@ -178,10 +177,11 @@ impl Native {
 
         // Init barrier: every rank has recorded itself and made its inbox.
         let h = native.job.header();
+        h.awake.fetch_add(1, SeqCst);
         h.arrived.fetch_add(1, SeqCst);
         h.ww.advance();
         let n = spec.nranks as u32;
-        let result = native.waiter.wait(
+        let result = native.patience().wait(
             &h.ww,
             deadline,
             || (h.arrived.load(SeqCst) >= n).then_some(()),
@@ -199,6 +199,11 @@ impl Native {
             });
         }
         Ok(native)
+    }
+
+    /// The wait policy with the job's count of awake ranks.
+    pub(crate) fn patience(&self) -> Patience<'_> {
+        self.waiter.with(&self.job.header().awake)
     }
 
     pub(crate) fn nranks(&self) -> usize {
@@ -589,6 +594,7 @@ impl Native {
         }
         Inbox::unlink(self.token(), self.rank as usize);
         let h = self.job.header();
+        h.awake.fetch_sub(1, SeqCst);
         if failed {
             self.job.mark_failed(self.rank as usize);
         } else if self

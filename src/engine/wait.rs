@@ -14,20 +14,23 @@
 //! the bump finds the word changed and does not block), or the sleeper's
 //! final poll comes after the producer's store and sees the change.
 //!
-//! How long each phase lasts depends on whether the job has more local ranks
-//! than cores ([`WaitMode::Auto`]): with cores to spare a waiter spins,
-//! because the cache-line hand-off is ~0.1 us while a futex wake costs ~8 us;
-//! oversubscribed, spinning would steal the core that the awaited rank needs,
-//! so the waiter yields at once (a `sched_yield` hand-off costs ~1 us here).
-//! After the yield phase it sleeps in the kernel, waking at least every
-//! `slice` to check for failed ranks.
+//! Whether a waiter spins depends on how many ranks of the job compete for
+//! the cores *now* ([`WaitMode::Auto`]): the job header counts the ranks
+//! that are `awake` (joined, not terminated, not asleep in a futex wait).
+//! With a core for each of them a waiter spins, because the cache-line
+//! hand-off is ~0.1 us while a futex wake costs ~8 us; with more awake ranks
+//! than cores, spinning would steal the core that the awaited rank needs, so
+//! the waiter yields at once (a `sched_yield` hand-off costs ~1 us here), and
+//! a spinner that sees the count rise past the cores starts yielding. After
+//! the yield phase it sleeps in the kernel (and stops counting as awake),
+//! waking at least every `slice` to check for failed ranks.
 
 use super::futex;
 use super::shm::Shared;
 use crate::config::WaitMode;
 use crate::error::{Error, Result};
 use crate::types::Deadline;
-use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 /// A futex word and its sleeper count, on a cache line of its own.
@@ -70,8 +73,10 @@ impl WaitWord {
 /// How long each phase of a wait lasts.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Waiter {
-    /// Spin (with `spin_loop` hints) for this long.
+    /// Spin (with `spin_loop` hints) for this long...
     spin: Duration,
+    /// ...while at most this many ranks are awake (`u32::MAX`: always).
+    spin_while_awake: u32,
     /// Then yield the CPU between checks for this long.
     yield_for: Duration,
     /// Then sleep on the futex, waking at least this often.
@@ -84,37 +89,47 @@ pub(crate) fn available_cores() -> usize {
 }
 
 impl Waiter {
-    /// The policy for `mode` when `local_ranks` ranks share `cores` cores.
-    pub(crate) fn new(mode: WaitMode, local_ranks: usize, cores: usize) -> Waiter {
+    /// The policy for `mode` on a machine with `cores` cores.
+    pub(crate) fn new(mode: WaitMode, cores: usize) -> Waiter {
         let slice = Duration::from_millis(10);
-        let oversubscribed = local_ranks > cores;
-        match mode {
-            WaitMode::Spin => Waiter {
-                spin: Duration::MAX,
-                yield_for: Duration::ZERO,
-                slice,
-            },
-            WaitMode::Yield => Waiter {
-                spin: Duration::ZERO,
-                yield_for: Duration::MAX,
-                slice,
-            },
-            WaitMode::Block => Waiter {
-                spin: Duration::ZERO,
-                yield_for: Duration::ZERO,
-                slice,
-            },
-            WaitMode::Auto if oversubscribed => Waiter {
-                spin: Duration::ZERO,
-                yield_for: Duration::from_millis(2),
-                slice,
-            },
-            WaitMode::Auto => Waiter {
-                spin: Duration::from_micros(100),
-                yield_for: Duration::from_millis(2),
-                slice,
-            },
+        let (spin, spin_while_awake, yield_for) = match mode {
+            WaitMode::Spin => (Duration::MAX, u32::MAX, Duration::ZERO),
+            WaitMode::Yield => (Duration::ZERO, 0, Duration::MAX),
+            WaitMode::Block => (Duration::ZERO, 0, Duration::ZERO),
+            WaitMode::Auto => (
+                Duration::from_micros(100),
+                cores.min(u32::MAX as usize) as u32,
+                Duration::from_millis(2),
+            ),
+        };
+        Waiter {
+            spin,
+            spin_while_awake,
+            yield_for,
+            slice,
         }
+    }
+
+    /// This policy with the job's count of awake ranks.
+    pub(crate) fn with<'a>(&'a self, awake: &'a AtomicU32) -> Patience<'a> {
+        Patience {
+            policy: self,
+            awake,
+        }
+    }
+}
+
+/// A wait policy and the job's count of awake ranks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Patience<'a> {
+    policy: &'a Waiter,
+    awake: &'a AtomicU32,
+}
+
+impl Patience<'_> {
+    /// Whether spinning cannot take a core from a rank that needs it.
+    fn may_spin(&self) -> bool {
+        self.awake.load(Relaxed) <= self.policy.spin_while_awake
     }
 
     /// Wait until `poll` returns `Some`, the deadline passes
@@ -147,9 +162,10 @@ impl Waiter {
             return Err(Error::Timeout);
         }
         let start = Instant::now();
+        let w = self.policy;
 
-        // Phase 1: spin.
-        if !self.spin.is_zero() {
+        // Phase 1: spin, while there are cores for every awake rank.
+        if !w.spin.is_zero() && self.may_spin() {
             let mut i: u32 = 0;
             loop {
                 std::hint::spin_loop();
@@ -158,7 +174,7 @@ impl Waiter {
                 }
                 i = i.wrapping_add(1);
                 if i % 128 == 0 {
-                    if start.elapsed() >= self.spin {
+                    if start.elapsed() >= w.spin || !self.may_spin() {
                         break;
                     }
                     check!();
@@ -170,7 +186,7 @@ impl Waiter {
         }
 
         // Phase 2: yield.
-        if !self.yield_for.is_zero() {
+        if !w.yield_for.is_zero() {
             let yield_start = Instant::now();
             let mut i: u32 = 0;
             loop {
@@ -186,7 +202,7 @@ impl Waiter {
                 if deadline.expired() {
                     return Err(Error::Timeout);
                 }
-                if yield_start.elapsed() >= self.yield_for {
+                if yield_start.elapsed() >= w.yield_for {
                     break;
                 }
             }
@@ -205,8 +221,10 @@ impl Waiter {
                 ww.sleepers.fetch_sub(1, SeqCst);
                 return Ok(v);
             }
-            let nap = remaining.map_or(self.slice, |r| r.min(self.slice));
+            let nap = remaining.map_or(w.slice, |r| r.min(w.slice));
+            self.awake.fetch_sub(1, Relaxed);
             futex::wait(&ww.seq, seq, Some(nap));
+            self.awake.fetch_add(1, Relaxed);
             ww.sleepers.fetch_sub(1, SeqCst);
             if let Some(v) = poll() {
                 return Ok(v);
@@ -240,7 +258,9 @@ mod tests {
                 flag2.store(true, SeqCst);
                 ww2.wake();
             });
-            let w = Waiter::new(mode, 1, 1);
+            let awake = AtomicU32::new(1);
+            let policy = Waiter::new(mode, 1);
+            let w = policy.with(&awake);
             let got = w.wait(
                 &ww,
                 Deadline::Never,
@@ -256,7 +276,9 @@ mod tests {
     fn test_and_finite_timeouts_expire_and_errors_propagate() {
         let ww = WaitWord::default();
         for mode in [WaitMode::Auto, WaitMode::Block] {
-            let w = Waiter::new(mode, 4, 2);
+            let awake = AtomicU32::new(4);
+            let policy = Waiter::new(mode, 2);
+            let w = policy.with(&awake);
             assert!(matches!(
                 w.wait(&ww, Deadline::Now, || None::<()>, no_faults),
                 Err(Error::Timeout)

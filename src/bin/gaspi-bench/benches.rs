@@ -8,7 +8,8 @@
 
 use crate::report::Row;
 use gaspi::{
-    Alloc, Context, GroupId, Local, Notification, Rank, ReduceOp, Remote, SegmentView, Timeout,
+    Alloc, Context, GroupId, Local, Notification, Rank, ReduceOp, Remote, SegmentId, SegmentView,
+    Timeout,
 };
 use std::cell::Cell;
 use std::time::Instant;
@@ -47,7 +48,7 @@ impl Bench<'_> {
     fn row(
         &self,
         bench: &'static str,
-        imp: &'static str,
+        imp: &str,
         bytes: usize,
         reps: usize,
         samples: Vec<f64>,
@@ -55,7 +56,7 @@ impl Bench<'_> {
     ) -> Row {
         Row {
             bench,
-            imp,
+            imp: imp.to_string(),
             procs: self.procs(),
             ppn: self.ppn,
             bytes,
@@ -197,47 +198,157 @@ fn exchange_pattern(
     ok
 }
 
+/// Ping-pong of `size`-byte write_notify + notify_waitsome between rank 0
+/// and `peer`: rank 0's one-way times per batch, and whether every message
+/// arrived whole (each rank's own verdict).
+fn ping_pong(
+    b: &Bench,
+    view: &SegmentView<u8>,
+    recv: usize,
+    size: usize,
+    peer: Rank,
+    reps: usize,
+) -> (Vec<f64>, bool) {
+    let ctx = b.ctx;
+    let ok = Cell::new(true);
+    // Send message `i` to `to`'s notification `id`; take message `i` from ours.
+    let post = |to: Rank, id: u32, i: usize| {
+        stamp(view, 0, size, i);
+        send(ctx, to, recv, size, id);
+    };
+    let receive = |id: u32, i: usize| {
+        take(ctx, id);
+        ok.set(ok.get() & stamped(view, recv, size, i));
+    };
+    let ping = |i: usize| {
+        post(peer, 0, i);
+        receive(1, i);
+    };
+    let pong = |i: usize| {
+        receive(0, i);
+        post(0, 1, i);
+    };
+    b.barrier();
+    let mut samples = Vec::new();
+    let warm = reps / 10;
+    if b.me() == 0 {
+        (0..warm).for_each(ping);
+        samples = batches(reps, 2.0, |i| ping(warm + i));
+    } else if b.me() == peer {
+        (0..warm + reps).for_each(pong);
+    }
+    (
+        samples,
+        ok.get() & exchange_pattern(b, view, size, recv, 0, peer, 7),
+    )
+}
+
 /// `write-notify-lat`: ping-pong of write_notify + notify_waitsome between
 /// ranks 0 and 1; one-way latency.
 pub fn write_notify_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
-    let ctx = b.ctx;
     let (view, recv) = b.buffers(sizes);
     let mut rows = Vec::new();
     for &size in sizes {
         let reps = b.reps(size, 20_000, 2 << 30);
-        let ok = Cell::new(true);
-        // Send message `i` to `to`'s notification `id`; take message `i` from ours.
-        let post = |to: Rank, id: u32, i: usize| {
-            stamp(&view, 0, size, i);
-            send(ctx, to, recv, size, id);
-        };
-        let receive = |id: u32, i: usize| {
-            take(ctx, id);
-            ok.set(ok.get() & stamped(&view, recv, size, i));
-        };
-        let ping = |i: usize| {
-            post(1, 0, i);
-            receive(1, i);
-        };
-        let pong = |i: usize| {
-            receive(0, i);
-            post(0, 1, i);
-        };
-        b.barrier();
-        let mut samples = Vec::new();
-        let warm = reps / 10;
-        match b.me() {
-            0 => {
-                (0..warm).for_each(ping);
-                samples = batches(reps, 2.0, |i| ping(warm + i));
-            }
-            1 => (0..warm + reps).for_each(pong),
-            _ => {}
-        }
-        let verified = b.all_ok(ok.get() & exchange_pattern(b, &view, size, recv, 0, 1, 7));
+        let (samples, ok) = ping_pong(b, &view, recv, size, 1, reps);
+        let verified = b.all_ok(ok);
         rows.push(b.row("write-notify-lat", "gaspi", size, reps, samples, verified));
     }
     rows
+}
+
+/// `put-lat-distance` (seed 001, figures 3-4): the write_notify ping-pong
+/// from rank 0 to every other rank in turn; `impl` names the target and
+/// whether it is on rank 0's node (`intra:3`) or not (`inter:5`).
+pub fn put_lat_distance(b: &Bench, sizes: &[usize]) -> Vec<Row> {
+    let ctx = b.ctx;
+    let (view, recv) = b.buffers(sizes);
+    let mut rows = Vec::new();
+    for peer in 1..ctx.num_ranks() {
+        let place = if ctx.node_of(peer) == ctx.node_of(0) {
+            "intra"
+        } else {
+            "inter"
+        };
+        for &size in sizes {
+            let reps = b.reps(size, 5_000, 1 << 30);
+            let (samples, ok) = ping_pong(b, &view, recv, size, peer, reps);
+            let verified = b.all_ok(ok);
+            let imp = format!("{place}:{peer}");
+            rows.push(b.row("put-lat-distance", &imp, size, reps, samples, verified));
+        }
+    }
+    rows
+}
+
+/// Nanoseconds on the machine's clock, which every rank of a job on one
+/// machine shares: one-way times can be taken across processes.
+fn clock_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// `shared-notify-lat`: rank 0 write_notifies 16 bytes (its clock and the
+/// message number) into the window of node 1, addressed to a different
+/// rank of node 1 each time; all ranks of node 1 race to claim it; the
+/// winner takes the time (one way, on the shared clock), checks the
+/// payload, and returns the time to rank 0 with its acknowledgement.
+pub fn shared_notify_lat(b: &Bench) -> Vec<Row> {
+    const WIN: SegmentId = 1;
+    let ctx = b.ctx;
+    let reps = b.reps(16, 20_000, usize::MAX);
+    let warm = reps / 10;
+    let total = (warm + reps) as u64;
+    b.segment(64);
+    if ctx.segment_list().contains(&WIN) {
+        ctx.segment_delete(WIN).expect("segment_delete");
+    }
+    let win = ctx
+        .window_create(WIN, 64, GroupId::ALL, B)
+        .expect("window_create")
+        .view::<u64>();
+    let words = ctx.segment::<u64>(0).expect("view");
+    let node1 = ctx.node_ranks(1);
+    let mut ok = true;
+    let mut samples = Vec::new();
+    b.barrier();
+    if b.me() == 0 {
+        for i in 0..total {
+            // Words 1-2 of segment 0: the message; word 0: the answer.
+            let slot = (i % 2) as usize;
+            words.set(2, i + 1);
+            words.set(1, clock_ns());
+            let to = node1.start + (i % node1.len() as u64) as Rank;
+            ctx.write_notify(
+                Local::new(0, 8),
+                Remote::new(to, WIN, 16 * slot),
+                16,
+                Notification::new(slot as u32, i as u32 + 1),
+                0,
+                B,
+            )
+            .expect("write_notify");
+            ctx.wait(0, B).expect("wait");
+            take(ctx, 0);
+            if i >= warm as u64 {
+                samples.push(words.get(0) as f64 / 1000.0);
+            }
+        }
+    } else if node1.contains(&b.me()) {
+        while let Some((id, v)) = ctx
+            .notify_claim_until(WIN, 0..2, total, B)
+            .expect("notify_claim_until")
+        {
+            let t1 = clock_ns();
+            let (t0, n) = (win.get(2 * id as usize), win.get(2 * id as usize + 1));
+            ok &= n == v as u64 && id as u64 == (n - 1) % 2 && t0 <= t1;
+            words.set(0, t1.saturating_sub(t0));
+            send(ctx, 0, 0, 8, 0);
+        }
+    }
+    let verified = b.all_ok(ok);
+    vec![b.row("shared-notify-lat", "gaspi", 16, reps, samples, verified)]
 }
 
 /// `write-bw`: rank 0 streams writes of one size to rank 1, which

@@ -26,11 +26,14 @@ Benchmarks (each verifies the data it moves):
   atomic-lat        atomic_fetch_add on rank 1's word from rank 0
   barrier           barrier over all ranks
   allreduce         GASPI allreduce (f64 sum) over all ranks
-  all               every benchmark briefly on 4 ranks (default), with a summary
+  put-lat-distance  write-notify-lat from rank 0 to each other rank (impl: intra:R / inter:R)
+  shared-notify-lat remote write_notify into node 1's shared window until some rank of
+                    node 1 claims it, one way (needs 2 nodes: --ppn)
+  all               every benchmark briefly on 4 ranks in 2 nodes (default), with a summary
 
 Options:
-  -n N               ranks (default 2; 4 for 'all')
-  --ppn P            ranks per node (default: all on one node)
+  -n N               ranks (default 2; 4 for 'all', 8 for 'put-lat-distance')
+  --ppn P            ranks per node (default: all on one node; 2 for 'all')
   --sizes A:B        message sizes: powers of two from A to B, or a list A,B,C
                      (suffixes K, M: --sizes 8:4M)
   --iters K          repetitions per size (default: by size)
@@ -38,13 +41,15 @@ Options:
                      t_min_us,t_median_us,t_max_us,mbps,verified)
   --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)";
 
-const BENCHES: [&str; 7] = [
+const BENCHES: [&str; 9] = [
     "write-notify-lat",
     "write-bw",
     "read-lat",
     "atomic-lat",
     "barrier",
     "allreduce",
+    "put-lat-distance",
+    "shared-notify-lat",
     "all",
 ];
 
@@ -217,6 +222,29 @@ impl Printer {
             "allreduce          8 B       {} ({ranks} ranks)",
             us(self.find("allreduce", "gaspi", 8))
         ));
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied()
+        };
+        for place in ["intra", "inter"] {
+            let mut m: Vec<f64> = self
+                .rows
+                .iter()
+                .filter(|r| {
+                    r.bench == "put-lat-distance" && r.bytes == 8 && r.imp.starts_with(place)
+                })
+                .map(Row::median)
+                .collect();
+            if let Some(x) = median(&mut m) {
+                lines.push(format!(
+                    "put-lat-distance   8 B       {x:.3} us to ranks {place}-node (median over targets)"
+                ));
+            }
+        }
+        lines.push(format!(
+            "shared-notify-lat  16 B      {} one way, remote write_notify to a claim in node 1",
+            us(self.find("shared-notify-lat", "gaspi", 16))
+        ));
         let verified = self.rows.iter().all(|r| r.verified);
         println!("\n# summary (medians over batches), {ranks} ranks, {secs:.1} s");
         for l in lines {
@@ -233,11 +261,24 @@ impl Printer {
 fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
     let ctx = Context::init(Config::default())?;
     let n = ctx.num_ranks() as usize;
-    let ppn = a.ppn.unwrap_or(n).min(n);
-    let two = ["write-notify-lat", "write-bw", "read-lat", "atomic-lat"];
-    if n < 2 && (two.contains(&a.bench.as_str()) || a.bench == "all") {
+    let ppn = ctx.ranks_per_node();
+    let two = [
+        "write-notify-lat",
+        "write-bw",
+        "read-lat",
+        "atomic-lat",
+        "put-lat-distance",
+    ];
+    let need = if n < 2 && (two.contains(&a.bench.as_str()) || a.bench == "all") {
+        Some("at least 2 ranks")
+    } else if a.bench == "shared-notify-lat" && ctx.num_nodes() < 2 {
+        Some("at least 2 nodes (--ppn)")
+    } else {
+        None
+    };
+    if let Some(need) = need {
         if ctx.rank() == 0 {
-            eprintln!("gaspi-bench: {} needs at least 2 ranks", a.bench);
+            eprintln!("gaspi-bench: {} needs {need}", a.bench);
         }
         return Ok(false);
     }
@@ -321,6 +362,19 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
             benches::allreduce(&b, &s),
         );
     }
+    if selected("put-lat-distance") {
+        let s = sizes(&[8, 1 << 20], &[8]);
+        emit(
+            "put-lat-distance: write-notify-lat from rank 0 to each rank (impl: intra/inter node : target)",
+            benches::put_lat_distance(&b, &s),
+        );
+    }
+    if selected("shared-notify-lat") && ctx.num_nodes() > 1 {
+        emit(
+            "shared-notify-lat: rank 0's write_notify into node 1's window until a rank of node 1 claims it, one way",
+            benches::shared_notify_lat(&b),
+        );
+    }
     let verified = p.rows.iter().all(|r| r.verified);
     if me == 0 && quick && a.format == Format::Table {
         p.summary(n, start.elapsed().as_secs_f64());
@@ -353,7 +407,11 @@ fn main() -> ExitCode {
         };
     }
     // Not a rank yet: launch this program on the ranks.
-    let ranks = a.ranks.unwrap_or(if a.bench == "all" { 4 } else { 2 });
+    let (ranks, ppn) = match a.bench.as_str() {
+        "all" => (a.ranks.unwrap_or(4), a.ppn.or(Some(2))),
+        "put-lat-distance" | "shared-notify-lat" => (a.ranks.unwrap_or(8), a.ppn.or(Some(4))),
+        _ => (a.ranks.unwrap_or(2), a.ppn),
+    };
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -366,7 +424,7 @@ fn main() -> ExitCode {
         .output(Output::Inherit)
         .verbose(true)
         .forward_signals(true);
-    if let Some(p) = a.ppn {
+    if let Some(p) = ppn {
         launch = launch.ppn(p);
     }
     if let Some(w) = &a.wait {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 #[derive(Clone, Debug)]
 pub struct Row {
     pub bench: &'static str,
-    pub imp: &'static str,
+    pub imp: String,
     pub procs: usize,
     pub ppn: usize,
     pub bytes: usize,
@@ -105,7 +105,7 @@ pub fn table(rows: &[Row]) -> String {
     if with_bw {
         let _ = write!(s, " {:>12}", "Mbytes/sec");
     }
-    let _ = writeln!(s, " {:>8} {:>9}", "impl", "verified");
+    let _ = writeln!(s, " {:>12} {:>9}", "impl", "verified");
     for r in rows {
         let _ = write!(
             s,
@@ -137,7 +137,7 @@ mod tests {
     fn row(samples: Vec<f64>) -> Row {
         Row {
             bench: "b",
-            imp: "gaspi",
+            imp: "gaspi".into(),
             procs: 2,
             ppn: 2,
             bytes: 1000,
