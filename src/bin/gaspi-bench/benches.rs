@@ -89,7 +89,8 @@ impl Bench<'_> {
         ctx.segment_create(0, size, GroupId::ALL, B, Alloc::Initialized)
             .expect("segment_create");
         let v = ctx.segment::<u8>(0).expect("segment view");
-        v.fill(0); // touch every page before timing
+        v.fill(0); // touch every page before timing...
+        self.barrier(); // ...and before anyone writes into it
         v
     }
 }
@@ -497,17 +498,28 @@ fn barrier_orders_writes(b: &Bench, view: &SegmentView<u8>) -> bool {
     ok
 }
 
-/// `barrier`: time per barrier over all ranks, as seen by rank 0.
+/// `barrier`: time per barrier over all ranks, as seen by rank 0 (`impl`
+/// `gaspi`); with several nodes also the node barrier (`gaspi-node`).
 pub fn barrier(b: &Bench) -> Vec<Row> {
+    let ctx = b.ctx;
     let view = b.segment(4096 + 8 * b.procs());
     let reps = b.reps(0, 20_000, usize::MAX);
-    b.barrier();
-    (0..reps / 10).for_each(|_| b.barrier());
-    let samples = batches(reps, 1.0, |_| b.barrier());
+    let mut groups = vec![("gaspi", GroupId::ALL)];
+    if ctx.num_nodes() > 1 {
+        groups.push(("gaspi-node", ctx.node_group()));
+    }
     let ok = barrier_orders_writes(b, &view);
     let verified = b.all_ok(ok);
-    let samples = if b.me() == 0 { samples } else { Vec::new() };
-    vec![b.row("barrier", "gaspi", 0, reps, samples, verified)]
+    let mut rows = Vec::new();
+    for (imp, group) in groups {
+        let barrier = || ctx.barrier(group, B).expect("barrier");
+        b.barrier();
+        (0..reps / 10).for_each(|_| barrier());
+        let samples = batches(reps, 1.0, |_| barrier());
+        let samples = if b.me() == 0 { samples } else { Vec::new() };
+        rows.push(b.row("barrier", imp, 0, reps, samples, verified));
+    }
+    rows
 }
 
 /// `allreduce`: the GASPI allreduce (sum of f64) over all ranks, each
