@@ -26,7 +26,8 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// Wait until `dir` holds `n` files (written by ranks), at most 30 s.
+/// Wait until `dir` holds `n` complete one-line files (written by ranks),
+/// at most 30 s, and return their lines in name order.
 fn await_files(dir: &Path, n: usize) -> Vec<String> {
     let start = Instant::now();
     loop {
@@ -34,17 +35,15 @@ fn await_files(dir: &Path, n: usize) -> Vec<String> {
             .unwrap()
             .filter_map(|e| e.ok())
             .collect();
-        if files.len() >= n {
-            files.sort_by_key(|e| e.file_name());
-            return files
-                .iter()
-                .map(|e| {
-                    std::fs::read_to_string(e.path())
-                        .unwrap()
-                        .trim()
-                        .to_string()
-                })
-                .collect();
+        files.sort_by_key(|e| e.file_name());
+        let lines: Vec<String> = files
+            .iter()
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .filter(|text| text.ends_with('\n'))
+            .map(|text| text.trim().to_string())
+            .collect();
+        if lines.len() >= n {
+            return lines;
         }
         assert!(
             start.elapsed() < Duration::from_secs(30),
@@ -245,7 +244,7 @@ fn a_killed_launcher_takes_its_ranks_along_and_the_next_one_cleans_up() {
         let token = std::env::var("GASPI_JOB").unwrap();
         std::fs::write(
             format!("{dir}/{}", ctx.rank()),
-            format!("{} {token}", std::process::id()),
+            format!("{} {token}\n", std::process::id()),
         )
         .unwrap();
         let _ = ctx.notify_waitsome(0, 0..1, gaspi::Timeout::Block);
