@@ -240,6 +240,31 @@ impl Context {
         )
     }
 
+    /// Wait until notification `id` of local segment `segment` holds a
+    /// value at least `tag` (in wrapping order: values count calls), without
+    /// taking it: for values that every rank of a node reads, like the
+    /// allgatherv's credits.
+    pub(crate) fn await_notification_tag(
+        &self,
+        segment: SegmentId,
+        id: NotificationId,
+        tag: NotificationValue,
+        deadline: crate::types::Deadline,
+    ) -> Result<()> {
+        let obj = self.local_table(segment)?;
+        check_notification_id(&obj, id)?;
+        let table = obj.notifications();
+        self.engine.patience().wait(
+            table.ww,
+            deadline,
+            || {
+                let v = table.values[id as usize].load(SeqCst);
+                (v != 0 && v.wrapping_sub(tag) as i32 >= 0).then_some(())
+            },
+            || self.engine.faults(),
+        )
+    }
+
     /// This rank's segment `segment`, kept beyond a pin for blocking waits.
     fn local_table(&self, segment: SegmentId) -> Result<Arc<SegmentObject>> {
         self.check_segment_id(segment)?;

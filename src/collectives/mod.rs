@@ -11,9 +11,12 @@
 //! arguments) to keep waiting. Until it completes, a different collective on
 //! the same group fails with [`Error::ActiveCollective`].
 
+mod allgatherv;
 mod allreduce;
 mod barrier;
+pub mod plan;
 
+pub use allgatherv::{Allgatherv, AllgathervOptions};
 pub use allreduce::{ReduceOp, Reducible};
 
 use crate::context::Context;

@@ -1,0 +1,382 @@
+//! Allgatherv as a pipelined ring over nodes with node-shared windows and
+//! shared notifications (seed 002, section II, algorithm 1).
+//!
+//! The result lives in a node-shared window: every rank of a node reads it
+//! in place, nobody copies it at the end ([`Allgatherv::run`]);
+//! [`Allgatherv::run_into`] adds that copy for callers that need a private
+//! buffer, which costs one read of the whole result per rank.
+//!
+//! One call, on every rank:
+//! 1. node barrier: nobody of the node still reads the previous result;
+//!    the node's first rank tells the previous node that this node is
+//!    ready (a "credit" notification, instead of a global barrier);
+//! 2. local allgatherv: the rank copies its contribution into the window;
+//! 3. node barrier: the node's data is all in the window;
+//! 4. once the next node's credit for this call has arrived, the rank
+//!    writes its share of the node's blocks (see [`AllgathervPlan`]) with
+//!    `write_notify` to the rank with the same local rank on the next node
+//!    (formula 1), the block id as notification id;
+//! 5. every rank of the node claims blocks from the node's one table until
+//!    the node has all blocks of other nodes, and forwards each block it
+//!    claims to the next node unless that node is the block's own. Faster
+//!    ranks claim, and so forward, more.
+//!
+//! Every block crosses every node boundary once: `blocks * (nodes - 1)`
+//! inter-node writes per call, plus one credit per node
+//! ([`AllgathervPlan::inter_node_messages`]).
+//!
+//! Block ids are the window's notification ids. `mSize` is chosen from
+//! the total so that the blocks fit the ids (at most
+//! `NOTIFICATION_LIMIT - 1` blocks): the window's table has one id per
+//! block, plus the credit. Calls reuse the window and the ids: every block
+//! of a call is claimed before the call ends, and no node starts writing
+//! the next call before its next node's credit, so calls cannot mix.
+
+use super::plan::{AllgathervPlan, Layout};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::segments::SegmentView;
+use crate::types::{Deadline, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
+use crate::windows::{Window, WindowOptions};
+use bytemuck::Pod;
+use std::marker::PhantomData;
+
+/// Options of an [`Allgatherv`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllgathervOptions {
+    /// Target size of a block in bytes (default 64 KiB): smaller blocks
+    /// pipeline sooner, larger ones cost fewer messages.
+    pub block_bytes: usize,
+    /// The queue the collective posts on (default 0).
+    pub queue: QueueId,
+}
+
+impl Default for AllgathervOptions {
+    fn default() -> AllgathervOptions {
+        AllgathervOptions {
+            block_bytes: 64 << 10,
+            queue: 0,
+        }
+    }
+}
+
+/// Where a call stopped (to resume after a timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Step 1: the node barrier before touching the window.
+    Start,
+    /// Step 2 done, step 3: the node barrier after the local copies.
+    Copied,
+    /// Step 4: waiting for the credit, then sending from block `next`.
+    Sending { next: usize },
+    /// Step 5: claiming and forwarding.
+    Receiving,
+}
+
+/// An allgatherv over all ranks with fixed counts and displacements, run
+/// as often as needed (seed 002's algorithm; see the module documentation).
+///
+/// ```
+/// use gaspi::{Allgatherv, Config, Context, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let n = ctx.num_ranks() as usize;
+/// let counts: Vec<usize> = (0..n).map(|r| r + 1).collect();
+/// let displs: Vec<usize> = (0..n).map(|r| r * (r + 1) / 2).collect();
+/// let mut ag = Allgatherv::<u32>::new(&ctx, 3, &counts, &displs, Timeout::Block)?;
+/// let mine = vec![ctx.rank() as u32; ctx.rank() as usize + 1];
+/// let result = ag.run(&mine, Timeout::Block)?; // in the node's window
+/// assert_eq!(result.get(0), 0);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Allgatherv<'a, T> {
+    ctx: &'a Context,
+    segment: SegmentId,
+    plan: AllgathervPlan,
+    window: Window,
+    options: AllgathervOptions,
+    /// Calls completed.
+    calls: u64,
+    /// The call in progress, if one timed out.
+    phase: Option<Phase>,
+    _t: PhantomData<T>,
+}
+
+impl<'a, T: Pod> Allgatherv<'a, T> {
+    /// Collectively prepare an allgatherv of `counts[r]` elements from rank
+    /// `r` placed at element `displs[r]` of the result, using segment id
+    /// `segment` for the node-shared result window on every rank.
+    pub fn new(
+        ctx: &'a Context,
+        segment: SegmentId,
+        counts: &[usize],
+        displs: &[usize],
+        timeout: Timeout,
+    ) -> Result<Allgatherv<'a, T>> {
+        Allgatherv::with_options(
+            ctx,
+            segment,
+            counts,
+            displs,
+            AllgathervOptions::default(),
+            timeout,
+        )
+    }
+
+    /// [`Allgatherv::new`] with options.
+    pub fn with_options(
+        ctx: &'a Context,
+        segment: SegmentId,
+        counts: &[usize],
+        displs: &[usize],
+        options: AllgathervOptions,
+        timeout: Timeout,
+    ) -> Result<Allgatherv<'a, T>> {
+        let n = ctx.num_ranks() as usize;
+        if counts.len() != n || displs.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "allgatherv needs one count and one displacement per rank ({n}), got {} and {}",
+                counts.len(),
+                displs.len()
+            )));
+        }
+        let elem = std::mem::size_of::<T>().max(1);
+        let layout = Layout {
+            ranks: n,
+            ppn: ctx.ranks_per_node(),
+        };
+        let max_blocks = crate::config::NOTIFICATION_LIMIT as usize - 1;
+        let block_elems = (options.block_bytes / elem).max(1);
+        let plan = AllgathervPlan::new(layout, counts, displs, block_elems, max_blocks);
+        let len = counts
+            .iter()
+            .zip(displs)
+            .map(|(c, d)| c + d)
+            .max()
+            .unwrap_or(0);
+        let table = plan.total_blocks() as u32 + 1; // + the credit
+        let opts = WindowOptions::default().notifications(table);
+        let window = ctx.window_create_with(
+            segment,
+            (len * elem).max(1),
+            crate::GroupId::ALL,
+            opts,
+            timeout,
+        )?;
+        Ok(Allgatherv {
+            ctx,
+            segment,
+            plan,
+            window,
+            options,
+            calls: 0,
+            phase: None,
+            _t: PhantomData,
+        })
+    }
+
+    /// The plan this allgatherv executes.
+    pub fn plan(&self) -> &AllgathervPlan {
+        &self.plan
+    }
+
+    /// The result of the last call: the node's window.
+    pub fn result(&self) -> SegmentView<T> {
+        self.window.view()
+    }
+
+    /// Gather every rank's `send` (its `counts[rank]` elements) into the
+    /// node's result window and return a view of it. On a timeout, call
+    /// again (with the same `send`) to continue where it stopped.
+    pub fn run(&mut self, send: &[T], timeout: Timeout) -> Result<SegmentView<T>> {
+        let count = self.plan.counts[self.ctx.rank() as usize];
+        if send.len() != count {
+            return Err(Error::InvalidArgument(format!(
+                "this rank contributes {count} elements to the allgatherv, not {}",
+                send.len()
+            )));
+        }
+        let deadline = timeout.deadline();
+        let mut phase = self.phase.take().unwrap_or(Phase::Start);
+        let result = self.advance(&mut phase, send, deadline);
+        match result {
+            Ok(()) => {
+                self.calls += 1;
+                Ok(self.result())
+            }
+            Err(e) => {
+                self.phase = Some(phase);
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Allgatherv::run`], then copy the result into `recv` (which must
+    /// hold the whole result): the private-buffer variant, one more read of
+    /// the result per rank.
+    pub fn run_into(&mut self, send: &[T], recv: &mut [T], timeout: Timeout) -> Result<()> {
+        let view = self.run(send, timeout)?;
+        if recv.len() < view.len() {
+            return Err(Error::InvalidArgument(format!(
+                "the result has {} elements, the receive buffer {}",
+                view.len(),
+                recv.len()
+            )));
+        }
+        view.copy_to_slice(0, &mut recv[..view.len()]);
+        Ok(())
+    }
+
+    /// The notification value that tags call `call`: the call number plus
+    /// one, wrapping but never 0 (credits are compared in wrapping order).
+    fn tag(call: u64) -> u32 {
+        let t = (call + 1) as u32;
+        if t == 0 { 1 } else { t }
+    }
+
+    fn deadline_left(deadline: Deadline) -> Timeout {
+        match deadline.remaining() {
+            None => Timeout::Block,
+            Some(d) => Timeout::After(d),
+        }
+    }
+
+    /// Run the call's phases from `phase` on, updating it as they finish.
+    fn advance(&self, phase: &mut Phase, send: &[T], deadline: Deadline) -> Result<()> {
+        let ctx = self.ctx;
+        let plan = &self.plan;
+        let me = ctx.rank() as usize;
+        let node = ctx.node();
+        let nodes = ctx.num_nodes();
+        let tag = Self::tag(self.calls);
+        let credit = plan.total_blocks() as u32;
+        let elem = std::mem::size_of::<T>();
+        loop {
+            match *phase {
+                Phase::Start => {
+                    ctx.node_barrier(Self::deadline_left(deadline))?;
+                    if nodes > 1 && ctx.local_rank() == 0 {
+                        // Tell the previous node: this node may be written.
+                        let prev = ctx.node_ranks((node + nodes - 1) % nodes).start;
+                        self.post(prev, &[], Notification::new(credit, tag), deadline)?;
+                    }
+                    self.window
+                        .view::<T>()
+                        .copy_from_slice(plan.displs[me], send);
+                    *phase = Phase::Copied;
+                }
+                Phase::Copied => {
+                    ctx.node_barrier(Self::deadline_left(deadline))?;
+                    *phase = if nodes > 1 {
+                        Phase::Sending {
+                            next: plan.sends(me).start,
+                        }
+                    } else {
+                        return Ok(());
+                    };
+                }
+                Phase::Sending { next } => {
+                    // The next node's credit for this call (or a later one:
+                    // then this rank has nothing left to send for this call,
+                    // or the next node could not have finished it).
+                    ctx.await_notification_tag(self.segment, credit, tag, deadline)?;
+                    let sends = plan.sends(me);
+                    for id in next..sends.end {
+                        *phase = Phase::Sending { next: id };
+                        let b = plan.blocks[id];
+                        let to = self.next_rank(me);
+                        self.post(
+                            to,
+                            &[(b.offset * elem, b.len * elem)],
+                            Notification::new(id as u32, tag),
+                            deadline,
+                        )?;
+                    }
+                    *phase = Phase::Receiving;
+                }
+                Phase::Receiving => {
+                    if plan.received_by(node) == 0 {
+                        return Ok(());
+                    }
+                    let expect = (self.calls + 1) * plan.received_by(node) as u64;
+                    let ids = 0..plan.total_blocks() as u32;
+                    while let Some((id, v)) = ctx.notify_claim_until(
+                        self.segment,
+                        ids.clone(),
+                        expect,
+                        Self::deadline_left(deadline),
+                    )? {
+                        debug_assert_eq!(v, tag);
+                        let id = id as usize;
+                        if plan.forwards(node, id) {
+                            let b = plan.blocks[id];
+                            let to = self.next_rank(me);
+                            self.post(
+                                to,
+                                &[(b.offset * elem, b.len * elem)],
+                                Notification::new(id as u32, tag),
+                                deadline,
+                            )?;
+                        }
+                    }
+                    ctx.wait(self.options.queue, Timeout::Block)?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The segment id of the result window.
+    pub fn segment(&self) -> SegmentId {
+        self.segment
+    }
+
+    /// The rank with the same local rank as `rank` on the next node
+    /// (formula 1), or the next node's last if it has fewer ranks.
+    fn next_rank(&self, rank: usize) -> Rank {
+        let layout = self.plan.layout;
+        let next = layout.node_ranks((layout.node_of(rank) + 1) % layout.nodes());
+        let local = rank - layout.node_ranks(layout.node_of(rank)).start;
+        (next.start + local.min(next.len() - 1)) as Rank
+    }
+
+    /// `write_notify` (or `notify`) into the window on `to`: `parts` are
+    /// (byte offset, length) ranges, the same in source and target. A full
+    /// queue is emptied and the post retried.
+    fn post(
+        &self,
+        to: Rank,
+        parts: &[(usize, usize)],
+        n: Notification,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let ctx = self.ctx;
+        let (seg, q) = (self.segment, self.options.queue);
+        loop {
+            let r = match parts {
+                [] => ctx.notify(to, seg, n, q, Timeout::Block),
+                &[(off, len)] => ctx.write_notify(
+                    Local::new(seg, off),
+                    Remote::new(to, seg, off),
+                    len,
+                    n,
+                    q,
+                    Timeout::Block,
+                ),
+                _ => unreachable!("one part at most"),
+            };
+            match r {
+                Err(Error::QueueFull { .. }) => ctx.wait(q, Self::deadline_left(deadline))?,
+                r => return r,
+            }
+        }
+    }
+}
+
+impl<T> Drop for Allgatherv<'_, T> {
+    /// Deletes this rank's result window segment. When a call returns, all
+    /// blocks for this node have arrived, so no more writes come in.
+    fn drop(&mut self) {
+        let _ = self.ctx.segment_delete(self.segment);
+    }
+}

@@ -1,0 +1,196 @@
+//! The pipelined-ring allgatherv of seed 002 on emulated node layouts, with
+//! the paper's three distributions and data.
+
+mod common;
+
+use common::*;
+use gaspi::testing::Job;
+use gaspi::{Allgatherv, AllgathervOptions, Context, GroupId, ReduceOp, Timeout};
+
+const B: Timeout = Timeout::Block;
+
+/// (nodes, ranks per node): 1x1 to 12x1, then 1x8, 2x4, 4x2, 3x2.
+fn layouts() -> Vec<(usize, usize)> {
+    let mut v: Vec<(usize, usize)> = (1..=12).map(|n| (n, 1)).collect();
+    v.extend([(1, 8), (2, 4), (4, 2), (3, 2)]);
+    v
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Dist {
+    Regular,
+    Decreasing,
+    Broadcast,
+}
+
+/// Elements of each rank for distribution `d` with mean `c` (seed 002,
+/// section II-B): regular `c`; linearly decreasing `2c(n-1-i)/(n-1)`;
+/// broadcast all `n*c` on rank 0.
+fn counts(d: Dist, n: usize, c: usize) -> Vec<usize> {
+    (0..n)
+        .map(|i| match d {
+            Dist::Regular => c,
+            Dist::Decreasing if n == 1 => c,
+            Dist::Decreasing => 2 * c * (n - 1 - i) / (n - 1),
+            Dist::Broadcast if i == 0 => n * c,
+            Dist::Broadcast => 0,
+        })
+        .collect()
+}
+
+fn displs(counts: &[usize]) -> Vec<usize> {
+    counts
+        .iter()
+        .scan(0, |acc, &c| {
+            let d = *acc;
+            *acc += c;
+            Some(d)
+        })
+        .collect()
+}
+
+/// The paper's data, `(iProc + 1) * (it + 1)`, in the high half; the
+/// element's index in the contribution in the low half (so that a misplaced
+/// block shows).
+fn value(rank: usize, it: usize, i: usize) -> u64 {
+    (((rank + 1) * (it + 1)) as u64) << 32 | i as u64
+}
+
+/// Run `iterations` allgathervs of distribution `d` with mean `c` and check
+/// every element of the result on every rank after each.
+fn check_dist(ctx: &Context, d: Dist, c: usize, iterations: usize, options: AllgathervOptions) {
+    let n = ctx.num_ranks() as usize;
+    let me = ctx.rank() as usize;
+    let counts = counts(d, n, c);
+    let displs = displs(&counts);
+    let mut ag = Allgatherv::<u64>::with_options(ctx, 10, &counts, &displs, options, B).unwrap();
+    let total: usize = counts.iter().sum();
+    let mut got = vec![0u64; total];
+    for it in 0..iterations {
+        let send: Vec<u64> = (0..counts[me]).map(|i| value(me, it, i)).collect();
+        let result = ag.run(&send, B).unwrap();
+        result.copy_to_slice(0, &mut got);
+        for r in 0..n {
+            for i in 0..counts[r] {
+                let (want, have) = (value(r, it, i), got[displs[r] + i]);
+                assert_eq!(
+                    have,
+                    want,
+                    "{d:?} c={c} it={it}: element {i} of rank {r} (at {})",
+                    displs[r] + i
+                );
+            }
+        }
+    }
+}
+
+fn run_dist(d: Dist) {
+    for (nodes, ppn) in layouts() {
+        Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
+            // Small blocks so that even small contributions make many blocks
+            // and the ring pipelines and forwards.
+            let small = AllgathervOptions {
+                block_bytes: 8 * 64,
+                ..Default::default()
+            };
+            for c in [0, 1, 37, 3000] {
+                check_dist(ctx, d, c, 100, small);
+            }
+        });
+    }
+}
+
+#[test]
+fn regular_distribution_on_every_layout() {
+    run_dist(Dist::Regular);
+}
+
+#[test]
+fn linearly_decreasing_distribution_on_every_layout() {
+    run_dist(Dist::Decreasing);
+}
+
+#[test]
+fn broadcast_distribution_on_every_layout() {
+    run_dist(Dist::Broadcast);
+}
+
+#[test]
+fn contributions_of_4_mib() {
+    for (nodes, ppn) in [(2, 2), (3, 1), (1, 4)] {
+        Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
+            for d in [Dist::Regular, Dist::Decreasing, Dist::Broadcast] {
+                check_dist(ctx, d, 512 << 10, 3, AllgathervOptions::default());
+            }
+        });
+    }
+}
+
+#[test]
+fn private_buffer_variant_and_bad_arguments() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let n = ctx.num_ranks() as usize;
+        let counts = vec![3; n];
+        let displs = displs(&counts);
+        let mut ag = Allgatherv::<u32>::new(ctx, 11, &counts, &displs, B).unwrap();
+        let mut recv = vec![0u32; 3 * n];
+        let me = ctx.rank() as u32;
+        ag.run_into(&[me; 3], &mut recv, B).unwrap();
+        assert_eq!(recv, (0..n as u32).flat_map(|r| [r; 3]).collect::<Vec<_>>());
+        assert!(matches!(
+            ag.run(&[me; 2], B),
+            Err(gaspi::Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            ag.run_into(&[me; 3], &mut [0u32; 2], B),
+            Err(gaspi::Error::InvalidArgument(_))
+        ));
+        assert!(Allgatherv::<u32>::new(ctx, 12, &counts[1..], &displs, B).is_err());
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn inter_node_messages_match_the_cost_model() {
+    for (nodes, ppn) in [(2, 2), (3, 2), (4, 2), (5, 1), (3, 3)] {
+        Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
+            let n = ctx.num_ranks() as usize;
+            let counts = counts(Dist::Decreasing, n, 700);
+            let displs = displs(&counts);
+            let options = AllgathervOptions {
+                block_bytes: 8 * 100,
+                ..Default::default()
+            };
+            let mut ag =
+                Allgatherv::<u64>::with_options(ctx, 10, &counts, &displs, options, B).unwrap();
+            let me = ctx.rank() as usize;
+            let send: Vec<u64> = (0..counts[me]).map(|i| value(me, 0, i)).collect();
+            ag.run(&send, B).unwrap(); // warm up: map the windows
+            barrier(ctx);
+            ctx.reset_traffic();
+            ag.run(&send, B).unwrap();
+            let t = ctx.traffic();
+            let mut sums = [0u64; 3];
+            ctx.allreduce(
+                &[t.inter.writes, t.inter.notifications, t.inter.bytes],
+                &mut sums,
+                ReduceOp::Sum,
+                GroupId::ALL,
+                B,
+            )
+            .unwrap();
+            let plan = ag.plan();
+            // Every block crosses every node boundary once; one credit per node.
+            let blocks = plan.inter_node_messages() as u64;
+            let bytes: u64 =
+                plan.blocks.iter().map(|b| 8 * b.len as u64).sum::<u64>() * (nodes as u64 - 1);
+            assert_eq!(
+                sums,
+                [blocks, blocks + nodes as u64, bytes],
+                "{}",
+                plan.table()
+            );
+            barrier(ctx);
+        });
+    }
+}
