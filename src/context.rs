@@ -7,6 +7,8 @@ use crate::engine::{JobSpec, Native, job};
 use crate::error::{Error, Result};
 use crate::queues::Queues;
 use crate::types::{Rank, RankState};
+use std::cell::Cell;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
 /// Environment variables a launcher sets for each rank.
@@ -26,6 +28,35 @@ pub mod env {
 }
 
 static ALIVE: AtomicBool = AtomicBool::new(false);
+
+/// The segment id the runtime keeps for itself: user ids are
+/// `0..segment_max`, at most `0..255`.
+pub(crate) const RESERVED_SEGMENT: crate::types::SegmentId = 255;
+/// The queue the runtime keeps for itself, after the user's `0..QUEUE_MAX`.
+pub(crate) const RESERVED_QUEUE: crate::types::QueueId = crate::config::QUEUE_MAX as u8;
+
+thread_local! {
+    /// Set while the runtime itself posts on its reserved segment and queue.
+    static INTERNAL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` with the reserved segment and queue usable: the collectives over
+/// all ranks post their one-sided operations there, apart from the user's.
+pub(crate) fn internal<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            INTERNAL.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(INTERNAL.with(|c| c.replace(true)));
+    f()
+}
+
+/// Whether the calling thread is inside [`internal`].
+pub(crate) fn in_internal() -> bool {
+    INTERNAL.with(|c| c.get())
+}
 
 /// A rank's handle on the GASPI runtime.
 ///
@@ -63,6 +94,8 @@ pub struct Context {
     pub(crate) queues: Queues,
     pub(crate) groups: Groups,
     pub(crate) traffic: crate::traffic::Book,
+    /// The node-aware barrier over all ranks (jobs of several nodes).
+    pub(crate) all_nodes: Mutex<Option<crate::collectives::NodeReduce>>,
     ppn: usize,
     terminated: AtomicBool,
 }
@@ -157,12 +190,14 @@ impl Context {
                 queues: Queues::new(config.queue_num, config.queue_size_max),
                 groups: Groups::new(config.group_max as usize),
                 traffic: Default::default(),
+                all_nodes: Mutex::new(None),
                 config,
                 ppn: spec.ppn,
                 engine,
                 terminated: AtomicBool::new(false),
             };
             ctx.commit_initial_groups()?;
+            ctx.create_node_collectives()?;
             Ok(ctx)
         });
         if made.is_err() {

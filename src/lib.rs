@@ -63,7 +63,10 @@ mod traffic;
 mod types;
 mod windows;
 
-pub use collectives::{Allgatherv, AllgathervOptions, ReduceOp, Reducible, plan};
+pub use collectives::{
+    Allgatherv, AllgathervOptions, Allreduce, AllreduceAlgorithm, AllreduceOptions, ReduceOp,
+    Reducible, plan,
+};
 pub use config::{
     Config, GROUP_LIMIT, NOTIFICATION_LIMIT, QUEUE_MAX, QUEUE_SIZE_LIMIT, SEGMENT_LIMIT, WaitMode,
 };

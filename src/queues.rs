@@ -12,7 +12,7 @@
 //! [`Config::queue_size_max`]: crate::Config::queue_size_max
 
 use crate::config::QUEUE_MAX;
-use crate::context::Context;
+use crate::context::{Context, RESERVED_QUEUE};
 use crate::error::{Error, Result};
 use crate::types::{QueueId, Timeout};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
@@ -32,14 +32,22 @@ pub(crate) struct Queues {
 
 impl Queues {
     pub(crate) fn new(num: u32, size_max: u32) -> Queues {
-        let slots: Vec<Queue> = (0..QUEUE_MAX).map(|_| Queue::default()).collect();
+        // The user's QUEUE_MAX, then the runtime's own.
+        let slots: Vec<Queue> = (0..=QUEUE_MAX).map(|_| Queue::default()).collect();
         for q in &slots[..num as usize] {
             q.exists.store(true, SeqCst);
         }
+        slots[RESERVED_QUEUE as usize].exists.store(true, SeqCst);
         Queues { slots, size_max }
     }
 
     fn get(&self, queue: QueueId) -> Result<&Queue> {
+        if queue == RESERVED_QUEUE && !crate::context::in_internal() {
+            return Err(Error::InvalidQueue {
+                queue,
+                num: QUEUE_MAX,
+            });
+        }
         self.slots
             .get(queue as usize)
             .filter(|q| q.exists.load(SeqCst))
@@ -103,8 +111,7 @@ impl Context {
 
     /// Number of existing queues (`gaspi_queue_num`).
     pub fn queue_num(&self) -> u32 {
-        self.queues
-            .slots
+        self.queues.slots[..QUEUE_MAX as usize]
             .iter()
             .filter(|q| q.exists.load(SeqCst))
             .count() as u32
@@ -131,7 +138,7 @@ impl Context {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn queue_create(&self) -> Result<QueueId> {
-        for (i, q) in self.queues.slots.iter().enumerate() {
+        for (i, q) in self.queues.slots[..QUEUE_MAX as usize].iter().enumerate() {
             if q.exists
                 .compare_exchange(false, true, SeqCst, SeqCst)
                 .is_ok()

@@ -26,7 +26,8 @@ use std::sync::atomic::AtomicU64;
 
 impl Context {
     pub(crate) fn check_segment_id(&self, segment: SegmentId) -> Result<()> {
-        if (segment as u32) < self.config.segment_max {
+        let reserved = segment == crate::context::RESERVED_SEGMENT && crate::context::in_internal();
+        if (segment as u32) < self.config.segment_max || reserved {
             Ok(())
         } else {
             Err(Error::InvalidSegmentId {
@@ -235,12 +236,14 @@ impl Context {
 
     /// Number of segments of this rank (`gaspi_segment_num`).
     pub fn segment_num(&self) -> usize {
-        self.engine.segment_ids().len()
+        self.segment_list().len()
     }
 
     /// Ids of this rank's segments, ascending (`gaspi_segment_list`).
     pub fn segment_list(&self) -> Vec<SegmentId> {
-        self.engine.segment_ids()
+        let mut ids = self.engine.segment_ids();
+        ids.retain(|&s| s != crate::context::RESERVED_SEGMENT);
+        ids
     }
 
     /// Segment ids are `0..segment_max()` (`gaspi_segment_max`).
@@ -294,6 +297,8 @@ impl Context {
 #[derive(Debug, Clone)]
 pub struct SegmentView<T> {
     obj: Arc<SegmentObject>,
+    /// Byte offset of element 0 in the segment.
+    start: usize,
     len: usize,
     _t: PhantomData<T>,
 }
@@ -304,7 +309,33 @@ impl<T: Pod> SegmentView<T> {
         let len = obj.size() / std::mem::size_of::<T>().max(1);
         SegmentView {
             obj,
+            start: 0,
             len,
+            _t: PhantomData,
+        }
+    }
+
+    /// The elements `range` of this view as a view of their own (element 0
+    /// of the result is element `range.start` here). Panics if out of range.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_create(0, 64, gaspi::GroupId::ALL, gaspi::Timeout::Block, gaspi::Alloc::Initialized)?;
+    /// let words = ctx.segment::<u64>(0)?;
+    /// words.set(5, 7);
+    /// assert_eq!(words.sub(4..8).get(1), 7);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn sub(&self, range: std::ops::Range<usize>) -> SegmentView<T> {
+        assert!(
+            range.start <= range.end && range.end <= self.len,
+            "sub-view {range:?} out of range (len {})",
+            self.len
+        );
+        SegmentView {
+            obj: self.obj.clone(),
+            start: self.start + range.start * std::mem::size_of::<T>(),
+            len: range.end - range.start,
             _t: PhantomData,
         }
     }
@@ -325,7 +356,7 @@ impl<T: Pod> SegmentView<T> {
             "segment view index {index}+{count} out of range (len {})",
             self.len
         );
-        index * std::mem::size_of::<T>()
+        self.start + index * std::mem::size_of::<T>()
     }
 
     /// Element `index` (volatile load). Panics if out of range.
@@ -373,12 +404,16 @@ impl<T: Pod> SegmentView<T> {
     /// access to words that remote ranks update with `atomic_fetch_add` or
     /// `atomic_compare_swap`. Panics if out of range or not 8-byte aligned.
     pub fn atomic_u64(&self, byte_offset: usize) -> &AtomicU64 {
-        self.obj.atomic_u64(byte_offset)
+        assert!(
+            byte_offset + 8 <= self.len * std::mem::size_of::<T>(),
+            "atomic word at byte {byte_offset} outside the view"
+        );
+        self.obj.atomic_u64(self.start + byte_offset)
     }
 
     /// Pointer to the first element.
     pub fn as_ptr(&self) -> *mut T {
-        self.obj.data().cast()
+        self.obj.data().wrapping_add(self.start).cast()
     }
 
     /// The segment as a slice.
@@ -388,7 +423,7 @@ impl<T: Pod> SegmentView<T> {
     /// or operation) may write the segment.
     pub unsafe fn as_slice(&self) -> &[T] {
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.obj.as_slice(self.len) }
+        unsafe { self.obj.as_slice(self.start, self.len) }
     }
 
     /// The segment as a mutable slice.
@@ -399,6 +434,6 @@ impl<T: Pod> SegmentView<T> {
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn as_mut_slice(&self) -> &mut [T] {
         // SAFETY: forwarded from this function's contract.
-        unsafe { self.obj.as_mut_slice(self.len) }
+        unsafe { self.obj.as_mut_slice(self.start, self.len) }
     }
 }

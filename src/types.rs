@@ -97,6 +97,14 @@ impl Deadline {
     pub(crate) fn expired(self) -> bool {
         self.remaining() == Some(Duration::ZERO)
     }
+
+    /// The time left as a timeout, for calls made on the way to it.
+    pub(crate) fn timeout(self) -> Timeout {
+        match self.remaining() {
+            None => Timeout::Block,
+            Some(d) => Timeout::After(d),
+        }
+    }
 }
 
 /// A place in a segment of the calling rank: the source of a write, the

@@ -121,6 +121,11 @@ impl Window {
         self.obj.size() == 0
     }
 
+    /// The window's object.
+    pub(crate) fn object(&self) -> &Arc<SegmentObject> {
+        &self.obj
+    }
+
     /// Typed access to the whole window (see the module documentation for
     /// the rules of concurrent access).
     pub fn view<T: Pod>(&self) -> SegmentView<T> {

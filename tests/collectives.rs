@@ -9,9 +9,31 @@ use gaspi::{
     Timeout,
 };
 
+/// Job sizes on one node, then (ranks, ranks per node) of several nodes,
+/// where the barrier over all ranks is node-aware.
+fn barrier_layouts() -> Vec<(usize, usize)> {
+    vec![
+        (2, 2),
+        (4, 4),
+        (8, 8),
+        (4, 2),
+        (6, 2),
+        (7, 1),
+        (5, 2),
+        (9, 3),
+        (12, 1),
+    ]
+}
+
 #[test]
 fn barrier_orders_writes_before_and_after_it() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    for (ranks, ppn) in barrier_layouts() {
+        Job::new(&[ranks]).ppn(ppn).run(barrier_orders_writes);
+    }
+}
+
+fn barrier_orders_writes(ctx: &Context) {
+    {
         let seg = segment(ctx, 0, 8 * 64);
         let n = ctx.num_ranks() as usize;
         let me = ctx.rank() as usize;
@@ -41,12 +63,18 @@ fn barrier_orders_writes_before_and_after_it() {
             barrier(ctx);
         }
         let _ = seg;
-    });
+    }
 }
 
 #[test]
 fn barrier_timeout_then_retry_completes_the_same_barrier() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    for (ranks, ppn) in barrier_layouts() {
+        Job::new(&[ranks]).ppn(ppn).run(barrier_timeout_then_retry);
+    }
+}
+
+fn barrier_timeout_then_retry(ctx: &Context) {
+    {
         segment(ctx, 0, 64);
         let n = ctx.num_ranks();
         if ctx.rank() != 0 {
@@ -101,7 +129,38 @@ fn barrier_timeout_then_retry_completes_the_same_barrier() {
         .unwrap();
         assert_eq!(out[0], n as u32);
         barrier(ctx);
-    });
+    }
+}
+
+#[test]
+fn node_aware_barrier_sends_the_dissemination_messages_only() {
+    for (ranks, ppn) in [(4, 2), (6, 2), (7, 1), (11, 1), (9, 3), (5, 2), (16, 2)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            barrier(ctx); // warm up: map the windows
+            barrier(ctx);
+            ctx.reset_traffic();
+            barrier(ctx);
+            let t = ctx.traffic();
+            let mut total = [0u64; 2];
+            ctx.allreduce(
+                &[t.inter.notifications, t.inter.writes],
+                &mut total,
+                ReduceOp::Sum,
+                GroupId::ALL,
+                Timeout::Block,
+            )
+            .unwrap();
+            // One message per node and dissemination step or partial.
+            let d = gaspi::plan::Dissemination::new(ctx.num_nodes());
+            let want = (ctx.num_nodes() * d.messages_per_participant()) as u64;
+            assert_eq!(total, [want, 0], "{ranks} ranks, ppn {ppn}");
+            // Only the nodes' first ranks talk across nodes.
+            if ctx.local_rank() != 0 {
+                assert_eq!(t.inter.messages(), 0);
+            }
+            barrier(ctx);
+        });
+    }
 }
 
 /// Build, commit and return the group of `members`.

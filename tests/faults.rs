@@ -147,15 +147,38 @@ fn a_panicking_rank_is_failed_not_terminated() {
     );
 }
 
+/// Rank `dying` exits with status 7 once every other rank has left the
+/// collective before (and tells it so with a notification on segment 0).
+/// A rank that dies while others are still inside a collective with it may
+/// make that collective fail for them too, which is not what these tests
+/// are about.
+fn exit_when_the_others_left(ctx: &gaspi::Context, dying: gaspi::Rank) {
+    let n = ctx.num_ranks();
+    if ctx.rank() == dying {
+        for _ in 1..n {
+            ctx.notify_claim(0, 0..n as u32, Timeout::Block).unwrap();
+        }
+        std::process::exit(7);
+    }
+    let me = Notification::new(ctx.rank() as u32, 1);
+    ctx.notify(dying, 0, me, 0, Timeout::Block).unwrap();
+}
+
 #[test]
 fn a_barrier_with_a_dead_member_fails_within_its_wait() {
-    Job::new(&[4]).run_and_check(
+    // One node (flat barrier), then nodes of two: node-aware, with the dead
+    // rank a follower (4/2: rank 3's node) or a node's first rank (6/2).
+    for (ranks, ppn) in [(4, 4), (4, 2), (6, 2)] {
+        barrier_with_dead_rank(ranks, ppn);
+    }
+}
+
+fn barrier_with_dead_rank(ranks: usize, ppn: usize) {
+    Job::new(&[ranks]).ppn(ppn).run_and_check(
         |ctx| {
             segment(ctx, 0, 4096);
             barrier(ctx);
-            if ctx.rank() == 2 {
-                std::process::exit(7);
-            }
+            exit_when_the_others_left(ctx, 2);
             // Block in the barrier before or after rank 2 died: either way it ends.
             match ctx.barrier(GroupId::ALL, Timeout::Block) {
                 Err(Error::RankFailed { rank: 2 }) => {}
@@ -175,6 +198,41 @@ fn a_barrier_with_a_dead_member_fails_within_its_wait() {
         },
         |_, report| check_job(report, 2, |s| s.code() == Some(7)),
     );
+}
+
+#[test]
+fn node_collectives_with_a_dead_rank_fail_not_hang() {
+    for (ranks, ppn) in [(4, 2), (6, 2), (6, 3)] {
+        Job::new(&[ranks]).ppn(ppn).run_and_check(
+            |ctx| {
+                let n = ctx.num_ranks() as usize;
+                let mut ar = gaspi::Allreduce::<u64>::new(ctx, 1, 100, Timeout::Block).unwrap();
+                let counts = vec![1000; n];
+                let displs: Vec<usize> = (0..n).map(|r| r * 1000).collect();
+                let mut ag =
+                    gaspi::Allgatherv::<u64>::new(ctx, 2, &counts, &displs, Timeout::Block)
+                        .unwrap();
+                segment(ctx, 0, 4096);
+                ar.run(&[1; 100], gaspi::ReduceOp::Sum, Timeout::Block)
+                    .unwrap();
+                exit_when_the_others_left(ctx, 2);
+                // The failure, or a survivor that gave up on it first and
+                // terminated: either way an error, not a hang.
+                match ar.run(&[1; 100], gaspi::ReduceOp::Sum, Timeout::Block) {
+                    Err(Error::RankFailed { rank: 2 } | Error::RankTerminated { .. }) => {}
+                    other => panic!("allreduce: expected RankFailed(2), got {other:?}"),
+                }
+                match ag.run(&[7; 1000], Timeout::Block) {
+                    Err(Error::RankFailed { rank: 2 } | Error::RankTerminated { .. }) => {}
+                    other => panic!(
+                        "allgatherv: expected RankFailed(2), got {:?}",
+                        other.map(|_| ())
+                    ),
+                }
+            },
+            |_, report| check_job(report, 2, |s| s.code() == Some(7)),
+        );
+    }
 }
 
 #[test]

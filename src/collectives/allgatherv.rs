@@ -36,7 +36,7 @@ use super::plan::{AllgathervPlan, Layout};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
-use crate::types::{Deadline, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
+use crate::types::{Deadline, Notification, QueueId, Rank, SegmentId, Timeout};
 use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
 use std::marker::PhantomData;
@@ -234,13 +234,6 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         if t == 0 { 1 } else { t }
     }
 
-    fn deadline_left(deadline: Deadline) -> Timeout {
-        match deadline.remaining() {
-            None => Timeout::Block,
-            Some(d) => Timeout::After(d),
-        }
-    }
-
     /// Run the call's phases from `phase` on, updating it as they finish.
     fn advance(&self, phase: &mut Phase, send: &[T], deadline: Deadline) -> Result<()> {
         let ctx = self.ctx;
@@ -254,7 +247,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         loop {
             match *phase {
                 Phase::Start => {
-                    ctx.node_barrier(Self::deadline_left(deadline))?;
+                    ctx.node_barrier(deadline.timeout())?;
                     if nodes > 1 && ctx.local_rank() == 0 {
                         // Tell the previous node: this node may be written.
                         let prev = ctx.node_ranks((node + nodes - 1) % nodes).start;
@@ -266,7 +259,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     *phase = Phase::Copied;
                 }
                 Phase::Copied => {
-                    ctx.node_barrier(Self::deadline_left(deadline))?;
+                    ctx.node_barrier(deadline.timeout())?;
                     *phase = if nodes > 1 {
                         Phase::Sending {
                             next: plan.sends(me).start,
@@ -304,7 +297,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         self.segment,
                         ids.clone(),
                         expect,
-                        Self::deadline_left(deadline),
+                        deadline.timeout(),
                     )? {
                         debug_assert_eq!(v, tag);
                         let id = id as usize;
@@ -340,9 +333,8 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         (next.start + local.min(next.len() - 1)) as Rank
     }
 
-    /// `write_notify` (or `notify`) into the window on `to`: `parts` are
-    /// (byte offset, length) ranges, the same in source and target. A full
-    /// queue is emptied and the post retried.
+    /// `write_notify` block `id` (or, without parts, a `notify`) into the
+    /// window on `to`.
     fn post(
         &self,
         to: Rank,
@@ -350,26 +342,16 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         n: Notification,
         deadline: Deadline,
     ) -> Result<()> {
-        let ctx = self.ctx;
-        let (seg, q) = (self.segment, self.options.queue);
-        loop {
-            let r = match parts {
-                [] => ctx.notify(to, seg, n, q, Timeout::Block),
-                &[(off, len)] => ctx.write_notify(
-                    Local::new(seg, off),
-                    Remote::new(to, seg, off),
-                    len,
-                    n,
-                    q,
-                    Timeout::Block,
-                ),
-                _ => unreachable!("one part at most"),
-            };
-            match r {
-                Err(Error::QueueFull { .. }) => ctx.wait(q, Self::deadline_left(deadline))?,
-                r => return r,
-            }
-        }
+        let (off, len) = parts.first().copied().unwrap_or((0, 0));
+        super::post(
+            self.ctx,
+            self.segment,
+            self.options.queue,
+            to,
+            (off, off, len),
+            n,
+            deadline,
+        )
     }
 }
 

@@ -23,7 +23,44 @@ pub enum ReduceOp {
     Max,
     /// Sum (`GASPI_OP_SUM`); integers wrap around on overflow.
     Sum,
+    /// Product (an extension of GASPI's operations); integers wrap around
+    /// on overflow.
+    Prod,
 }
+
+/// Run `$body` with `$f` bound to the closure of `$op` on `$t`, so that
+/// the operation is fixed at compile time inside the reduction loops.
+macro_rules! with_op {
+    ($op:expr, $t:ty, |$f:ident| $body:expr) => {
+        match $op {
+            $crate::ReduceOp::Min => {
+                let $f = |a: &$t, b: &$t| {
+                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Min, *a, *b)
+                };
+                $body
+            }
+            $crate::ReduceOp::Max => {
+                let $f = |a: &$t, b: &$t| {
+                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Max, *a, *b)
+                };
+                $body
+            }
+            $crate::ReduceOp::Sum => {
+                let $f = |a: &$t, b: &$t| {
+                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Sum, *a, *b)
+                };
+                $body
+            }
+            $crate::ReduceOp::Prod => {
+                let $f = |a: &$t, b: &$t| {
+                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Prod, *a, *b)
+                };
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_op;
 
 mod sealed {
     pub trait Sealed {}
@@ -40,15 +77,17 @@ pub trait Reducible: Pod + sealed::Sealed {
 
 /// `Reducible` for `$t`, named `$name`, with `$sum` as its sum.
 macro_rules! reducible {
-    ($($t:ty => $name:literal, $sum:expr);* $(;)?) => {$(
+    ($($t:ty => $name:literal, $sum:expr, $prod:expr);* $(;)?) => {$(
         impl sealed::Sealed for $t {}
         impl Reducible for $t {
             const GASPI_TYPE: &'static str = $name;
+            #[inline(always)]
             fn reduce(op: ReduceOp, a: Self, b: Self) -> Self {
                 match op {
                     ReduceOp::Min => a.min(b),
                     ReduceOp::Max => a.max(b),
                     ReduceOp::Sum => $sum(a, b),
+                    ReduceOp::Prod => $prod(a, b),
                 }
             }
         }
@@ -56,12 +95,12 @@ macro_rules! reducible {
 }
 
 reducible! {
-    i32 => "GASPI_TYPE_INT", i32::wrapping_add;
-    u32 => "GASPI_TYPE_UINT", u32::wrapping_add;
-    i64 => "GASPI_TYPE_LONG", i64::wrapping_add;
-    u64 => "GASPI_TYPE_ULONG", u64::wrapping_add;
-    f32 => "GASPI_TYPE_FLOAT", |a: f32, b: f32| a + b;
-    f64 => "GASPI_TYPE_DOUBLE", |a: f64, b: f64| a + b;
+    i32 => "GASPI_TYPE_INT", i32::wrapping_add, i32::wrapping_mul;
+    u32 => "GASPI_TYPE_UINT", u32::wrapping_add, u32::wrapping_mul;
+    i64 => "GASPI_TYPE_LONG", i64::wrapping_add, i64::wrapping_mul;
+    u64 => "GASPI_TYPE_ULONG", u64::wrapping_add, u64::wrapping_mul;
+    f32 => "GASPI_TYPE_FLOAT", |a: f32, b: f32| a + b, |a: f32, b: f32| a * b;
+    f64 => "GASPI_TYPE_DOUBLE", |a: f64, b: f64| a + b, |a: f64, b: f64| a * b;
 }
 
 impl Context {
@@ -165,7 +204,13 @@ impl Context {
             parity,
             bytes,
         });
-        self.await_generation(&c.shared, generation, &c.members, timeout.deadline())?;
+        self.await_generation(
+            &c.shared,
+            generation,
+            &c.members,
+            super::barrier::Watch::Members,
+            timeout.deadline(),
+        )?;
         st.pending = None;
         c.shared
             .get_contribution(parity, 0, bytemuck::cast_slice_mut(recv));

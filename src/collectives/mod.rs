@@ -14,17 +14,56 @@
 mod allgatherv;
 mod allreduce;
 mod barrier;
+mod hierarchical;
 pub mod plan;
 
 pub use allgatherv::{Allgatherv, AllgathervOptions};
+pub(crate) use allreduce::with_op;
 pub use allreduce::{ReduceOp, Reducible};
+pub(crate) use hierarchical::NodeReduce;
+pub use hierarchical::{Allreduce, AllreduceAlgorithm, AllreduceOptions};
 
 use crate::context::Context;
 use crate::engine::group::GroupShared;
 use crate::error::{Error, Result};
-use crate::types::{Deadline, GroupId, Rank, SegmentId, Timeout};
+use crate::types::{
+    Deadline, GroupId, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// `write_notify` `len` bytes from `local` of this rank's segment `segment`
+/// to `remote` of `to`'s (a `notify` alone when `len` is 0), on `queue`. A
+/// full queue is waited for (within `deadline`) and the post retried: the
+/// collectives post more than a queue holds.
+pub(crate) fn post(
+    ctx: &Context,
+    segment: SegmentId,
+    queue: QueueId,
+    to: Rank,
+    (local, remote, len): (usize, usize, usize),
+    n: Notification,
+    deadline: Deadline,
+) -> Result<()> {
+    loop {
+        let r = if len == 0 {
+            ctx.notify(to, segment, n, queue, Timeout::Block)
+        } else {
+            ctx.write_notify(
+                Local::new(segment, local),
+                Remote::new(to, segment, remote),
+                len,
+                n,
+                queue,
+                Timeout::Block,
+            )
+        };
+        match r {
+            Err(Error::QueueFull { .. }) => ctx.wait(queue, deadline.timeout())?,
+            r => return r,
+        }
+    }
+}
 
 /// A collective that was started on a group and has not completed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +71,8 @@ pub(crate) enum Pending {
     Barrier {
         generation: u32,
     },
+    /// The node-aware barrier over all ranks.
+    NodeBarrier,
     Allreduce {
         generation: u32,
         parity: usize,
@@ -113,7 +154,7 @@ pub(crate) struct Groups {
     pending_create: Mutex<Option<(SegmentId, GroupId)>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -209,13 +250,17 @@ impl Context {
         shared: &GroupShared,
         generation: u32,
         members: &[Rank],
+        watch: barrier::Watch,
         deadline: Deadline,
     ) -> Result<()> {
         self.engine.patience().wait(
             shared.ww(),
             deadline,
             || shared.passed(generation).then_some(()),
-            || self.engine.member_faults(members),
+            || match watch {
+                barrier::Watch::Members => self.engine.member_faults(members),
+                barrier::Watch::Everyone => self.engine.faults(),
+            },
         )
     }
 
@@ -239,6 +284,30 @@ impl Context {
             })?;
             self.group_commit(g, self.config.init_timeout)?;
         }
+        Ok(())
+    }
+
+    /// With several nodes, the node-aware barrier over all ranks: a window
+    /// on the reserved segment (at init, where every rank takes part).
+    pub(crate) fn create_node_collectives(&self) -> Result<()> {
+        if self.num_nodes() < 2 {
+            return Ok(());
+        }
+        let opts = AllreduceOptions {
+            queue: crate::context::RESERVED_QUEUE,
+            ..Default::default()
+        };
+        let nr = crate::context::internal(|| {
+            NodeReduce::create(
+                self,
+                crate::context::RESERVED_SEGMENT,
+                0,
+                true,
+                opts,
+                self.config.init_timeout,
+            )
+        })?;
+        *lock(&self.all_nodes) = Some(nr);
         Ok(())
     }
 
@@ -393,7 +462,13 @@ impl Context {
             }) => Ok((members.clone(), shared.clone(), *generation)),
             _ => Err(Error::GroupNotCommitted { group }),
         })?;
-        self.await_generation(&shared, generation, &members, deadline)?;
+        self.await_generation(
+            &shared,
+            generation,
+            &members,
+            barrier::Watch::Members,
+            deadline,
+        )?;
         if members[0] == me {
             shared.unlink(); // every member has it mapped now
         }

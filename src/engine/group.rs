@@ -12,6 +12,8 @@
 //! advances the generation, which the others wait for. It completes when
 //! every member has arrived once; a member whose wait timed out keeps its
 //! arrival and, called again, only waits (GASPI's barrier retry semantics).
+//! The generation is a word of its own, so that the futex word can also
+//! wake waiters for other reasons without passing the barrier.
 //!
 //! Allreduce contributions are double buffered by call parity, so one
 //! barrier per allreduce suffices: a rank can only write the buffer of call
@@ -37,8 +39,9 @@ struct GroupHeader {
     nmembers: AtomicU32,
     _pad: [AtomicU64; 4],
     count: AtomicU32,
-    _pad_count: [AtomicU32; 15],
-    /// The barrier generation is `ww.seq`.
+    generation: AtomicU32,
+    _pad_count: [AtomicU32; 14],
+    /// Wakes waiters for `generation`.
     ww: WaitWord,
 }
 
@@ -181,7 +184,7 @@ impl GroupShared {
         self.slot_bytes
     }
 
-    /// The barrier's wake-up word; its sequence is the generation.
+    /// The barrier's wake-up word.
     pub(crate) fn ww(&self) -> &WaitWord {
         &self.header().ww
     }
@@ -189,9 +192,10 @@ impl GroupShared {
     /// Arrive at the barrier; returns the generation to wait past.
     pub(crate) fn arrive(&self) -> u32 {
         let h = self.header();
-        let generation = h.ww.seq();
+        let generation = h.generation.load(SeqCst);
         if h.count.fetch_add(1, SeqCst) + 1 == self.n as u32 {
             h.count.store(0, SeqCst);
+            h.generation.fetch_add(1, SeqCst);
             h.ww.advance();
         }
         generation
@@ -199,7 +203,7 @@ impl GroupShared {
 
     /// Whether the barrier of generation `generation` has completed.
     pub(crate) fn passed(&self, generation: u32) -> bool {
-        self.header().ww.seq() != generation
+        self.header().generation.load(SeqCst) != generation
     }
 
     fn contribution(&self, parity: usize, member: usize, len: usize) -> *mut u8 {

@@ -406,28 +406,43 @@ impl SegmentObject {
         }
     }
 
-    /// The data as a slice of `len` `T`s.
+    /// `len` `T`s at data offset `off` as a slice; panics if they are not
+    /// inside the segment or not aligned for `T`.
     ///
     /// # Safety
-    /// No rank (this one included) may write the data while the slice
-    /// lives, and `size_of::<T>() * len` must not exceed the segment size.
-    pub(crate) unsafe fn as_slice<T: bytemuck::Pod>(&self, len: usize) -> &[T] {
-        let p = self.span(0, len * std::mem::size_of::<T>());
-        // SAFETY: inside the mapping (span); the data start is page aligned,
-        // so aligned for T; absence of writers is the caller's promise.
-        unsafe { std::slice::from_raw_parts(p.cast::<T>(), len) }
+    /// No writer (any rank, any thread) while the slice lives.
+    pub(crate) unsafe fn as_slice<T: bytemuck::Pod>(&self, off: usize, len: usize) -> &[T] {
+        let p = self.typed_span::<T>(off, len);
+        // SAFETY: inside the mapping and aligned (typed_span); the mapping
+        // lives as long as &self; absence of writers is the caller's
+        // promise.
+        unsafe { std::slice::from_raw_parts(p, len) }
     }
 
-    /// The data as a mutable slice of `len` `T`s.
+    /// `len` `T`s at data offset `off` as a mutable slice; panics if they
+    /// are not inside the segment or not aligned for `T`.
     ///
     /// # Safety
-    /// No other access to the data (any rank, any thread, any other slice)
-    /// while the slice lives; the length must fit the segment.
+    /// No other access to those bytes (any rank, any thread, any other
+    /// slice) while the slice lives.
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn as_mut_slice<T: bytemuck::Pod>(&self, len: usize) -> &mut [T] {
-        let p = self.span(0, len * std::mem::size_of::<T>());
+    pub(crate) unsafe fn as_mut_slice<T: bytemuck::Pod>(&self, off: usize, len: usize) -> &mut [T] {
+        let p = self.typed_span::<T>(off, len);
         // SAFETY: as `as_slice`, with exclusivity promised by the caller.
-        unsafe { std::slice::from_raw_parts_mut(p.cast::<T>(), len) }
+        unsafe { std::slice::from_raw_parts_mut(p, len) }
+    }
+
+    fn typed_span<T>(&self, off: usize, len: usize) -> *mut T {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .expect("slice length overflows");
+        let p = self.span(off, bytes);
+        assert_eq!(
+            p as usize % std::mem::align_of::<T>(),
+            0,
+            "segment slice not aligned for its type"
+        );
+        p.cast()
     }
 
     fn registration(&self) -> &[AtomicU64] {

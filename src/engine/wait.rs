@@ -63,11 +63,6 @@ impl WaitWord {
             futex::wake_all(&self.seq);
         }
     }
-
-    /// The current sequence value.
-    pub(crate) fn seq(&self) -> u32 {
-        self.seq.load(SeqCst)
-    }
 }
 
 /// How long each phase of a wait lasts.

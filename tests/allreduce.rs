@@ -1,0 +1,336 @@
+//! The node-aware allreduce of seed 002 (section III) on emulated node
+//! layouts: every algorithm and mode, integer results exact, floating
+//! point within a stated tolerance and bit-identical where the docs say so.
+
+mod common;
+
+use common::*;
+use gaspi::testing::Job;
+use gaspi::{
+    Allreduce, AllreduceAlgorithm, AllreduceOptions, Context, GroupId, Notification, ReduceOp,
+    Timeout,
+};
+
+const B: Timeout = Timeout::Block;
+
+/// (ranks, ranks per node): 1x1 to 12x1, 1x8, 2x4, 4x2, 3x2, and two jobs
+/// whose last node is short.
+fn layouts() -> Vec<(usize, usize)> {
+    let mut v: Vec<(usize, usize)> = (1..=12).map(|n| (n, 1)).collect();
+    v.extend([(8, 8), (8, 4), (8, 2), (6, 2), (5, 2), (7, 3)]);
+    v
+}
+
+/// The option sets every layout runs: the defaults, then each algorithm
+/// forced with small fractions and blocks so that small messages split,
+/// pipeline and cross several blocks.
+fn option_sets() -> Vec<(&'static str, AllreduceOptions)> {
+    let small = AllreduceOptions {
+        fraction_min: 64,
+        block_bytes: 256,
+        ..Default::default()
+    };
+    vec![
+        ("auto", AllreduceOptions::default()),
+        (
+            "dissemination, replicated",
+            AllreduceOptions {
+                algorithm: AllreduceAlgorithm::Dissemination,
+                replicate_max: usize::MAX,
+                ..small
+            },
+        ),
+        (
+            "dissemination, split",
+            AllreduceOptions {
+                algorithm: AllreduceAlgorithm::Dissemination,
+                replicate_max: 0,
+                ..small
+            },
+        ),
+        (
+            "ring",
+            AllreduceOptions {
+                algorithm: AllreduceAlgorithm::Ring,
+                replicate_max: 0,
+                ..small
+            },
+        ),
+    ]
+}
+
+/// Rank `r`'s element `i` in iteration `it`: the paper's
+/// `(iProc + 1) * (it + 1)` plus the index, so misplaced elements show.
+fn value(r: usize, it: usize, i: usize) -> u64 {
+    ((r + 1) * (it + 1)) as u64 * 1_000_003 + i as u64
+}
+
+/// Exact integer reductions of `len` elements, `iterations` times, checked
+/// against a sequential reference on every rank.
+fn check_integers(
+    ctx: &Context,
+    what: &str,
+    opts: AllreduceOptions,
+    len: usize,
+    iterations: usize,
+) {
+    let n = ctx.num_ranks() as usize;
+    let me = ctx.rank() as usize;
+    let mut sum = Allreduce::<u64>::with_options(ctx, 20, len, opts, B).unwrap();
+    let mut min = Allreduce::<i64>::with_options(ctx, 21, len, opts, B).unwrap();
+    let mut prod = Allreduce::<u32>::with_options(ctx, 22, len, opts, B).unwrap();
+    for it in 0..iterations {
+        // Two calls back to back, so that fast ranks run ahead into the
+        // next call while slow ones still finish this one.
+        let mine: Vec<u64> = (0..len).map(|i| value(me, it, i)).collect();
+        let got = sum.run(&mine, ReduceOp::Sum, B).unwrap().to_vec();
+        let again: Vec<u64> = (0..len).map(|i| value(me, it + 1000, i)).collect();
+        let got_again = sum.run(&again, ReduceOp::Sum, B).unwrap().to_vec();
+        for (i, (g, h)) in got.iter().zip(&got_again).enumerate() {
+            let want: u64 = (0..n).map(|r| value(r, it, i)).sum();
+            assert_eq!(*g, want, "{what}: sum of element {i}/{len}, iteration {it}");
+            let want: u64 = (0..n).map(|r| value(r, it + 1000, i)).sum();
+            assert_eq!(
+                *h, want,
+                "{what}: sum of element {i}/{len}, iteration {it}b"
+            );
+        }
+        let signed: Vec<i64> = mine
+            .iter()
+            .map(|&v| v as i64 * if me % 2 == 0 { 1 } else { -1 })
+            .collect();
+        let got = min.run(&signed, ReduceOp::Min, B).unwrap().to_vec();
+        for (i, g) in got.iter().enumerate() {
+            let want = (0..n)
+                .map(|r| value(r, it, i) as i64 * if r % 2 == 0 { 1 } else { -1 })
+                .min()
+                .unwrap();
+            assert_eq!(*g, want, "{what}: min of element {i}/{len}, iteration {it}");
+        }
+        let factors: Vec<u32> = (0..len).map(|i| (me + i + it) as u32 | 1).collect();
+        let mut got = vec![0u32; len];
+        prod.run_into(&factors, &mut got, ReduceOp::Prod, B)
+            .unwrap();
+        for (i, g) in got.iter().enumerate() {
+            let want = (0..n).fold(1u32, |acc, r| acc.wrapping_mul((r + i + it) as u32 | 1));
+            assert_eq!(
+                *g, want,
+                "{what}: product of element {i}/{len}, iteration {it}"
+            );
+        }
+    }
+}
+
+fn every_layout(sizes: &[usize], iterations: usize) {
+    for (ranks, ppn) in layouts() {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            for (name, opts) in option_sets() {
+                for &len in sizes {
+                    let what = format!("{ranks} ranks, ppn {ppn}, {name}");
+                    check_integers(ctx, &what, opts, len, iterations);
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn small_messages_on_every_layout() {
+    every_layout(&[1, 7, 100], 10);
+}
+
+#[test]
+fn large_messages_on_every_layout() {
+    every_layout(&[1000, 5000], 3);
+}
+
+#[test]
+fn one_mebibyte_with_default_blocks() {
+    for (ranks, ppn) in [(4, 2), (3, 1), (4, 4), (6, 2)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let len = 128 << 10; // u64s: 1 MiB
+            for algorithm in [
+                AllreduceAlgorithm::Auto,
+                AllreduceAlgorithm::Dissemination,
+                AllreduceAlgorithm::Ring,
+            ] {
+                let opts = AllreduceOptions {
+                    algorithm,
+                    ..Default::default()
+                };
+                check_integers(ctx, &format!("{ranks}/{ppn} {algorithm:?}"), opts, len, 2);
+            }
+        });
+    }
+}
+
+/// Floating-point inputs whose sum depends on the order of additions.
+fn float_input(r: usize, it: usize, i: usize) -> f64 {
+    let x = (r * 7919 + i * 104_729 + it * 31) % 1000;
+    (x as f64 + 0.1) * 10f64.powi((r % 5) as i32 - 2)
+}
+
+/// Every rank's results as bit patterns, gathered with a plain allreduce
+/// of `u64::max` / `u64::min` per element: `(all identical, identical
+/// within each node)`.
+fn identical(ctx: &Context, bits: &[u64]) -> (bool, bool) {
+    let agree = |group: GroupId| {
+        let (mut lo, mut hi) = (vec![0u64; bits.len()], vec![0u64; bits.len()]);
+        for (chunk, (l, h)) in bits
+            .chunks(200)
+            .zip(lo.chunks_mut(200).zip(hi.chunks_mut(200)))
+        {
+            ctx.allreduce(chunk, l, ReduceOp::Min, group, B).unwrap();
+            ctx.allreduce(chunk, h, ReduceOp::Max, group, B).unwrap();
+        }
+        lo == hi
+    };
+    (agree(GroupId::ALL), agree(ctx.node_group()))
+}
+
+#[test]
+fn floating_point_tolerance_and_bit_identity() {
+    for (ranks, ppn) in [(7, 1), (8, 2), (6, 3), (5, 2), (11, 1), (4, 4)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let n = ctx.num_ranks() as usize;
+            let me = ctx.rank() as usize;
+            for (name, opts) in option_sets() {
+                for len in [3, 600] {
+                    let mut ar = Allreduce::<f64>::with_options(ctx, 30, len, opts, B).unwrap();
+                    let mut first: Option<Vec<u64>> = None;
+                    for it in 0..4 {
+                        // The same inputs every iteration: results must
+                        // repeat bit for bit.
+                        let mine: Vec<f64> = (0..len).map(|i| float_input(me, 0, i)).collect();
+                        let got = ar.run(&mine, ReduceOp::Sum, B).unwrap().to_vec();
+                        for (i, g) in got.iter().enumerate() {
+                            let want: f64 = (0..n).map(|r| float_input(r, 0, i)).sum();
+                            let tol =
+                                1e-13 * (0..n).map(|r| float_input(r, 0, i).abs()).sum::<f64>();
+                            assert!(
+                                (g - want).abs() <= tol,
+                                "{name}, {ranks}/{ppn}: element {i} is {g}, reference {want}"
+                            );
+                        }
+                        let bits: Vec<u64> = got.iter().map(|x| x.to_bits()).collect();
+                        match &first {
+                            None => first = Some(bits.clone()),
+                            Some(f) => assert_eq!(
+                                f, &bits,
+                                "{name}: iteration {it} differs from the first"
+                            ),
+                        }
+                        let (everywhere, in_node) = identical(ctx, &bits);
+                        assert!(in_node, "{name}, {ranks}/{ppn}: ranks of one node differ");
+                        if name == "ring" || ctx.num_nodes() == 1 {
+                            assert!(everywhere, "{name}, {ranks}/{ppn}: ranks differ");
+                        }
+                    }
+                    drop(ar);
+                    barrier(ctx);
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn user_closures_on_any_plain_data() {
+    Job::new(&[6]).ppn(2).run(|ctx| {
+        let me = ctx.rank() as u64;
+        for (name, opts) in option_sets() {
+            // [value, rank] pairs: the largest value and who has it.
+            let mut ar = Allreduce::<[u64; 2]>::with_options(ctx, 31, 40, opts, B).unwrap();
+            for it in 0..5u64 {
+                let mine: Vec<[u64; 2]> = (0..40).map(|i| [(me * 13 + i + it) % 6, me]).collect();
+                let mut got = vec![[0u64; 2]; 40];
+                ar.run_with_into(
+                    &mine,
+                    &mut got,
+                    |a, b| if (b[0], b[1]) > (a[0], a[1]) { *b } else { *a },
+                    B,
+                )
+                .unwrap();
+                for (i, g) in got.iter().enumerate() {
+                    let want = (0..6u64)
+                        .map(|r| [(r * 13 + i as u64 + it) % 6, r])
+                        .max_by_key(|p| (p[0], p[1]))
+                        .unwrap();
+                    assert_eq!(*g, want, "{name}: element {i}, iteration {it}");
+                }
+            }
+            drop(ar);
+            barrier(ctx);
+        }
+    });
+}
+
+#[test]
+fn inter_node_messages_match_the_cost_model() {
+    for (ranks, ppn) in [(4, 2), (6, 2), (8, 2), (7, 1), (11, 1), (9, 3), (5, 2)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            for (name, opts) in option_sets() {
+                for len in [1, 300, 2000] {
+                    let mut ar = Allreduce::<u64>::with_options(ctx, 32, len, opts, B).unwrap();
+                    let mine = vec![ctx.rank() as u64; len];
+                    ar.run(&mine, ReduceOp::Sum, B).unwrap(); // warm up: map the windows
+                    barrier(ctx);
+                    ctx.reset_traffic();
+                    ar.run(&mine, ReduceOp::Sum, B).unwrap();
+                    let t = ctx.traffic().inter;
+                    let mut total = [0u64; 1];
+                    ctx.allreduce(
+                        &[t.notifications],
+                        &mut total,
+                        ReduceOp::Sum,
+                        GroupId::ALL,
+                        B,
+                    )
+                    .unwrap();
+                    assert_eq!(
+                        total[0],
+                        ar.inter_node_messages(),
+                        "{name}, {ranks}/{ppn}, {len} elements: inter-node messages"
+                    );
+                    drop(ar);
+                    barrier(ctx);
+                }
+            }
+        });
+    }
+}
+
+#[test]
+fn a_timed_out_call_resumes() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let me = ctx.rank();
+        let mut ar = Allreduce::<u64>::new(ctx, 33, 5, B).unwrap();
+        let flags = segment(ctx, 34, 64);
+        if me == 0 {
+            // Nobody else has started: the call cannot complete.
+            let e = ar.run(&[1; 5], ReduceOp::Sum, Timeout::Test).unwrap_err();
+            assert!(e.is_timeout(), "{e}");
+            // A different length is refused while the call is pending.
+            assert!(matches!(
+                ar.run(&[1; 4], ReduceOp::Sum, B),
+                Err(gaspi::Error::InvalidArgument(_))
+            ));
+            for r in 1..4 {
+                ctx.notify(r, 34, Notification::new(0, 1), 0, B).unwrap();
+            }
+        } else {
+            ctx.notify_claim(34, 0..1, B).unwrap();
+        }
+        let got = ar.run(&[1; 5], ReduceOp::Sum, B).unwrap().to_vec();
+        assert_eq!(got, vec![4; 5]);
+        // And the next call is a fresh one.
+        let got = ar.run(&[me as u64; 5], ReduceOp::Max, B).unwrap().to_vec();
+        assert_eq!(got, vec![3; 5]);
+        assert!(matches!(
+            ar.run(&[1; 6], ReduceOp::Sum, B),
+            Err(gaspi::Error::InvalidArgument(_))
+        ));
+        drop(flags);
+        barrier(ctx);
+    });
+}
