@@ -25,6 +25,9 @@ pub mod env {
     pub const LAUNCHER: &str = "GASPI_LAUNCHER";
     /// Overrides [`Config::wait_mode`](crate::Config::wait_mode): `auto|spin|yield|block`.
     pub const WAIT: &str = "GASPI_WAIT";
+    /// CPUs the whole job runs on (the launcher's; each rank may be bound
+    /// to fewer): what waiting compares the awake ranks with.
+    pub const CPUS: &str = "GASPI_CPUS";
 }
 
 static ALIVE: AtomicBool = AtomicBool::new(false);
@@ -156,12 +159,19 @@ fn spec_from_env() -> Result<JobSpec> {
     if ppn == 0 {
         return Err(Error::Environment(format!("{} must be positive", env::PPN)));
     }
+    // The job's CPUs as the launcher says (a bound rank sees only its
+    // own), else this process's.
+    let cores = match env_number(env::CPUS)? {
+        Some(c) if c > 0 => c,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
     Ok(JobSpec {
         token,
         rank: rank as Rank,
         nranks,
         ppn: ppn.min(nranks),
         launched: launched && nranks > 0,
+        cores,
     })
 }
 

@@ -56,6 +56,13 @@ fn option_sets() -> Vec<(&'static str, AllreduceOptions)> {
                 ..small
             },
         ),
+        (
+            "direct",
+            AllreduceOptions {
+                algorithm: AllreduceAlgorithm::Direct,
+                ..small
+            },
+        ),
     ]
 }
 
@@ -222,7 +229,8 @@ fn floating_point_tolerance_and_bit_identity() {
                         }
                         let (everywhere, in_node) = identical(ctx, &bits);
                         assert!(in_node, "{name}, {ranks}/{ppn}: ranks of one node differ");
-                        if name == "ring" || ctx.num_nodes() == 1 {
+                        // Ring and direct: the same bits everywhere.
+                        if name == "ring" || name == "direct" || ctx.num_nodes() == 1 {
                             assert!(everywhere, "{name}, {ranks}/{ppn}: ranks differ");
                         }
                     }

@@ -1,7 +1,7 @@
 //! `gaspi-run`: start a GASPI program on N local ranks (GPI-2's `gaspi_run`
 //! for the native shared-memory engine).
 
-use gaspi::launcher::{Launch, Output, is_local_host, read_machinefile};
+use gaspi::launcher::{Binding, Launch, Output, is_local_host, read_machinefile};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -22,6 +22,9 @@ Options:
       --timeout SECS       stop the job after SECS seconds
       --grace SECS         after a rank fails, stop the others after SECS
                            seconds (default 2)
+      --bind none|block    block (default): the CPUs are cut into consecutive
+                           groups, one per rank in rank order, so a node's
+                           ranks share CPUs; none: the kernel places ranks
   -t, --tag-output         prefix every output line with [rank]
   -b, --binary PROGRAM     run PROGRAM as rank 0 instead
   -p, --ping               accepted for gaspi_run compatibility (hosts are local)
@@ -35,6 +38,7 @@ struct Args {
     grace: Option<Duration>,
     tag: bool,
     first: Option<PathBuf>,
+    binding: Binding,
     program: PathBuf,
     args: Vec<String>,
 }
@@ -48,6 +52,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
         grace: None,
         tag: false,
         first: None,
+        binding: Binding::Block,
         program: PathBuf::new(),
         args: Vec::new(),
     };
@@ -71,6 +76,11 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
             "--timeout" => a.timeout = Some(seconds(value(&mut it, &arg)?, &arg)?),
             "--grace" => a.grace = Some(seconds(value(&mut it, &arg)?, &arg)?),
             "-t" | "--tag-output" => a.tag = true,
+            "--bind" => {
+                let v = value(&mut it, &arg)?;
+                a.binding =
+                    Binding::parse(&v).ok_or(format!("--bind {v}: use none, block or spread"))?;
+            }
             "-b" | "--binary" => a.first = Some(value(&mut it, &arg)?.into()),
             "-p" | "--ping" => {}
             "-N" | "--NUMA" | "-d" | "--debug" => {
@@ -132,7 +142,8 @@ fn run() -> Result<i32, String> {
             Output::Inherit
         })
         .verbose(true)
-        .forward_signals(true);
+        .forward_signals(true)
+        .binding(a.binding);
     if let Some(p) = a.ppn {
         launch = launch.ppn(p);
     }

@@ -49,7 +49,9 @@ impl Context {
                     Some(_) => return Err(Error::ActiveCollective { group }),
                 }
                 st.pending = Some(Pending::NodeBarrier);
-                crate::context::internal(|| nr.run::<u8, _>(self, &[], &|a, _| *a, deadline))?;
+                crate::context::internal(|| {
+                    nr.run::<u8, _>(self, &[], &|a, _| *a, None, deadline)
+                })?;
                 st.pending = None;
                 return Ok(());
             }

@@ -51,6 +51,8 @@ pub(crate) struct JobSpec {
     pub(crate) ppn: usize,
     /// A launcher supervises the ranks (marks failures, cleans up).
     pub(crate) launched: bool,
+    /// CPUs the job runs on.
+    pub(crate) cores: usize,
 }
 
 /// An object of another rank (a segment, or a window of another node) as
@@ -155,7 +157,7 @@ impl Native {
         })?;
 
         let native = Native {
-            waiter: Waiter::new(config.wait_mode, wait::available_cores()),
+            waiter: Waiter::new(config.wait_mode, spec.cores),
             rank: spec.rank,
             launched: spec.launched,
             epochs: Epochs::default(),

@@ -78,11 +78,6 @@ pub(crate) struct Waiter {
     slice: Duration,
 }
 
-/// Cores this process may run on.
-pub(crate) fn available_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 impl Waiter {
     /// The policy for `mode` on a machine with `cores` cores.
     pub(crate) fn new(mode: WaitMode, cores: usize) -> Waiter {

@@ -51,6 +51,68 @@ pub enum Output {
     Capture,
 }
 
+/// How the launcher places ranks on the CPUs it may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Binding {
+    /// Let the kernel place and move the ranks.
+    None,
+    /// Cut the launcher's CPUs into equal consecutive groups, one per rank
+    /// in rank order (MPI launchers' default, "compact"): with more ranks
+    /// than CPUs, consecutive ranks share a CPU, so an emulated node's
+    /// ranks sit together as on a real node; with fewer, each rank has its
+    /// own group.
+    #[default]
+    Block,
+    /// Deal the CPUs out round-robin (Intel MPI's placement of more ranks
+    /// than cores): rank `r` runs on CPU `r % cpus`, so consecutive ranks,
+    /// and a node's ranks, are spread over the CPUs.
+    Spread,
+}
+
+impl Binding {
+    /// Parse `none`, `block` or `spread`.
+    ///
+    /// ```
+    /// use gaspi::launcher::Binding;
+    /// assert_eq!(Binding::parse("block"), Some(Binding::Block));
+    /// assert_eq!(Binding::parse("socket"), None);
+    /// ```
+    pub fn parse(s: &str) -> Option<Binding> {
+        match s {
+            "none" => Some(Binding::None),
+            "block" => Some(Binding::Block),
+            "spread" => Some(Binding::Spread),
+            _ => None,
+        }
+    }
+
+    /// The CPUs of rank `rank` of `ranks` among `cpus` (empty: unbound).
+    ///
+    /// ```
+    /// use gaspi::launcher::Binding;
+    /// let cpus = [0, 1];
+    /// assert_eq!(Binding::Block.cpus(&cpus, 1, 4), vec![0]); // ranks 0, 1 on CPU 0
+    /// assert_eq!(Binding::Block.cpus(&cpus, 2, 4), vec![1]);
+    /// assert_eq!(Binding::Block.cpus(&[0, 1, 2, 3], 1, 2), vec![2, 3]);
+    /// assert_eq!(Binding::Spread.cpus(&cpus, 2, 4), vec![0]); // ranks 0, 2 on CPU 0
+    /// assert!(Binding::None.cpus(&cpus, 0, 4).is_empty());
+    /// ```
+    pub fn cpus(self, cpus: &[usize], rank: usize, ranks: usize) -> Vec<usize> {
+        match self {
+            Binding::None => Vec::new(),
+            _ if cpus.is_empty() || ranks == 0 => Vec::new(),
+            Binding::Spread if ranks >= cpus.len() => vec![cpus[rank % cpus.len()]],
+            Binding::Spread => Binding::Block.cpus(cpus, rank, ranks),
+            Binding::Block => {
+                let c = cpus.len();
+                let first = rank * c / ranks;
+                let end = ((rank + 1) * c / ranks).max(first + 1);
+                cpus[first..end].to_vec()
+            }
+        }
+    }
+}
+
 /// A job to start: `ranks` copies of a program.
 #[derive(Clone, Debug)]
 pub struct Launch {
@@ -65,6 +127,7 @@ pub struct Launch {
     output: Output,
     verbose: bool,
     forward_signals: bool,
+    binding: Binding,
 }
 
 /// How one rank ended.
@@ -177,7 +240,14 @@ impl Launch {
             output: Output::Inherit,
             verbose: false,
             forward_signals: false,
+            binding: Binding::Block,
         }
+    }
+
+    /// How ranks are placed on CPUs (default [`Binding::Block`]).
+    pub fn binding(mut self, binding: Binding) -> Launch {
+        self.binding = binding;
+        self
     }
 
     /// Arguments for every rank.
@@ -245,7 +315,7 @@ impl Launch {
         }
     }
 
-    fn command(&self, rank: usize, token: &str, ppn: usize) -> Command {
+    fn command(&self, rank: usize, token: &str, ppn: usize, cpus: &[usize]) -> Command {
         let program = match (&self.first_program, rank) {
             (Some(p), 0) => p,
             _ => &self.program,
@@ -257,7 +327,8 @@ impl Launch {
             .env(env::NRANKS, self.ranks.to_string())
             .env(env::PPN, ppn.to_string())
             .env(env::JOB, token)
-            .env(env::LAUNCHER, std::process::id().to_string());
+            .env(env::LAUNCHER, std::process::id().to_string())
+            .env(env::CPUS, cpus.len().max(1).to_string());
         let piped = self.output != Output::Inherit;
         cmd.stdin(if rank == 0 && !piped {
             Stdio::inherit()
@@ -268,6 +339,10 @@ impl Launch {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
         sys::kill_with_parent(&mut cmd);
+        let mine = self.binding.cpus(cpus, rank, self.ranks);
+        if !mine.is_empty() {
+            sys::bind_to(&mut cmd, &mine);
+        }
         cmd
     }
 
@@ -296,8 +371,10 @@ impl Launch {
         let token = job::new_token();
         let block = JobBlock::create(&token, self.ranks, ppn, Some(std::process::id()))?;
         let mut running: Vec<Running> = Vec::with_capacity(self.ranks);
+        let cpus = sys::allowed_cpus();
         for rank in 0..self.ranks {
-            match Running::start(self.command(rank, &token, ppn), rank, self.output) {
+            let cmd = self.command(rank, &token, ppn, &cpus);
+            match Running::start(cmd, rank, self.output) {
                 Ok(r) => running.push(r),
                 Err(e) => {
                     for r in &running {

@@ -82,6 +82,40 @@ pub(crate) fn kill_with_parent(cmd: &mut Command) {
     }
 }
 
+/// The CPUs this process may run on, ascending.
+pub(crate) fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: i < CPU_SETSIZE, the size of the set.
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
+        .collect()
+}
+
+/// Make the child started by `cmd` run on `cpus` only.
+pub(crate) fn bind_to(cmd: &mut Command, cpus: &[usize]) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        // SAFETY: c < CPU_SETSIZE, the size of the set.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: the closure makes one system call on a set built before the
+    // fork, allocating nothing, as pre_exec requires in the forked child.
+    // A failure (a CPU gone meanwhile) leaves the rank unbound: not fatal.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            Ok(())
+        });
+    }
+}
+
 static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 
 extern "C" fn on_signal(signal: libc::c_int) {

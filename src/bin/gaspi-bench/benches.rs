@@ -22,10 +22,12 @@ pub struct Bench<'a> {
     pub ppn: usize,
     /// Repetitions per size (`--iters`), or the benchmark's default.
     pub iters: Option<usize>,
+    /// Options of the node-window allreduce (`--replicate-max`, `--ring-min`).
+    pub allreduce: gaspi::AllreduceOptions,
 }
 
 /// Number of batches the repetitions of one size are cut into.
-const BATCHES: usize = 25;
+pub const BATCHES: usize = 25;
 
 impl Bench<'_> {
     fn me(&self) -> Rank {
@@ -38,14 +40,14 @@ impl Bench<'_> {
 
     /// Repetitions for messages of `bytes`: `--iters`, or `default`
     /// shrunk so that one size moves at most `budget` bytes.
-    fn reps(&self, bytes: usize, default: usize, budget: usize) -> usize {
+    pub fn reps(&self, bytes: usize, default: usize, budget: usize) -> usize {
         let r = self
             .iters
             .unwrap_or_else(|| default.min(budget / bytes.max(1)).max(BATCHES));
         r.div_ceil(BATCHES) * BATCHES
     }
 
-    fn row(
+    pub fn row(
         &self,
         bench: &'static str,
         imp: &str,
@@ -68,7 +70,7 @@ impl Bench<'_> {
     }
 
     /// AND of `ok` over all ranks.
-    fn all_ok(&self, ok: bool) -> bool {
+    pub fn all_ok(&self, ok: bool) -> bool {
         let mut out = [0u32];
         self.ctx
             .allreduce(&[ok as u32], &mut out, ReduceOp::Min, GroupId::ALL, B)
@@ -76,7 +78,7 @@ impl Bench<'_> {
         out[0] == 1
     }
 
-    fn barrier(&self) {
+    pub fn barrier(&self) {
         self.ctx.barrier(GroupId::ALL, B).expect("barrier");
     }
 
@@ -106,7 +108,7 @@ impl Bench<'_> {
 
 /// Time `reps` calls of `op` in `BATCHES` batches; microseconds per call
 /// (divided by `per_call`, e.g. 2 for a round trip) for each batch.
-fn batches(reps: usize, per_call: f64, mut op: impl FnMut(usize)) -> Vec<f64> {
+pub fn batches(reps: usize, per_call: f64, mut op: impl FnMut(usize)) -> Vec<f64> {
     let per = reps / BATCHES;
     let mut samples = Vec::with_capacity(BATCHES);
     let mut i = 0;
@@ -504,7 +506,14 @@ pub fn barrier(b: &Bench) -> Vec<Row> {
     let ctx = b.ctx;
     let view = b.segment(4096 + 8 * b.procs());
     let reps = b.reps(0, 20_000, usize::MAX);
-    let mut groups = vec![("gaspi", GroupId::ALL)];
+    // GroupId::ALL (node-aware with several nodes), a group of the same
+    // ranks (one shared counter: flat), and the node's group.
+    let flat = ctx.group_create().expect("group_create");
+    for r in 0..ctx.num_ranks() {
+        ctx.group_add(flat, r).expect("group_add");
+    }
+    ctx.group_commit(flat, B).expect("group_commit");
+    let mut groups = vec![("gaspi", GroupId::ALL), ("gaspi-flat", flat)];
     if ctx.num_nodes() > 1 {
         groups.push(("gaspi-node", ctx.node_group()));
     }
@@ -519,42 +528,6 @@ pub fn barrier(b: &Bench) -> Vec<Row> {
         let samples = if b.me() == 0 { samples } else { Vec::new() };
         rows.push(b.row("barrier", imp, 0, reps, samples, verified));
     }
-    rows
-}
-
-/// `allreduce`: the GASPI allreduce (sum of f64) over all ranks, each
-/// result checked against the exact expected sum.
-pub fn allreduce(b: &Bench, sizes: &[usize]) -> Vec<Row> {
-    let ctx = b.ctx;
-    let n = b.procs();
-    let max_elems = ctx.allreduce_elem_max() as usize;
-    let mut rows = Vec::new();
-    for &size in sizes {
-        let elems = (size / 8).clamp(1, max_elems);
-        let reps = b.reps(size, 20_000, usize::MAX);
-        let mut send = vec![0f64; elems];
-        let mut recv = vec![0f64; elems];
-        let mut ok = true;
-        let me = b.me() as f64;
-        let mut step = |it: usize| {
-            for (j, x) in send.iter_mut().enumerate() {
-                *x = (me + 1.0) * (j as f64 + 1.0) + it as f64;
-            }
-            ctx.allreduce(&send, &mut recv, ReduceOp::Sum, GroupId::ALL, B)
-                .expect("allreduce");
-            // sum over r of (r+1)(j+1)+it: exact in f64 for these magnitudes
-            let tri = (n * (n + 1) / 2) as f64;
-            ok &= recv
-                .iter()
-                .enumerate()
-                .all(|(j, &x)| x == tri * (j as f64 + 1.0) + (n * it) as f64);
-        };
-        b.barrier();
-        (0..reps / 10).for_each(&mut step);
-        let samples = batches(reps, 1.0, &mut step);
-        let verified = b.all_ok(ok);
-        let samples = if b.me() == 0 { samples } else { Vec::new() };
-        rows.push(b.row("allreduce", "gaspi", elems * 8, reps, samples, verified));
-    }
+    ctx.group_delete(flat).expect("group_delete");
     rows
 }

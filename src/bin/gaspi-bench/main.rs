@@ -6,10 +6,11 @@
 //! data the benchmark moved was verified.
 
 mod benches;
+mod collectives;
 mod report;
 
 use benches::Bench;
-use gaspi::launcher::{Launch, Output};
+use gaspi::launcher::{Binding, Launch, Output};
 use gaspi::{Config, Context};
 use report::{CSV_HEADER, Format, Row, csv_line, table};
 use std::io::Write;
@@ -17,15 +18,23 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 const USAGE: &str = "\
-Usage: gaspi-bench BENCH [-n N] [--ppn P] [--sizes A:B] [--iters K] [--format table|csv] [--wait MODE]
+Usage: gaspi-bench BENCH [-n N] [--ppn P] [--sizes A:B] [--iters K] [--impl I,J] [--dist D,E]
+                         [--format table|csv] [--wait MODE]
 
 Benchmarks (each verifies the data it moves):
   write-notify-lat  ping-pong of write_notify + notify_waitsome (ranks 0, 1), one-way latency
   write-bw          streamed writes rank 0 -> 1, then one notification; beside single-thread memcpy
   read-lat          read + wait (rank 0 reads from rank 1)
   atomic-lat        atomic_fetch_add on rank 1's word from rank 0
-  barrier           barrier over all ranks
-  allreduce         GASPI allreduce (f64 sum) over all ranks
+  barrier           barrier over all ranks (impl gaspi: GroupId::ALL, node-aware with
+                    several nodes; gaspi-flat: one shared counter; gaspi-node: a node)
+  allreduce         sum of f64 over all ranks; --impl auto (default), dissemination, ring,
+                    direct (seed 002 on node windows, result read in the node's window;
+                    add -private for a copy in the caller's buffer), naive (everyone
+                    writes to everyone), gaspi (GASPI's allreduce, up to 255 elements)
+  allgatherv        u64 elements; --impl ring-shared (default, result in the node window),
+                    ring-private (copied out), naive (everyone writes to everyone);
+                    --dist regular (default), decreasing, bcast; bytes = total / ranks
   put-lat-distance  write-notify-lat from rank 0 to each other rank (impl: intra:R / inter:R)
   shared-notify-lat remote write_notify into node 1's shared window until some rank of
                     node 1 claims it, one way (needs 2 nodes: --ppn)
@@ -37,17 +46,23 @@ Options:
   --sizes A:B        message sizes: powers of two from A to B, or a list A,B,C
                      (suffixes K, M: --sizes 8:4M)
   --iters K          repetitions per size (default: by size)
+  --impl I,J         implementations side by side (allreduce, allgatherv)
+  --replicate-max B  allreduce: largest message every local rank reduces whole (default 4K)
+  --ring-min B       allreduce auto: smallest message for the ring (default 128K)
+  --dist D,E         allgatherv data distributions
   --format F         table (IMB columns) or csv (bench,impl,procs,ppn,bytes,reps,
                      t_min_us,t_median_us,t_max_us,mbps,verified)
-  --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)";
+  --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)
+  --bind B           block (default: consecutive ranks share CPUs) or none (gaspi-run --bind)";
 
-const BENCHES: [&str; 9] = [
+const BENCHES: [&str; 10] = [
     "write-notify-lat",
     "write-bw",
     "read-lat",
     "atomic-lat",
     "barrier",
     "allreduce",
+    "allgatherv",
     "put-lat-distance",
     "shared-notify-lat",
     "all",
@@ -59,8 +74,26 @@ struct Args {
     ppn: Option<usize>,
     sizes: Option<Vec<usize>>,
     iters: Option<usize>,
+    impls: Option<Vec<String>>,
+    dists: Option<Vec<String>>,
     format: Format,
     wait: Option<String>,
+    binding: Binding,
+    allreduce: gaspi::AllreduceOptions,
+}
+
+/// A comma-separated list of names, each one of `known`.
+fn parse_names(v: Option<&String>, option: &str, known: &[&str]) -> Result<Vec<String>, String> {
+    let v = v.ok_or(format!("{option} needs a value"))?;
+    v.split(',')
+        .map(|x| {
+            if known.contains(&x) {
+                Ok(x.to_string())
+            } else {
+                Err(format!("{option} {x}: one of {}", known.join(", ")))
+            }
+        })
+        .collect()
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -98,8 +131,12 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         ppn: None,
         sizes: None,
         iters: None,
+        impls: None,
+        dists: None,
         format: Format::Table,
         wait: None,
+        binding: Binding::Block,
+        allreduce: gaspi::AllreduceOptions::default(),
     };
     let mut it = args.iter();
     let num = |v: Option<&String>, o: &str| -> Result<usize, String> {
@@ -114,12 +151,39 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
             "--ppn" => a.ppn = Some(num(it.next(), "--ppn")?),
             "--iters" => a.iters = Some(num(it.next(), "--iters")?),
             "--sizes" => a.sizes = Some(parse_sizes(it.next().ok_or("--sizes needs a value")?)?),
+            "--impl" => {
+                let known: Vec<&str> = collectives::ALLREDUCE_IMPLS
+                    .iter()
+                    .chain(&collectives::ALLGATHERV_IMPLS)
+                    .copied()
+                    .collect();
+                a.impls = Some(parse_names(it.next(), "--impl", &known)?);
+            }
+            "--dist" => {
+                a.dists = Some(parse_names(
+                    it.next(),
+                    "--dist",
+                    &collectives::DISTRIBUTIONS,
+                )?)
+            }
             "--format" => {
                 a.format = match it.next().map(String::as_str) {
                     Some("table") => Format::Table,
                     Some("csv") => Format::Csv,
                     _ => return Err("--format is table or csv".into()),
                 }
+            }
+            "--replicate-max" => {
+                a.allreduce.replicate_max =
+                    parse_size(it.next().ok_or("--replicate-max needs a value")?)?
+            }
+            "--ring-min" => {
+                a.allreduce.ring_min = parse_size(it.next().ok_or("--ring-min needs a value")?)?
+            }
+            "--bind" => {
+                let v = it.next().ok_or("--bind needs a value")?;
+                a.binding =
+                    Binding::parse(v).ok_or(format!("--bind {v}: use none, block or spread"))?;
             }
             "--wait" => {
                 let w = it.next().ok_or("--wait needs a value")?;
@@ -139,6 +203,16 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
     if a.bench.is_empty() {
         return Err("name a benchmark".into());
     }
+    if let Some(impls) = &a.impls {
+        let known: &[&str] = match a.bench.as_str() {
+            "allreduce" => &collectives::ALLREDUCE_IMPLS,
+            "allgatherv" => &collectives::ALLGATHERV_IMPLS,
+            _ => &[],
+        };
+        if let Some(bad) = impls.iter().find(|i| !known.contains(&i.as_str())) {
+            return Err(format!("{} has no implementation '{bad}'", a.bench));
+        }
+    }
     Ok(Some(a))
 }
 
@@ -153,7 +227,11 @@ fn machine() -> String {
                 .map(|m| m.trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    // The job's CPUs (the launcher's): a bound rank sees only its own.
+    let cores = std::env::var(gaspi::env::CPUS)
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(0, |n| n.get()));
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!("{cpu}, {cores} cores, Linux {}", kernel.trim())
 }
@@ -219,9 +297,23 @@ impl Printer {
             us(self.find("barrier", "gaspi", 0))
         ));
         lines.push(format!(
-            "allreduce          8 B       {} ({ranks} ranks)",
+            "allreduce          8 B       {} ({ranks} ranks; naive {}, GASPI's {})",
+            us(self.find("allreduce", "auto", 8)),
+            us(self.find("allreduce", "naive", 8)),
             us(self.find("allreduce", "gaspi", 8))
         ));
+        for size in [1 << 20] {
+            if let (Some(r), Some(nv)) = (
+                self.find("allgatherv-regular", "ring-shared", size),
+                self.find("allgatherv-regular", "naive", size),
+            ) {
+                lines.push(format!(
+                    "allgatherv         1 MiB     {:.1} us per call, naive {:.1} us (per rank, regular)",
+                    r.median(),
+                    nv.median()
+                ));
+            }
+        }
         let median = |v: &mut Vec<f64>| {
             v.sort_by(f64::total_cmp);
             v.get(v.len() / 2).copied()
@@ -286,6 +378,7 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
         ctx: &ctx,
         ppn,
         iters: a.iters,
+        allreduce: a.allreduce,
     };
     let quick = a.bench == "all";
     let sizes = |default: &[usize], brief: &[usize]| -> Vec<usize> {
@@ -307,8 +400,9 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
         let wait = std::env::var(gaspi::env::WAIT).unwrap_or_else(|_| "auto".into());
         match a.format {
             Format::Table => println!(
-                "# gaspi-bench {} on {n} ranks ({ppn} per node), wait {wait}, gaspi {}\n# machine: {}",
+                "# gaspi-bench {} on {n} ranks ({ppn} per node), wait {wait}, bind {:?}, gaspi {}\n# machine: {}",
                 a.bench,
+                a.binding,
                 Context::version(),
                 machine()
             ),
@@ -352,14 +446,30 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
     if selected("barrier") {
         emit("barrier: over all ranks", benches::barrier(&b));
     }
+    let names = |default: &[&str], brief: &[&str]| -> Vec<String> {
+        let d = if quick { brief } else { default };
+        a.impls
+            .clone()
+            .unwrap_or_else(|| d.iter().map(|s| s.to_string()).collect())
+    };
     if selected("allreduce") {
-        let s = sizes(
-            &pow2(8, 2040).into_iter().chain([2040]).collect::<Vec<_>>(),
-            &[8, 64, 2040],
-        );
+        let s = sizes(&pow2(8, 4 << 20), &[8, 4096, 1 << 20]);
         emit(
-            "allreduce: sum of f64 over all ranks",
-            benches::allreduce(&b, &s),
+            "allreduce: sum of f64 over all ranks (bytes per rank)",
+            collectives::allreduce(&b, &s, &names(&["auto"], &["auto", "naive", "gaspi"])),
+        );
+    }
+    if selected("allgatherv") {
+        let s = sizes(&pow2(1024, 4 << 20), &[65_536, 1 << 20]);
+        let dists = a.dists.clone().unwrap_or_else(|| vec!["regular".into()]);
+        emit(
+            "allgatherv: u64 elements over all ranks (bytes = total / ranks)",
+            collectives::allgatherv(
+                &b,
+                &s,
+                &names(&["ring-shared"], &["ring-shared", "naive"]),
+                &dists,
+            ),
         );
     }
     if selected("put-lat-distance") {
@@ -423,7 +533,8 @@ fn main() -> ExitCode {
         .args(&args)
         .output(Output::Inherit)
         .verbose(true)
-        .forward_signals(true);
+        .forward_signals(true)
+        .binding(a.binding);
     if let Some(p) = ppn {
         launch = launch.ppn(p);
     }

@@ -13,30 +13,36 @@
 //!    which share the same node-local rank id").
 //!    - **Replicated** (small messages): one instance per local rank, each
 //!      over the whole message. Every rank computes the whole result; no
-//!      rank waits for another after its own instance, so the call costs
-//!      one node-wide counter wait plus the inter-node algorithm.
+//!      rank waits for another after its own instance.
 //!    - **Split** (larger messages): the message is cut into fractions,
 //!      one per local rank (`message size / local ranks`, fractions of at
 //!      least [`AllreduceOptions::fraction_min`] bytes); each rank reduces
 //!      its fraction, and a node barrier ends the call.
-//! 3. Between nodes, an instance runs either
+//! 3. Between nodes ([`AllreduceAlgorithm`]), an instance runs
 //!    - the **dissemination** with partial reductions
 //!      ([`Dissemination`]): `floor(log2 n)` steps, partial results sent
 //!      out of band as soon as they exist; latency-optimal, for small
-//!      messages; or
+//!      messages on many nodes;
 //!    - a pipelined **ring** reduce-scatter + allgather: the fraction is cut
 //!      into one chunk per node and chunks into blocks; each block is
 //!      reduced along the ring and then written, complete, straight into
-//!      every node's result area. Bandwidth-optimal, for large messages.
+//!      every node's result area. Bandwidth-optimal, for large messages;
+//!    - or, replicated only, the **direct** exchange for few nodes: every
+//!      rank writes its input once into each other node's window (any rank
+//!      of a node reaches the node's window) and every rank reduces all
+//!      inputs itself, in rank order. One round instead of a node phase
+//!      plus `log2 n` steps; `nodes - 1` messages per rank, so
+//!      [`AllreduceAlgorithm::Auto`] takes it while that is no more than
+//!      the dissemination's `steps + partials`.
 //! 4. The result lies in the node's window: the whole message (split), or
 //!    each rank's own copy (replicated).
 //!
 //! # Determinism
-//! Each value is reduced in a fixed order: inputs of a node in local-rank
-//! order, then nodes in the order the algorithm fixes. The same inputs
-//! give bit-identical results call after call and run after run.
-//! - Ring: every block is reduced once and then copied, so **every rank
-//!   gets bit-identical results**, floating point included.
+//! Each value is reduced in a fixed order. The same inputs give
+//! bit-identical results call after call and run after run.
+//! - Ring and direct: every block is reduced once (ring) or every rank
+//!   reduces all inputs in rank order (direct), so **every rank gets
+//!   bit-identical results**, floating point included.
 //! - Dissemination: every rank of a node gets bit-identical results (split:
 //!   one copy per node; replicated: the same operations on the same
 //!   values); ranks of *different* nodes combine the node values in
@@ -47,13 +53,16 @@
 //! The reduction must be associative and commutative (up to rounding).
 //!
 //! # Reuse
-//! Calls reuse the window and the notification ids. Inputs and the
-//! dissemination's receive slots alternate by call parity; a rank can only
-//! be two calls ahead of another after that one finished the call two
-//! back. Ring blocks use one id per block and direction: a node receives
-//! a block of the next call only after its successor received the whole
-//! result of this call, which includes this node's having consumed every
-//! block of it.
+//! Calls reuse the window and the notification ids. Inputs, the direct
+//! exchange's slots and the dissemination's receive slots alternate by call
+//! parity; a rank can only be two calls ahead of another after that one
+//! finished the call two back. Ring blocks use one id per block and
+//! direction: a node receives a block of the next call only after its
+//! successor received the whole result of this call, which includes this
+//! node's having consumed every block of it.
+
+mod dissemination;
+mod ring;
 
 use super::plan::{Dissemination, Layout};
 use crate::context::Context;
@@ -63,6 +72,7 @@ use crate::segments::SegmentView;
 use crate::types::{Deadline, Notification, QueueId, Rank, SegmentId, Timeout};
 use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
+use ring::RingPlan;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::Arc;
@@ -71,14 +81,16 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 /// The algorithm between nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AllreduceAlgorithm {
-    /// Dissemination below [`AllreduceOptions::ring_min`] bytes, ring from
-    /// there on.
+    /// Direct exchange for small messages on few nodes, else dissemination
+    /// below [`AllreduceOptions::ring_min`] bytes, ring from there on.
     #[default]
     Auto,
     /// Always the dissemination with partial reductions.
     Dissemination,
-    /// Always the pipelined ring (reduce-scatter + allgather).
+    /// Always the pipelined ring (reduce-scatter + allgather), split.
     Ring,
+    /// Always the direct exchange, replicated.
+    Direct,
 }
 
 /// Options of an [`Allreduce`].
@@ -111,11 +123,42 @@ impl Default for AllreduceOptions {
             algorithm: AllreduceAlgorithm::Auto,
             replicate_max: 4 << 10,
             fraction_min: 1 << 10,
-            ring_min: 64 << 10,
+            ring_min: 128 << 10,
             block_bytes: 128 << 10,
             queue: 0,
         }
     }
+}
+
+/// What runs between nodes in one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Inter {
+    Direct,
+    Dissemination,
+    Ring,
+}
+
+/// How a call of some size runs: replicated or split, and between nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Choice {
+    replicated: bool,
+    inter: Inter,
+}
+
+/// The choice for a call of `bytes` bytes on `nodes` nodes (see the module
+/// documentation); `dis_messages` is what the dissemination sends per
+/// participant.
+fn choose(opts: &AllreduceOptions, bytes: usize, nodes: usize, dis_messages: usize) -> Choice {
+    use AllreduceAlgorithm as A;
+    let small = bytes > 0 && bytes <= opts.replicate_max;
+    let (replicated, inter) = match opts.algorithm {
+        A::Direct if bytes > 0 => (true, Inter::Direct),
+        A::Ring if bytes > 0 => (false, Inter::Ring),
+        A::Auto if small && nodes - 1 <= dis_messages => (true, Inter::Direct),
+        A::Auto if !small && bytes >= opts.ring_min && nodes > 1 => (false, Inter::Ring),
+        _ => (small, Inter::Dissemination),
+    };
+    Choice { replicated, inter }
 }
 
 /// Byte offsets of the areas of the window (each 64-byte aligned).
@@ -132,16 +175,22 @@ struct Areas {
     recv: usize,
     /// Ring receive area: `[cap]`.
     ring: usize,
+    /// Inputs of other nodes' ranks (direct): `[parity][rank][direct_cap]`.
+    direct: usize,
+    direct_cap: usize,
     /// Bytes of a column space: `slots * cap` (replicated) or `cap`.
     cols: usize,
     /// Largest message, bytes.
     cap: usize,
     /// Ring block ids available (each block has two).
     ring_blocks: usize,
+    /// First notification ids of the ring and the direct exchange.
+    ring_ids: u32,
+    direct_ids: u32,
 }
 
-/// Element offset `x` rounded for a split among ranks: fraction and
-/// chunk borders fall on cache lines where the element size allows.
+/// Element range `r` cut into `parts` near-equal parts: part `part`.
+/// Borders fall on cache lines where the element size allows.
 fn split_range(r: Range<usize>, parts: usize, part: usize, elem: usize) -> Range<usize> {
     let align = if elem > 0 && elem <= 64 && 64 % elem == 0 {
         64 / elem
@@ -165,44 +214,12 @@ struct Instance {
     col: usize,
 }
 
-/// One receive event of a ring instance: block `elems` (global id `g`)
-/// arrives; `rs_step`: the reduce-scatter step (`1..nodes`) or `None` in the
-/// allgather; `forward`: whether to pass it on.
-#[derive(Clone, Debug)]
-struct RingEvent {
-    elems: Range<usize>,
-    id: u32,
-    kind: RingKind,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RingKind {
-    /// Reduce-scatter: combine with the local value, pass on.
-    Reduce,
-    /// Reduce-scatter, last step: the block is complete; start its
-    /// allgather.
-    Complete,
-    /// Allgather: the complete block arrived; pass it on.
-    Forward,
-    /// Allgather, last hop.
-    Last,
-}
-
-/// The blocks of one ring instance as this node sees them.
-#[derive(Clone, Debug, Default)]
-struct RingPlan {
-    /// Blocks of this node's own chunk: sent first.
-    first: Vec<(Range<usize>, u32)>,
-    events: Vec<RingEvent>,
-}
-
 /// What a call of a given size does.
 #[derive(Clone, Debug)]
 struct CallPlan {
     len: usize,
     elem: usize,
-    replicated: bool,
-    ring: bool,
+    choice: Choice,
     instances: Vec<Instance>,
     /// Instances this rank runs, ascending.
     mine: Vec<usize>,
@@ -247,10 +264,12 @@ pub(crate) struct NodeReduce {
     plan: Option<CallPlan>,
 }
 
-/// Where the result of a call is: bytes `range` of the window.
+/// Where the result of a call is: bytes `range` of the window, or the
+/// caller's receive buffer.
 #[derive(Clone, Debug)]
 pub(crate) struct Output {
     pub(crate) range: Range<usize>,
+    pub(crate) in_recv: bool,
 }
 
 impl NodeReduce {
@@ -272,56 +291,59 @@ impl NodeReduce {
         let nodes = layout.nodes();
         let slots = layout.ppn.min(layout.ranks);
         let dis = Dissemination::new(nodes);
+        let dis_messages = dis.messages_per_participant();
+        // The choices of every size a call may have: `choose` changes only
+        // at the thresholds, so these sizes cover them all.
         let smallest = if fixed { cap } else { 0 };
-        let may_replicate = smallest <= opts.replicate_max;
-        let may_split = cap > opts.replicate_max || cap == 0;
-        let may_ring = nodes > 1
-            && may_split
-            && match opts.algorithm {
-                AllreduceAlgorithm::Auto => cap >= opts.ring_min,
-                AllreduceAlgorithm::Dissemination => false,
-                AllreduceAlgorithm::Ring => true,
-            };
-        let may_disseminate = nodes > 1
-            && (may_replicate
-                || match opts.algorithm {
-                    AllreduceAlgorithm::Auto => smallest < opts.ring_min,
-                    AllreduceAlgorithm::Dissemination => true,
-                    AllreduceAlgorithm::Ring => false,
-                });
-        let a = |x: usize| x.div_ceil(64) * 64;
-        let cols = if may_replicate {
-            (slots * cap.min(opts.replicate_max)).max(cap)
-        } else {
-            cap
+        let mut sizes = vec![smallest, cap];
+        for t in [1, opts.replicate_max, opts.replicate_max + 1, opts.ring_min] {
+            sizes.push(t.clamp(smallest, cap));
+        }
+        let choices: Vec<(usize, Choice)> = sizes
+            .iter()
+            .map(|&b| (b, choose(&opts, b, nodes, dis_messages)))
+            .collect();
+        let any = |p: &dyn Fn(&Choice) -> bool| choices.iter().any(|(_, c)| p(c));
+        let largest = |p: &dyn Fn(&Choice) -> bool| {
+            choices
+                .iter()
+                .filter(|(_, c)| p(c))
+                .map(|&(b, _)| b)
+                .max()
+                .unwrap_or(0)
         };
-        let input_parities = if may_replicate { 2 } else { 1 };
-        let recv_slots = dis.steps as usize + dis.partials.len();
-        let inputs = 64; // bytes 0..8: the node's arrival counter
-        let result = a(inputs + input_parities * slots * cap);
-        let run = a(result + cols);
-        let dsteps = if may_disseminate {
-            dis.steps as usize
+        let replicated_cap = largest(&|c| c.replicated);
+        let multi = nodes > 1;
+        let dissem = multi && any(&|c| c.inter == Inter::Dissemination);
+        let ring_used = multi && any(&|c| c.inter == Inter::Ring);
+        let direct_cap = if multi {
+            largest(&|c| c.inter == Inter::Direct)
         } else {
             0
         };
-        let recv = a(run + dsteps * cols);
-        let ring = a(recv
-            + if may_disseminate {
-                2 * recv_slots * cols
-            } else {
-                0
-            });
-        let total = a(ring + if may_ring { cap } else { 0 }).max(64);
+        let a = |x: usize| x.div_ceil(64) * 64;
+        let cols = cap.max(slots * replicated_cap);
+        let input_parities = if replicated_cap > 0 { 2 } else { 1 };
+        let recv_slots = dis_messages;
+        // Bytes 0..64*slots: each local rank's arrival word, a cache line
+        // each (the calls it has put its input in for).
+        let inputs = 64 * slots;
+        let result = a(inputs + input_parities * slots * cap);
+        let run = a(result + cols);
+        let recv = a(run + if dissem { dis.steps as usize * cols } else { 0 });
+        let ring = a(recv + if dissem { 2 * recv_slots * cols } else { 0 });
+        let direct = a(ring + if ring_used { cap } else { 0 });
+        let total = a(direct + 2 * layout.ranks * direct_cap).max(64);
         // Ring blocks: at most one partial block per chunk beyond full ones.
-        let mut block = opts.block_bytes.max(64);
         let dis_ids = 2 * recv_slots * slots;
-        let budget = crate::config::NOTIFICATION_LIMIT as usize - dis_ids;
+        let direct_ids = if direct_cap > 0 { 2 * layout.ranks } else { 0 };
+        let budget = crate::config::NOTIFICATION_LIMIT as usize - dis_ids - direct_ids;
+        let mut block = opts.block_bytes.max(64);
         let ring_blocks = |block: usize| cap.div_ceil(block) + slots * nodes;
-        while may_ring && 2 * ring_blocks(block) > budget {
+        while ring_used && 2 * ring_blocks(block) > budget {
             block *= 2;
         }
-        let ring_blocks = if may_ring { ring_blocks(block) } else { 0 };
+        let ring_blocks = if ring_used { ring_blocks(block) } else { 0 };
         let areas = Areas {
             inputs,
             input_parities,
@@ -329,11 +351,15 @@ impl NodeReduce {
             run,
             recv,
             ring,
+            direct,
+            direct_cap,
             cols,
             cap,
             ring_blocks,
+            ring_ids: dis_ids as u32,
+            direct_ids: (dis_ids + 2 * ring_blocks) as u32,
         };
-        let table = (dis_ids + 2 * ring_blocks).max(1) as u32;
+        let table = (dis_ids + 2 * ring_blocks + direct_ids).max(1) as u32;
         let window = ctx.window_create_with(
             segment,
             total,
@@ -360,19 +386,6 @@ impl NodeReduce {
         })
     }
 
-    /// Id of dissemination slot `slot` of instance `inst` in a call of
-    /// parity `parity`.
-    fn recv_id(&self, parity: usize, slot: usize, inst: usize) -> u32 {
-        let slots = self.dis.steps as usize + self.dis.partials.len();
-        ((parity * slots + slot) * self.slots + inst) as u32
-    }
-
-    /// Byte offset of dissemination slot `slot` (parity `parity`).
-    fn recv_at(&self, parity: usize, slot: usize) -> usize {
-        let slots = self.dis.steps as usize + self.dis.partials.len();
-        self.areas.recv + (parity * slots + slot) * self.areas.cols
-    }
-
     /// The rank that runs instance `inst` on `node`.
     fn owner(&self, node: usize, inst: usize) -> Rank {
         let r = self.layout.node_ranks(node);
@@ -383,16 +396,13 @@ impl NodeReduce {
     fn plan_for(&self, ctx: &Context, len: usize, elem: usize) -> CallPlan {
         let bytes = len * elem;
         let nodes = self.layout.nodes();
-        let replicated = bytes <= self.opts.replicate_max && bytes > 0;
-        let ring = !replicated
-            && nodes > 1
-            && bytes > 0
-            && match self.opts.algorithm {
-                AllreduceAlgorithm::Auto => bytes >= self.opts.ring_min,
-                AllreduceAlgorithm::Dissemination => false,
-                AllreduceAlgorithm::Ring => true,
-            };
-        let instances: Vec<Instance> = if replicated {
+        let choice = choose(
+            &self.opts,
+            bytes,
+            nodes,
+            self.dis.messages_per_participant(),
+        );
+        let instances: Vec<Instance> = if choice.replicated {
             (0..self.slots)
                 .map(|i| Instance {
                     elems: 0..len,
@@ -411,133 +421,40 @@ impl NodeReduce {
                 })
                 .collect()
         };
-        let node = ctx.node();
         let local = ctx.local_rank() as usize;
         let local_num = ctx.local_num() as usize;
-        let mine: Vec<usize> = (0..instances.len())
-            .filter(|&i| i % local_num == local)
-            .collect();
-        let rings = if ring {
-            let mut first_id = vec![0u32; instances.len()];
-            let mut g = 0usize;
-            for (i, inst) in instances.iter().enumerate() {
-                first_id[i] = g as u32;
-                g += self.ring_block_count(inst, nodes, elem);
+        let mine: Vec<usize> = if choice.inter == Inter::Direct || nodes == 1 {
+            // Nothing to run with other nodes: each rank for itself.
+            if choice.replicated || local < instances.len() {
+                vec![local]
+            } else {
+                Vec::new()
             }
-            debug_assert!(g <= self.areas.ring_blocks);
-            mine.iter()
-                .map(|&i| self.ring_plan(&instances[i], first_id[i], node, nodes, elem))
+        } else {
+            (0..instances.len())
+                .filter(|&i| i % local_num == local)
                 .collect()
+        };
+        let rings = if choice.inter == Inter::Ring && nodes > 1 {
+            self.ring_plans(&instances, &mine, ctx.node(), elem)
         } else {
             Vec::new()
         };
         CallPlan {
             len,
             elem,
-            replicated,
-            ring,
+            choice,
             instances,
             mine,
             rings,
         }
     }
 
-    /// Elements per ring block for `elem`-byte elements.
-    fn block_elems(&self, elem: usize) -> usize {
-        (self.opts.block_bytes / elem.max(1)).max(1)
-    }
-
-    /// The blocks of chunk `c` of `inst`: element ranges.
-    fn chunk_blocks(
-        &self,
-        inst: &Instance,
-        nodes: usize,
-        c: usize,
-        elem: usize,
-    ) -> impl Iterator<Item = Range<usize>> {
-        let chunk = split_range(inst.elems.clone(), nodes, c, elem);
-        let be = self.block_elems(elem);
-        (chunk.start..chunk.end)
-            .step_by(be)
-            .map(move |s| s..(s + be).min(chunk.end))
-    }
-
-    fn ring_block_count(&self, inst: &Instance, nodes: usize, elem: usize) -> usize {
-        (0..nodes)
-            .map(|c| self.chunk_blocks(inst, nodes, c, elem).count())
-            .sum()
-    }
-
-    /// Node `p`'s part of the ring of `inst`, whose blocks have ids from
-    /// `first_id` on (chunk by chunk).
-    fn ring_plan(
-        &self,
-        inst: &Instance,
-        first_id: u32,
-        p: usize,
-        nodes: usize,
-        elem: usize,
-    ) -> RingPlan {
-        let mut ids = Vec::with_capacity(nodes);
-        let mut g = first_id;
-        for c in 0..nodes {
-            let blocks: Vec<Range<usize>> = self.chunk_blocks(inst, nodes, c, elem).collect();
-            let with_ids: Vec<(Range<usize>, u32)> = blocks
-                .into_iter()
-                .map(|b| {
-                    g += 1;
-                    (b, g - 1)
-                })
-                .collect();
-            ids.push(with_ids);
-        }
-        let mut plan = RingPlan {
-            first: ids[p].clone(),
-            events: Vec::new(),
-        };
-        for s in 1..nodes {
-            let c = (p + nodes - s) % nodes;
-            let kind = if s < nodes - 1 {
-                RingKind::Reduce
-            } else {
-                RingKind::Complete
-            };
-            for (b, id) in &ids[c] {
-                plan.events.push(RingEvent {
-                    elems: b.clone(),
-                    id: *id,
-                    kind,
-                });
-            }
-        }
-        for t in 1..nodes {
-            let c = (p + 1 + nodes - t) % nodes;
-            let kind = if t < nodes - 1 {
-                RingKind::Forward
-            } else {
-                RingKind::Last
-            };
-            for (b, id) in &ids[c] {
-                plan.events.push(RingEvent {
-                    elems: b.clone(),
-                    id: *id,
-                    kind,
-                });
-            }
-        }
-        plan
-    }
-
-    /// Notification id of ring block `id` in the reduce-scatter (`false`)
-    /// or the allgather (`true`).
-    fn ring_id(&self, id: u32, gather: bool) -> u32 {
-        let slots = self.dis.steps as usize + self.dis.partials.len();
-        (2 * slots * self.slots) as u32 + 2 * id + gather as u32
-    }
-
-    /// The node's arrival counter (first word of the window).
-    fn arrivals(&self) -> &AtomicU64 {
-        self.obj.atomic_u64(0)
+    /// Local rank `local`'s arrival word: how many calls it has put its
+    /// input in for. Only that rank writes it (a plain store, no
+    /// read-modify-write on a line everyone polls).
+    fn arrival(&self, local: usize) -> &AtomicU64 {
+        self.obj.atomic_u64(64 * local)
     }
 
     /// The segment the window is.
@@ -559,24 +476,33 @@ impl NodeReduce {
         if nodes < 2 {
             return 0;
         }
-        let per_instance = |inst: &Instance| -> u64 {
-            if plan.ring {
-                let blocks = self.ring_block_count(inst, nodes as usize, elem) as u64;
-                2 * (nodes - 1) * blocks
-            } else {
-                nodes * self.dis.messages_per_participant() as u64
+        match plan.choice.inter {
+            Inter::Direct => self.layout.ranks as u64 * (nodes - 1),
+            Inter::Ring => plan
+                .instances
+                .iter()
+                .map(|inst| {
+                    2 * (nodes - 1) * self.ring_block_count(inst, nodes as usize, elem) as u64
+                })
+                .sum(),
+            Inter::Dissemination => {
+                plan.instances.len() as u64 * nodes * self.dis.messages_per_participant() as u64
             }
-        };
-        plan.instances.iter().map(per_instance).sum()
+        }
     }
 
     /// Run one call: reduce `send` with `f` over all ranks. Resumes a call
     /// that timed out (which must have had the same length and type).
+    ///
+    /// With `recv`, a call whose result is this rank's own (replicated,
+    /// direct or one node) is reduced straight into it
+    /// ([`Output::in_recv`]): no result in the window, no copy.
     pub(crate) fn run<T: Pod, F: Fn(&T, &T) -> T>(
         &mut self,
         ctx: &Context,
         send: &[T],
         f: &F,
+        recv: Option<&mut [T]>,
         deadline: Deadline,
     ) -> Result<Output> {
         let elem = std::mem::size_of::<T>();
@@ -615,11 +541,16 @@ impl NodeReduce {
             self.plan = Some(self.plan_for(ctx, send.len(), elem));
         }
         let plan = self.plan.take().expect("plan was just made");
-        let r = self.advance(ctx, &plan, &mut progress.stage, send, f, deadline);
+        let direct = recv.filter(|_| self.own_result(&plan));
+        let in_recv = direct.is_some();
+        let r = self.advance(ctx, &plan, &mut progress.stage, send, f, direct, deadline);
         let out = match r {
             Ok(()) => {
                 self.calls += 1;
-                Ok(self.output(ctx, &plan))
+                Ok(Output {
+                    in_recv,
+                    ..self.output(ctx, &plan)
+                })
             }
             Err(e) => {
                 self.progress = Some(progress);
@@ -630,18 +561,27 @@ impl NodeReduce {
         out
     }
 
+    /// Whether this rank computes its result on its own from inputs that
+    /// are all present when it starts (so it can reduce straight into the
+    /// caller's buffer: a timeout never leaves half a result there).
+    fn own_result(&self, plan: &CallPlan) -> bool {
+        plan.choice.replicated && (plan.choice.inter == Inter::Direct || self.layout.nodes() == 1)
+    }
+
     fn output(&self, ctx: &Context, plan: &CallPlan) -> Output {
         let bytes = plan.len * plan.elem;
-        let start = if plan.replicated {
+        let start = if plan.choice.replicated {
             self.areas.result + plan.instances[ctx.local_rank() as usize].col
         } else {
             self.areas.result
         };
         Output {
             range: start..start + bytes,
+            in_recv: false,
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn advance<T: Pod, F: Fn(&T, &T) -> T>(
         &self,
         ctx: &Context,
@@ -649,17 +589,22 @@ impl NodeReduce {
         stage: &mut Stage,
         send: &[T],
         f: &F,
+        mut direct: Option<&mut [T]>,
         deadline: Deadline,
     ) -> Result<()> {
         let parity = (self.calls % 2) as usize;
+        let tag = tag(self.calls);
         loop {
             match *stage {
                 Stage::Start => {
                     let local = ctx.local_rank() as usize;
                     let at = self.input_at(local);
                     self.obj.write_from(at, bytemuck::cast_slice(send));
-                    self.arrivals().fetch_add(1, SeqCst);
+                    self.arrival(local).store(self.calls + 1, SeqCst);
                     self.obj.notifications().ww.wake();
+                    if plan.choice.inter == Inter::Direct {
+                        self.send_direct(ctx, plan, parity, tag, deadline)?;
+                    }
                     *stage = Stage::Instances { idx: 0, cursor: 0 };
                 }
                 Stage::Instances { idx, cursor } => {
@@ -671,7 +616,18 @@ impl NodeReduce {
                         self.await_arrivals(ctx, deadline)?;
                     }
                     let mut c = cursor;
-                    let r = if plan.ring {
+                    let r = if self.own_result(plan) {
+                        self.reduce_own(
+                            ctx,
+                            plan,
+                            parity,
+                            tag,
+                            &mut c,
+                            f,
+                            direct.as_deref_mut(),
+                            deadline,
+                        )
+                    } else if !plan.rings.is_empty() {
                         self.ring(ctx, plan, idx, &mut c, f, deadline)
                     } else {
                         self.disseminate(ctx, plan, idx, parity, &mut c, f, deadline)
@@ -684,7 +640,7 @@ impl NodeReduce {
                     };
                 }
                 Stage::Closing => {
-                    if !plan.replicated {
+                    if !plan.choice.replicated {
                         ctx.node_barrier_watching_all(deadline)?;
                     }
                     if plan.len > 0 && self.layout.nodes() > 1 {
@@ -703,228 +659,147 @@ impl NodeReduce {
         self.areas.inputs + (parity * self.slots + local) * self.areas.cap
     }
 
+    /// Byte offset of rank `rank`'s input in the direct area (parity
+    /// `parity`).
+    fn direct_at(&self, parity: usize, rank: usize) -> usize {
+        self.areas.direct + (parity * self.layout.ranks + rank) * self.areas.direct_cap
+    }
+
+    /// Notification id of rank `rank`'s direct input (parity `parity`).
+    fn direct_id(&self, parity: usize, rank: usize) -> u32 {
+        self.areas.direct_ids + (parity * self.layout.ranks + rank) as u32
+    }
+
+    /// Direct exchange: write this rank's input (just put in its slot)
+    /// into every other node's window, through the rank with the same local
+    /// rank there (or that node's last).
+    fn send_direct(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        tag: u32,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let me = ctx.rank() as usize;
+        let bytes = plan.len * plan.elem;
+        let from = self.input_at(ctx.local_rank() as usize);
+        let to_at = self.direct_at(parity, me);
+        let n = Notification::new(self.direct_id(parity, me), tag);
+        for q in (0..self.layout.nodes()).filter(|&q| q != ctx.node()) {
+            let to = self.owner(q, ctx.local_rank() as usize);
+            self.post(ctx, to, (from, to_at, bytes), n, deadline)?;
+        }
+        Ok(())
+    }
+
+    /// A rank's own whole result (replicated, direct or one node): wait for
+    /// the inputs of other nodes (`cursor`: ranks waited for so far), then
+    /// reduce every rank's input in rank order into `recv` or the rank's
+    /// result column.
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_own<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        tag: u32,
+        cursor: &mut usize,
+        f: &F,
+        recv: Option<&mut [T]>,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let n = self.layout.ranks;
+        let node = ctx.node_ranks(ctx.node());
+        let local = |r: usize| node.contains(&(r as Rank));
+        let nodes = self.layout.nodes();
+        while *cursor < n {
+            let r = *cursor;
+            if nodes > 1 && !local(r) {
+                let id = self.direct_id(parity, r);
+                ctx.await_notification_tag(self.segment, id, tag, deadline)?;
+            }
+            *cursor += 1;
+        }
+        let len = plan.len;
+        // SAFETY: every input was written before its notification (other
+        // nodes) or before its rank counted itself in (this node), and is
+        // not written again before every rank of the job has finished this
+        // call (slots alternate by call parity, and a rank two calls ahead
+        // has seen this node's inputs of the call in between, sent after
+        // this call).
+        let inputs: Vec<&[T]> = (0..n)
+            .map(|r| unsafe {
+                let at = if local(r) {
+                    self.input_at(r - node.start as usize)
+                } else {
+                    self.direct_at(parity, r)
+                };
+                self.obj.as_slice::<T>(at, len)
+            })
+            .collect();
+        let inst = &plan.instances[ctx.local_rank() as usize];
+        match recv {
+            Some(out) => reduce_slices(out, &inputs, f),
+            // SAFETY: this rank's result column, written by it only.
+            None => reduce_slices(unsafe { self.column(self.areas.result, inst) }, &inputs, f),
+        }
+        Ok(())
+    }
+
     /// Wait until every rank of the node has put in its input of this call.
     fn await_arrivals(&self, ctx: &Context, deadline: Deadline) -> Result<()> {
-        let target = ctx.local_num() as u64 * (self.calls + 1);
+        let call = self.calls + 1;
+        let local_num = ctx.local_num() as usize;
         let node: Vec<Rank> = ctx.node_ranks(ctx.node()).collect();
-        let counter = self.arrivals();
         ctx.engine.patience().wait(
             self.obj.notifications().ww,
             deadline,
-            || (counter.load(SeqCst) >= target).then_some(()),
+            || {
+                (0..local_num)
+                    .all(|l| self.arrival(l).load(SeqCst) >= call)
+                    .then_some(())
+            },
             || ctx.engine.member_faults(&node),
         )
     }
 
-    /// Reduce the node's inputs over `inst`'s elements into the bytes at
-    /// `dst` (an area offset plus the instance's column).
+    /// Reduce the node's inputs over `inst`'s elements into `out`, in
+    /// local-rank order.
     fn reduce_node<T: Pod, F: Fn(&T, &T) -> T>(
         &self,
         ctx: &Context,
         inst: &Instance,
-        dst: usize,
+        out: &mut [T],
         f: &F,
     ) {
         let n = inst.elems.len();
         if n == 0 {
             return;
         }
-        let elem = std::mem::size_of::<T>();
-        let skip = inst.elems.start * elem;
-        // SAFETY: the destination is this instance's column, written only
-        // by this rank (its owner) during the call; the inputs were
-        // written before their ranks counted themselves in, and nobody
-        // writes them again until every rank of the node has finished the
-        // call (input slots alternate by parity for replicated calls; a
-        // split call ends with a node barrier).
+        let skip = inst.elems.start * std::mem::size_of::<T>();
+        // SAFETY: the inputs were written before their ranks counted
+        // themselves in, and nobody writes them again until every rank of
+        // the node has finished the call (input slots alternate by parity
+        // for replicated calls; a split call ends with a node barrier).
+        let inputs: Vec<&[T]> = (0..ctx.local_num() as usize)
+            .map(|l| unsafe { self.obj.as_slice::<T>(self.input_at(l) + skip, n) })
+            .collect();
+        reduce_slices(out, &inputs, f);
+    }
+
+    /// This instance's column of the area at `area`, as a slice.
+    ///
+    /// # Safety
+    /// Only the instance's owner (this rank) accesses it during the call,
+    /// and no remote write targets it: the caller's protocol says why.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn column<T: Pod>(&self, area: usize, inst: &Instance) -> &mut [T] {
+        // SAFETY: forwarded to the caller.
         unsafe {
-            let out = self.obj.as_mut_slice::<T>(dst, n);
-            let first = self.obj.as_slice::<T>(self.input_at(0) + skip, n);
-            out.copy_from_slice(first);
-            for l in 1..ctx.local_num() as usize {
-                let input = self.obj.as_slice::<T>(self.input_at(l) + skip, n);
-                fold_into(out, input, f);
-            }
+            self.obj
+                .as_mut_slice::<T>(area + inst.col, inst.elems.len())
         }
-    }
-
-    /// Instance `plan.mine[idx]` by dissemination, from action `cursor`
-    /// on. Action 0: the node reduction and the sends of step 0; action
-    /// `k + 1`: receive step `k`, combine, send; then one action per
-    /// partial received.
-    #[allow(clippy::too_many_arguments)]
-    fn disseminate<T: Pod, F: Fn(&T, &T) -> T>(
-        &self,
-        ctx: &Context,
-        plan: &CallPlan,
-        idx: usize,
-        parity: usize,
-        cursor: &mut usize,
-        f: &F,
-        deadline: Deadline,
-    ) -> Result<()> {
-        let i = plan.mine[idx];
-        let inst = &plan.instances[i];
-        let elem = plan.elem;
-        let n = inst.elems.len();
-        let bytes = n * elem;
-        let steps = self.dis.steps as usize;
-        let nodes = self.layout.nodes();
-        let p = ctx.node();
-        let tag = tag(self.calls);
-        let result = self.areas.result + inst.col;
-        // The value after step `k` (`k < steps`) lives in run[k]; the
-        // final value in the result column.
-        let value = |k: usize| {
-            if k < steps {
-                self.areas.run + k * self.areas.cols + inst.col
-            } else {
-                result
-            }
-        };
-        let send_after = |k: usize| -> Result<()> {
-            let from = value(k);
-            if k < steps {
-                let to = (p + (1 << k)) % nodes;
-                let at = self.recv_at(parity, k) + inst.col;
-                self.post(
-                    ctx,
-                    self.owner(to, i),
-                    (from, at, bytes),
-                    Notification::new(self.recv_id(parity, k, i), tag),
-                    deadline,
-                )?;
-            }
-            for (q, &(j, d)) in self.dis.partials.iter().enumerate() {
-                if j as usize == k {
-                    let to = (p + d) % nodes;
-                    let slot = steps + q;
-                    let at = self.recv_at(parity, slot) + inst.col;
-                    self.post(
-                        ctx,
-                        self.owner(to, i),
-                        (from, at, bytes),
-                        Notification::new(self.recv_id(parity, slot, i), tag),
-                        deadline,
-                    )?;
-                }
-            }
-            Ok(())
-        };
-        let actions = 1 + steps + self.dis.partials.len();
-        while *cursor < actions {
-            let a = *cursor;
-            if a == 0 {
-                self.reduce_node(ctx, inst, value(0), f);
-                send_after(0)?;
-            } else {
-                let slot = a - 1;
-                let v = self.await_id(ctx, self.recv_id(parity, slot, i), deadline)?;
-                debug_assert_eq!(v, tag, "dissemination message of another call");
-                let recv = self.recv_at(parity, slot) + inst.col;
-                if n > 0 {
-                    // SAFETY: the receive slot was written by its sender
-                    // before the notification just claimed and is not
-                    // written again before the call two ahead; `value(k)`
-                    // columns are this instance's, written by this rank
-                    // only, and the one written here is not being sent
-                    // (it is sent after this write, by `send_after`).
-                    unsafe {
-                        let r = self.obj.as_slice::<T>(recv, n);
-                        if slot < steps {
-                            let prev = self.obj.as_slice::<T>(value(slot), n);
-                            let out = self.obj.as_mut_slice::<T>(value(slot + 1), n);
-                            for ((o, a), b) in out.iter_mut().zip(r).zip(prev) {
-                                *o = f(a, b);
-                            }
-                        } else {
-                            fold_from(self.obj.as_mut_slice::<T>(result, n), r, f);
-                        }
-                    }
-                }
-                if slot < steps {
-                    send_after(slot + 1)?;
-                }
-            }
-            *cursor += 1;
-        }
-        Ok(())
-    }
-
-    /// Instance `plan.mine[idx]` by the pipelined ring, from action
-    /// `cursor` on. Action 0: the node reduction into the result column and
-    /// the sends of this node's own chunk; then one action per block
-    /// received.
-    #[allow(clippy::too_many_arguments)]
-    fn ring<T: Pod, F: Fn(&T, &T) -> T>(
-        &self,
-        ctx: &Context,
-        plan: &CallPlan,
-        idx: usize,
-        cursor: &mut usize,
-        f: &F,
-        deadline: Deadline,
-    ) -> Result<()> {
-        let i = plan.mine[idx];
-        let inst = &plan.instances[i];
-        let ring = &plan.rings[idx];
-        let elem = plan.elem;
-        let nodes = self.layout.nodes();
-        let next = self.owner((ctx.node() + 1) % nodes, i);
-        let tag = tag(self.calls);
-        let at = |area: usize, b: &Range<usize>| area + b.start * elem;
-        let (result, area) = (self.areas.result, self.areas.ring);
-        while *cursor < 1 + ring.events.len() {
-            if *cursor == 0 {
-                self.reduce_node(ctx, inst, result + inst.col, f);
-                for (b, id) in &ring.first {
-                    let off = at(result, b);
-                    let to = at(area, b);
-                    let n = Notification::new(self.ring_id(*id, false), tag);
-                    self.post(ctx, next, (off, to, b.len() * elem), n, deadline)?;
-                }
-            } else {
-                let e = &ring.events[*cursor - 1];
-                let gather = matches!(e.kind, RingKind::Forward | RingKind::Last);
-                let v = self.await_id(ctx, self.ring_id(e.id, gather), deadline)?;
-                debug_assert_eq!(v, tag, "ring block of another call");
-                let (r, l) = (at(area, &e.elems), at(result, &e.elems));
-                let n = e.elems.len();
-                // SAFETY: the block of the ring area was written by the
-                // previous node before the notification just claimed, and
-                // its next write comes in the next call, after this node's
-                // successor has the whole result; the result column's
-                // block is this instance's, written here by this rank only
-                // and by the allgather of this call only after this
-                // node's contribution to the block was sent.
-                let out = match e.kind {
-                    RingKind::Reduce => unsafe {
-                        fold_into(
-                            self.obj.as_mut_slice::<T>(r, n),
-                            self.obj.as_slice::<T>(l, n),
-                            f,
-                        );
-                        Some((r, false))
-                    },
-                    RingKind::Complete => unsafe {
-                        fold_from(
-                            self.obj.as_mut_slice::<T>(l, n),
-                            self.obj.as_slice::<T>(r, n),
-                            f,
-                        );
-                        Some((l, true))
-                    },
-                    RingKind::Forward => Some((l, true)),
-                    RingKind::Last => None,
-                };
-                if let Some((from, gather)) = out {
-                    let n = Notification::new(self.ring_id(e.id, gather), tag);
-                    self.post(ctx, next, (from, from, e.elems.len() * elem), n, deadline)?;
-                }
-            }
-            *cursor += 1;
-        }
-        Ok(())
     }
 
     fn post(
@@ -948,6 +823,22 @@ impl NodeReduce {
 /// The notification value that tags call `call` (never 0).
 fn tag(call: u64) -> u32 {
     ((call % u32::MAX as u64) + 1) as u32
+}
+
+/// `out = f(...f(f(inputs[0], inputs[1]), inputs[2])...)` element-wise, a
+/// block at a time (the block stays in L1 while every input is folded in).
+fn reduce_slices<T: Copy, F: Fn(&T, &T) -> T>(out: &mut [T], inputs: &[&[T]], f: &F) {
+    const BLOCK: usize = 1024;
+    let Some((first, rest)) = inputs.split_first() else {
+        return;
+    };
+    for (b, o) in out.chunks_mut(BLOCK).enumerate() {
+        let at = b * BLOCK..b * BLOCK + o.len();
+        o.copy_from_slice(&first[at.clone()]);
+        for input in rest {
+            fold_into(o, &input[at.clone()], f);
+        }
+    }
 }
 
 /// `acc[k] = f(acc[k], b[k])`: `acc` holds the earlier inputs.
@@ -1052,7 +943,9 @@ impl<'a, T: Pod> Allreduce<'a, T> {
         timeout: Timeout,
     ) -> Result<SegmentView<T>> {
         self.check(send)?;
-        let out = self.core.run(self.ctx, send, &reduce, timeout.deadline())?;
+        let out = self
+            .core
+            .run(self.ctx, send, &reduce, None, timeout.deadline())?;
         Ok(self.view(out))
     }
 
@@ -1071,8 +964,17 @@ impl<'a, T: Pod> Allreduce<'a, T> {
                 self.len
             )));
         }
-        let view = self.run_with(send, reduce, timeout)?;
-        view.copy_to_slice(0, recv);
+        self.check(send)?;
+        let out = self.core.run(
+            self.ctx,
+            send,
+            &reduce,
+            Some(&mut *recv),
+            timeout.deadline(),
+        )?;
+        if !out.in_recv {
+            self.view(out).copy_to_slice(0, recv);
+        }
         Ok(())
     }
 

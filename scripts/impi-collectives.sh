@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Intel MPI's allreduce and allgatherv (every I_MPI_ADJUST_* algorithm)
+# beside gaspi-bench's, rounds alternated so that both see the same machine
+# state. Both sides run the same data, sizes, verification and statistics
+# (scripts/mpi/coll_bench.c mirrors gaspi-bench): per round, the best Intel
+# MPI algorithm for each size (lowest median) against ours.
+#
+# Both sides run under both placements of ranks on CPUs: "spread" (rank r
+# on CPU r % cpus: Intel MPI's default; gaspi-bench --bind spread) and
+# "block" (consecutive ranks share a CPU: gaspi-run's default; Intel MPI
+# with I_MPI_PIN_PROCESSOR_LIST). With more ranks than CPUs the placement
+# decides what shares a core, which changes results by up to 2x here.
+#
+# Usage: scripts/impi-collectives.sh [ROUNDS] [RANKS] [PPN...]
+#   e.g. scripts/impi-collectives.sh 5 4 4 2   (4 ranks: one node, then 2x2)
+# Output: CSV on stdout (one line per round, placement, size and layout) and
+# a summary on stderr: per placement, and best placement against best
+# placement, the median over rounds of ours / Intel's best (< 1 is faster).
+#
+# Installs Intel MPI from PyPI into a virtualenv (default .impi-venv, or
+# $IMPI_VENV), like scripts/impi-baseline.sh. Intel MPI does not know our
+# emulated nodes: it runs its ranks on this machine with shared memory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+ranks=${2:-4}
+shift $(($# > 2 ? 2 : $#))
+layouts=("${@:-$ranks}")
+venv=${IMPI_VENV:-.impi-venv}
+version=2021.18.0
+reduce_sizes=${REDUCE_SIZES:-8 64 512 1024 2048 4096 8192 16384 65536 262144 1048576 4194304}
+gather_sizes=${GATHER_SIZES:-65536 131072 262144 524288 1048576 2097152 4194304}
+dists=${DISTS:-regular decreasing bcast}
+placements=${PLACEMENTS:-spread block}
+cpus=$(nproc)
+# Intel MPI's CPU for each rank under a placement, as a pin list.
+pin_list() {
+    local r list=""
+    for r in $(seq 0 $((ranks - 1))); do
+        if [ "$1" = spread ]; then list="$list,$((r % cpus))"; else list="$list,$((r * cpus / ranks))"; fi
+    done
+    echo "${list#,}"
+}
+
+if [ ! -x "$venv/bin/IMB-MPI1" ]; then
+    echo "installing Intel MPI $version from PyPI into $venv" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "impi-rt==$version" "impi-devel==$version"
+fi
+venv=$(cd "$venv" && pwd)
+export PATH="$venv/bin:$PATH" LD_LIBRARY_PATH="$venv/lib:${LD_LIBRARY_PATH:-}"
+export I_MPI_FABRICS=shm
+gcc -O2 -I"$venv/include" -L"$venv/lib" -o "$venv/coll_bench" scripts/mpi/coll_bench.c -lmpi
+cargo build --release --bin gaspi-bench >&2
+bench=target/release/gaspi-bench
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# CSV column 8 is the median; keep "bench,bytes,median" per row.
+medians() { awk -F, '$11 == "true" { print $1 "," $5 "," $8 } $11 == "false" { print "unverified: " $0 > "/dev/stderr" }'; }
+
+echo "# $(date -u +%F), $(nproc) cores, Intel MPI $version (I_MPI_FABRICS=shm), $ranks ranks; times in us (medians over batches)"
+echo "bench,ppn,placement,round,bytes,intel_best_us,intel_best_algo,gaspi_us,ratio"
+for r in $(seq 1 "$rounds"); do
+  for place in $placements; do
+    export I_MPI_PIN_PROCESSOR_LIST
+    I_MPI_PIN_PROCESSOR_LIST=$(pin_list "$place")
+    for ppn in "${layouts[@]}"; do
+        # Intel MPI: every algorithm, then keep the best per (bench, size).
+        : >"$out/impi"
+        for a in $(seq 1 11); do
+            I_MPI_ADJUST_ALLREDUCE=$a mpirun -n "$ranks" "$venv/coll_bench" allreduce "impi-$a" $reduce_sizes |
+                medians | sed "s/\$/,$a/" >>"$out/impi"
+        done
+        for d in $dists; do
+            for a in 1 2 3 4; do
+                I_MPI_ADJUST_ALLGATHERV=$a mpirun -n "$ranks" "$venv/coll_bench" allgatherv "impi-$a" "$d" $gather_sizes |
+                    medians | sed "s/\$/,$a/" >>"$out/impi"
+            done
+        done
+        # Ours: allreduce auto (result copied to the caller), allgatherv
+        # into the node's shared window.
+        $bench allreduce -n "$ranks" --ppn "$ppn" --impl auto --format csv --bind "$place" \
+            --sizes "$(echo $reduce_sizes | tr ' ' ,)" | medians >"$out/ours"
+        for d in $dists; do
+            $bench allgatherv -n "$ranks" --ppn "$ppn" --impl ring-shared --dist "$d" --format csv --bind "$place" \
+                --sizes "$(echo $gather_sizes | tr ' ' ,)" | medians >>"$out/ours"
+        done
+        awk -F, -v ppn="$ppn" -v place="$place" -v round="$r" '
+            NR == FNR { k = $1 "," $2; if (!(k in best) || $3 < best[k]) { best[k] = $3; algo[k] = $4 } next }
+            { k = $1 "," $2; if (k in best) printf "%s,%s,%s,%s,%s,%.3f,%s,%.3f,%.3f\n", $1, ppn, place, round, $2, best[k], algo[k], $3, $3 / best[k] }
+        ' "$out/impi" "$out/ours"
+    done
+  done
+done | tee "$out/all"
+echo "# median ratio over rounds (ours / Intel MPI's best algorithm of that round)" >&2
+# Per placement: group by bench, layout, placement and size; sorted by the
+# ratio, the middle line of each group is its median.
+summary() {
+    sort -t, -k1,1 -k2,2n -k3,3 -k5,5n -k9,9n | awk -F, '
+        function flush() { if (n) printf "#   %-22s ppn %-2s %-6s %8s B  ratio %.2f  (%d rounds)\n", b, p, pl, s, (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2), n >"/dev/stderr"; n = 0 }
+        { if ($1 != b || $2 != p || $3 != pl || $5 != s) { flush(); b = $1; p = $2; pl = $3; s = $5 } v[++n] = $9 }
+        END { flush() }'
+}
+echo "# median over rounds of ours / Intel MPI's best algorithm, per placement" >&2
+summary <"$out/all"
+# Best placement against best placement: per round, each side's lower time.
+echo "# median over rounds of (ours, best placement) / (Intel MPI's best algorithm, best placement)" >&2
+awk -F, '$1 !~ /^#/ && $1 != "bench" {
+        k = $1 "," $2 "," $4 "," $5
+        if (!(k in i) || $6 < i[k]) i[k] = $6
+        if (!(k in g) || $8 < g[k]) g[k] = $8
+    }
+    END { for (k in i) { split(k, f, ","); printf "%s,%s,best,%s,%s,%.3f,-,%.3f,%.3f\n", f[1], f[2], f[3], f[4], i[k], g[k], g[k] / i[k] } }' "$out/all" | summary
