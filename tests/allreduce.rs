@@ -242,6 +242,44 @@ fn floating_point_tolerance_and_bit_identity() {
     }
 }
 
+/// Every GASPI type with every operation, against a sequential reference
+/// (floats: inputs whose sums and products are exact, so equality holds).
+fn every_type_and_op<T>(ctx: &Context, sample: impl Fn(usize, usize) -> T)
+where
+    T: gaspi::Reducible + PartialEq + std::fmt::Debug,
+{
+    let n = ctx.num_ranks() as usize;
+    let me = ctx.rank() as usize;
+    let len = 37;
+    let mut ar = Allreduce::<T>::new(ctx, 35, len, B).unwrap();
+    let mine: Vec<T> = (0..len).map(|i| sample(me, i)).collect();
+    for op in [ReduceOp::Min, ReduceOp::Max, ReduceOp::Sum, ReduceOp::Prod] {
+        let got = ar.run(&mine, op, B).unwrap().to_vec();
+        for (i, g) in got.iter().enumerate() {
+            let want = (1..n).fold(sample(0, i), |acc, r| T::reduce(op, acc, sample(r, i)));
+            assert_eq!(*g, want, "{} {op:?}, element {i}", T::GASPI_TYPE);
+        }
+    }
+    drop(ar);
+    barrier(ctx);
+}
+
+#[test]
+fn every_type_and_operation() {
+    for (ranks, ppn) in [(5, 2), (4, 4), (7, 1)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            // Small magnitudes: products of up to 7 factors stay exact.
+            let small = |r: usize, i: usize| ((r * 3 + i) % 5) as i64 - 2;
+            every_type_and_op(ctx, |r, i| small(r, i) as i32);
+            every_type_and_op(ctx, |r, i| (small(r, i) + 3) as u32);
+            every_type_and_op(ctx, |r, i| small(r, i) * 1_000_003);
+            every_type_and_op(ctx, |r, i| (small(r, i) + 3) as u64 * 65_537);
+            every_type_and_op(ctx, |r, i| small(r, i) as f32 * 0.5);
+            every_type_and_op(ctx, |r, i| small(r, i) as f64 * 0.25);
+        });
+    }
+}
+
 #[test]
 fn user_closures_on_any_plain_data() {
     Job::new(&[6]).ppn(2).run(|ctx| {

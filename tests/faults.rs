@@ -164,6 +164,34 @@ fn exit_when_the_others_left(ctx: &gaspi::Context, dying: gaspi::Rank) {
     ctx.notify(dying, 0, me, 0, Timeout::Block).unwrap();
 }
 
+/// The survivors of `exit_when_the_others_left` leave together: a survivor
+/// that finished its failing collectives must not end (and delete its
+/// segments) while another one is still inside them, or that one would
+/// see its own failure or a missing segment instead of the dead rank.
+/// Rank 0 collects one notification from every survivor on ids 64.., then
+/// releases them with id 63 (rank 0 must not be the dying rank).
+fn leave_together(ctx: &gaspi::Context, dying: gaspi::Rank) {
+    let n = ctx.num_ranks();
+    // Waits fail while a failure is unacknowledged.
+    assert_eq!(ctx.acknowledge_failures(), vec![dying]);
+    let survivors = (0..n).filter(|&r| r != dying && r != 0);
+    if ctx.rank() == 0 {
+        for _ in survivors.clone() {
+            ctx.notify_claim(0, 64..64 + n as u32, Timeout::Block)
+                .unwrap();
+        }
+        for r in survivors {
+            ctx.notify(r, 0, Notification::new(63, 1), 0, Timeout::Block)
+                .unwrap();
+        }
+    } else {
+        let me = Notification::new(64 + ctx.rank() as u32, 1);
+        ctx.notify(0, 0, me, 0, Timeout::Block).unwrap();
+        ctx.notify_claim(0, 63..64, Timeout::Block).unwrap();
+    }
+    ctx.wait(0, Timeout::Block).unwrap();
+}
+
 #[test]
 fn a_barrier_with_a_dead_member_fails_within_its_wait() {
     // One node (flat barrier), then nodes of two: node-aware, with the dead
@@ -195,6 +223,7 @@ fn barrier_with_dead_rank(ranks: usize, ppn: usize) {
                 ),
                 Err(Error::ActiveCollective { .. }) | Err(Error::RankFailed { .. })
             ));
+            leave_together(ctx, 2);
         },
         |_, report| check_job(report, 2, |s| s.code() == Some(7)),
     );
@@ -229,6 +258,7 @@ fn node_collectives_with_a_dead_rank_fail_not_hang() {
                         other.map(|_| ())
                     ),
                 }
+                leave_together(ctx, 2);
             },
             |_, report| check_job(report, 2, |s| s.code() == Some(7)),
         );

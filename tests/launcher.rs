@@ -114,6 +114,75 @@ fn ranks_get_their_environment_and_tagged_output() {
     );
 }
 
+/// A `Cpus_allowed_list` ("0-2,5") as CPU numbers.
+fn cpu_list(s: &str) -> Vec<usize> {
+    s.trim()
+        .split(',')
+        .flat_map(|part| match part.split_once('-') {
+            Some((a, b)) => a.parse::<usize>().unwrap()..b.parse::<usize>().unwrap() + 1,
+            None => part.parse::<usize>().unwrap()..part.parse::<usize>().unwrap() + 1,
+        })
+        .collect()
+}
+
+/// The CPUs this process may run on.
+fn my_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap();
+    cpu_list(line)
+}
+
+#[test]
+fn ranks_are_bound_to_their_cpus() {
+    use gaspi::launcher::Binding;
+    let cpus = my_cpus();
+    for ranks in [1, 2, 3, 5] {
+        for (name, binding) in [
+            ("block", Binding::Block),
+            ("spread", Binding::Spread),
+            ("none", Binding::None),
+        ] {
+            let n = ranks.to_string();
+            let out = gaspi_run(&[
+                "-n",
+                &n,
+                "--bind",
+                name,
+                "-t",
+                "sh",
+                "-c",
+                "grep Cpus_allowed_list /proc/self/status; echo cpus=$GASPI_CPUS",
+            ]);
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            let stdout = text(&out.stdout);
+            for r in 0..ranks {
+                let tag = format!("[{r}] ");
+                let line = stdout
+                    .lines()
+                    .find(|l| l.starts_with(&tag) && l.contains("Cpus_allowed_list"))
+                    .unwrap();
+                let got = cpu_list(line.split(':').nth(1).unwrap());
+                let mut want = binding.cpus(&cpus, r, ranks);
+                if want.is_empty() {
+                    want = cpus.clone(); // unbound: the launcher's CPUs
+                }
+                assert_eq!(got, want, "{name}, rank {r} of {ranks}");
+                // Every rank knows how many CPUs the job has.
+                assert!(stdout.contains(&format!("{tag}cpus={}", cpus.len())));
+            }
+        }
+    }
+    assert_eq!(
+        gaspi_run(&["-n", "2", "--bind", "socket", "true"])
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
 #[test]
 fn a_different_binary_for_rank_0() {
     let out = gaspi_run(&["-n", "2", "-t", "-b", "/bin/echo", "sh", "-c", "echo other"]);

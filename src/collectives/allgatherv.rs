@@ -247,7 +247,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         loop {
             match *phase {
                 Phase::Start => {
-                    ctx.node_barrier(deadline.timeout())?;
+                    ctx.node_barrier_watching_all(deadline)?;
                     if nodes > 1 && ctx.local_rank() == 0 {
                         // Tell the previous node: this node may be written.
                         let prev = ctx.node_ranks((node + nodes - 1) % nodes).start;
@@ -259,7 +259,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     *phase = Phase::Copied;
                 }
                 Phase::Copied => {
-                    ctx.node_barrier(deadline.timeout())?;
+                    ctx.node_barrier_watching_all(deadline)?;
                     *phase = if nodes > 1 {
                         Phase::Sending {
                             next: plan.sends(me).start,

@@ -3,7 +3,9 @@
 //!
 //! # One call
 //! 1. Every rank copies its contribution into its input slot of the node's
-//!    window and counts itself in (a node-wide counter in the window).
+//!    window and then sets its arrival word (one cache line per local rank,
+//!    written only by its rank: no read-modify-write on a line that the
+//!    whole node polls).
 //! 2. The node's ranks split the work into *instances*, each reducing the
 //!    node's inputs over an element range and then combining it with the
 //!    same instance on every other node. Instance `i` of node `q` runs on
@@ -748,10 +750,12 @@ impl NodeReduce {
     }
 
     /// Wait until every rank of the node has put in its input of this call.
+    /// Like every wait of a collective over all ranks, it fails as soon as
+    /// any rank has failed: a local rank that gave up on a call because a
+    /// remote one died would otherwise be waited for forever.
     fn await_arrivals(&self, ctx: &Context, deadline: Deadline) -> Result<()> {
         let call = self.calls + 1;
         let local_num = ctx.local_num() as usize;
-        let node: Vec<Rank> = ctx.node_ranks(ctx.node()).collect();
         ctx.engine.patience().wait(
             self.obj.notifications().ww,
             deadline,
@@ -760,7 +764,7 @@ impl NodeReduce {
                     .all(|l| self.arrival(l).load(SeqCst) >= call)
                     .then_some(())
             },
-            || ctx.engine.member_faults(&node),
+            || ctx.engine.faults(),
         )
     }
 
