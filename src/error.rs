@@ -189,6 +189,9 @@ pub enum Error {
     },
     /// An argument is outside what the call accepts.
     InvalidArgument(String),
+    /// An RMA window call breaks MPI's synchronisation rules (an access
+    /// outside an epoch, an unlock without a lock, ...).
+    RmaSync(String),
     /// The configuration is not valid.
     Config(String),
     /// The environment set up by the launcher is missing or inconsistent.
@@ -235,6 +238,7 @@ impl Error {
             Error::RankFailed { .. } => "GASPI_ERROR",
             Error::OtherNode { .. } | Error::NotAWindow { .. } => "GASPI_ERR_INV_SEG",
             Error::InvalidArgument(_) => "GASPI_ERR_INV_NUM",
+            Error::RmaSync(_) => "GASPI_ERROR",
             Error::Config(_) => "GASPI_ERR_CONFIG",
             Error::Environment(_) => "GASPI_ERR_ENV",
             Error::AlreadyInitialized => "GASPI_ERR_INITED",
@@ -372,6 +376,7 @@ impl fmt::Display for Error {
                  stays queued: receive it with a larger size"
             ),
             Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
+            Error::RmaSync(msg) => write!(f, "RMA synchronisation: {msg}"),
             Error::Config(msg) => write!(f, "invalid configuration: {msg}"),
             Error::Environment(msg) => write!(f, "bad launch environment: {msg}"),
             Error::AlreadyInitialized => write!(

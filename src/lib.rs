@@ -46,6 +46,7 @@
 // lookup, so errors are built lazily even where clippy finds it needless.
 #![allow(clippy::unnecessary_lazy_evaluations)]
 
+mod adapters;
 mod atomics;
 mod collectives;
 mod config;
@@ -63,6 +64,7 @@ mod traffic;
 mod types;
 mod windows;
 
+pub use adapters::{AccumulateOp, Assert, FenceDesign, RmaElem, RmaOptions, RmaWindow};
 pub use collectives::{
     Allgatherv, AllgathervOptions, Allreduce, AllreduceAlgorithm, AllreduceOptions, ReduceOp,
     Reducible, plan,

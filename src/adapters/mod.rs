@@ -1,0 +1,22 @@
+//! MPI-semantic adapters: MPI-3 one-sided communication on top of notified
+//! communication, for teams porting flat-MPI codes.
+//!
+//! - [`RmaWindow`]: `MPI_Win` with `put`, `get`, `accumulate`,
+//!   `get_accumulate`, `fetch_and_op` and `compare_and_swap`, each
+//!   documented with its MPI counterpart;
+//! - active-target synchronisation with [`RmaWindow::fence`] in three
+//!   designs (seed 003, [`FenceDesign`]): notified (Fence-Imm-RI),
+//!   immediate-optimised (Fence-Imm-Opt) and deferred (Fence-Def).
+//!
+//! The window's memory is a node-shared window ([`Context::window_create`]):
+//! an operation whose target is on the caller's node is a plain load or
+//! store into the target's region (seed 001), one whose target is on
+//! another node goes through the queues like any GASPI operation.
+//!
+//! [`Context::window_create`]: crate::Context::window_create
+
+mod fence;
+mod rma;
+
+pub use fence::{Assert, FenceDesign};
+pub use rma::{AccumulateOp, RmaElem, RmaOptions, RmaWindow};
