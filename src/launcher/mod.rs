@@ -21,7 +21,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-mod sys;
+pub(crate) mod sys;
 
 pub use sys::signal_name;
 

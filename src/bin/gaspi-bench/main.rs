@@ -5,6 +5,7 @@
 //! Rank 0 prints an IMB-style table or CSV rows; every row says whether the
 //! data the benchmark moved was verified.
 
+mod adapters;
 mod benches;
 mod collectives;
 mod report;
@@ -35,6 +36,11 @@ Benchmarks (each verifies the data it moves):
   allgatherv        u64 elements; --impl ring-shared (default, result in the node window),
                     ring-private (copied out), naive (everyone writes to everyone);
                     --dist regular (default), decreasing, bcast; bytes = total / ranks
+  fence             RMA window epochs: the puts of --pattern zero|single|neighbors8|halo4|
+                    halo8 (seed 003), then MPI_Win_fence, per --design notified|opt|deferred;
+                    bytes per put (default: single, every design)
+  fence-overlap     put to the right, compute as long as the epoch takes, fence: the
+                    overlap percentage (seed 003, figure 6) per design
   put-lat-distance  write-notify-lat from rank 0 to each other rank (impl: intra:R / inter:R)
   shared-notify-lat remote write_notify into node 1's shared window until some rank of
                     node 1 claims it, one way (needs 2 nodes: --ppn)
@@ -50,12 +56,14 @@ Options:
   --replicate-max B  allreduce: largest message every local rank reduces whole (default 4K)
   --ring-min B       allreduce auto: smallest message for the ring (default 128K)
   --dist D,E         allgatherv data distributions
+  --pattern P,Q      fence communication patterns
+  --design D,E       fence designs
   --format F         table (IMB columns) or csv (bench,impl,procs,ppn,bytes,reps,
                      t_min_us,t_median_us,t_max_us,mbps,verified)
   --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)
   --bind B           block (default: consecutive ranks share CPUs) or none (gaspi-run --bind)";
 
-const BENCHES: [&str; 10] = [
+const BENCHES: [&str; 12] = [
     "write-notify-lat",
     "write-bw",
     "read-lat",
@@ -63,6 +71,8 @@ const BENCHES: [&str; 10] = [
     "barrier",
     "allreduce",
     "allgatherv",
+    "fence",
+    "fence-overlap",
     "put-lat-distance",
     "shared-notify-lat",
     "all",
@@ -76,6 +86,8 @@ struct Args {
     iters: Option<usize>,
     impls: Option<Vec<String>>,
     dists: Option<Vec<String>>,
+    patterns: Option<Vec<String>>,
+    designs: Option<Vec<String>>,
     format: Format,
     wait: Option<String>,
     binding: Binding,
@@ -133,6 +145,8 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         iters: None,
         impls: None,
         dists: None,
+        patterns: None,
+        designs: None,
         format: Format::Table,
         wait: None,
         binding: Binding::Block,
@@ -166,6 +180,10 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
                     &collectives::DISTRIBUTIONS,
                 )?)
             }
+            "--pattern" => {
+                a.patterns = Some(parse_names(it.next(), "--pattern", &adapters::PATTERNS)?)
+            }
+            "--design" => a.designs = Some(parse_names(it.next(), "--design", &adapters::DESIGNS)?),
             "--format" => {
                 a.format = match it.next().map(String::as_str) {
                     Some("table") => Format::Table,
@@ -314,6 +332,12 @@ impl Printer {
                 ));
             }
         }
+        lines.push(format!(
+            "fence              8 B       {} per epoch, one put to the right (notified; opt {}, deferred {})",
+            us(self.find("fence", "single:notified", 8)),
+            us(self.find("fence", "single:opt", 8)),
+            us(self.find("fence", "single:deferred", 8))
+        ));
         let median = |v: &mut Vec<f64>| {
             v.sort_by(f64::total_cmp);
             v.get(v.len() / 2).copied()
@@ -470,6 +494,32 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
                 &names(&["ring-shared"], &["ring-shared", "naive"]),
                 &dists,
             ),
+        );
+    }
+    let designs = || {
+        a.designs
+            .clone()
+            .unwrap_or_else(|| adapters::DESIGNS.iter().map(|s| s.to_string()).collect())
+    };
+    if selected("fence") {
+        let s = sizes(&pow2(8, 64 << 10), &[8, 4096]);
+        let patterns = a.patterns.clone().unwrap_or_else(|| {
+            if quick {
+                vec!["single".into(), "halo4".into()]
+            } else {
+                vec!["single".into()]
+            }
+        });
+        emit(
+            "fence: RMA epoch = the pattern's puts (bytes each) + MPI_Win_fence (impl pattern:design)",
+            adapters::fence(&b, &s, &patterns, &designs()),
+        );
+    }
+    if selected("fence-overlap") {
+        let s = sizes(&pow2(1024, 1 << 20), &[65_536]);
+        emit(
+            "fence-overlap: put to the right + computation + fence; overlap = (comm + compute - total) / comm",
+            adapters::fence_overlap(&b, &s, &designs()),
         );
     }
     if selected("put-lat-distance") {

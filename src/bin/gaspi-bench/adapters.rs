@@ -1,0 +1,197 @@
+//! The MPI-adapter benchmarks: fence epochs in the communication patterns
+//! of seed 003 (figures 7-10) and the overlap of computation with a fenced
+//! put (figure 6), for each fence design. Every epoch's data is checked.
+
+use crate::benches::{Bench, batches};
+use crate::report::Row;
+use gaspi::{Assert, FenceDesign, GroupId, Rank, RmaOptions, RmaWindow, SegmentId, Timeout};
+use std::time::{Duration, Instant};
+
+const B: Timeout = Timeout::Block;
+const WINDOW: SegmentId = 22;
+
+/// The fence patterns `--pattern` can name.
+pub const PATTERNS: [&str; 5] = ["zero", "single", "neighbors8", "halo4", "halo8"];
+/// The fence designs `--design` can name.
+pub const DESIGNS: [&str; 3] = ["notified", "opt", "deferred"];
+
+/// A window of `len` u64 per rank with the fence design named `name`.
+fn window<'a>(b: &Bench<'a>, name: &str, len: usize) -> RmaWindow<'a, u64> {
+    let design = match name {
+        "opt" => FenceDesign::ImmediateOpt,
+        "deferred" => FenceDesign::Deferred,
+        _ => FenceDesign::Notified,
+    };
+    let opts = RmaOptions {
+        design,
+        ..Default::default()
+    };
+    RmaWindow::with_options(b.ctx, WINDOW, len, GroupId::ALL, opts, B).expect("RmaWindow")
+}
+
+/// The (target, slot) pairs rank `me` of `n` puts to in `pattern`: slot
+/// `k` of the target receives from the origin's `k`-th direction, so no
+/// two origins share a slot.
+fn targets(pattern: &str, me: usize, n: usize) -> Vec<(usize, usize)> {
+    if n < 2 {
+        return Vec::new();
+    }
+    match pattern {
+        "single" => vec![((me + 1) % n, 0)],
+        "neighbors8" => (1..=8usize)
+            .map(|k| {
+                let d = if k % 2 == 1 {
+                    k.div_ceil(2)
+                } else {
+                    n - k / 2 % n
+                };
+                ((me + d) % n, k - 1)
+            })
+            .filter(|&(t, _)| t != me)
+            .collect(),
+        "halo4" | "halo8" => {
+            // A periodic px x py grid, px the largest divisor <= sqrt(n).
+            let px = (1..=n)
+                .filter(|p| n % p == 0 && p * p <= n)
+                .max()
+                .unwrap_or(1);
+            let py = n / px;
+            let (x, y) = (me % px, me / px);
+            let mut dirs = vec![(1, 0), (px - 1, 0), (0, 1), (0, py - 1)];
+            if pattern == "halo8" {
+                dirs.extend([(1, 1), (px - 1, 1), (1, py - 1), (px - 1, py - 1)]);
+            }
+            dirs.iter()
+                .enumerate()
+                .map(|(k, &(dx, dy))| ((x + dx) % px + (y + dy) % py * px, k))
+                .filter(|&(t, _)| t != me)
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The value origin `o` puts in epoch `it`.
+fn tag(o: usize, it: usize) -> u64 {
+    ((o as u64) << 40) | (it as u64 + 1)
+}
+
+/// `fence`: time per epoch (the puts of the pattern, then a fence), on
+/// rank 0, for each pattern, design and size (bytes per put).
+pub fn fence(b: &Bench, sizes: &[usize], patterns: &[String], designs: &[String]) -> Vec<Row> {
+    let ctx = b.ctx;
+    let (me, n) = (ctx.rank() as usize, ctx.num_ranks() as usize);
+    let mut rows = Vec::new();
+    for pattern in patterns {
+        let sizes: &[usize] = if pattern == "zero" { &[0] } else { sizes };
+        for &bytes in sizes {
+            let elems = bytes.div_ceil(8).max(1);
+            for d in designs {
+                let win = window(b, d, 8 * elems);
+                let out = targets(pattern, me, n);
+                let mut data = vec![0u64; elems];
+                win.fence(Assert::NOPRECEDE, B).expect("fence");
+                let mut epoch = |it: usize| {
+                    data.fill(tag(me, it));
+                    for &(t, slot) in &out {
+                        win.put(&data[..bytes / 8], t as Rank, slot * elems)
+                            .expect("put");
+                    }
+                    win.fence(Assert::NONE, B).expect("fence");
+                };
+                let reps = b.reps(bytes.max(64), 2_000, 64 << 20);
+                (0..reps / 10).for_each(&mut epoch);
+                let samples = batches(reps, 1.0, |i| epoch(reps / 10 + i));
+                // The last epoch's data: every slot some origin writes to me.
+                let last = reps / 10 + reps - 1;
+                let local = win.local().to_vec();
+                let ok = (0..n).all(|o| {
+                    targets(pattern, o, n).iter().all(|&(t, slot)| {
+                        t != me
+                            || local[slot * elems..slot * elems + bytes / 8]
+                                .iter()
+                                .all(|&v| v == tag(o, last))
+                    })
+                });
+                win.fence(Assert::NOSUCCEED, B).expect("fence");
+                let verified = b.all_ok(ok);
+                let samples = if me == 0 { samples } else { Vec::new() };
+                let imp = format!("{pattern}:{d}");
+                rows.push(b.row("fence", &imp, bytes, reps, samples, verified));
+            }
+        }
+    }
+    rows
+}
+
+/// Busy computation for `d` (the "compute" of an overlap test).
+fn compute(d: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// `fence-overlap`: each rank puts `bytes` to its right neighbour, computes,
+/// then fences. Rows per design and size: the epoch without computation,
+/// and with as much computation as that epoch takes; the overlap
+/// (comm + compute - total) / comm, as a percentage, is in the impl name.
+pub fn fence_overlap(b: &Bench, sizes: &[usize], designs: &[String]) -> Vec<Row> {
+    let ctx = b.ctx;
+    let (me, n) = (ctx.rank() as usize, ctx.num_ranks() as usize);
+    let right = ((me + 1) % n) as Rank;
+    let left = (me + n - 1) % n;
+    let mut rows = Vec::new();
+    for &bytes in sizes {
+        let elems = bytes.div_ceil(8).max(1);
+        for d in designs {
+            let win = window(b, d, elems);
+            let mut data = vec![0u64; elems];
+            let reps = b.reps(bytes, 1_000, 64 << 20);
+            win.fence(Assert::NOPRECEDE, B).expect("fence");
+            let mut it = 0;
+            let mut run = |work: Duration| {
+                let s = batches(reps, 1.0, |_| {
+                    it += 1;
+                    data.fill(tag(me, it));
+                    win.put(&data, right, 0).expect("put");
+                    compute(work);
+                    win.fence(Assert::NONE, B).expect("fence");
+                });
+                let ok = win.local().to_vec().iter().all(|&v| v == tag(left, it));
+                (s, ok)
+            };
+            run(Duration::ZERO);
+            let (comm, ok1) = run(Duration::ZERO);
+            // Everyone computes as long as rank 0's epoch took.
+            let mut t = [median(&comm)];
+            let mut out = [0f64];
+            ctx.allreduce(&t, &mut out, gaspi::ReduceOp::Max, GroupId::ALL, B)
+                .expect("allreduce");
+            t[0] = out[0];
+            let (total, ok2) = run(Duration::from_secs_f64(t[0] * 1e-6));
+            win.fence(Assert::NOSUCCEED, B).expect("fence");
+            let verified = b.all_ok(ok1 && ok2);
+            let (c, tot) = (t[0], median(&total));
+            let overlap = ((2.0 * c - tot) / c * 100.0).clamp(0.0, 100.0);
+            let keep = |s: Vec<f64>| if me == 0 { s } else { Vec::new() };
+            rows.push(b.row(
+                "fence-overlap",
+                &format!("{d}:comm"),
+                bytes,
+                reps,
+                keep(comm),
+                verified,
+            ));
+            let imp = format!("{d}:comm+compute:overlap={overlap:.0}%");
+            rows.push(b.row("fence-overlap", &imp, bytes, reps, keep(total), verified));
+        }
+    }
+    rows
+}
+
+fn median(s: &[f64]) -> f64 {
+    let mut v = s.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
