@@ -8,20 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
-venv=${IMPI_VENV:-.impi-venv}
-version=2021.18.0
-
-if [ ! -x "$venv/bin/IMB-MPI1" ]; then
-    echo "installing Intel MPI $version from PyPI into $venv" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "impi-rt==$version" "impi-devel==$version"
-fi
-venv=$(cd "$venv" && pwd)
-# The PyPI mpicc wrapper cannot find mpi.h (its prefix is left
-# unsubstituted): compile against the virtualenv's include/ and lib/.
-export PATH="$venv/bin:$PATH" LD_LIBRARY_PATH="$venv/lib:${LD_LIBRARY_PATH:-}"
-export I_MPI_FABRICS=shm
-gcc -O2 -I"$venv/include" -L"$venv/lib" -o "$venv/notified_put_lat" scripts/mpi/notified_put_lat.c -lmpi
+. scripts/impi-env.sh
+impi_cc notified_put_lat scripts/mpi/notified_put_lat.c
 cargo build --release --bin gaspi-bench >&2
 bench=target/release/gaspi-bench
 

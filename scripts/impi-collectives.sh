@@ -26,8 +26,6 @@ rounds=${1:-5}
 ranks=${2:-4}
 shift $(($# > 2 ? 2 : $#))
 layouts=("${@:-$ranks}")
-venv=${IMPI_VENV:-.impi-venv}
-version=2021.18.0
 reduce_sizes=${REDUCE_SIZES:-8 64 512 1024 2048 4096 8192 16384 65536 262144 1048576 4194304}
 gather_sizes=${GATHER_SIZES:-65536 131072 262144 524288 1048576 2097152 4194304}
 dists=${DISTS:-regular decreasing bcast}
@@ -42,15 +40,8 @@ pin_list() {
     echo "${list#,}"
 }
 
-if [ ! -x "$venv/bin/IMB-MPI1" ]; then
-    echo "installing Intel MPI $version from PyPI into $venv" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "impi-rt==$version" "impi-devel==$version"
-fi
-venv=$(cd "$venv" && pwd)
-export PATH="$venv/bin:$PATH" LD_LIBRARY_PATH="$venv/lib:${LD_LIBRARY_PATH:-}"
-export I_MPI_FABRICS=shm
-gcc -O2 -I"$venv/include" -L"$venv/lib" -o "$venv/coll_bench" scripts/mpi/coll_bench.c -lmpi
+. scripts/impi-env.sh
+impi_cc coll_bench scripts/mpi/coll_bench.c
 cargo build --release --bin gaspi-bench >&2
 bench=target/release/gaspi-bench
 out=$(mktemp -d)
