@@ -185,22 +185,19 @@ fn random_program(ctx: &Context, design: FenceDesign, staging: usize, epochs: us
             .collect();
         let rot = (me as usize * 7 + e) % order.len();
         order.rotate_left(rot);
-        let mut fetched = 0u64;
         for (t, b) in order {
             let (tr, d) = (t as Rank, b * BLOCK);
             let old = &model[t][d..d + BLOCK];
             match &prog[t][b] {
                 Access::Put { origin, values } if *origin == me => win.put(values, tr, d).unwrap(),
                 Access::Acc { op, adds } => {
-                    for (o, v) in adds.iter().filter(|(o, _)| *o == me) {
-                        let _ = o;
+                    for (_, v) in adds.iter().filter(|(o, _)| *o == me) {
                         win.accumulate(v, tr, d, *op).unwrap();
                     }
                 }
                 Access::Fetch { adds } => {
                     for (_, v) in adds.iter().filter(|(o, _)| *o == me) {
-                        let before = win.fetch_and_op(*v, tr, d, AccumulateOp::Sum).unwrap();
-                        fetched = fetched.wrapping_add(before);
+                        win.fetch_and_op(*v, tr, d, AccumulateOp::Sum).unwrap();
                     }
                 }
                 Access::Cas { origin, new } if *origin == me => {
@@ -220,7 +217,6 @@ fn random_program(ctx: &Context, design: FenceDesign, staging: usize, epochs: us
                 _ => {}
             }
         }
-        let _ = fetched;
         // Every tenth epoch ends with NOSUCCEED, is checked whole, and the
         // next one opens with NOPRECEDE. After a plain fence the next epoch
         // is open and others may already write into this window: check

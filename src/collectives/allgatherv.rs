@@ -235,6 +235,16 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     }
 
     /// Run the call's phases from `phase` on, updating it as they finish.
+    /// Write block `id` with its notification (value `tag`) to the rank
+    /// of this local rank on the next node.
+    fn send_block(&self, id: usize, tag: u32, deadline: Deadline) -> Result<()> {
+        let b = self.plan.blocks[id];
+        let elem = std::mem::size_of::<T>();
+        let to = self.next_rank(self.ctx.rank() as usize);
+        let bytes = (b.offset * elem, b.len * elem);
+        self.post(to, &[bytes], Notification::new(id as u32, tag), deadline)
+    }
+
     fn advance(&self, phase: &mut Phase, send: &[T], deadline: Deadline) -> Result<()> {
         let ctx = self.ctx;
         let plan = &self.plan;
@@ -243,7 +253,6 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let nodes = ctx.num_nodes();
         let tag = Self::tag(self.calls);
         let credit = plan.total_blocks() as u32;
-        let elem = std::mem::size_of::<T>();
         loop {
             match *phase {
                 Phase::Start => {
@@ -276,14 +285,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     let sends = plan.sends(me);
                     for id in next..sends.end {
                         *phase = Phase::Sending { next: id };
-                        let b = plan.blocks[id];
-                        let to = self.next_rank(me);
-                        self.post(
-                            to,
-                            &[(b.offset * elem, b.len * elem)],
-                            Notification::new(id as u32, tag),
-                            deadline,
-                        )?;
+                        self.send_block(id, tag, deadline)?;
                     }
                     *phase = Phase::Receiving;
                 }
@@ -302,14 +304,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         debug_assert_eq!(v, tag);
                         let id = id as usize;
                         if plan.forwards(node, id) {
-                            let b = plan.blocks[id];
-                            let to = self.next_rank(me);
-                            self.post(
-                                to,
-                                &[(b.offset * elem, b.len * elem)],
-                                Notification::new(id as u32, tag),
-                                deadline,
-                            )?;
+                            self.send_block(id, tag, deadline)?;
                         }
                     }
                     ctx.wait(self.options.queue, Timeout::Block)?;
