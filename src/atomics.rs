@@ -16,6 +16,22 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 impl Context {
     fn atomic_word<R>(&self, at: Remote, op: impl FnOnce(&AtomicU64) -> R) -> Result<R> {
+        self.atomic_word_then(at, false, op)
+    }
+
+    /// An atomic on a word of a window that a rank of the target's node may
+    /// be waiting on (a lock hand-off): the target node's waiters are woken
+    /// after it, as a posted notification wakes them.
+    pub(crate) fn atomic_wake<R>(&self, at: Remote, op: impl FnOnce(&AtomicU64) -> R) -> Result<R> {
+        self.atomic_word_then(at, true, op)
+    }
+
+    fn atomic_word_then<R>(
+        &self,
+        at: Remote,
+        wake: bool,
+        op: impl FnOnce(&AtomicU64) -> R,
+    ) -> Result<R> {
         if at.offset % 8 != 0 {
             return Err(Error::MisalignedAtomic { offset: at.offset });
         }
@@ -27,7 +43,11 @@ impl Context {
             let op = op
                 .take()
                 .expect("runs once: nothing fails after the lookup");
-            Ok(op(obj.atomic_u64(at.offset)))
+            let old = op(obj.atomic_u64(at.offset));
+            if wake {
+                obj.notifications().ww.wake();
+            }
+            Ok(old)
         })?;
         self.traffic.count(self.is_inter(at.rank), Op::Atomic, 1, 0);
         Ok(old)

@@ -64,7 +64,9 @@ mod traffic;
 mod types;
 mod windows;
 
-pub use adapters::{AccumulateOp, Assert, FenceDesign, RmaElem, RmaOptions, RmaWindow};
+pub use adapters::{
+    AccumulateOp, Assert, FenceDesign, LockDesign, LockType, RmaElem, RmaOptions, RmaWindow,
+};
 pub use collectives::{
     Allgatherv, AllgathervOptions, Allreduce, AllreduceAlgorithm, AllreduceOptions, ReduceOp,
     Reducible, plan,

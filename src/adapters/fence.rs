@@ -104,6 +104,10 @@ impl Assert {
     /// `MPI_MODE_NOPUT`: the local window will not be updated by puts or
     /// accumulates until the next fence.
     pub const NOPUT: Assert = Assert(8);
+    /// `MPI_MODE_NOCHECK` (for [`RmaWindow::lock`] and
+    /// [`RmaWindow::lock_all`]): no conflicting lock is held or requested,
+    /// so the lock protocol is skipped.
+    pub const NOCHECK: Assert = Assert(16);
 
     /// Whether every assertion of `other` is in `self`.
     pub fn contains(self, other: Assert) -> bool {
@@ -151,6 +155,11 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
     pub fn fence(&self, assert: Assert, timeout: Timeout) -> Result<()> {
         let deadline = timeout.deadline();
         let mut st = self.state()?;
+        if st.passive.active() {
+            return Err(Error::RmaSync(
+                "fence inside a passive-target epoch: unlock first".into(),
+            ));
+        }
         if st.phase == Phase::Idle {
             let preceded = st.epoch == Epoch::Fence && !assert.contains(Assert::NOPRECEDE);
             if !preceded && !st.deferred.is_empty() {
@@ -195,6 +204,7 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
                         self.ctx.barrier(self.group, deadline.timeout())?;
                     }
                     st.epoch = if open { Epoch::Fence } else { Epoch::None };
+                    st.used = false;
                     st.phase = Phase::Idle;
                 }
             }

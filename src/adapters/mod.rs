@@ -6,7 +6,10 @@
 //!   documented with its MPI counterpart;
 //! - active-target synchronisation with [`RmaWindow::fence`] in three
 //!   designs (seed 003, [`FenceDesign`]): notified (Fence-Imm-RI),
-//!   immediate-optimised (Fence-Imm-Opt) and deferred (Fence-Def).
+//!   immediate-optimised (Fence-Imm-Opt) and deferred (Fence-Def);
+//! - passive-target synchronisation with [`RmaWindow::lock`],
+//!   [`RmaWindow::lock_all`], their unlocks and the flushes, over an MCS
+//!   readers-writer queue lock (seed 004) in two designs ([`LockDesign`]).
 //!
 //! The window's memory is a node-shared window ([`Context::window_create`]):
 //! an operation whose target is on the caller's node is a plain load or
@@ -16,7 +19,9 @@
 //! [`Context::window_create`]: crate::Context::window_create
 
 mod fence;
+mod lock;
 mod rma;
 
 pub use fence::{Assert, FenceDesign};
+pub use lock::{LockDesign, LockType};
 pub use rma::{AccumulateOp, RmaElem, RmaOptions, RmaWindow};

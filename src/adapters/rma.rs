@@ -4,7 +4,8 @@
 //! The window is a node-shared window ([`Context::window_create`]) holding,
 //! for each local rank `l` of the node (by [`Context::local_rank`]):
 //! - its region of `len` elements at `l * stride` (the memory MPI exposes);
-//! - its accumulate lock word (one cache line) after the regions;
+//! - its lock area after the regions: the accumulate lock word, the
+//!   passive-target lock words and queue nodes (see `adapters::lock`);
 //! - its staging area after the lock words: origin data bound for another
 //!   node is copied there and written from there, because the queues move
 //!   data between segments and a caller's slice is only borrowed.
@@ -18,13 +19,16 @@
 //! unordered here.
 
 use super::fence::{Assert, FenceDesign, Phase};
+use super::lock::{ACC_LINE, LockDesign, Passive, lock_area_bytes};
 use crate::collectives::{ReduceOp, Reducible};
 use crate::context::Context;
+use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
 use crate::types::{GroupId, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
 use crate::windows::WindowOptions;
 use std::cell::{RefCell, RefMut};
+use std::sync::Arc;
 
 /// The operation of an accumulate (`MPI_Op` of `MPI_Accumulate`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +138,8 @@ pub struct RmaOptions {
     pub staging_bytes: usize,
     /// The queue the window posts on (default 0).
     pub queue: QueueId,
+    /// How passive-target locks are implemented (default: two-level).
+    pub lock: LockDesign,
 }
 
 impl Default for RmaOptions {
@@ -142,6 +148,7 @@ impl Default for RmaOptions {
             design: FenceDesign::Notified,
             staging_bytes: 256 << 10,
             queue: 0,
+            lock: LockDesign::default(),
         }
     }
 }
@@ -151,7 +158,8 @@ impl Default for RmaOptions {
 pub(super) enum Epoch {
     /// Before the first fence, or after a fence with `NOSUCCEED`.
     None,
-    /// Between two fences.
+    /// Between two fences (passive-target epochs may still be opened as
+    /// long as no operation was issued since the last fence).
     Fence,
 }
 
@@ -172,6 +180,10 @@ pub(super) enum Deferred<T> {
 
 pub(super) struct State<T> {
     pub(super) epoch: Epoch,
+    /// An operation was issued since the last fence.
+    pub(super) used: bool,
+    /// Locks held or requested.
+    pub(super) passive: Passive,
     /// Where a fence that returned an error resumes.
     pub(super) phase: Phase,
     /// The assertions of the fence in progress.
@@ -187,10 +199,19 @@ pub(super) struct State<T> {
     pub(super) deferred: std::collections::VecDeque<Deferred<T>>,
 }
 
+impl<T> State<T> {
+    /// Whether the rank is in a fence epoch in which it issued operations.
+    pub(super) fn fence_used(&self) -> bool {
+        self.epoch == Epoch::Fence && self.used
+    }
+}
+
 /// An MPI-style RMA window (`MPI_Win`) over a group: every member exposes
 /// `len` elements of `T`; members access each other's with `put`, `get`
-/// and the accumulates inside epochs opened and closed by
-/// [`RmaWindow::fence`]. Ranks are the job's ranks (not group indices).
+/// and the accumulates inside epochs: active-target epochs opened and
+/// closed by [`RmaWindow::fence`], or passive-target epochs of
+/// [`RmaWindow::lock`] / [`RmaWindow::lock_all`] and their unlocks. Ranks
+/// are the job's ranks (not group indices).
 ///
 /// The owner reads and writes its own elements with [`RmaWindow::local`]
 /// (MPI's local loads and stores to the window).
@@ -228,10 +249,14 @@ pub struct RmaWindow<'a, T: RmaElem> {
     /// Bytes between two local ranks' regions (a multiple of 64).
     stride: usize,
     locks_at: usize,
+    /// Bytes of each local rank's lock area.
+    lock_bytes: usize,
     staging_at: usize,
+    /// The node's window object (its futex word wakes lock waiters).
+    node_win: Arc<SegmentObject>,
     pub(super) opts: RmaOptions,
     data: SegmentView<T>,
-    bytes: SegmentView<u8>,
+    pub(super) bytes: SegmentView<u8>,
     pub(super) st: RefCell<State<T>>,
 }
 
@@ -290,8 +315,9 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         let ppn = ctx.ranks_per_node();
         let stride = (len * elem).div_ceil(64).max(1) * 64;
         let locks_at = ppn * stride;
+        let lock_bytes = lock_area_bytes(members.len());
         let staging_bytes = opts.staging_bytes.div_ceil(64) * 64;
-        let staging_at = locks_at + ppn * 64;
+        let staging_at = locks_at + ppn * lock_bytes;
         let size = staging_at + ppn * staging_bytes;
         let table = opts.design.notifications(ctx.num_ranks() as usize, ppn)?;
         if opts.design.counts() && ctx.num_nodes() > ctx.config.allreduce_elem_max as usize {
@@ -303,6 +329,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
                 ctx.num_nodes()
             )));
         }
+        let members_len = members.len();
         let win = ctx.window_create_with(
             segment,
             size,
@@ -318,6 +345,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             ctx,
             data: win.view::<T>(),
             bytes: win.view::<u8>(),
+            node_win: win.object().clone(),
             segment,
             group,
             elsewhere: members
@@ -329,10 +357,13 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             len,
             stride,
             locks_at,
+            lock_bytes,
             staging_at,
             opts,
             st: RefCell::new(State {
                 epoch: Epoch::None,
+                used: false,
+                passive: Passive::new(members_len),
                 phase: Phase::Idle,
                 assert: Assert::NONE,
                 sent: vec![0; ctx.num_nodes()],
@@ -381,8 +412,18 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         rank as usize % self.ctx.ranks_per_node()
     }
 
-    fn same_node(&self, rank: Rank) -> bool {
+    pub(super) fn on_my_node(&self, rank: Rank) -> bool {
         self.ctx.node_of(rank) == self.ctx.node()
+    }
+
+    /// Byte offset of `rank`'s lock area in the window.
+    pub(super) fn lock_area(&self, rank: Rank) -> usize {
+        self.locks_at + self.local_of(rank) * self.lock_bytes
+    }
+
+    /// This node's window object.
+    pub(super) fn node_window(&self) -> &SegmentObject {
+        &self.node_win
     }
 
     /// Byte offset of element `disp` of `rank`'s region in the window.
@@ -397,24 +438,33 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     }
 
     /// Check an access of `n` elements at `disp` of `target` in an epoch.
-    fn check(&self, st: &State<T>, call: &str, target: Rank, disp: usize, n: usize) -> Result<()> {
-        if st.epoch != Epoch::Fence {
+    fn check(
+        &self,
+        st: &mut State<T>,
+        call: &str,
+        target: Rank,
+        disp: usize,
+        n: usize,
+    ) -> Result<()> {
+        let index = self.member_index(target)?;
+        if st.passive.active() {
+            if !st.passive.grants(index) {
+                return Err(Error::RmaSync(format!(
+                    "{call} to rank {target}, which this rank has not locked \
+                     (lock it, or use lock_all)"
+                )));
+            }
+        } else if st.epoch != Epoch::Fence {
             return Err(Error::RmaSync(format!(
                 "{call} outside an access epoch: open one with fence \
-                 (without NOSUCCEED) first"
+                 (without NOSUCCEED) or lock first"
             )));
-        }
-        if st.phase != Phase::Idle {
+        } else if st.phase != Phase::Idle {
             return Err(Error::RmaSync(format!(
                 "{call} while a fence is unfinished: call fence again to complete it"
             )));
-        }
-        self.ctx.engine.check_rank(target)?;
-        if self.members.binary_search(&target).is_err() {
-            return Err(Error::InvalidArgument(format!(
-                "rank {target} is not a member of the window's group {}",
-                self.group.0
-            )));
+        } else {
+            st.used = true;
         }
         match disp.checked_add(n) {
             Some(end) if end <= self.len => Ok(()),
@@ -428,12 +478,18 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         }
     }
 
+    /// Whether operations are kept for the closing fence: the deferred
+    /// design, in a fence epoch (passive-target epochs act at once).
+    fn defers(&self, st: &State<T>) -> bool {
+        self.opts.design == FenceDesign::Deferred && !st.passive.active()
+    }
+
     /// Put `src` into elements `disp..` of `target` (`MPI_Put`). Complete
     /// at the target after the closing fence; `src` may be reused at once.
     pub fn put(&self, src: &[T], target: Rank, disp: usize) -> Result<()> {
         let mut st = self.state()?;
-        self.check(&st, "put", target, disp, src.len())?;
-        if self.opts.design == FenceDesign::Deferred {
+        self.check(&mut st, "put", target, disp, src.len())?;
+        if self.defers(&st) {
             st.deferred.push_back(Deferred::Put {
                 target,
                 disp,
@@ -449,7 +505,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// when the call returns, in every fence design).
     pub fn get(&self, dst: &mut [T], target: Rank, disp: usize) -> Result<()> {
         let mut st = self.state()?;
-        self.check(&st, "get", target, disp, dst.len())?;
+        self.check(&mut st, "get", target, disp, dst.len())?;
         self.read(&mut st, dst, target, disp)
     }
 
@@ -459,8 +515,8 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     pub fn accumulate(&self, src: &[T], target: Rank, disp: usize, op: AccumulateOp) -> Result<()> {
         check_op::<T>(op)?;
         let mut st = self.state()?;
-        self.check(&st, "accumulate", target, disp, src.len())?;
-        if self.opts.design == FenceDesign::Deferred {
+        self.check(&mut st, "accumulate", target, disp, src.len())?;
+        if self.defers(&st) {
             st.deferred.push_back(Deferred::Accumulate {
                 target,
                 disp,
@@ -492,7 +548,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             )));
         }
         let mut st = self.state()?;
-        self.check(&st, "get_accumulate", target, disp, src.len())?;
+        self.check(&mut st, "get_accumulate", target, disp, src.len())?;
         self.read_modify_write(&mut st, src, Some(result), target, disp, op)
     }
 
@@ -510,7 +566,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// (`MPI_Compare_and_swap`).
     pub fn compare_and_swap(&self, value: T, compare: T, target: Rank, disp: usize) -> Result<T> {
         let mut st = self.state()?;
-        self.check(&st, "compare_and_swap", target, disp, 1)?;
+        self.check(&mut st, "compare_and_swap", target, disp, 1)?;
         let mut old = [T::zeroed()];
         self.locked(target, || {
             self.read(&mut st, &mut old, target, disp)?;
@@ -554,11 +610,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// if a rank fails. Writes to another node are locally complete before
     /// the lock is released.
     fn locked<R>(&self, target: Rank, f: impl FnOnce() -> Result<R>) -> Result<R> {
-        let word = Remote::new(
-            target,
-            self.segment,
-            self.locks_at + self.local_of(target) * 64,
-        );
+        let word = Remote::new(target, self.segment, self.lock_area(target) + ACC_LINE * 64);
         let me = self.ctx.rank() as u64 + 1;
         let mut tries = 0u32;
         while self.ctx.atomic_compare_swap(word, 0, me, Timeout::Block)? != 0 {
@@ -573,7 +625,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             }
         }
         let r = f();
-        let drained = if self.same_node(target) {
+        let drained = if self.on_my_node(target) {
             Ok(())
         } else {
             self.ctx.wait(self.opts.queue, Timeout::Block)
@@ -599,12 +651,13 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         target: Rank,
         disp: usize,
     ) -> Result<()> {
-        if self.same_node(target) {
+        if self.on_my_node(target) {
             self.region_of(target).copy_from_slice(disp, src);
             return Ok(());
         }
         let bytes: &[u8] = bytemuck::cast_slice(src);
-        let counted = self.opts.design.counts();
+        // Counted in fence epochs; passive epochs complete by flushing.
+        let counted = self.opts.design.counts() && !st.passive.active();
         let mut at = self.offset(target, disp);
         for chunk in bytes.chunks(self.opts.staging_bytes) {
             let from = self.stage(st, chunk.len())?;
@@ -634,7 +687,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
 
     /// Load `dst.len()` elements at `disp` of `target` into `dst`.
     fn read(&self, st: &mut State<T>, dst: &mut [T], target: Rank, disp: usize) -> Result<()> {
-        if self.same_node(target) {
+        if self.on_my_node(target) {
             self.region_of(target).copy_to_slice(disp, dst);
             return Ok(());
         }

@@ -1,10 +1,15 @@
 //! The MPI-adapter benchmarks: fence epochs in the communication patterns
 //! of seed 003 (figures 7-10) and the overlap of computation with a fenced
-//! put (figure 6), for each fence design. Every epoch's data is checked.
+//! put (figure 6), for each fence design; lock + put + unlock against the
+//! number of concurrently locking ranks (seed 004, figure 8), for each
+//! lock design. Every benchmark checks the data it moved.
 
 use crate::benches::{Bench, batches};
 use crate::report::Row;
-use gaspi::{Assert, FenceDesign, GroupId, Rank, RmaOptions, RmaWindow, SegmentId, Timeout};
+use gaspi::{
+    Assert, FenceDesign, GroupId, LockDesign, LockType, Rank, RmaOptions, RmaWindow, SegmentId,
+    Timeout,
+};
 use std::time::{Duration, Instant};
 
 const B: Timeout = Timeout::Block;
@@ -14,6 +19,12 @@ const WINDOW: SegmentId = 22;
 pub const PATTERNS: [&str; 5] = ["zero", "single", "neighbors8", "halo4", "halo8"];
 /// The fence designs `--design` can name.
 pub const DESIGNS: [&str; 3] = ["notified", "opt", "deferred"];
+/// The lock designs `--design` can name.
+pub const LOCK_DESIGNS: [&str; 2] = ["mcs-rw", "two-level"];
+/// What the contenders of `lock` do (`--mode`): exclusive locks on one
+/// target (the last rank), exclusive locks on distinct targets (the next
+/// rank), shared locks on one target, lock_all.
+pub const LOCK_MODES: [&str; 4] = ["excl-same", "excl-distinct", "shared-same", "lock-all"];
 
 /// A window of `len` u64 per rank with the fence design named `name`.
 fn window<'a>(b: &Bench<'a>, name: &str, len: usize) -> RmaWindow<'a, u64> {
@@ -185,6 +196,101 @@ pub fn fence_overlap(b: &Bench, sizes: &[usize], designs: &[String]) -> Vec<Row>
             ));
             let imp = format!("{d}:comm+compute:overlap={overlap:.0}%");
             rows.push(b.row("fence-overlap", &imp, bytes, reps, keep(total), verified));
+        }
+    }
+    rows
+}
+
+/// `lock`: ranks `0..c` (the contenders) each run `lock + put of bytes +
+/// unlock` (or `lock_all + put + unlock_all`) in a loop; the time per
+/// iteration on rank 0, for each mode, contender count, size and lock
+/// design (impl `design:mode:cC`). Each contender puts into a slot of its
+/// own at its target; the last iteration's data is checked.
+pub fn lock(
+    b: &Bench,
+    sizes: &[usize],
+    designs: &[String],
+    modes: &[String],
+    contenders: &[usize],
+) -> Vec<Row> {
+    let ctx = b.ctx;
+    let (me, n) = (ctx.rank() as usize, ctx.num_ranks() as usize);
+    let mut rows = Vec::new();
+    for mode in modes {
+        let target = |i: usize| match mode.as_str() {
+            "excl-distinct" => (i + 1) % n,
+            _ => n - 1,
+        };
+        for &c in contenders.iter().filter(|&&c| (1..=n).contains(&c)) {
+            for &bytes in sizes {
+                let elems = bytes.div_ceil(8).max(1);
+                for d in designs {
+                    let lock = if d == "mcs-rw" {
+                        LockDesign::McsRw
+                    } else {
+                        LockDesign::TwoLevel
+                    };
+                    let opts = RmaOptions {
+                        lock,
+                        ..Default::default()
+                    };
+                    let win = RmaWindow::<u64>::with_options(
+                        ctx,
+                        WINDOW,
+                        n * elems,
+                        GroupId::ALL,
+                        opts,
+                        B,
+                    )
+                    .expect("RmaWindow");
+                    let mut data = vec![0u64; elems];
+                    let t = target(me) as Rank;
+                    let mut one = |it: usize| {
+                        data.fill(tag(me, it));
+                        match mode.as_str() {
+                            "lock-all" => win.lock_all(Assert::NONE, B).expect("lock_all"),
+                            "shared-same" => win
+                                .lock(LockType::Shared, t, Assert::NONE, B)
+                                .expect("lock"),
+                            _ => win
+                                .lock(LockType::Exclusive, t, Assert::NONE, B)
+                                .expect("lock"),
+                        }
+                        win.put(&data[..bytes / 8], t, me * elems).expect("put");
+                        match mode.as_str() {
+                            "lock-all" => win.unlock_all().expect("unlock_all"),
+                            _ => win.unlock(t).expect("unlock"),
+                        }
+                    };
+                    let reps = b.reps(bytes.max(64), 5_000, 64 << 20);
+                    b.barrier();
+                    let samples = if me < c {
+                        (0..reps / 10).for_each(&mut one);
+                        batches(reps, 1.0, |i| one(reps / 10 + i))
+                    } else {
+                        Vec::new()
+                    };
+                    b.barrier();
+                    let last = reps / 10 + reps - 1;
+                    let local = win.local().to_vec();
+                    let ok = (0..c).all(|o| {
+                        target(o) != me
+                            || local[o * elems..o * elems + bytes / 8]
+                                .iter()
+                                .all(|&v| v == tag(o, last))
+                    });
+                    let verified = b.all_ok(ok);
+                    let samples = if me == 0 { samples } else { Vec::new() };
+                    rows.push(b.row(
+                        "lock",
+                        &format!("{d}:{mode}:c{c}"),
+                        bytes,
+                        reps,
+                        samples,
+                        verified,
+                    ));
+                }
+            }
         }
     }
     rows

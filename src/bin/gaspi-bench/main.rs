@@ -41,6 +41,9 @@ Benchmarks (each verifies the data it moves):
                     bytes per put (default: single, every design)
   fence-overlap     put to the right, compute as long as the epoch takes, fence: the
                     overlap percentage (seed 003, figure 6) per design
+  lock              lock + put + unlock per --design mcs-rw|two-level, --mode excl-same|
+                    excl-distinct|shared-same|lock-all, with 1..N --contenders locking at
+                    once (seed 004, figure 8); bytes per put (default 8)
   put-lat-distance  write-notify-lat from rank 0 to each other rank (impl: intra:R / inter:R)
   shared-notify-lat remote write_notify into node 1's shared window until some rank of
                     node 1 claims it, one way (needs 2 nodes: --ppn)
@@ -57,13 +60,15 @@ Options:
   --ring-min B       allreduce auto: smallest message for the ring (default 128K)
   --dist D,E         allgatherv data distributions
   --pattern P,Q      fence communication patterns
-  --design D,E       fence designs
+  --design D,E       fence designs (fence, fence-overlap) or lock designs (lock)
+  --mode M,N         lock: what the contenders do
+  --contenders C,D   lock: how many ranks lock at once (default 1, 2, 4, ... N)
   --format F         table (IMB columns) or csv (bench,impl,procs,ppn,bytes,reps,
                      t_min_us,t_median_us,t_max_us,mbps,verified)
   --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)
   --bind B           block (default: consecutive ranks share CPUs) or none (gaspi-run --bind)";
 
-const BENCHES: [&str; 12] = [
+const BENCHES: [&str; 13] = [
     "write-notify-lat",
     "write-bw",
     "read-lat",
@@ -73,6 +78,7 @@ const BENCHES: [&str; 12] = [
     "allgatherv",
     "fence",
     "fence-overlap",
+    "lock",
     "put-lat-distance",
     "shared-notify-lat",
     "all",
@@ -88,6 +94,8 @@ struct Args {
     dists: Option<Vec<String>>,
     patterns: Option<Vec<String>>,
     designs: Option<Vec<String>>,
+    modes: Option<Vec<String>>,
+    contenders: Option<Vec<usize>>,
     format: Format,
     wait: Option<String>,
     binding: Binding,
@@ -147,6 +155,8 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         dists: None,
         patterns: None,
         designs: None,
+        modes: None,
+        contenders: None,
         format: Format::Table,
         wait: None,
         binding: Binding::Block,
@@ -183,7 +193,23 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
             "--pattern" => {
                 a.patterns = Some(parse_names(it.next(), "--pattern", &adapters::PATTERNS)?)
             }
-            "--design" => a.designs = Some(parse_names(it.next(), "--design", &adapters::DESIGNS)?),
+            "--design" => {
+                let known: Vec<&str> = adapters::DESIGNS
+                    .iter()
+                    .chain(&adapters::LOCK_DESIGNS)
+                    .copied()
+                    .collect();
+                a.designs = Some(parse_names(it.next(), "--design", &known)?)
+            }
+            "--mode" => a.modes = Some(parse_names(it.next(), "--mode", &adapters::LOCK_MODES)?),
+            "--contenders" => {
+                let v = it.next().ok_or("--contenders needs a value")?;
+                a.contenders = Some(
+                    v.split(',')
+                        .map(|c| c.parse().map_err(|_| format!("--contenders {v}: numbers")))
+                        .collect::<Result<_, _>>()?,
+                );
+            }
             "--format" => {
                 a.format = match it.next().map(String::as_str) {
                     Some("table") => Format::Table,
@@ -229,6 +255,16 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         };
         if let Some(bad) = impls.iter().find(|i| !known.contains(&i.as_str())) {
             return Err(format!("{} has no implementation '{bad}'", a.bench));
+        }
+    }
+    if let Some(designs) = &a.designs {
+        let known: &[&str] = match a.bench.as_str() {
+            "fence" | "fence-overlap" => &adapters::DESIGNS,
+            "lock" => &adapters::LOCK_DESIGNS,
+            _ => &[],
+        };
+        if let Some(bad) = designs.iter().find(|d| !known.contains(&d.as_str())) {
+            return Err(format!("{} has no design '{bad}'", a.bench));
         }
     }
     Ok(Some(a))
@@ -337,6 +373,14 @@ impl Printer {
             us(self.find("fence", "single:notified", 8)),
             us(self.find("fence", "single:opt", 8)),
             us(self.find("fence", "single:deferred", 8))
+        ));
+        lines.push(format!(
+            "lock               8 B       {} exclusive lock + put + unlock of rank {} (two-level; mcs-rw {}); {} contenders: {}",
+            us(self.find("lock", "two-level:excl-same:c1", 8)),
+            ranks - 1,
+            us(self.find("lock", "mcs-rw:excl-same:c1", 8)),
+            ranks,
+            us(self.find("lock", &format!("two-level:excl-same:c{ranks}"), 8)),
         ));
         let median = |v: &mut Vec<f64>| {
             v.sort_by(f64::total_cmp);
@@ -520,6 +564,36 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
         emit(
             "fence-overlap: put to the right + computation + fence; overlap = (comm + compute - total) / comm",
             adapters::fence_overlap(&b, &s, &designs()),
+        );
+    }
+    if selected("lock") {
+        let s = sizes(&[8], &[8]);
+        let designs = a.designs.clone().unwrap_or_else(|| {
+            adapters::LOCK_DESIGNS
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        });
+        let modes = a.modes.clone().unwrap_or_else(|| {
+            let m: &[&str] = if quick {
+                &["excl-same"]
+            } else {
+                &["excl-same", "excl-distinct", "shared-same"]
+            };
+            m.iter().map(|s| s.to_string()).collect()
+        });
+        let contenders = a.contenders.clone().unwrap_or_else(|| {
+            if quick {
+                vec![1, n]
+            } else {
+                std::iter::successors(Some(1), |c| Some(c * 2).filter(|&c| c < n))
+                    .chain([n])
+                    .collect()
+            }
+        });
+        emit(
+            "lock: lock + put + unlock per contender, time on rank 0 (impl design:mode:contenders)",
+            adapters::lock(&b, &s, &designs, &modes, &contenders),
         );
     }
     if selected("put-lat-distance") {

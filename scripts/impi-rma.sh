@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The MPI adapters beside Intel MPI on this machine, runs alternated so that
+# both see the same machine state: a fence epoch with one 8-byte put to the
+# right ("single") and without puts ("zero"), and exclusive lock + 8-byte
+# put + unlock (one contender, and every rank contending for one target),
+# at 2, 4 and 8 ranks on one node. The MPI side is scripts/mpi/rma_bench.c;
+# ours is gaspi-bench fence / lock with the default designs (notified
+# fence, two-level lock) and, for the lock, the paper's MCS-RW design too.
+#
+# Installs Intel MPI from PyPI into a virtualenv (default .impi-venv, or
+# $IMPI_VENV). Usage: scripts/impi-rma.sh [ROUNDS]  (CSV on stdout)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+. scripts/impi-env.sh
+impi_cc rma_bench scripts/mpi/rma_bench.c
+cargo build --release --bin gaspi-bench >&2
+bench=target/release/gaspi-bench
+
+echo "# $(date -u +%F), $(nproc) cores, Intel MPI $version (I_MPI_FABRICS=shm); medians in us"
+echo "what,ranks,round,intel_mpi,gaspi,ratio,gaspi_mcs_rw"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
+# The median of gaspi-bench's CSV row whose impl is $1.
+pick() { awk -F, -v i="$1" '$2 == i {print $8}'; }
+for n in 2 4 8; do
+    for r in $(seq 1 "$rounds"); do
+        for p in single zero; do
+            impi=$(mpirun -n "$n" "$venv/rma_bench" fence "$p" 8 | awk -F, '{print $5}')
+            ours=$($bench fence -n "$n" --pattern "$p" --design notified --sizes 8 --format csv | pick "$p:notified")
+            echo "fence-$p,$n,$r,$impi,$ours,$(ratio "$impi" "$ours"),"
+        done
+        for c in 1 "$n"; do
+            impi=$(mpirun -n "$n" "$venv/rma_bench" lock excl-same "$c" 8 | awk -F, '{print $5}')
+            csv=$($bench lock -n "$n" --mode excl-same --contenders "$c" --sizes 8 --format csv)
+            ours=$(echo "$csv" | pick "two-level:excl-same:c$c")
+            mcs=$(echo "$csv" | pick "mcs-rw:excl-same:c$c")
+            echo "lock-excl-c$c,$n,$r,$impi,$ours,$(ratio "$impi" "$ours"),$mcs"
+        done
+    done
+done

@@ -1,0 +1,796 @@
+//! Passive-target synchronisation (seed 004): `MPI_Win_lock`,
+//! `MPI_Win_unlock`, `MPI_Win_lock_all`, `MPI_Win_unlock_all` and the
+//! flushes, over the window's atomics.
+//!
+//! # Designs ([`LockDesign`])
+//! - [`LockDesign::McsRw`], the paper's: one global MCS readers-writer
+//!   queue lock with reader preference per window (MCS-RW-RP,
+//!   Mellor-Crummey & Scott 1991), held by the window's first member.
+//!   `lock(Shared)` and `lock_all` are `ReaderLock` (one `fetch_add` when
+//!   no writer is active), `lock(Exclusive)` is `WriterLock`. Exclusive
+//!   locks on different targets serialise on the one writer queue.
+//! - [`LockDesign::TwoLevel`], foMPI's: a global word counting `lock_all`
+//!   holders and exclusive holders (the two classes exclude each other; a
+//!   rank that finds the other class backs off and waits for it to drain),
+//!   plus one MCS-RW-RP lock per target, so exclusive locks on different
+//!   targets proceed in parallel. `lock(Shared)` takes only the target's
+//!   lock, `lock(Exclusive)` the global word then the target's lock,
+//!   `lock_all` only the global word.
+//!
+//! # The MCS-RW-RP protocol
+//! A lock is four words: `rcnt` (reader count in units of `RC_INCR`, with
+//! the flags `WIFLAG`, a writer is interested, and `WAFLAG`, a writer is
+//! active), `r_hd` (the queue of blocked readers), `w_tail` and `w_hd`
+//! (the writers' queue). Each rank owns a queue node per lock it may wait
+//! on, in its own node's memory: `blocked` and `next`; a waiter waits on
+//! its own `blocked` word only (spinning briefly, then yielding, then
+//! sleeping on its node's futex word, which every hand-off wakes), never on
+//! a remote word. Queue node pointers are `rank + 1` (0 is nil);
+//! `fetch_and_store` is a `compare_swap` loop and `fetch_and_or(WIFLAG)` a
+//! `fetch_add`, because `WIFLAG` is clear whenever the head writer sets it.
+//! Exactly one hand-off unblocks each queued waiter, which is what makes
+//! a lock request that timed out resumable: its queue node stays queued,
+//! and calling `lock` again with the same arguments goes on waiting.
+//!
+//! # Completion
+//! Operations on a target of this node are complete when they return.
+//! Those to another node go through the window's queue: `flush*` and
+//! `unlock*` wait for it, which on this engine completes them at the
+//! target as well.
+
+use super::fence::Assert;
+use super::rma::{RmaElem, RmaWindow, State};
+use crate::error::{Error, Result};
+use crate::types::{Deadline, Rank, Remote, Timeout};
+use std::sync::atomic::Ordering::SeqCst;
+
+/// The lock type of [`RmaWindow::lock`] (`MPI_LOCK_EXCLUSIVE`,
+/// `MPI_LOCK_SHARED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockType {
+    /// `MPI_LOCK_EXCLUSIVE`: no other rank holds a lock on the target.
+    Exclusive,
+    /// `MPI_LOCK_SHARED`: other ranks may hold shared locks on the target.
+    Shared,
+}
+
+/// How [`RmaWindow::lock`] and friends are implemented (see the module
+/// docs of `adapters::lock`).
+///
+/// ```
+/// use gaspi::{LockDesign, RmaOptions};
+/// let opts = RmaOptions { lock: LockDesign::McsRw, ..Default::default() };
+/// assert_ne!(opts.lock, LockDesign::default());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LockDesign {
+    /// One global MCS-RW-RP lock per window (seed 004).
+    McsRw,
+    /// A global `lock_all`/exclusive word plus one MCS-RW-RP lock per
+    /// target (foMPI): the default, because exclusive locks on different
+    /// targets do not serialise (see the README's lock figures).
+    #[default]
+    TwoLevel,
+}
+
+/// MCS-RW-RP `rcnt` flags and reader unit.
+const WIFLAG: u64 = 1;
+const WAFLAG: u64 = 2;
+const RC_INCR: u64 = 4;
+/// Words of an MCS-RW-RP lock.
+const RCNT: usize = 0;
+const R_HD: usize = 8;
+const W_TAIL: usize = 16;
+const W_HD: usize = 24;
+/// Words of a queue node.
+const BLOCKED: usize = 0;
+const NEXT: usize = 8;
+/// The two-level global word: `lock_all` holders in the high half,
+/// exclusive holders in the low half.
+const ALL_INCR: u64 = 1 << 32;
+const EXCL_INCR: u64 = 1;
+const EXCL_MASK: u64 = ALL_INCR - 1;
+
+/// Cache lines of a rank's lock area: the accumulate lock, its MCS lock as
+/// a target, the global lock (used at the window's first member), then
+/// queue nodes.
+pub(super) const ACC_LINE: usize = 0;
+const LOCAL_LINE: usize = 1;
+const GLOBAL_LINE: usize = 2;
+/// The two-level global word, in the global lock's line.
+const GLOBAL_WORD: usize = 32;
+const QNODE_LINE: usize = 3;
+
+/// Bytes of one rank's lock area in a window of `members` members: one
+/// queue node for the global lock and one per target.
+pub(super) fn lock_area_bytes(members: usize) -> usize {
+    64 * (QNODE_LINE + 1 + members)
+}
+
+/// An 8-byte word of the window: in `rank`'s lock area, at `at` (window
+/// offset).
+#[derive(Clone, Copy, Debug)]
+struct Word {
+    rank: Rank,
+    at: usize,
+}
+
+impl Word {
+    fn plus(self, off: usize) -> Word {
+        Word {
+            rank: self.rank,
+            at: self.at + off,
+        }
+    }
+}
+
+/// One MCS-RW-RP lock and this rank's queue node for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Mcs {
+    /// The rank holding the lock words.
+    owner: Rank,
+    /// The queue node's index in a lock area (0: the global lock).
+    qnode: usize,
+}
+
+/// What a lock request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Request {
+    kind: LockType,
+    /// `None`: `lock_all`.
+    target: Option<Rank>,
+}
+
+/// Where a lock request stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Nothing done yet.
+    Start,
+    /// Two-level: entering the global word (no effect left behind while
+    /// waiting).
+    Global,
+    /// Queued on an MCS lock, waiting for the hand-off.
+    Queued { lock: Mcs, writer: bool },
+    /// Granted.
+    Done,
+}
+
+/// A lock this rank holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Held {
+    kind: LockType,
+    nocheck: bool,
+}
+
+/// The passive-target state of a window at this rank.
+#[derive(Debug, Default)]
+pub(super) struct Passive {
+    /// The lock held on each member (by member index).
+    held: Vec<Option<Held>>,
+    /// `lock_all` is held.
+    all: Option<Held>,
+    /// [`LockDesign::McsRw`]: the mode this rank holds the global lock in
+    /// and how many of its locks share that hold.
+    global: Option<(LockType, usize)>,
+    /// A request that returned an error before it was granted.
+    pending: Option<(Request, Step)>,
+}
+
+impl Passive {
+    pub(super) fn new(members: usize) -> Passive {
+        Passive {
+            held: vec![None; members],
+            ..Default::default()
+        }
+    }
+
+    /// Whether this rank is in a passive-target epoch (holds a lock or
+    /// waits for one).
+    pub(super) fn active(&self) -> bool {
+        self.all.is_some() || self.pending.is_some() || self.held.iter().any(Option::is_some)
+    }
+
+    /// Whether member `index` may be accessed.
+    pub(super) fn grants(&self, index: usize) -> bool {
+        self.all.is_some() || self.held[index].is_some()
+    }
+}
+
+impl<T: RmaElem> RmaWindow<'_, T> {
+    /// `MPI_Win_lock(kind, target, assert)`: start a passive-target access
+    /// epoch on `target`. Waits (up to `timeout`) until the lock is granted;
+    /// after an error the request stays queued (an MCS queue cannot be
+    /// left): call `lock` again with the same arguments to keep waiting.
+    /// `Assert::NOCHECK` skips the protocol (the caller guarantees no
+    /// conflicting lock exists).
+    ///
+    /// ```
+    /// use gaspi::{Assert, Config, Context, GroupId, LockType, RmaWindow, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u64>::new(&ctx, 6, 4, GroupId::ALL, Timeout::Block)?;
+    /// win.lock(LockType::Exclusive, 0, Assert::NONE, Timeout::Block)?;
+    /// let old = win.fetch_and_op(1, 0, 0, gaspi::AccumulateOp::Sum)?;
+    /// win.unlock(0)?;
+    /// assert!(old < ctx.num_ranks() as u64);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn lock(
+        &self,
+        kind: LockType,
+        target: Rank,
+        assert: Assert,
+        timeout: Timeout,
+    ) -> Result<()> {
+        self.member_index(target)?;
+        self.request(
+            Request {
+                kind,
+                target: Some(target),
+            },
+            assert,
+            timeout,
+        )
+    }
+
+    /// `MPI_Win_lock_all(assert)`: a shared lock on every member.
+    ///
+    /// ```
+    /// use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u32>::new(&ctx, 7, 4, GroupId::ALL, Timeout::Block)?;
+    /// win.lock_all(Assert::NONE, Timeout::Block)?;
+    /// let mut v = [0u32];
+    /// win.get(&mut v, (ctx.rank() + 1) % ctx.num_ranks(), 0)?;
+    /// win.unlock_all()?;
+    /// assert_eq!(v[0], 0);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn lock_all(&self, assert: Assert, timeout: Timeout) -> Result<()> {
+        self.request(
+            Request {
+                kind: LockType::Shared,
+                target: None,
+            },
+            assert,
+            timeout,
+        )
+    }
+
+    /// `MPI_Win_unlock(target)`: complete every operation to `target` at
+    /// origin and target, then release the lock.
+    pub fn unlock(&self, target: Rank) -> Result<()> {
+        let index = self.member_index(target)?;
+        let mut st = self.state()?;
+        let held = st.passive.held[index].ok_or_else(|| {
+            Error::RmaSync(format!(
+                "unlock of rank {target}, which this rank has not locked"
+            ))
+        })?;
+        self.complete(&mut st, Some(target))?;
+        if !held.nocheck {
+            self.release(
+                &mut st,
+                Request {
+                    kind: held.kind,
+                    target: Some(target),
+                },
+            )?;
+        }
+        st.passive.held[index] = None;
+        Ok(())
+    }
+
+    /// `MPI_Win_unlock_all()`: complete every operation, then release the
+    /// `lock_all`.
+    pub fn unlock_all(&self) -> Result<()> {
+        let mut st = self.state()?;
+        let held = st
+            .passive
+            .all
+            .ok_or_else(|| Error::RmaSync("unlock_all without lock_all".into()))?;
+        self.complete(&mut st, None)?;
+        if !held.nocheck {
+            self.release(
+                &mut st,
+                Request {
+                    kind: LockType::Shared,
+                    target: None,
+                },
+            )?;
+        }
+        st.passive.all = None;
+        Ok(())
+    }
+
+    /// `MPI_Win_flush(target)`: every operation this rank issued to
+    /// `target` is complete at origin and target.
+    ///
+    /// ```
+    /// use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u64>::new(&ctx, 8, 2, GroupId::ALL, Timeout::Block)?;
+    /// win.lock_all(Assert::NONE, Timeout::Block)?;
+    /// win.accumulate(&[1], 0, 0, gaspi::AccumulateOp::Sum)?;
+    /// win.flush(0)?;
+    /// win.unlock_all()?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn flush(&self, target: Rank) -> Result<()> {
+        let index = self.member_index(target)?;
+        let mut st = self.state()?;
+        if !st.passive.grants(index) {
+            return Err(Error::RmaSync(format!(
+                "flush of rank {target}, which this rank has not locked"
+            )));
+        }
+        self.complete(&mut st, Some(target))
+    }
+
+    /// `MPI_Win_flush_all()`: every operation this rank issued is complete
+    /// at origin and target.
+    pub fn flush_all(&self) -> Result<()> {
+        let mut st = self.state()?;
+        if !st.passive.active() {
+            return Err(Error::RmaSync(
+                "flush_all outside a passive-target epoch".into(),
+            ));
+        }
+        self.complete(&mut st, None)
+    }
+
+    /// `MPI_Win_flush_local(target)`: the origin buffers of operations to
+    /// `target` may be reused. Every call here copies its origin data
+    /// before returning, so this checks the epoch and has nothing to wait
+    /// for beyond what [`RmaWindow::flush`] does.
+    pub fn flush_local(&self, target: Rank) -> Result<()> {
+        self.flush(target)
+    }
+
+    /// `MPI_Win_flush_local_all()`: see [`RmaWindow::flush_local`].
+    pub fn flush_local_all(&self) -> Result<()> {
+        self.flush_all()
+    }
+
+    /// `MPI_Win_sync()`: order this rank's local loads and stores to the
+    /// window with the accesses of other ranks (a full memory fence).
+    pub fn sync(&self) {
+        std::sync::atomic::fence(SeqCst);
+    }
+
+    /// The index of `target` among the members, or a clear error.
+    pub(super) fn member_index(&self, target: Rank) -> Result<usize> {
+        self.ctx.engine.check_rank(target)?;
+        self.members.binary_search(&target).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "rank {target} is not a member of the window's group {}",
+                self.group.0
+            ))
+        })
+    }
+
+    /// Complete operations to `target` (`None`: to every rank).
+    fn complete(&self, st: &mut State<T>, target: Option<Rank>) -> Result<()> {
+        if target.is_none_or(|t| !self.on_my_node(t)) {
+            self.drained(st)?;
+        }
+        Ok(())
+    }
+
+    fn request(&self, req: Request, assert: Assert, timeout: Timeout) -> Result<()> {
+        let deadline = timeout.deadline();
+        let mut st = self.state()?;
+        let step = match st.passive.pending {
+            Some((p, step)) if p == req => step,
+            Some((p, _)) => {
+                return Err(Error::RmaSync(format!(
+                    "an earlier lock request ({:?} on {}) is still queued: call it again \
+                     to finish it first",
+                    p.kind,
+                    p.target.map_or("all".to_string(), |t| format!("rank {t}"))
+                )));
+            }
+            None => {
+                self.check_lockable(&st, req)?;
+                if assert.contains(Assert::NOCHECK) {
+                    self.record(&mut st, req, true);
+                    return Ok(());
+                }
+                Step::Start
+            }
+        };
+        st.passive.pending = Some((req, step));
+        self.advance(&mut st, req, step, deadline)
+    }
+
+    /// MPI's rules: no lock inside a fence epoch with operations, none on a
+    /// target already locked, `lock_all` alone.
+    fn check_lockable(&self, st: &State<T>, req: Request) -> Result<()> {
+        if st.fence_used() {
+            return Err(Error::RmaSync(
+                "lock inside a fence epoch with operations: close it with a fence first".into(),
+            ));
+        }
+        let p = &st.passive;
+        let what = match req.target {
+            None if p.active() => Some("lock_all while this rank holds locks".to_string()),
+            Some(_) if p.all.is_some() => Some("lock while this rank holds lock_all".to_string()),
+            Some(t) if p.held[self.member_index(t)?].is_some() => Some(format!(
+                "lock of rank {t}, which this rank has locked already"
+            )),
+            _ => None,
+        };
+        match what {
+            Some(w) => Err(Error::RmaSync(w)),
+            None => Ok(()),
+        }
+    }
+
+    /// Run `req` from `step` until it is granted or an error leaves it
+    /// pending at the step reached.
+    fn advance(
+        &self,
+        st: &mut State<T>,
+        req: Request,
+        mut step: Step,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let global = Mcs {
+            owner: self.members[0],
+            qnode: 0,
+        };
+        loop {
+            step = match step {
+                Step::Start => match (self.opts.lock, req.target) {
+                    (LockDesign::McsRw, _) => match st.passive.global {
+                        Some((LockType::Shared, _)) if req.kind == LockType::Exclusive => {
+                            st.passive.pending = None;
+                            return Err(Error::RmaSync(
+                                "the McsRw lock design cannot take an exclusive lock while \
+                                 this rank holds a shared one (it would wait for itself): \
+                                 unlock first or use LockDesign::TwoLevel"
+                                    .into(),
+                            ));
+                        }
+                        Some(_) => Step::Done,
+                        None => self.mcs_lock(global, req.kind)?,
+                    },
+                    (LockDesign::TwoLevel, Some(t)) if req.kind == LockType::Shared => {
+                        self.mcs_lock(self.target_lock(t)?, LockType::Shared)?
+                    }
+                    (LockDesign::TwoLevel, _) => Step::Global,
+                },
+                Step::Global => {
+                    let (mine, theirs) = match req.target {
+                        None => (ALL_INCR, EXCL_MASK),
+                        Some(_) => (EXCL_INCR, !EXCL_MASK),
+                    };
+                    self.enter_global(mine, theirs, deadline)?;
+                    match req.target {
+                        Some(t) => {
+                            // Entered: from here on the global share is held.
+                            let lock = self.target_lock(t)?;
+                            st.passive.pending = Some((req, Step::Queued { lock, writer: true }));
+                            self.mcs_lock(lock, LockType::Exclusive)?
+                        }
+                        None => Step::Done,
+                    }
+                }
+                Step::Queued { lock, writer } => {
+                    self.await_grant(lock, writer, deadline)?;
+                    Step::Done
+                }
+                Step::Done => {
+                    st.passive.pending = None;
+                    self.record(st, req, false);
+                    return Ok(());
+                }
+            };
+            st.passive.pending = Some((req, step));
+        }
+    }
+
+    /// Note a granted lock.
+    fn record(&self, st: &mut State<T>, req: Request, nocheck: bool) {
+        let held = Some(Held {
+            kind: req.kind,
+            nocheck,
+        });
+        match req.target {
+            None => st.passive.all = held,
+            Some(t) => {
+                let i = self.members.binary_search(&t).expect("checked");
+                st.passive.held[i] = held;
+            }
+        }
+        if self.opts.lock == LockDesign::McsRw && !nocheck {
+            let g = &mut st.passive.global;
+            *g = Some(match *g {
+                Some((mode, n)) => (mode, n + 1),
+                None => (req.kind, 1),
+            });
+        }
+    }
+
+    /// Release the protocol side of a granted lock.
+    fn release(&self, st: &mut State<T>, req: Request) -> Result<()> {
+        match self.opts.lock {
+            LockDesign::McsRw => {
+                let global = Mcs {
+                    owner: self.members[0],
+                    qnode: 0,
+                };
+                match st.passive.global {
+                    Some((mode, 1)) => {
+                        st.passive.global = None;
+                        self.mcs_unlock(global, mode)
+                    }
+                    Some((mode, n)) => {
+                        st.passive.global = Some((mode, n - 1));
+                        Ok(())
+                    }
+                    None => unreachable!("a granted lock holds the global lock"),
+                }
+            }
+            LockDesign::TwoLevel => match req.target {
+                None => self.leave_global(ALL_INCR),
+                Some(t) => {
+                    let lock = self.target_lock(t)?;
+                    self.mcs_unlock(lock, req.kind)?;
+                    if req.kind == LockType::Exclusive {
+                        self.leave_global(EXCL_INCR)?;
+                    }
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    /// The two-level design's lock of target `t`.
+    fn target_lock(&self, t: Rank) -> Result<Mcs> {
+        Ok(Mcs {
+            owner: t,
+            qnode: 1 + self.member_index(t)?,
+        })
+    }
+
+    // ---- the words ----
+
+    /// Word `off` of line `line` of `rank`'s lock area.
+    fn word(&self, rank: Rank, line: usize, off: usize) -> Word {
+        Word {
+            rank,
+            at: self.lock_area(rank) + line * 64 + off,
+        }
+    }
+
+    /// The lock words of `m`.
+    fn lock_words(&self, m: Mcs) -> Word {
+        let line = if m.qnode == 0 {
+            GLOBAL_LINE
+        } else {
+            LOCAL_LINE
+        };
+        self.word(m.owner, line, 0)
+    }
+
+    /// `rank`'s queue node for `m` (rank + 1 is its pointer).
+    fn qnode(&self, rank: Rank, m: Mcs) -> Word {
+        self.word(rank, QNODE_LINE + m.qnode, 0)
+    }
+
+    fn qnode_of(&self, ptr: u64, m: Mcs) -> Word {
+        self.qnode((ptr - 1) as Rank, m)
+    }
+
+    /// An atomic on `w`, waking the waiters of `w`'s node: a load/store on
+    /// this node's memory, a GASPI atomic on another node's.
+    fn atomic(
+        &self,
+        w: Word,
+        op: impl FnOnce(&std::sync::atomic::AtomicU64) -> u64,
+    ) -> Result<u64> {
+        if self.on_my_node(w.rank) {
+            let old = op(self.bytes.atomic_u64(w.at));
+            self.node_window().notifications().ww.wake();
+            Ok(old)
+        } else {
+            self.ctx
+                .atomic_wake(Remote::new(w.rank, self.segment, w.at), op)
+        }
+    }
+
+    fn fetch_add(&self, w: Word, v: u64) -> Result<u64> {
+        self.atomic(w, |a| a.fetch_add(v, SeqCst))
+    }
+
+    fn compare_swap(&self, w: Word, old: u64, new: u64) -> Result<u64> {
+        self.atomic(w, |a| match a.compare_exchange(old, new, SeqCst, SeqCst) {
+            Ok(v) | Err(v) => v,
+        })
+    }
+
+    /// `fetch_and_store` from `compare_swap`, first guessing `guess`.
+    fn swap(&self, w: Word, new: u64, mut guess: u64) -> Result<u64> {
+        loop {
+            let old = self.compare_swap(w, guess, new)?;
+            if old == guess {
+                return Ok(old);
+            }
+            guess = old;
+        }
+    }
+
+    fn load(&self, w: Word) -> Result<u64> {
+        if self.on_my_node(w.rank) {
+            Ok(self.bytes.atomic_u64(w.at).load(SeqCst))
+        } else {
+            self.ctx
+                .atomic_fetch_add(Remote::new(w.rank, self.segment, w.at), 0, Timeout::Block)
+        }
+    }
+
+    /// A store that protocol invariants say replaces `old`; a different
+    /// value means the lock words were corrupted.
+    fn replace(&self, w: Word, old: u64, new: u64) -> Result<()> {
+        match self.compare_swap(w, old, new)? {
+            v if v == old => Ok(()),
+            v => Err(Error::RmaSync(format!(
+                "lock word of rank {} at {} holds {v}, expected {old}: the lock was misused",
+                w.rank, w.at
+            ))),
+        }
+    }
+
+    /// Wait until `pred` holds for `w`'s value: politely (spin, yield, then
+    /// sleep on this node's futex word, woken by every hand-off to this
+    /// node; a word on another node is polled, at least every 10 ms once
+    /// asleep).
+    fn await_word(&self, w: Word, pred: impl Fn(u64) -> bool, deadline: Deadline) -> Result<u64> {
+        let obj = self.node_window();
+        self.ctx.engine.patience().wait(
+            obj.notifications().ww,
+            deadline,
+            || match self.load(w) {
+                Ok(v) if pred(v) => Some(Ok(v)),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            },
+            || self.ctx.engine.faults(),
+        )?
+    }
+
+    // ---- MCS-RW-RP ----
+
+    /// `ReaderLock` or the first part of `WriterLock` (up to the wait).
+    fn mcs_lock(&self, m: Mcs, kind: LockType) -> Result<Step> {
+        let me = self.ctx.rank() as u64 + 1;
+        let l = self.lock_words(m);
+        let q = self.qnode(self.ctx.rank(), m);
+        match kind {
+            LockType::Shared => {
+                if self.fetch_add(l.plus(RCNT), RC_INCR)? & WAFLAG == 0 {
+                    return Ok(Step::Done);
+                }
+                self.store_own(q.plus(BLOCKED), 1);
+                let next = self.swap(l.plus(R_HD), me, 0)?;
+                self.store_own(q.plus(NEXT), next);
+                if self.load(l.plus(RCNT))? & WAFLAG == 0 {
+                    // The writer left before we were queued: wake the queue.
+                    self.wake_readers(m)?;
+                }
+                Ok(Step::Queued {
+                    lock: m,
+                    writer: false,
+                })
+            }
+            LockType::Exclusive => {
+                self.store_own(q.plus(BLOCKED), 1);
+                self.store_own(q.plus(NEXT), 0);
+                let pred = self.swap(l.plus(W_TAIL), me, 0)?;
+                if pred == 0 {
+                    self.replace(l.plus(W_HD), 0, me)?;
+                    if self.fetch_add(l.plus(RCNT), WIFLAG)? == 0
+                        && self.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
+                    {
+                        return Ok(Step::Done);
+                    }
+                    // Readers are in: the last one hands the lock over.
+                } else {
+                    self.fetch_add(self.qnode_of(pred, m).plus(NEXT), me)?;
+                }
+                Ok(Step::Queued {
+                    lock: m,
+                    writer: true,
+                })
+            }
+        }
+    }
+
+    /// Wait on this rank's queue node of `m` for the hand-off; a reader
+    /// then passes it on to the next queued reader.
+    fn await_grant(&self, m: Mcs, writer: bool, deadline: Deadline) -> Result<()> {
+        let q = self.qnode(self.ctx.rank(), m);
+        self.await_word(q.plus(BLOCKED), |b| b == 0, deadline)?;
+        if !writer {
+            let next = self.load(q.plus(NEXT))?;
+            if next != 0 {
+                self.replace(self.qnode_of(next, m).plus(BLOCKED), 1, 0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Unblock the queue of readers of `m`, if any.
+    fn wake_readers(&self, m: Mcs) -> Result<()> {
+        let head = self.swap(self.lock_words(m).plus(R_HD), 0, 0)?;
+        if head != 0 {
+            self.replace(self.qnode_of(head, m).plus(BLOCKED), 1, 0)?;
+        }
+        Ok(())
+    }
+
+    /// `ReaderUnlock` / `WriterUnlock`.
+    fn mcs_unlock(&self, m: Mcs, kind: LockType) -> Result<()> {
+        let me = self.ctx.rank() as u64 + 1;
+        let l = self.lock_words(m);
+        match kind {
+            LockType::Shared => {
+                let old = self.fetch_add(l.plus(RCNT), RC_INCR.wrapping_neg())?;
+                if old == RC_INCR + WIFLAG
+                    && self.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
+                {
+                    let w = self.load(l.plus(W_HD))?;
+                    self.replace(self.qnode_of(w, m).plus(BLOCKED), 1, 0)?;
+                }
+                Ok(())
+            }
+            LockType::Exclusive => {
+                let q = self.qnode(self.ctx.rank(), m);
+                self.replace(l.plus(W_HD), me, 0)?;
+                if self.fetch_add(l.plus(RCNT), WAFLAG.wrapping_neg())? != WAFLAG {
+                    // Readers came while we wrote.
+                    self.wake_readers(m)?;
+                }
+                if self.load(q.plus(NEXT))? == 0 && self.compare_swap(l.plus(W_TAIL), me, 0)? == me
+                {
+                    return Ok(());
+                }
+                // A writer is queued behind us: wait until it linked in.
+                let next = self.await_word(q.plus(NEXT), |n| n != 0, Deadline::Never)?;
+                self.replace(l.plus(W_HD), 0, next)?;
+                if self.fetch_add(l.plus(RCNT), WIFLAG)? == 0
+                    && self.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
+                {
+                    self.replace(self.qnode_of(next, m).plus(BLOCKED), 1, 0)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A store into this rank's own queue node (nobody else writes it
+    /// while the rank is not queued).
+    fn store_own(&self, w: Word, v: u64) {
+        self.bytes.atomic_u64(w.at).store(v, SeqCst);
+    }
+
+    // ---- the two-level global word ----
+
+    /// Add `mine` to the global word once no holder of the other class
+    /// (`theirs` bits) is in; back off and wait while one is.
+    fn enter_global(&self, mine: u64, theirs: u64, deadline: Deadline) -> Result<()> {
+        let g = self.word(self.members[0], GLOBAL_LINE, GLOBAL_WORD);
+        loop {
+            if self.fetch_add(g, mine)? & theirs == 0 {
+                return Ok(());
+            }
+            self.fetch_add(g, mine.wrapping_neg())?;
+            self.await_word(g, |v| v & theirs == 0, deadline)?;
+        }
+    }
+
+    fn leave_global(&self, mine: u64) -> Result<()> {
+        let g = self.word(self.members[0], GLOBAL_LINE, GLOBAL_WORD);
+        self.fetch_add(g, mine.wrapping_neg()).map(drop)
+    }
+}
