@@ -40,8 +40,9 @@
 
 use super::fence::Assert;
 use super::rma::{RmaElem, RmaWindow, State};
+use super::words::Word;
 use crate::error::{Error, Result};
-use crate::types::{Deadline, Rank, Remote, Timeout};
+use crate::types::{Deadline, Rank, Timeout};
 use std::sync::atomic::Ordering::SeqCst;
 
 /// The lock type of [`RmaWindow::lock`] (`MPI_LOCK_EXCLUSIVE`,
@@ -105,23 +106,6 @@ const QNODE_LINE: usize = 3;
 /// queue node for the global lock and one per target.
 pub(super) fn lock_area_bytes(members: usize) -> usize {
     64 * (QNODE_LINE + 1 + members)
-}
-
-/// An 8-byte word of the window: in `rank`'s lock area, at `at` (window
-/// offset).
-#[derive(Clone, Copy, Debug)]
-struct Word {
-    rank: Rank,
-    at: usize,
-}
-
-impl Word {
-    fn plus(self, off: usize) -> Word {
-        Word {
-            rank: self.rank,
-            at: self.at + off,
-        }
-    }
 }
 
 /// One MCS-RW-RP lock and this rank's queue node for it.
@@ -582,83 +566,6 @@ impl<T: RmaElem> RmaWindow<'_, T> {
         self.qnode((ptr - 1) as Rank, m)
     }
 
-    /// An atomic on `w`, waking the waiters of `w`'s node: a load/store on
-    /// this node's memory, a GASPI atomic on another node's.
-    fn atomic(
-        &self,
-        w: Word,
-        op: impl FnOnce(&std::sync::atomic::AtomicU64) -> u64,
-    ) -> Result<u64> {
-        if self.on_my_node(w.rank) {
-            let old = op(self.bytes.atomic_u64(w.at));
-            self.node_window().notifications().ww.wake();
-            Ok(old)
-        } else {
-            self.ctx
-                .atomic_wake(Remote::new(w.rank, self.segment, w.at), op)
-        }
-    }
-
-    fn fetch_add(&self, w: Word, v: u64) -> Result<u64> {
-        self.atomic(w, |a| a.fetch_add(v, SeqCst))
-    }
-
-    fn compare_swap(&self, w: Word, old: u64, new: u64) -> Result<u64> {
-        self.atomic(w, |a| match a.compare_exchange(old, new, SeqCst, SeqCst) {
-            Ok(v) | Err(v) => v,
-        })
-    }
-
-    /// `fetch_and_store` from `compare_swap`, first guessing `guess`.
-    fn swap(&self, w: Word, new: u64, mut guess: u64) -> Result<u64> {
-        loop {
-            let old = self.compare_swap(w, guess, new)?;
-            if old == guess {
-                return Ok(old);
-            }
-            guess = old;
-        }
-    }
-
-    fn load(&self, w: Word) -> Result<u64> {
-        if self.on_my_node(w.rank) {
-            Ok(self.bytes.atomic_u64(w.at).load(SeqCst))
-        } else {
-            self.ctx
-                .atomic_fetch_add(Remote::new(w.rank, self.segment, w.at), 0, Timeout::Block)
-        }
-    }
-
-    /// A store that protocol invariants say replaces `old`; a different
-    /// value means the lock words were corrupted.
-    fn replace(&self, w: Word, old: u64, new: u64) -> Result<()> {
-        match self.compare_swap(w, old, new)? {
-            v if v == old => Ok(()),
-            v => Err(Error::RmaSync(format!(
-                "lock word of rank {} at {} holds {v}, expected {old}: the lock was misused",
-                w.rank, w.at
-            ))),
-        }
-    }
-
-    /// Wait until `pred` holds for `w`'s value: politely (spin, yield, then
-    /// sleep on this node's futex word, woken by every hand-off to this
-    /// node; a word on another node is polled, at least every 10 ms once
-    /// asleep).
-    fn await_word(&self, w: Word, pred: impl Fn(u64) -> bool, deadline: Deadline) -> Result<u64> {
-        let obj = self.node_window();
-        self.ctx.engine.patience().wait(
-            obj.notifications().ww,
-            deadline,
-            || match self.load(w) {
-                Ok(v) if pred(v) => Some(Ok(v)),
-                Ok(_) => None,
-                Err(e) => Some(Err(e)),
-            },
-            || self.ctx.engine.faults(),
-        )?
-    }
-
     // ---- MCS-RW-RP ----
 
     /// `ReaderLock` or the first part of `WriterLock` (up to the wait).
@@ -668,13 +575,13 @@ impl<T: RmaElem> RmaWindow<'_, T> {
         let q = self.qnode(self.ctx.rank(), m);
         match kind {
             LockType::Shared => {
-                if self.fetch_add(l.plus(RCNT), RC_INCR)? & WAFLAG == 0 {
+                if self.words.fetch_add(l.plus(RCNT), RC_INCR)? & WAFLAG == 0 {
                     return Ok(Step::Done);
                 }
-                self.store_own(q.plus(BLOCKED), 1);
-                let next = self.swap(l.plus(R_HD), me, 0)?;
-                self.store_own(q.plus(NEXT), next);
-                if self.load(l.plus(RCNT))? & WAFLAG == 0 {
+                self.words.store_own(q.plus(BLOCKED), 1);
+                let next = self.words.swap(l.plus(R_HD), me, 0)?;
+                self.words.store_own(q.plus(NEXT), next);
+                if self.words.load(l.plus(RCNT))? & WAFLAG == 0 {
                     // The writer left before we were queued: wake the queue.
                     self.wake_readers(m)?;
                 }
@@ -684,19 +591,20 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                 })
             }
             LockType::Exclusive => {
-                self.store_own(q.plus(BLOCKED), 1);
-                self.store_own(q.plus(NEXT), 0);
-                let pred = self.swap(l.plus(W_TAIL), me, 0)?;
+                self.words.store_own(q.plus(BLOCKED), 1);
+                self.words.store_own(q.plus(NEXT), 0);
+                let pred = self.words.swap(l.plus(W_TAIL), me, 0)?;
                 if pred == 0 {
-                    self.replace(l.plus(W_HD), 0, me)?;
-                    if self.fetch_add(l.plus(RCNT), WIFLAG)? == 0
-                        && self.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
+                    self.words.replace(l.plus(W_HD), 0, me)?;
+                    if self.words.fetch_add(l.plus(RCNT), WIFLAG)? == 0
+                        && self.words.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
                     {
                         return Ok(Step::Done);
                     }
                     // Readers are in: the last one hands the lock over.
                 } else {
-                    self.fetch_add(self.qnode_of(pred, m).plus(NEXT), me)?;
+                    self.words
+                        .fetch_add(self.qnode_of(pred, m).plus(NEXT), me)?;
                 }
                 Ok(Step::Queued {
                     lock: m,
@@ -710,11 +618,13 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     /// then passes it on to the next queued reader.
     fn await_grant(&self, m: Mcs, writer: bool, deadline: Deadline) -> Result<()> {
         let q = self.qnode(self.ctx.rank(), m);
-        self.await_word(q.plus(BLOCKED), |b| b == 0, deadline)?;
+        self.words
+            .await_word(q.plus(BLOCKED), |b| b == 0, deadline)?;
         if !writer {
-            let next = self.load(q.plus(NEXT))?;
+            let next = self.words.load(q.plus(NEXT))?;
             if next != 0 {
-                self.replace(self.qnode_of(next, m).plus(BLOCKED), 1, 0)?;
+                self.words
+                    .replace(self.qnode_of(next, m).plus(BLOCKED), 1, 0)?;
             }
         }
         Ok(())
@@ -722,9 +632,10 @@ impl<T: RmaElem> RmaWindow<'_, T> {
 
     /// Unblock the queue of readers of `m`, if any.
     fn wake_readers(&self, m: Mcs) -> Result<()> {
-        let head = self.swap(self.lock_words(m).plus(R_HD), 0, 0)?;
+        let head = self.words.swap(self.lock_words(m).plus(R_HD), 0, 0)?;
         if head != 0 {
-            self.replace(self.qnode_of(head, m).plus(BLOCKED), 1, 0)?;
+            self.words
+                .replace(self.qnode_of(head, m).plus(BLOCKED), 1, 0)?;
         }
         Ok(())
     }
@@ -735,43 +646,42 @@ impl<T: RmaElem> RmaWindow<'_, T> {
         let l = self.lock_words(m);
         match kind {
             LockType::Shared => {
-                let old = self.fetch_add(l.plus(RCNT), RC_INCR.wrapping_neg())?;
+                let old = self.words.fetch_add(l.plus(RCNT), RC_INCR.wrapping_neg())?;
                 if old == RC_INCR + WIFLAG
-                    && self.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
+                    && self.words.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
                 {
-                    let w = self.load(l.plus(W_HD))?;
-                    self.replace(self.qnode_of(w, m).plus(BLOCKED), 1, 0)?;
+                    let w = self.words.load(l.plus(W_HD))?;
+                    self.words
+                        .replace(self.qnode_of(w, m).plus(BLOCKED), 1, 0)?;
                 }
                 Ok(())
             }
             LockType::Exclusive => {
                 let q = self.qnode(self.ctx.rank(), m);
-                self.replace(l.plus(W_HD), me, 0)?;
-                if self.fetch_add(l.plus(RCNT), WAFLAG.wrapping_neg())? != WAFLAG {
+                self.words.replace(l.plus(W_HD), me, 0)?;
+                if self.words.fetch_add(l.plus(RCNT), WAFLAG.wrapping_neg())? != WAFLAG {
                     // Readers came while we wrote.
                     self.wake_readers(m)?;
                 }
-                if self.load(q.plus(NEXT))? == 0 && self.compare_swap(l.plus(W_TAIL), me, 0)? == me
+                if self.words.load(q.plus(NEXT))? == 0
+                    && self.words.compare_swap(l.plus(W_TAIL), me, 0)? == me
                 {
                     return Ok(());
                 }
                 // A writer is queued behind us: wait until it linked in.
-                let next = self.await_word(q.plus(NEXT), |n| n != 0, Deadline::Never)?;
-                self.replace(l.plus(W_HD), 0, next)?;
-                if self.fetch_add(l.plus(RCNT), WIFLAG)? == 0
-                    && self.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
+                let next = self
+                    .words
+                    .await_word(q.plus(NEXT), |n| n != 0, Deadline::Never)?;
+                self.words.replace(l.plus(W_HD), 0, next)?;
+                if self.words.fetch_add(l.plus(RCNT), WIFLAG)? == 0
+                    && self.words.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
                 {
-                    self.replace(self.qnode_of(next, m).plus(BLOCKED), 1, 0)?;
+                    self.words
+                        .replace(self.qnode_of(next, m).plus(BLOCKED), 1, 0)?;
                 }
                 Ok(())
             }
         }
-    }
-
-    /// A store into this rank's own queue node (nobody else writes it
-    /// while the rank is not queued).
-    fn store_own(&self, w: Word, v: u64) {
-        self.bytes.atomic_u64(w.at).store(v, SeqCst);
     }
 
     // ---- the two-level global word ----
@@ -781,16 +691,16 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     fn enter_global(&self, mine: u64, theirs: u64, deadline: Deadline) -> Result<()> {
         let g = self.word(self.members[0], GLOBAL_LINE, GLOBAL_WORD);
         loop {
-            if self.fetch_add(g, mine)? & theirs == 0 {
+            if self.words.fetch_add(g, mine)? & theirs == 0 {
                 return Ok(());
             }
-            self.fetch_add(g, mine.wrapping_neg())?;
-            self.await_word(g, |v| v & theirs == 0, deadline)?;
+            self.words.fetch_add(g, mine.wrapping_neg())?;
+            self.words.await_word(g, |v| v & theirs == 0, deadline)?;
         }
     }
 
     fn leave_global(&self, mine: u64) -> Result<()> {
         let g = self.word(self.members[0], GLOBAL_LINE, GLOBAL_WORD);
-        self.fetch_add(g, mine.wrapping_neg()).map(drop)
+        self.words.fetch_add(g, mine.wrapping_neg()).map(drop)
     }
 }

@@ -21,6 +21,7 @@
 mod fence;
 mod lock;
 mod rma;
+mod words;
 
 pub use fence::{Assert, FenceDesign};
 pub use lock::{LockDesign, LockType};

@@ -22,13 +22,11 @@ use super::fence::{Assert, FenceDesign, Phase};
 use super::lock::{ACC_LINE, LockDesign, Passive, lock_area_bytes};
 use crate::collectives::{ReduceOp, Reducible};
 use crate::context::Context;
-use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
 use crate::types::{GroupId, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
 use crate::windows::WindowOptions;
 use std::cell::{RefCell, RefMut};
-use std::sync::Arc;
 
 /// The operation of an accumulate (`MPI_Op` of `MPI_Accumulate`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,11 +250,11 @@ pub struct RmaWindow<'a, T: RmaElem> {
     /// Bytes of each local rank's lock area.
     lock_bytes: usize,
     staging_at: usize,
-    /// The node's window object (its futex word wakes lock waiters).
-    node_win: Arc<SegmentObject>,
+    /// The window's words, for the lock protocol.
+    pub(super) words: super::words::Words<'a>,
     pub(super) opts: RmaOptions,
     data: SegmentView<T>,
-    pub(super) bytes: SegmentView<u8>,
+    bytes: SegmentView<u8>,
     pub(super) st: RefCell<State<T>>,
 }
 
@@ -345,7 +343,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             ctx,
             data: win.view::<T>(),
             bytes: win.view::<u8>(),
-            node_win: win.object().clone(),
+            words: super::words::Words::new(ctx, segment, win.object().clone()),
             segment,
             group,
             elsewhere: members
@@ -419,11 +417,6 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// Byte offset of `rank`'s lock area in the window.
     pub(super) fn lock_area(&self, rank: Rank) -> usize {
         self.locks_at + self.local_of(rank) * self.lock_bytes
-    }
-
-    /// This node's window object.
-    pub(super) fn node_window(&self) -> &SegmentObject {
-        &self.node_win
     }
 
     /// Byte offset of element `disp` of `rank`'s region in the window.

@@ -1,0 +1,150 @@
+//! Atomic words of a node-shared window, for the protocols the adapters
+//! run between ranks (the lock queues, the broadcaster's requests and
+//! counters).
+//!
+//! A word on the caller's node is reached by a hardware atomic on the
+//! node's window memory (seed 001's load/store path); a word on another
+//! node by a GASPI atomic. Every change wakes the waiters of the word's
+//! node, so a rank waiting on a word of its own node waits politely
+//! (spin, yield, then sleep on the node's futex word) and never polls
+//! remote memory; a rank waiting on a word of another node polls it, at
+//! least every 10 ms once asleep.
+
+use crate::context::Context;
+use crate::engine::segment::SegmentObject;
+use crate::error::{Error, Result};
+use crate::segments::SegmentView;
+use crate::types::{Deadline, Rank, Remote, SegmentId, Timeout};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+/// An 8-byte word of the window: at window offset `at` of `rank`'s node
+/// window (so `rank` names the node, and the owner for error messages).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Word {
+    pub(super) rank: Rank,
+    pub(super) at: usize,
+}
+
+impl Word {
+    /// The word `off` bytes further.
+    pub(super) fn plus(self, off: usize) -> Word {
+        Word {
+            rank: self.rank,
+            at: self.at + off,
+        }
+    }
+}
+
+/// The words of one node-shared window, as this rank reaches them.
+#[derive(Clone, Debug)]
+pub(super) struct Words<'a> {
+    ctx: &'a Context,
+    segment: SegmentId,
+    /// This node's window.
+    bytes: SegmentView<u8>,
+    /// Its object (whose futex word the wake-ups use).
+    node: Arc<SegmentObject>,
+}
+
+impl<'a> Words<'a> {
+    /// The words of window `segment`, whose object on this node is `node`.
+    pub(super) fn new(ctx: &'a Context, segment: SegmentId, node: Arc<SegmentObject>) -> Words<'a> {
+        Words {
+            ctx,
+            segment,
+            bytes: SegmentView::of(node.clone()),
+            node,
+        }
+    }
+
+    fn local(&self, w: Word) -> bool {
+        self.ctx.node_of(w.rank) == self.ctx.node()
+    }
+
+    fn remote(&self, w: Word) -> Remote {
+        Remote::new(w.rank, self.segment, w.at)
+    }
+
+    /// An atomic on `w`, then a wake-up of `w`'s node.
+    fn atomic(&self, w: Word, op: impl FnOnce(&AtomicU64) -> u64) -> Result<u64> {
+        if self.local(w) {
+            let old = op(self.bytes.atomic_u64(w.at));
+            self.node.notifications().ww.wake();
+            Ok(old)
+        } else {
+            self.ctx.atomic_wake(self.remote(w), op)
+        }
+    }
+
+    /// `fetch_add`; returns the old value.
+    pub(super) fn fetch_add(&self, w: Word, v: u64) -> Result<u64> {
+        self.atomic(w, |a| a.fetch_add(v, SeqCst))
+    }
+
+    /// `compare_swap`; returns the old value.
+    pub(super) fn compare_swap(&self, w: Word, old: u64, new: u64) -> Result<u64> {
+        self.atomic(w, |a| match a.compare_exchange(old, new, SeqCst, SeqCst) {
+            Ok(v) | Err(v) => v,
+        })
+    }
+
+    /// `fetch_and_store` from `compare_swap`, first guessing `guess`.
+    pub(super) fn swap(&self, w: Word, new: u64, mut guess: u64) -> Result<u64> {
+        loop {
+            let old = self.compare_swap(w, guess, new)?;
+            if old == guess {
+                return Ok(old);
+            }
+            guess = old;
+        }
+    }
+
+    /// An atomic read (`fetch_add` of 0 on another node).
+    pub(super) fn load(&self, w: Word) -> Result<u64> {
+        if self.local(w) {
+            Ok(self.bytes.atomic_u64(w.at).load(SeqCst))
+        } else {
+            self.ctx.atomic_fetch_add(self.remote(w), 0, Timeout::Block)
+        }
+    }
+
+    /// A store that the protocol's invariants say replaces `old`; another
+    /// value means the words were corrupted (misuse).
+    pub(super) fn replace(&self, w: Word, old: u64, new: u64) -> Result<()> {
+        match self.compare_swap(w, old, new)? {
+            v if v == old => Ok(()),
+            v => Err(Error::RmaSync(format!(
+                "protocol word of rank {} at {} holds {v}, expected {old}: the window was misused",
+                w.rank, w.at
+            ))),
+        }
+    }
+
+    /// A plain store to a word of this node that nobody else writes now
+    /// (a rank's own queue node before it is queued).
+    pub(super) fn store_own(&self, w: Word, v: u64) {
+        debug_assert!(self.local(w));
+        self.bytes.atomic_u64(w.at).store(v, SeqCst);
+    }
+
+    /// Wait until `pred` holds for `w`'s value (see the module docs);
+    /// returns the value.
+    pub(super) fn await_word(
+        &self,
+        w: Word,
+        pred: impl Fn(u64) -> bool,
+        deadline: Deadline,
+    ) -> Result<u64> {
+        self.ctx.engine.patience().wait(
+            self.node.notifications().ww,
+            deadline,
+            || match self.load(w) {
+                Ok(v) if pred(v) => Some(Ok(v)),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            },
+            || self.ctx.engine.faults(),
+        )?
+    }
+}
