@@ -6,6 +6,10 @@
 # at 2, 4 and 8 ranks on one node. The MPI side is scripts/mpi/rma_bench.c;
 # ours is gaspi-bench fence / lock with the default designs (notified
 # fence, two-level lock) and, for the lock, the paper's MCS-RW design too.
+# Broadcast: IMB-MPI1 Bcast (t_max: until the last rank has the data)
+# beside gaspi-bench bcast (rank 0's broadcast + flush: until every rank
+# has it), 8 B, 64 KiB and 1 MiB, our best implementation per size (the
+# extra column then names it; for lock rows it is the MCS-RW time).
 #
 # Installs Intel MPI from PyPI into a virtualenv (default .impi-venv, or
 # $IMPI_VENV). Usage: scripts/impi-rma.sh [ROUNDS]  (CSV on stdout)
@@ -18,7 +22,7 @@ cargo build --release --bin gaspi-bench >&2
 bench=target/release/gaspi-bench
 
 echo "# $(date -u +%F), $(nproc) cores, Intel MPI $version (I_MPI_FABRICS=shm); medians in us"
-echo "what,ranks,round,intel_mpi,gaspi,ratio,gaspi_mcs_rw"
+echo "what,ranks,round,intel_mpi,gaspi,ratio,extra"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
 # The median of gaspi-bench's CSV row whose impl is $1.
 pick() { awk -F, -v i="$1" '$2 == i {print $8}'; }
@@ -35,6 +39,13 @@ for n in 2 4 8; do
             ours=$(echo "$csv" | pick "two-level:excl-same:c$c")
             mcs=$(echo "$csv" | pick "mcs-rw:excl-same:c$c")
             echo "lock-excl-c$c,$n,$r,$impi,$ours,$(ratio "$impi" "$ours"),$mcs"
+        done
+        imb=$(mpirun -n "$n" IMB-MPI1 Bcast -npmin "$n" -iter 1000 -time 10)
+        csv=$($bench bcast -n "$n" --sizes 8,64K,1M --format csv)
+        for size in 8 65536 1048576; do
+            impi=$(echo "$imb" | awk -v s="$size" '$1 == s && NF >= 5 {print $4; exit}')
+            best=$(echo "$csv" | awk -F, -v s="$size" '$5 == s && (m == "" || $8 < m) {m = $8; i = $2} END {print m "," i}')
+            echo "bcast-$size,$n,$r,$impi,${best%,*},$(ratio "$impi" "${best%,*}"),${best#*,}"
         done
     done
 done

@@ -65,7 +65,8 @@ mod types;
 mod windows;
 
 pub use adapters::{
-    AccumulateOp, Assert, FenceDesign, LockDesign, LockType, RmaElem, RmaOptions, RmaWindow,
+    AccumulateOp, Assert, BcastImpl, Broadcaster, FenceDesign, LockDesign, LockType, RmaElem,
+    RmaOptions, RmaWindow,
 };
 pub use collectives::{
     Allgatherv, AllgathervOptions, Allreduce, AllreduceAlgorithm, AllreduceOptions, ReduceOp,

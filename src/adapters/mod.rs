@@ -9,7 +9,10 @@
 //!   immediate-optimised (Fence-Imm-Opt) and deferred (Fence-Def);
 //! - passive-target synchronisation with [`RmaWindow::lock`],
 //!   [`RmaWindow::lock_all`], their unlocks and the flushes, over an MCS
-//!   readers-writer queue lock (seed 004) in two designs ([`LockDesign`]).
+//!   readers-writer queue lock (seed 004) in two designs ([`LockDesign`]);
+//! - RMA broadcast (seed 000): linear ([`RmaWindow::bcast_linear`]),
+//!   binomial tree relayed by broadcaster threads and its node-aware
+//!   variant ([`RmaWindow::broadcaster`], [`Broadcaster`]).
 //!
 //! The window's memory is a node-shared window ([`Context::window_create`]):
 //! an operation whose target is on the caller's node is a plain load or
@@ -18,11 +21,13 @@
 //!
 //! [`Context::window_create`]: crate::Context::window_create
 
+mod bcast;
 mod fence;
 mod lock;
 mod rma;
 mod words;
 
+pub use bcast::{BcastImpl, Broadcaster};
 pub use fence::{Assert, FenceDesign};
 pub use lock::{LockDesign, LockType};
 pub use rma::{AccumulateOp, RmaElem, RmaOptions, RmaWindow};

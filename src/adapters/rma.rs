@@ -138,6 +138,10 @@ pub struct RmaOptions {
     pub queue: QueueId,
     /// How passive-target locks are implemented (default: two-level).
     pub lock: LockDesign,
+    /// The queue the broadcaster threads of
+    /// [`RmaWindow::broadcaster`] relay on (default 1; must differ from
+    /// `queue`).
+    pub relay_queue: QueueId,
 }
 
 impl Default for RmaOptions {
@@ -147,6 +151,7 @@ impl Default for RmaOptions {
             staging_bytes: 256 << 10,
             queue: 0,
             lock: LockDesign::default(),
+            relay_queue: 1,
         }
     }
 }
@@ -401,7 +406,8 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         self.region_of(self.ctx.rank())
     }
 
-    fn region_of(&self, rank: Rank) -> SegmentView<T> {
+    /// The elements of `rank` (a rank of this node).
+    pub(super) fn region_of(&self, rank: Rank) -> SegmentView<T> {
         let first = self.local_of(rank) * self.stride / std::mem::size_of::<T>().max(1);
         self.data.sub(first..first + self.len)
     }
@@ -420,7 +426,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     }
 
     /// Byte offset of element `disp` of `rank`'s region in the window.
-    fn offset(&self, rank: Rank, disp: usize) -> usize {
+    pub(super) fn offset(&self, rank: Rank, disp: usize) -> usize {
         self.local_of(rank) * self.stride + disp * std::mem::size_of::<T>()
     }
 

@@ -85,6 +85,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Keeps a helper thread counted as awake (see [`Native::count_thread`]).
+pub(crate) struct AwakeThread<'a>(&'a std::sync::atomic::AtomicU32);
+
+impl Drop for AwakeThread<'_> {
+    fn drop(&mut self) {
+        wait::set_helper(false);
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
+impl Drop for Native {
+    fn drop(&mut self) {
+        // SAFETY: clearing is always allowed; the job mapping (with the
+        // awake count) is unmapped after this, when the fields drop, and
+        // no thread of this rank wakes anything any more (the context is
+        // being dropped, so nothing borrows it).
+        unsafe { wait::set_awake_counter(None) };
+    }
+}
+
 /// This rank's attachment to a job.
 #[derive(Debug)]
 pub(crate) struct Native {
@@ -179,6 +199,9 @@ impl Native {
 
         // Init barrier: every rank has recorded itself and made its inbox.
         let h = native.job.header();
+        // SAFETY: the header lives in the job mapping, which the engine
+        // keeps until its drop, where the pointer is cleared first.
+        unsafe { wait::set_awake_counter(Some(&h.awake)) };
         h.awake.fetch_add(1, SeqCst);
         h.arrived.fetch_add(1, SeqCst);
         h.ww.advance();
@@ -206,6 +229,18 @@ impl Native {
     /// The wait policy with the job's count of awake ranks.
     pub(crate) fn patience(&self) -> Patience<'_> {
         self.waiter.with(&self.job.header().awake)
+    }
+
+    /// Count a helper thread of this rank (a broadcaster) among the job's
+    /// awake threads while the guard lives: each waiter uncounts itself
+    /// while it sleeps, so every thread that waits must be counted, or the
+    /// count would tell spinners there are free cores when there are not.
+    /// The calling thread is marked as a helper, which never spins.
+    pub(crate) fn count_thread(&self) -> AwakeThread<'_> {
+        wait::set_helper(true);
+        let awake = &self.job.header().awake;
+        awake.fetch_add(1, SeqCst);
+        AwakeThread(awake)
     }
 
     pub(crate) fn nranks(&self) -> usize {

@@ -30,7 +30,7 @@ use super::shm::Shared;
 use crate::config::WaitMode;
 use crate::error::{Error, Result};
 use crate::types::Deadline;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 /// A futex word and its sleeper count, on a cache line of its own.
@@ -39,18 +39,43 @@ use std::time::{Duration, Instant};
 pub(crate) struct WaitWord {
     seq: AtomicU32,
     sleepers: AtomicU32,
+    /// Sleepers a waker already counted as awake again (see [`credit`]).
+    credit: AtomicU32,
 }
 
-// SAFETY: two atomics, valid for any bit pattern.
+// SAFETY: three atomics, valid for any bit pattern.
 unsafe impl Shared for WaitWord {}
+
+/// The job's count of awake threads, for wakers (one job per process; set
+/// while an engine lives, null otherwise).
+static AWAKE: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Point wakers at the job's awake count (`None`: the engine is gone).
+///
+/// # Safety
+/// `awake` must stay valid until this is called again with `None`, and no
+/// thread may wake anything after that call while the memory is freed.
+pub(crate) unsafe fn set_awake_counter(awake: Option<&AtomicU32>) {
+    let p = awake.map_or(std::ptr::null_mut(), |a| (a as *const AtomicU32).cast_mut());
+    AWAKE.store(p, SeqCst);
+}
+
+fn awake_counter() -> Option<&'static AtomicU32> {
+    let p = AWAKE.load(SeqCst);
+    // SAFETY: set_awake_counter's contract keeps a non-null pointer valid
+    // while an engine lives, which is while anything can wake.
+    unsafe { p.as_ref() }
+}
 
 impl WaitWord {
     /// Wake sleepers, if any, after a condition was made true by a SeqCst
     /// operation.
     #[inline]
     pub(crate) fn wake(&self) {
-        if self.sleepers.load(SeqCst) != 0 {
+        let s = self.sleepers.load(SeqCst);
+        if s != 0 {
             self.seq.fetch_add(1, SeqCst);
+            self.credit(s);
             futex::wake_all(&self.seq);
         }
     }
@@ -59,9 +84,57 @@ impl WaitWord {
     /// a barrier's generation) and wake sleepers.
     pub(crate) fn advance(&self) {
         self.seq.fetch_add(1, SeqCst);
-        if self.sleepers.load(SeqCst) != 0 {
+        let s = self.sleepers.load(SeqCst);
+        if s != 0 {
+            self.credit(s);
             futex::wake_all(&self.seq);
         }
+    }
+
+    /// Count the `s` sleepers about to be woken as awake *before* they run:
+    /// a woken thread counts itself only once it has a CPU, and until then
+    /// spinners that see free cores would keep it from getting one. The
+    /// credit is topped up to `s` (never above the sleepers registered) and
+    /// each registered thread settles one unit when it leaves
+    /// ([`WaitWord::settle`]), so the count never drifts.
+    fn credit(&self, s: u32) {
+        let Some(awake) = awake_counter() else { return };
+        let mut c = self.credit.load(SeqCst);
+        while c < s {
+            match self.credit.compare_exchange(c, s, SeqCst, SeqCst) {
+                Ok(_) => {
+                    awake.fetch_add(s - c, Relaxed);
+                    return;
+                }
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    /// A registered sleeper leaves (`slept`: it uncounted itself from
+    /// `awake` and slept): take a credit if there is one, and put `awake`
+    /// right.
+    fn settle(&self, awake: &AtomicU32, slept: bool) {
+        let mut c = self.credit.load(SeqCst);
+        let credited = loop {
+            if c == 0 {
+                break false;
+            }
+            match self.credit.compare_exchange(c, c - 1, SeqCst, SeqCst) {
+                Ok(_) => break true,
+                Err(now) => c = now,
+            }
+        };
+        match (credited, slept) {
+            (true, false) => {
+                awake.fetch_sub(1, Relaxed);
+            }
+            (false, true) => {
+                awake.fetch_add(1, Relaxed);
+            }
+            _ => {}
+        }
+        self.sleepers.fetch_sub(1, SeqCst);
     }
 }
 
@@ -109,6 +182,18 @@ impl Waiter {
     }
 }
 
+thread_local! {
+    /// Set on a rank's helper threads (broadcasters), which never spin: a
+    /// helper's spinning would hold a core that the rank's own threads or
+    /// the threads it just woke need, and a helper's latency matters less.
+    static HELPER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Mark (or unmark) the calling thread as a helper thread.
+pub(crate) fn set_helper(helper: bool) {
+    HELPER.with(|h| h.set(helper));
+}
+
 /// A wait policy and the job's count of awake ranks.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Patience<'a> {
@@ -119,7 +204,7 @@ pub(crate) struct Patience<'a> {
 impl Patience<'_> {
     /// Whether spinning cannot take a core from a rank that needs it.
     fn may_spin(&self) -> bool {
-        self.awake.load(Relaxed) <= self.policy.spin_while_awake
+        self.awake.load(Relaxed) <= self.policy.spin_while_awake && !HELPER.with(|h| h.get())
     }
 
     /// Wait until `poll` returns `Some`, the deadline passes
@@ -208,14 +293,13 @@ impl Patience<'_> {
             ww.sleepers.fetch_add(1, SeqCst);
             let seq = ww.seq.load(SeqCst);
             if let Some(v) = poll() {
-                ww.sleepers.fetch_sub(1, SeqCst);
+                ww.settle(self.awake, false);
                 return Ok(v);
             }
             let nap = remaining.map_or(w.slice, |r| r.min(w.slice));
             self.awake.fetch_sub(1, Relaxed);
             futex::wait(&ww.seq, seq, Some(nap));
-            self.awake.fetch_add(1, Relaxed);
-            ww.sleepers.fetch_sub(1, SeqCst);
+            ww.settle(self.awake, true);
             if let Some(v) = poll() {
                 return Ok(v);
             }

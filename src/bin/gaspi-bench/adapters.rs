@@ -7,13 +7,15 @@
 use crate::benches::{Bench, batches};
 use crate::report::Row;
 use gaspi::{
-    Assert, FenceDesign, GroupId, LockDesign, LockType, Rank, RmaOptions, RmaWindow, SegmentId,
-    Timeout,
+    Assert, BcastImpl, FenceDesign, GroupId, LockDesign, LockType, Rank, RmaOptions, RmaWindow,
+    SegmentId, Timeout,
 };
 use std::time::{Duration, Instant};
 
 const B: Timeout = Timeout::Block;
 const WINDOW: SegmentId = 22;
+/// The broadcaster's control window.
+const CONTROL: SegmentId = 23;
 
 /// The fence patterns `--pattern` can name.
 pub const PATTERNS: [&str; 5] = ["zero", "single", "neighbors8", "halo4", "halo8"];
@@ -294,6 +296,93 @@ pub fn lock(
         }
     }
     rows
+}
+
+/// The broadcast implementations `--impl` can name for `bcast`.
+pub const BCAST_IMPLS: [&str; 3] = ["linear", "binomial", "node"];
+
+/// `bcast`: rank 0 broadcasts `bytes` into every member's window (or node
+/// copy) and waits until all have it (`bcast` + `flush`); time per
+/// broadcast on rank 0, for each size and implementation. Every rank
+/// checks the last broadcast's data.
+pub fn bcast(b: &Bench, sizes: &[usize], impls: &[String]) -> Vec<Row> {
+    let ctx = b.ctx;
+    let me = ctx.rank() as usize;
+    let max = sizes.iter().copied().max().unwrap_or(8);
+    let elems = max.div_ceil(8).max(1);
+    let win = RmaWindow::<u64>::new(ctx, WINDOW, elems, GroupId::ALL, B).expect("RmaWindow");
+    let pattern = |i: usize| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut rows = Vec::new();
+    win.broadcaster(CONTROL, B, |bc| {
+        for &bytes in sizes {
+            let n = bytes / 8;
+            let mut data: Vec<u64> = (0..n).map(pattern).collect();
+            for imp in impls {
+                let how = match imp.as_str() {
+                    "linear" => BcastImpl::Linear,
+                    "node" => BcastImpl::Node,
+                    _ => BcastImpl::Binomial,
+                };
+                let reps = b.reps(bytes.max(64), 2_000, 256 << 20);
+                let before = bc.received().expect("received");
+                b.barrier();
+                let samples = if me == 0 {
+                    let mut one = |it: usize| {
+                        if let Some(first) = data.first_mut() {
+                            *first = tag(0, it);
+                        }
+                        bc.bcast(&data, 0, how, B).expect("bcast");
+                        bc.flush(B).expect("flush");
+                    };
+                    (0..reps / 10).for_each(&mut one);
+                    batches(reps, 1.0, |i| one(reps / 10 + i))
+                } else {
+                    Vec::new()
+                };
+                // Rank 0's flushes mean every rank has every broadcast; the
+                // others wait in a barrier, not on the counters the relays
+                // change (each change would wake them).
+                b.barrier();
+                let all_in = bc.received().expect("received") == before + (reps / 10 + reps) as u64;
+                let got = match how {
+                    BcastImpl::Node => bc.node_copy().to_vec(),
+                    _ => win.local().to_vec(),
+                };
+                let last = reps / 10 + reps - 1;
+                let ok = all_in
+                    && (0..n).all(|i| got[i] == if i == 0 { tag(0, last) } else { pattern(i) });
+                let verified = b.all_ok(ok);
+                rows.push(b.row("bcast", imp, bytes, reps, samples, verified));
+            }
+        }
+    })
+    .expect("broadcaster");
+    rows
+}
+
+/// For each size of a `bcast` run, the fastest implementation, and the
+/// smallest size from which binomial (and node) beat linear.
+pub fn bcast_crossover(rows: &[Row]) -> Vec<String> {
+    let mut sizes: Vec<usize> = rows.iter().map(|r| r.bytes).collect();
+    sizes.dedup();
+    let time = |imp: &str, bytes: usize| {
+        rows.iter()
+            .find(|r| r.imp == imp && r.bytes == bytes)
+            .map(Row::median)
+    };
+    let mut out = Vec::new();
+    for imp in ["binomial", "node"] {
+        let beats =
+            |t: usize| matches!((time(imp, t), time("linear", t)), (Some(a), Some(l)) if a < l);
+        let from = (0..sizes.len()).find(|&i| sizes[i..].iter().all(|&t| beats(t)));
+        if time(imp, sizes[0]).is_some() && time("linear", sizes[0]).is_some() {
+            out.push(match from {
+                Some(i) => format!("{imp} beats linear from {} bytes on", sizes[i]),
+                None => format!("{imp} never beats linear at every larger size"),
+            });
+        }
+    }
+    out
 }
 
 fn median(s: &[f64]) -> f64 {

@@ -44,6 +44,9 @@ Benchmarks (each verifies the data it moves):
   lock              lock + put + unlock per --design mcs-rw|two-level, --mode excl-same|
                     excl-distinct|shared-same|lock-all, with 1..N --contenders locking at
                     once (seed 004, figure 8); bytes per put (default 8)
+  bcast             RMA broadcast from rank 0 into every rank's window + flush (seed 000):
+                    --impl linear (lock_all + puts), binomial (broadcaster threads), node
+                    (one copy per node); reports the crossover
   put-lat-distance  write-notify-lat from rank 0 to each other rank (impl: intra:R / inter:R)
   shared-notify-lat remote write_notify into node 1's shared window until some rank of
                     node 1 claims it, one way (needs 2 nodes: --ppn)
@@ -68,7 +71,7 @@ Options:
   --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)
   --bind B           block (default: consecutive ranks share CPUs) or none (gaspi-run --bind)";
 
-const BENCHES: [&str; 13] = [
+const BENCHES: [&str; 14] = [
     "write-notify-lat",
     "write-bw",
     "read-lat",
@@ -79,6 +82,7 @@ const BENCHES: [&str; 13] = [
     "fence",
     "fence-overlap",
     "lock",
+    "bcast",
     "put-lat-distance",
     "shared-notify-lat",
     "all",
@@ -179,6 +183,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
                 let known: Vec<&str> = collectives::ALLREDUCE_IMPLS
                     .iter()
                     .chain(&collectives::ALLGATHERV_IMPLS)
+                    .chain(&adapters::BCAST_IMPLS)
                     .copied()
                     .collect();
                 a.impls = Some(parse_names(it.next(), "--impl", &known)?);
@@ -251,6 +256,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         let known: &[&str] = match a.bench.as_str() {
             "allreduce" => &collectives::ALLREDUCE_IMPLS,
             "allgatherv" => &collectives::ALLGATHERV_IMPLS,
+            "bcast" => &adapters::BCAST_IMPLS,
             _ => &[],
         };
         if let Some(bad) = impls.iter().find(|i| !known.contains(&i.as_str())) {
@@ -381,6 +387,12 @@ impl Printer {
             us(self.find("lock", "mcs-rw:excl-same:c1", 8)),
             ranks,
             us(self.find("lock", &format!("two-level:excl-same:c{ranks}"), 8)),
+        ));
+        lines.push(format!(
+            "bcast              1 MiB     {} binomial, {} linear, {} node (rank 0 to {ranks} ranks, + flush)",
+            us(self.find("bcast", "binomial", 1 << 20)),
+            us(self.find("bcast", "linear", 1 << 20)),
+            us(self.find("bcast", "node", 1 << 20)),
         ));
         let median = |v: &mut Vec<f64>| {
             v.sort_by(f64::total_cmp);
@@ -595,6 +607,24 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
             "lock: lock + put + unlock per contender, time on rank 0 (impl design:mode:contenders)",
             adapters::lock(&b, &s, &designs, &modes, &contenders),
         );
+    }
+    if selected("bcast") {
+        let s = sizes(&pow2(8, 16 << 20), &[8, 65_536, 1 << 20]);
+        let rows = adapters::bcast(
+            &b,
+            &s,
+            &names(&adapters::BCAST_IMPLS, &adapters::BCAST_IMPLS),
+        );
+        let cross = adapters::bcast_crossover(&rows);
+        emit(
+            "bcast: rank 0's broadcast into every rank's window + flush (impl linear / binomial / node)",
+            rows,
+        );
+        if me == 0 && a.format == Format::Table {
+            for c in cross {
+                println!("# bcast crossover: {c}");
+            }
+        }
     }
     if selected("put-lat-distance") {
         let s = sizes(&[8, 1 << 20], &[8]);

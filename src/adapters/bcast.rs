@@ -1,0 +1,630 @@
+//! RMA broadcast (seed 000): the root's data lands at the same
+//! displacement in every member's window elements.
+//!
+//! - [`BcastImpl::Linear`]: the root puts to every member inside a
+//!   `lock_all` epoch ([`RmaWindow::bcast_linear`]).
+//! - [`BcastImpl::Binomial`]: a binomial tree over the members, relayed by
+//!   a *broadcaster* thread on every member: a parent writes the data and
+//!   an operation description (root, displacement, length, sequence) into
+//!   the child's window and control window, then notifies the child's
+//!   request id; the child's broadcaster claims the request, relays to its
+//!   own children (largest subtree first, where the paper goes smallest
+//!   first: the deepest subtree starts earliest) and adds one to the root's
+//!   done counter with an atomic. The root's call returns after its own
+//!   writes; [`Broadcaster::flush`] waits until every member is done,
+//!   [`Broadcaster::test`] asks.
+//! - [`BcastImpl::Node`]: the same tree over nodes: one write per node into
+//!   the node-shared window (the elements of the node's first member), which
+//!   every local rank reads in place ([`Broadcaster::node_copy`]).
+//!
+//! Broadcasts never mix data: each takes a ticket from a counter at the
+//! group's first member and starts only when every earlier broadcast, from
+//! any root, is complete at every member (the paper waits for the
+//! previous operation); a relaying member counts itself done only after its
+//! own writes completed, so its elements stay unchanged while it relays.
+//!
+//! The broadcaster threads live in [`RmaWindow::broadcaster`]'s scope:
+//! started when it opens, stopped (after every broadcast has completed)
+//! when it closes, also if the scope's closure panics. A scope, not a
+//! window field, because the threads borrow the [`Context`]: Rust can only
+//! guarantee that they end before it does inside a scope.
+
+use super::fence::Assert;
+use super::rma::{RmaElem, RmaWindow};
+use super::words::{Word, Words};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::segments::SegmentView;
+use crate::types::{Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
+use crate::windows::WindowOptions;
+use std::cell::Cell;
+use std::sync::Mutex;
+
+/// How a broadcast travels (seed 000, and the node-aware variant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BcastImpl {
+    /// The root puts to every member in a `lock_all` epoch.
+    Linear,
+    /// A binomial tree over the members, relayed by broadcaster threads.
+    Binomial,
+    /// A binomial tree over nodes, one copy per node read in place.
+    Node,
+}
+
+/// Words of a member's line in the control window: the description of the
+/// broadcast it received last, then its counters.
+const SEQ: usize = 0;
+const ROOT: usize = 8;
+const DISP: usize = 16;
+const LEN: usize = 24;
+const EXPECT: usize = 32;
+const KIND: usize = 40;
+const DESC_BYTES: usize = 48;
+/// Broadcasts whose data this member can read.
+const RECEIVED: usize = 48;
+/// At a root: members (or nodes) done with its broadcasts, cumulative.
+const DONE: usize = 56;
+/// The global line (at the first member's node): tickets taken and
+/// broadcasts completed.
+const TICKET: usize = 0;
+const COMPLETED: usize = 8;
+
+/// The description of a broadcast, as written into control lines.
+#[derive(Clone, Copy, Debug)]
+struct Desc {
+    /// Ticket + 1.
+    seq: u64,
+    root: Rank,
+    /// Element displacement and count.
+    disp: usize,
+    len: usize,
+    /// The root's done count once this broadcast is complete.
+    expect: u64,
+    node: bool,
+}
+
+/// What relaying needs, shared by the root's call and the broadcaster
+/// thread (everything here is `Sync`).
+struct Relay<'a> {
+    ctx: &'a Context,
+    data: SegmentId,
+    control: SegmentId,
+    /// The control window's words.
+    words: Words<'a>,
+    members: Vec<Rank>,
+    /// The first member of each node that has members, by node.
+    leaders: Vec<Rank>,
+    /// Byte offset of each member's elements in the data window.
+    region: Vec<usize>,
+    elem: usize,
+    ppn: usize,
+    /// The queue of the broadcaster thread.
+    queue: QueueId,
+}
+
+impl Relay<'_> {
+    fn local_of(&self, r: Rank) -> usize {
+        r as usize % self.ppn
+    }
+
+    fn line(&self, r: Rank) -> Word {
+        Word {
+            rank: r,
+            at: self.local_of(r) * 64,
+        }
+    }
+
+    fn global(&self) -> Word {
+        Word {
+            rank: self.members[0],
+            at: self.ppn * 64,
+        }
+    }
+
+    fn index(&self, r: Rank) -> usize {
+        self.members.binary_search(&r).expect("a member")
+    }
+
+    fn leader_of(&self, r: Rank) -> Rank {
+        let node = self.ctx.node_of(r);
+        *self
+            .leaders
+            .iter()
+            .find(|&&l| self.ctx.node_of(l) == node)
+            .expect("every member's node has a leader")
+    }
+
+    fn region(&self, r: Rank) -> usize {
+        self.region[self.index(r)]
+    }
+
+    fn read_desc(&self, me: Rank) -> Result<Desc> {
+        let l = self.line(me);
+        let w = |off| self.words.load(l.plus(off));
+        Ok(Desc {
+            seq: w(SEQ)?,
+            root: w(ROOT)? as Rank,
+            disp: w(DISP)? as usize,
+            len: w(LEN)? as usize,
+            expect: w(EXPECT)?,
+            node: w(KIND)? == 1,
+        })
+    }
+
+    fn write_desc(&self, me: Rank, d: &Desc) {
+        let l = self.line(me);
+        for (off, v) in [
+            (SEQ, d.seq),
+            (ROOT, d.root as u64),
+            (DISP, d.disp as u64),
+            (LEN, d.len as u64),
+            (EXPECT, d.expect),
+            (KIND, d.node as u64),
+        ] {
+            self.words.store_own(l.plus(off), v);
+        }
+    }
+
+    /// The ranks `me` relays `d` to: its children in the binomial tree over
+    /// the members (or over the nodes' leaders, for its node), numbered
+    /// from the root (or the root's node).
+    fn children(&self, d: &Desc, me: Rank) -> Vec<Rank> {
+        let ring: &[Rank] = if d.node { &self.leaders } else { &self.members };
+        let pos_of = |r: Rank| {
+            if d.node {
+                let node = self.ctx.node_of(r);
+                ring.iter()
+                    .position(|&l| self.ctx.node_of(l) == node)
+                    .expect("a node with members")
+            } else {
+                self.index(r)
+            }
+        };
+        let p = ring.len();
+        let rel = (pos_of(me) + p - pos_of(d.root)) % p;
+        tree_children(rel, p)
+            .into_iter()
+            .map(|c| ring[(c + pos_of(d.root)) % p])
+            .collect()
+    }
+
+    /// Write `d`'s data and description to every child of `me` and notify
+    /// their requests; complete on `queue`.
+    fn send(&self, d: &Desc, me: Rank, queue: QueueId) -> Result<()> {
+        let ctx = self.ctx;
+        let src = if d.node { self.leader_of(me) } else { me };
+        let bytes = d.len * self.elem;
+        let at = d.disp * self.elem;
+        for child in self.children(d, me) {
+            if bytes > 0 {
+                ctx.write(
+                    Local::new(self.data, self.region(src) + at),
+                    Remote::new(child, self.data, self.region(child) + at),
+                    bytes,
+                    queue,
+                    Timeout::Block,
+                )?;
+            }
+            ctx.write(
+                Local::new(self.control, self.line(me).at),
+                Remote::new(child, self.control, self.line(child).at),
+                DESC_BYTES,
+                queue,
+                Timeout::Block,
+            )?;
+            let request = Notification::new(2 * self.local_of(child) as u32, 1);
+            ctx.notify(child, self.control, request, queue, Timeout::Block)?;
+        }
+        ctx.wait(queue, Timeout::Block)
+    }
+
+    /// The data of `d` is readable by `me` (and, for a node copy, by its
+    /// node's members).
+    fn arrived(&self, d: &Desc, me: Rank) -> Result<()> {
+        if d.node {
+            let node = self.ctx.node_of(me);
+            for &r in self
+                .members
+                .iter()
+                .filter(|&&r| self.ctx.node_of(r) == node)
+            {
+                self.words.fetch_add(self.line(r).plus(RECEIVED), 1)?;
+            }
+        } else {
+            self.words.fetch_add(self.line(me).plus(RECEIVED), 1)?;
+        }
+        Ok(())
+    }
+
+    /// `me` is done with `d`: tell the root; the last one completes it.
+    fn done(&self, d: &Desc) -> Result<()> {
+        let old = self.words.fetch_add(self.line(d.root).plus(DONE), 1)?;
+        if old + 1 == d.expect {
+            self.words.fetch_add(self.global().plus(COMPLETED), 1)?;
+        }
+        Ok(())
+    }
+
+    /// The broadcaster thread: claim requests until the stop notification.
+    fn serve(&self, me: Rank, failure: &Mutex<Option<Error>>) {
+        let _counted = self.ctx.engine.count_thread();
+        let l = 2 * self.local_of(me) as u32;
+        loop {
+            match self
+                .ctx
+                .notify_claim(self.control, l..l + 2, Timeout::Block)
+            {
+                Ok((id, _)) if id == l + 1 => return,
+                Ok(_) => {
+                    // Done before counting the arrival: the root waits for
+                    // the first, the rank's own threads (if at all) for the
+                    // second.
+                    let relayed = self.read_desc(me).and_then(|d| {
+                        self.send(&d, me, self.queue)?;
+                        self.done(&d)?;
+                        self.arrived(&d, me)
+                    });
+                    if let Err(e) = relayed {
+                        failure.lock().expect("not poisoned").get_or_insert(e);
+                    }
+                }
+                Err(e) => {
+                    failure.lock().expect("not poisoned").get_or_insert(e);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Children of relative position `pos` in a binomial tree of `p`
+/// positions rooted at 0, largest subtree first.
+fn tree_children(pos: usize, p: usize) -> Vec<usize> {
+    let mut mask = 1;
+    while mask < p && pos & mask == 0 {
+        mask <<= 1;
+    }
+    std::iter::successors(Some(mask >> 1), |m| Some(m >> 1))
+        .take_while(|&m| m > 0)
+        .map(|m| pos + m)
+        .filter(|&c| c < p)
+        .collect()
+}
+
+/// Posts the broadcaster's stop notification when dropped (also when the
+/// scope's closure unwinds), so the thread always ends.
+struct StopOnDrop<'r, 'a> {
+    relay: &'r Relay<'a>,
+    me: Rank,
+    /// The main thread's queue.
+    queue: QueueId,
+}
+
+impl Drop for StopOnDrop<'_, '_> {
+    fn drop(&mut self) {
+        let r = self.relay;
+        let stop = Notification::new(2 * r.local_of(self.me) as u32 + 1, 1);
+        // Posting to this rank's own window cannot fail while it exists.
+        let _ = r
+            .ctx
+            .notify(self.me, r.control, stop, self.queue, Timeout::Block);
+        let _ = r.ctx.wait(self.queue, Timeout::Block);
+    }
+}
+
+/// The root's side of the broadcasts of a [`RmaWindow::broadcaster`]
+/// scope (seed 000's `RMABcast*` calls).
+pub struct Broadcaster<'s, 'a, T: RmaElem> {
+    win: &'s RmaWindow<'a, T>,
+    relay: &'s Relay<'a>,
+    failure: &'s Mutex<Option<Error>>,
+    /// This rank's done count once its broadcasts are complete.
+    expected: Cell<u64>,
+    /// A ticket taken by a call that timed out waiting for its turn.
+    pending: Cell<Option<u64>>,
+}
+
+impl<T: RmaElem> Broadcaster<'_, '_, T> {
+    /// Broadcast `buf` from this rank into elements `disp..` of every
+    /// member (`RMABcastLinear` / `RMABcastBinomial`; with
+    /// [`BcastImpl::Node`], into every node's copy). Waits (up to
+    /// `timeout`) until every earlier broadcast is complete, then returns
+    /// after this rank's own writes; [`Broadcaster::flush`] waits for the
+    /// rest. After a timeout the turn is kept: the next call uses it.
+    ///
+    /// ```
+    /// use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u32>::new(&ctx, 13, 4, GroupId::ALL, Timeout::Block)?;
+    /// win.broadcaster(14, Timeout::Block, |b| {
+    ///     if ctx.rank() == 0 {
+    ///         b.bcast(&[7, 8], 1, BcastImpl::Binomial, Timeout::Block)?;
+    ///         b.flush(Timeout::Block)?; // every member has it
+    ///     }
+    ///     b.wait_received(1, Timeout::Block)?;
+    ///     assert_eq!(win.local().get(2), 8);
+    ///     Ok::<(), gaspi::Error>(())
+    /// })??;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn bcast(&self, buf: &[T], disp: usize, how: BcastImpl, timeout: Timeout) -> Result<()> {
+        self.failed()?;
+        let win = self.win;
+        if disp
+            .checked_add(buf.len())
+            .is_none_or(|end| end > win.len())
+        {
+            return Err(Error::OutOfBounds {
+                rank: win.ctx.rank(),
+                segment: win.segment(),
+                offset: disp,
+                size: buf.len(),
+                segment_size: win.len(),
+            });
+        }
+        let r = self.relay;
+        let me = win.ctx.rank();
+        let ticket = match self.pending.take() {
+            Some(t) => t,
+            None => r.words.fetch_add(r.global().plus(TICKET), 1)?,
+        };
+        let turn = r.words.await_word(
+            r.global().plus(COMPLETED),
+            |c| c >= ticket,
+            timeout.deadline(),
+        );
+        if let Err(e) = turn {
+            self.pending.set(Some(ticket));
+            return Err(e);
+        }
+        if how == BcastImpl::Linear {
+            let put = win.bcast_linear(buf, disp);
+            if put.is_ok() {
+                for &m in &r.members {
+                    r.words.fetch_add(r.line(m).plus(RECEIVED), 1)?;
+                }
+            }
+            // Complete (also when failed): the next broadcast may start.
+            r.words.fetch_add(r.global().plus(COMPLETED), 1)?;
+            return put;
+        }
+        let node = how == BcastImpl::Node;
+        let (copy, others) = if node {
+            (r.leader_of(me), r.leaders.len() - 1)
+        } else {
+            (me, r.members.len() - 1)
+        };
+        win.region_of(copy).copy_from_slice(disp, buf);
+        let d = Desc {
+            seq: ticket + 1,
+            root: me,
+            disp,
+            len: buf.len(),
+            expect: self.expected.get() + others as u64,
+            node,
+        };
+        r.write_desc(me, &d);
+        self.expected.set(d.expect);
+        let sent = r.send(&d, me, win.opts.queue);
+        r.arrived(&d, me)?;
+        if others == 0 {
+            r.words.fetch_add(r.global().plus(COMPLETED), 1)?;
+        }
+        sent
+    }
+
+    /// Wait until every member (or node) has received this rank's
+    /// broadcasts (`RMABcastFlush`).
+    pub fn flush(&self, timeout: Timeout) -> Result<()> {
+        self.failed()?;
+        let r = self.relay;
+        let want = self.expected.get();
+        r.words
+            .await_word(
+                r.line(self.win.ctx.rank()).plus(DONE),
+                |v| v >= want,
+                timeout.deadline(),
+            )
+            .map(drop)
+    }
+
+    /// Whether this rank's broadcasts are complete everywhere
+    /// (`RMABcastTest`).
+    pub fn test(&self) -> Result<bool> {
+        self.failed()?;
+        let r = self.relay;
+        Ok(r.words.load(r.line(self.win.ctx.rank()).plus(DONE))? >= self.expected.get())
+    }
+
+    /// How many broadcasts (from any root, since the scope opened) this
+    /// rank can read: in its own elements, or in its node's copy.
+    pub fn received(&self) -> Result<u64> {
+        let r = self.relay;
+        r.words.load(r.line(self.win.ctx.rank()).plus(RECEIVED))
+    }
+
+    /// Wait until [`Broadcaster::received`] is at least `count`.
+    pub fn wait_received(&self, count: u64, timeout: Timeout) -> Result<()> {
+        let r = self.relay;
+        let w = r.line(self.win.ctx.rank()).plus(RECEIVED);
+        let got = r.words.await_word(w, |v| v >= count, timeout.deadline());
+        self.failed()?;
+        got.map(drop)
+    }
+
+    /// This node's copy of [`BcastImpl::Node`] broadcasts (the elements of
+    /// the node's first member), read in place.
+    pub fn node_copy(&self) -> SegmentView<T> {
+        self.win
+            .region_of(self.relay.leader_of(self.win.ctx.rank()))
+    }
+
+    /// An error the broadcaster thread met.
+    fn failed(&self) -> Result<()> {
+        match self.failure.lock().expect("not poisoned").take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Close the scope: give back a kept turn, then wait until every
+    /// broadcast of every root is complete (collective).
+    fn close(&self, timeout: Timeout) -> Result<()> {
+        let r = self.relay;
+        let deadline = timeout.deadline();
+        if let Some(t) = self.pending.take() {
+            r.words
+                .await_word(r.global().plus(COMPLETED), |c| c >= t, deadline)?;
+            r.words.fetch_add(r.global().plus(COMPLETED), 1)?;
+        }
+        let ctx = self.win.ctx;
+        ctx.barrier(self.win.group, deadline.timeout())?;
+        let tickets = r.words.load(r.global().plus(TICKET))?;
+        r.words
+            .await_word(r.global().plus(COMPLETED), |c| c >= tickets, deadline)?;
+        self.failed()
+    }
+}
+
+impl<'a, T: RmaElem> RmaWindow<'a, T> {
+    /// The linear broadcast (seed 000, figure 3): `lock_all`, a put of
+    /// `buf` to elements `disp..` of every member, `unlock_all`. Complete
+    /// everywhere when it returns; receivers learn of it by other means
+    /// (inside a [`RmaWindow::broadcaster`] scope, use
+    /// [`Broadcaster::bcast`] with [`BcastImpl::Linear`], which counts it).
+    ///
+    /// ```
+    /// use gaspi::{Config, Context, GroupId, RmaWindow, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u64>::new(&ctx, 15, 2, GroupId::ALL, Timeout::Block)?;
+    /// if ctx.rank() == 0 {
+    ///     win.bcast_linear(&[42], 0)?;
+    /// }
+    /// ctx.barrier(GroupId::ALL, Timeout::Block)?;
+    /// assert_eq!(win.local().get(0), 42);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn bcast_linear(&self, buf: &[T], disp: usize) -> Result<()> {
+        self.lock_all(Assert::NONE, Timeout::Block)?;
+        let put = self
+            .members
+            .iter()
+            .try_for_each(|&m| self.put(buf, m, disp));
+        let unlocked = self.unlock_all();
+        put.and(unlocked)
+    }
+
+    /// Run `f` with a broadcaster thread on every member (seed 000's
+    /// runtime): collective over the window's group, which every member
+    /// enters and leaves. Opening creates the control window on segment
+    /// `control` (requests, descriptions, done counters) and starts the
+    /// threads; closing waits until every broadcast is complete, stops the
+    /// threads and deletes the control window. Returns `f`'s value, or the
+    /// first error of opening or closing.
+    ///
+    /// The threads relay on queue [`RmaOptions::relay_queue`](crate::RmaOptions::relay_queue);
+    /// `f` must leave it to them.
+    pub fn broadcaster<R>(
+        &self,
+        control: SegmentId,
+        timeout: Timeout,
+        f: impl FnOnce(&Broadcaster<'_, 'a, T>) -> R,
+    ) -> Result<R> {
+        let ctx = self.ctx;
+        let ppn = ctx.ranks_per_node();
+        let queue = self.opts.relay_queue;
+        if queue == self.opts.queue {
+            return Err(Error::InvalidArgument(
+                "RmaOptions::relay_queue must differ from RmaOptions::queue".into(),
+            ));
+        }
+        ctx.queues.check(queue)?;
+        let table = WindowOptions::default().notifications(2 * ppn as u32);
+        let win = ctx.window_create_with(control, (ppn + 1) * 64, self.group, table, timeout)?;
+        let mut leaders: Vec<Rank> = Vec::new();
+        for &m in &self.members {
+            if leaders
+                .last()
+                .is_none_or(|&l| ctx.node_of(l) != ctx.node_of(m))
+            {
+                leaders.push(m);
+            }
+        }
+        let relay = Relay {
+            ctx,
+            data: self.segment(),
+            control,
+            words: Words::new(ctx, control, win.object().clone()),
+            region: self.members.iter().map(|&m| self.offset(m, 0)).collect(),
+            members: self.members.clone(),
+            leaders,
+            elem: std::mem::size_of::<T>(),
+            ppn,
+            queue,
+        };
+        let failure = Mutex::new(None);
+        let me = ctx.rank();
+        let (out, closed) = std::thread::scope(|s| {
+            let thread = s.spawn(|| relay.serve(me, &failure));
+            let stop = StopOnDrop {
+                relay: &relay,
+                me,
+                queue: self.opts.queue,
+            };
+            let b = Broadcaster {
+                win: self,
+                relay: &relay,
+                failure: &failure,
+                expected: Cell::new(0),
+                pending: Cell::new(None),
+            };
+            let out = f(&b);
+            let closed = b.close(timeout);
+            drop(stop);
+            let joined = thread.join();
+            (
+                out,
+                closed.and(
+                    joined.map_err(|_| Error::RmaSync("the broadcaster thread panicked".into())),
+                ),
+            )
+        });
+        let left = ctx.barrier(self.group, timeout);
+        let deleted = ctx.segment_delete(control);
+        closed.and(left).and(deleted).map(|()| out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tree_children;
+
+    /// Every position but the root has exactly one parent, children come
+    /// largest subtree first, the depth is floor(log2 p) and the root
+    /// sends ceil(log2 p) times.
+    #[test]
+    fn binomial_trees_cover_every_position_once() {
+        for p in 1..70 {
+            let mut parent = vec![None; p];
+            let mut depth = vec![0; p];
+            for pos in 0..p {
+                let c = tree_children(pos, p);
+                assert!(c.windows(2).all(|w| w[0] > w[1]), "{p}: {pos} -> {c:?}");
+                for ch in c {
+                    assert!(parent[ch].replace(pos).is_none(), "{p}: {ch} twice");
+                    assert!(ch > pos);
+                }
+            }
+            for pos in 1..p {
+                let up = parent[pos].expect("a parent");
+                depth[pos] = depth[up] + 1;
+            }
+            // Hops: floor(log2 p); the root's sends (rounds): ceil(log2 p).
+            let max = depth.iter().max().copied().unwrap_or(0);
+            assert_eq!(max, p.ilog2() as usize, "p = {p}");
+            assert_eq!(tree_children(0, p).len(), p.next_power_of_two().ilog2() as usize);
+        }
+        assert_eq!(tree_children(0, 5), vec![4, 2, 1]);
+        assert_eq!(tree_children(2, 5), vec![3]);
+    }
+}
