@@ -35,7 +35,7 @@ use super::words::{Word, Words};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
-use crate::types::{Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
+use crate::types::{Deadline, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
 use crate::windows::WindowOptions;
 use std::cell::Cell;
 use std::sync::Mutex;
@@ -54,12 +54,15 @@ pub enum BcastImpl {
 /// Words of a member's line in the control window: the description of the
 /// broadcast it received last, then its counters.
 const SEQ: usize = 0;
+/// The root, and 1 << 32 for a node broadcast.
 const ROOT: usize = 8;
 const DISP: usize = 16;
 const LEN: usize = 24;
 const EXPECT: usize = 32;
-const KIND: usize = 40;
-const DESC_BYTES: usize = 48;
+const DESC_BYTES: usize = 40;
+/// Non-zero while the member's own thread waits on `RECEIVED` or `DONE`:
+/// only then do changes of them wake the node.
+const WATCH: usize = 40;
 /// Broadcasts whose data this member can read.
 const RECEIVED: usize = 48;
 /// At a root: members (or nodes) done with its broadcasts, cumulative.
@@ -68,6 +71,8 @@ const DONE: usize = 56;
 /// broadcasts completed.
 const TICKET: usize = 0;
 const COMPLETED: usize = 8;
+/// Ranks waiting for `COMPLETED` to grow.
+const COMPLETED_WATCH: usize = 16;
 
 /// The description of a broadcast, as written into control lines.
 #[derive(Clone, Copy, Debug)]
@@ -143,11 +148,11 @@ impl Relay<'_> {
         let w = |off| self.words.load(l.plus(off));
         Ok(Desc {
             seq: w(SEQ)?,
-            root: w(ROOT)? as Rank,
+            root: (w(ROOT)? & 0xffff_ffff) as Rank,
             disp: w(DISP)? as usize,
             len: w(LEN)? as usize,
             expect: w(EXPECT)?,
-            node: w(KIND)? == 1,
+            node: w(ROOT)? >> 32 == 1,
         })
     }
 
@@ -155,11 +160,10 @@ impl Relay<'_> {
         let l = self.line(me);
         for (off, v) in [
             (SEQ, d.seq),
-            (ROOT, d.root as u64),
+            (ROOT, d.root as u64 | (d.node as u64) << 32),
             (DISP, d.disp as u64),
             (LEN, d.len as u64),
             (EXPECT, d.expect),
-            (KIND, d.node as u64),
         ] {
             self.words.store_own(l.plus(off), v);
         }
@@ -228,19 +232,59 @@ impl Relay<'_> {
                 .iter()
                 .filter(|&&r| self.ctx.node_of(r) == node)
             {
-                self.words.fetch_add(self.line(r).plus(RECEIVED), 1)?;
+                self.bump(r, RECEIVED)?;
             }
         } else {
-            self.words.fetch_add(self.line(me).plus(RECEIVED), 1)?;
+            self.bump(me, RECEIVED)?;
         }
         Ok(())
     }
 
+    /// Add one to counter `which` of member `r`, waking its node only if
+    /// `r`'s own thread waits on it.
+    fn bump(&self, r: Rank, which: usize) -> Result<u64> {
+        let l = self.line(r);
+        self.words
+            .fetch_add_watched(l.plus(which), 1, l.plus(WATCH))
+    }
+
+    /// Wait (as member `me`'s own thread) until counter `which` of `me`
+    /// satisfies `pred`.
+    fn await_counter(
+        &self,
+        me: Rank,
+        which: usize,
+        pred: impl Fn(u64) -> bool,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        let l = self.line(me);
+        self.words
+            .await_watched(l.plus(which), l.plus(WATCH), pred, timeout.deadline())
+    }
+
+    /// One more broadcast is complete everywhere.
+    fn complete(&self) -> Result<u64> {
+        let g = self.global();
+        self.words
+            .fetch_add_watched(g.plus(COMPLETED), 1, g.plus(COMPLETED_WATCH))
+    }
+
+    /// Wait until `n` broadcasts are complete.
+    fn await_completed(&self, n: u64, deadline: Deadline) -> Result<u64> {
+        let g = self.global();
+        self.words.await_watched(
+            g.plus(COMPLETED),
+            g.plus(COMPLETED_WATCH),
+            |c| c >= n,
+            deadline,
+        )
+    }
+
     /// `me` is done with `d`: tell the root; the last one completes it.
     fn done(&self, d: &Desc) -> Result<()> {
-        let old = self.words.fetch_add(self.line(d.root).plus(DONE), 1)?;
+        let old = self.bump(d.root, DONE)?;
         if old + 1 == d.expect {
-            self.words.fetch_add(self.global().plus(COMPLETED), 1)?;
+            self.complete()?;
         }
         Ok(())
     }
@@ -366,13 +410,9 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
         let me = win.ctx.rank();
         let ticket = match self.pending.take() {
             Some(t) => t,
-            None => r.words.fetch_add(r.global().plus(TICKET), 1)?,
+            None => r.words.fetch_add_quiet(r.global().plus(TICKET), 1)?,
         };
-        let turn = r.words.await_word(
-            r.global().plus(COMPLETED),
-            |c| c >= ticket,
-            timeout.deadline(),
-        );
+        let turn = r.await_completed(ticket, timeout.deadline());
         if let Err(e) = turn {
             self.pending.set(Some(ticket));
             return Err(e);
@@ -381,11 +421,11 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
             let put = win.bcast_linear(buf, disp);
             if put.is_ok() {
                 for &m in &r.members {
-                    r.words.fetch_add(r.line(m).plus(RECEIVED), 1)?;
+                    r.bump(m, RECEIVED)?;
                 }
             }
             // Complete (also when failed): the next broadcast may start.
-            r.words.fetch_add(r.global().plus(COMPLETED), 1)?;
+            r.complete()?;
             return put;
         }
         let node = how == BcastImpl::Node;
@@ -408,7 +448,7 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
         let sent = r.send(&d, me, win.opts.queue);
         r.arrived(&d, me)?;
         if others == 0 {
-            r.words.fetch_add(r.global().plus(COMPLETED), 1)?;
+            r.complete()?;
         }
         sent
     }
@@ -419,12 +459,7 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
         self.failed()?;
         let r = self.relay;
         let want = self.expected.get();
-        r.words
-            .await_word(
-                r.line(self.win.ctx.rank()).plus(DONE),
-                |v| v >= want,
-                timeout.deadline(),
-            )
+        r.await_counter(self.win.ctx.rank(), DONE, |v| v >= want, timeout)
             .map(drop)
     }
 
@@ -446,8 +481,7 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
     /// Wait until [`Broadcaster::received`] is at least `count`.
     pub fn wait_received(&self, count: u64, timeout: Timeout) -> Result<()> {
         let r = self.relay;
-        let w = r.line(self.win.ctx.rank()).plus(RECEIVED);
-        let got = r.words.await_word(w, |v| v >= count, timeout.deadline());
+        let got = r.await_counter(self.win.ctx.rank(), RECEIVED, |v| v >= count, timeout);
         self.failed()?;
         got.map(drop)
     }
@@ -473,15 +507,13 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
         let r = self.relay;
         let deadline = timeout.deadline();
         if let Some(t) = self.pending.take() {
-            r.words
-                .await_word(r.global().plus(COMPLETED), |c| c >= t, deadline)?;
-            r.words.fetch_add(r.global().plus(COMPLETED), 1)?;
+            r.await_completed(t, deadline)?;
+            r.complete()?;
         }
         let ctx = self.win.ctx;
         ctx.barrier(self.win.group, deadline.timeout())?;
         let tickets = r.words.load(r.global().plus(TICKET))?;
-        r.words
-            .await_word(r.global().plus(COMPLETED), |c| c >= tickets, deadline)?;
+        r.await_completed(tickets, deadline)?;
         self.failed()
     }
 }
@@ -622,7 +654,10 @@ mod tests {
             // Hops: floor(log2 p); the root's sends (rounds): ceil(log2 p).
             let max = depth.iter().max().copied().unwrap_or(0);
             assert_eq!(max, p.ilog2() as usize, "p = {p}");
-            assert_eq!(tree_children(0, p).len(), p.next_power_of_two().ilog2() as usize);
+            assert_eq!(
+                tree_children(0, p).len(),
+                p.next_power_of_two().ilog2() as usize
+            );
         }
         assert_eq!(tree_children(0, 5), vec![4, 2, 1]);
         assert_eq!(tree_children(2, 5), vec![3]);

@@ -82,6 +82,51 @@ impl<'a> Words<'a> {
         self.atomic(w, |a| a.fetch_add(v, SeqCst))
     }
 
+    /// `fetch_add` that wakes `w`'s node only if `watch` (a word on the
+    /// same node) is non-zero: for counters whose waiters announce
+    /// themselves in `watch` ([`Words::await_watched`]), so that the other
+    /// sleepers of the node are not woken for nothing.
+    pub(super) fn fetch_add_watched(&self, w: Word, v: u64, watch: Word) -> Result<u64> {
+        let old = self.fetch_add_quiet(w, v)?;
+        if self.load(watch)? != 0 {
+            if self.local(watch) {
+                self.node.notifications().ww.wake();
+            } else {
+                self.ctx
+                    .atomic_wake(self.remote(watch), |a| a.load(SeqCst))?;
+            }
+        }
+        Ok(old)
+    }
+
+    /// [`Words::await_word`] on a word changed by
+    /// [`Words::fetch_add_watched`] with `watch`: counts this waiter in
+    /// `watch` while waiting. (Dekker: the waiter raises `watch` then
+    /// reads `w`, the changer changes `w` then reads `watch`, all SeqCst,
+    /// so one of them sees the other.) A waiter on another node's word
+    /// polls it (see the module docs).
+    pub(super) fn await_watched(
+        &self,
+        w: Word,
+        watch: Word,
+        pred: impl Fn(u64) -> bool,
+        deadline: Deadline,
+    ) -> Result<u64> {
+        self.fetch_add_quiet(watch, 1)?;
+        let got = self.await_word(w, pred, deadline);
+        self.fetch_add_quiet(watch, 1u64.wrapping_neg())?;
+        got
+    }
+
+    /// `fetch_add` without a wake-up (for words nobody waits on).
+    pub(super) fn fetch_add_quiet(&self, w: Word, v: u64) -> Result<u64> {
+        if self.local(w) {
+            Ok(self.bytes.atomic_u64(w.at).fetch_add(v, SeqCst))
+        } else {
+            self.ctx.atomic_fetch_add(self.remote(w), v, Timeout::Block)
+        }
+    }
+
     /// `compare_swap`; returns the old value.
     pub(super) fn compare_swap(&self, w: Word, old: u64, new: u64) -> Result<u64> {
         self.atomic(w, |a| match a.compare_exchange(old, new, SeqCst, SeqCst) {
