@@ -25,8 +25,15 @@ pub const DESIGNS: [&str; 3] = ["notified", "opt", "deferred"];
 pub const LOCK_DESIGNS: [&str; 2] = ["mcs-rw", "two-level"];
 /// What the contenders of `lock` do (`--mode`): exclusive locks on one
 /// target (the last rank), exclusive locks on distinct targets (the next
-/// rank), shared locks on one target, lock_all.
-pub const LOCK_MODES: [&str; 4] = ["excl-same", "excl-distinct", "shared-same", "lock-all"];
+/// rank), shared locks on one target, lock_all; put-flush: put + flush to
+/// the last rank inside one lock_all epoch (IMB-RMA's Unidir_put).
+pub const LOCK_MODES: [&str; 5] = [
+    "excl-same",
+    "excl-distinct",
+    "shared-same",
+    "lock-all",
+    "put-flush",
+];
 
 /// A window of `len` u64 per rank with the fence design named `name`.
 fn window<'a>(b: &Bench<'a>, name: &str, len: usize) -> RmaWindow<'a, u64> {
@@ -247,8 +254,13 @@ pub fn lock(
                     .expect("RmaWindow");
                     let mut data = vec![0u64; elems];
                     let t = target(me) as Rank;
+                    let epoch = mode == "put-flush";
                     let mut one = |it: usize| {
                         data.fill(tag(me, it));
+                        if epoch {
+                            win.put(&data[..bytes / 8], t, me * elems).expect("put");
+                            return win.flush(t).expect("flush");
+                        }
                         match mode.as_str() {
                             "lock-all" => win.lock_all(Assert::NONE, B).expect("lock_all"),
                             "shared-same" => win
@@ -267,8 +279,15 @@ pub fn lock(
                     let reps = b.reps(bytes.max(64), 5_000, 64 << 20);
                     b.barrier();
                     let samples = if me < c {
+                        if epoch {
+                            win.lock_all(Assert::NONE, B).expect("lock_all");
+                        }
                         (0..reps / 10).for_each(&mut one);
-                        batches(reps, 1.0, |i| one(reps / 10 + i))
+                        let s = batches(reps, 1.0, |i| one(reps / 10 + i));
+                        if epoch {
+                            win.unlock_all().expect("unlock_all");
+                        }
+                        s
                     } else {
                         Vec::new()
                     };

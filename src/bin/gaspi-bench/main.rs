@@ -42,8 +42,9 @@ Benchmarks (each verifies the data it moves):
   fence-overlap     put to the right, compute as long as the epoch takes, fence: the
                     overlap percentage (seed 003, figure 6) per design
   lock              lock + put + unlock per --design mcs-rw|two-level, --mode excl-same|
-                    excl-distinct|shared-same|lock-all, with 1..N --contenders locking at
-                    once (seed 004, figure 8); bytes per put (default 8)
+                    excl-distinct|shared-same|lock-all|put-flush (put + flush inside one
+                    lock_all), with 1..N --contenders locking at once (seed 004, figure 8);
+                    bytes per put (default 8)
   bcast             RMA broadcast from rank 0 into every rank's window + flush (seed 000):
                     --impl linear (lock_all + puts), binomial (broadcaster threads), node
                     (one copy per node); reports the crossover
