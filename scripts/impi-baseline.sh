@@ -10,12 +10,9 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 . scripts/impi-env.sh
 impi_cc notified_put_lat scripts/mpi/notified_put_lat.c
-cargo build --release --bin gaspi-bench >&2
-bench=target/release/gaspi-bench
 
-echo "# $(date -u +%F), $(nproc) cores, Intel MPI $version (I_MPI_FABRICS=shm); times in us"
+impi_header "; times in us"
 echo "what,ranks,round,intel_mpi,gaspi,ratio"
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
 for n in 2 4 8; do
     for r in $(seq 1 "$rounds"); do
         impi=$(mpirun -n "$n" IMB-MPI1 Barrier -npmin "$n" -iter 2000 | awk '/#repetitions/{f=1;next} f&&NF>=4{print $4; exit}')

@@ -42,15 +42,13 @@ pin_list() {
 
 . scripts/impi-env.sh
 impi_cc coll_bench scripts/mpi/coll_bench.c
-cargo build --release --bin gaspi-bench >&2
-bench=target/release/gaspi-bench
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 # CSV column 8 is the median; keep "bench,bytes,median" per row.
 medians() { awk -F, '$11 == "true" { print $1 "," $5 "," $8 } $11 == "false" { print "unverified: " $0 > "/dev/stderr" }'; }
 
-echo "# $(date -u +%F), $(nproc) cores, Intel MPI $version (I_MPI_FABRICS=shm), $ranks ranks; times in us (medians over batches)"
+impi_header ", $ranks ranks; times in us (medians over batches)"
 echo "bench,ppn,placement,round,bytes,intel_best_us,intel_best_algo,gaspi_us,ratio"
 for r in $(seq 1 "$rounds"); do
   for place in $placements; do

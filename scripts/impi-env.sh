@@ -1,8 +1,12 @@
 # Sourced by the Intel MPI comparison scripts: installs Intel MPI from PyPI
 # into a virtualenv (default .impi-venv, or $IMPI_VENV) unless it is there,
-# puts it on PATH / LD_LIBRARY_PATH with I_MPI_FABRICS=shm, and defines
-# impi_cc OUT SRC, which compiles an MPI program into the virtualenv.
-# Sets: venv (absolute), version.
+# puts it on PATH / LD_LIBRARY_PATH with I_MPI_FABRICS=shm, builds
+# gaspi-bench, and defines
+#   impi_cc OUT SRC     compile an MPI program into the virtualenv
+#   impi_header TEXT    the CSV's first line: date, machine, Intel MPI, TEXT
+#   ratio A B           B / A with two decimals (ours / Intel's)
+#   pick IMPL           the median of gaspi-bench's CSV row for IMPL (stdin)
+# Sets: venv (absolute), version, bench (the gaspi-bench binary).
 venv=${IMPI_VENV:-.impi-venv}
 version=2021.18.0
 if [ ! -x "$venv/bin/IMB-MPI1" ]; then
@@ -16,3 +20,9 @@ export I_MPI_FABRICS=shm
 # The PyPI mpicc wrapper cannot find mpi.h (its prefix is left
 # unsubstituted): compile against the virtualenv's include/ and lib/.
 impi_cc() { gcc -O2 -I"$venv/include" -L"$venv/lib" -o "$venv/$1" "$2" -lmpi; }
+
+cargo build --release --bin gaspi-bench >&2
+bench=target/release/gaspi-bench
+impi_header() { echo "# $(date -u +%F), $(nproc) cores, Intel MPI $version (I_MPI_FABRICS=shm)$1"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
+pick() { awk -F, -v i="$1" '$2 == i {print $8}'; }

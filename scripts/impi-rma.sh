@@ -24,14 +24,9 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 . scripts/impi-env.sh
 impi_cc rma_bench scripts/mpi/rma_bench.c
-cargo build --release --bin gaspi-bench >&2
-bench=target/release/gaspi-bench
 
-echo "# $(date -u +%F), $(nproc) cores, Intel MPI $version (I_MPI_FABRICS=shm); medians in us"
+impi_header "; medians in us"
 echo "what,ranks,round,intel_mpi,gaspi,ratio,extra"
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
-# The median of gaspi-bench's CSV row whose impl is $1.
-pick() { awk -F, -v i="$1" '$2 == i {print $8}'; }
 for n in 2 4 8; do
     for r in $(seq 1 "$rounds"); do
         for p in single zero; do
