@@ -206,3 +206,40 @@ fn errors_timeouts_and_panics() {
         .unwrap();
     });
 }
+
+/// `test` turns true only once every member has the data: after the root
+/// saw it true (polling, no flush) and a barrier, every member finds the
+/// broadcast in place without waiting; roots alternate, back to back.
+#[test]
+fn test_turns_true_only_when_every_member_has_the_data() {
+    for (n, ppn) in [(4, 2), (5, 5)] {
+        Job::new(&[n]).ppn(ppn).run(|ctx| {
+            let n = ctx.num_ranks();
+            let len = 4096;
+            let win = RmaWindow::<u32>::new(ctx, 13, len, GroupId::ALL, B).unwrap();
+            win.broadcaster(14, B, |b| {
+                for k in 0..40u64 {
+                    let root = (k % n as u64) as Rank;
+                    let how =
+                        [BcastImpl::Binomial, BcastImpl::Node, BcastImpl::Linear][k as usize % 3];
+                    if ctx.rank() == root {
+                        let data: Vec<u32> = (0..len).map(|i| value(root, k, i)).collect();
+                        b.bcast(&data, 0, how, B).unwrap();
+                        while !b.test().unwrap() {
+                            std::thread::yield_now();
+                        }
+                    }
+                    ctx.barrier(GroupId::ALL, B).unwrap();
+                    assert_eq!(b.received().unwrap(), k + 1, "broadcast {k} not counted");
+                    let got = seen(&win, b, how);
+                    assert!(
+                        got.iter().enumerate().all(|(i, &v)| v == value(root, k, i)),
+                        "broadcast {k} ({how:?} from {root}) not in place"
+                    );
+                    ctx.barrier(GroupId::ALL, B).unwrap();
+                }
+            })
+            .unwrap();
+        });
+    }
+}

@@ -300,13 +300,12 @@ impl Relay<'_> {
             {
                 Ok((id, _)) if id == l + 1 => return,
                 Ok(_) => {
-                    // Done before counting the arrival: the root waits for
-                    // the first, the rank's own threads (if at all) for the
-                    // second.
+                    // Arrival counted before done: once the root's test is
+                    // true, every member's `received` counts it too.
                     let relayed = self.read_desc(me).and_then(|d| {
                         self.send(&d, me, self.queue)?;
-                        self.done(&d)?;
-                        self.arrived(&d, me)
+                        self.arrived(&d, me)?;
+                        self.done(&d)
                     });
                     if let Err(e) = relayed {
                         failure.lock().expect("not poisoned").get_or_insert(e);
