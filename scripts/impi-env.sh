@@ -3,6 +3,8 @@
 # puts it on PATH / LD_LIBRARY_PATH with I_MPI_FABRICS=shm, builds
 # gaspi-bench, and defines
 #   impi_cc OUT SRC     compile an MPI program into the virtualenv
+# and exports MPI_PKG_CONFIG / PKG_CONFIG_PATH so that `cargo build
+# --features mpi` builds against this Intel MPI.
 #   impi_header TEXT    the CSV's first line: date, machine, Intel MPI, TEXT
 #   ratio A B           B / A with two decimals (ours / Intel's)
 #   pick IMPL           the median of gaspi-bench's CSV row for IMPL (stdin)
@@ -20,6 +22,17 @@ export I_MPI_FABRICS=shm
 # The PyPI mpicc wrapper cannot find mpi.h (its prefix is left
 # unsubstituted): compile against the virtualenv's include/ and lib/.
 impi_cc() { gcc -O2 -I"$venv/include" -L"$venv/lib" -o "$venv/$1" "$2" -lmpi; }
+# The same for `cargo build --features mpi` (rsmpi): a pkg-config file
+# naming the virtualenv's include/ and lib/, picked by MPI_PKG_CONFIG.
+mkdir -p "$venv/lib/pkgconfig"
+cat >"$venv/lib/pkgconfig/impi.pc" <<PC
+Name: impi
+Description: Intel MPI $version from PyPI
+Version: $version
+Cflags: -I$venv/include
+Libs: -L$venv/lib -lmpi
+PC
+export MPI_PKG_CONFIG=impi PKG_CONFIG_PATH="$venv/lib/pkgconfig:${PKG_CONFIG_PATH:-}"
 
 cargo build --release --bin gaspi-bench >&2
 bench=target/release/gaspi-bench

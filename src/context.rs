@@ -155,10 +155,40 @@ fn spec_from_env() -> Result<JobSpec> {
             )));
         }
     };
+    job_spec(token, rank, nranks, launched)
+}
+
+/// The job of rank `rank` of `nranks` named `token`, with the node layout
+/// (`GASPI_PPN`) and CPUs from the environment.
+pub(crate) fn job_spec(
+    token: String,
+    rank: usize,
+    nranks: usize,
+    launched: bool,
+) -> Result<JobSpec> {
+    let ppn = ppn_from_env(nranks)?;
+    let cores = cores_from_env(nranks)?;
+    Ok(JobSpec {
+        token,
+        rank: rank as Rank,
+        nranks,
+        ppn: ppn.min(nranks),
+        launched: launched && nranks > 0,
+        cores,
+    })
+}
+
+/// Ranks per node: `GASPI_PPN` (the launcher's `--ppn`), else all.
+fn ppn_from_env(nranks: usize) -> Result<usize> {
     let ppn = env_number(env::PPN)?.unwrap_or(nranks);
     if ppn == 0 {
         return Err(Error::Environment(format!("{} must be positive", env::PPN)));
     }
+    Ok(ppn)
+}
+
+/// The CPUs a waiter may count on, for a job of `nranks` ranks.
+fn cores_from_env(nranks: usize) -> Result<usize> {
     // The job's CPUs as the launcher says (a bound rank sees only its
     // own), else this process's.
     let cores = match env_number(env::CPUS)? {
@@ -172,18 +202,10 @@ fn spec_from_env() -> Result<JobSpec> {
     // CPU-mates sleep). Measured: a ping-pong between ranks 0 and 1 of 4 on
     // 2 CPUs took 100 us one way with spinning, 0.5-1 us without.
     let bound = crate::launcher::sys::allowed_cpus().len();
-    let cores = if bound > 0 && bound < cores && nranks > cores {
+    Ok(if bound > 0 && bound < cores && nranks > cores {
         0
     } else {
         cores
-    };
-    Ok(JobSpec {
-        token,
-        rank: rank as Rank,
-        nranks,
-        ppn: ppn.min(nranks),
-        launched: launched && nranks > 0,
-        cores,
     })
 }
 
@@ -196,6 +218,12 @@ impl Context {
     /// this process, and with [`Error::Environment`] if the launcher's
     /// variables are inconsistent.
     pub fn init(config: Config) -> Result<Context> {
+        Context::init_with(config, spec_from_env()?)
+    }
+
+    /// [`Context::init`] for the job `spec` describes (from the launcher's
+    /// environment, or from MPI).
+    pub(crate) fn init_with(config: Config, spec: JobSpec) -> Result<Context> {
         let mut config = config;
         if let Ok(w) = std::env::var(env::WAIT) {
             config.wait_mode = WaitMode::parse(&w).ok_or_else(|| {
@@ -203,7 +231,6 @@ impl Context {
             })?;
         }
         config.validate()?;
-        let spec = spec_from_env()?;
         if ALIVE.swap(true, SeqCst) {
             return Err(Error::AlreadyInitialized);
         }

@@ -54,6 +54,8 @@ mod context;
 mod engine;
 mod error;
 pub mod launcher;
+#[cfg(feature = "mpi")]
+mod mpi_interop;
 mod notifications;
 mod onesided;
 mod passive;

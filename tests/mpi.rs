@@ -1,0 +1,160 @@
+//! MPI interop (feature `mpi`): programs started by `mpirun` join our
+//! runtime from `MPI_COMM_WORLD` and interleave MPI and GASPI calls; both
+//! sides' collectives give identical results. Each test re-runs itself
+//! under `mpirun -n N` (MPICH's, or `$MPIRUN`).
+#![cfg(feature = "mpi")]
+
+use gaspi::{
+    Allgatherv, Allreduce, BcastImpl, Config, Context, GroupId, ReduceOp, RmaWindow, Timeout,
+};
+use mpi::collective::SystemOperation;
+use mpi::datatype::PartitionMut;
+use mpi::traits::*;
+use std::process::Command;
+
+const B: Timeout = Timeout::Block;
+/// Set in the ranks started by `mpirun`.
+const RANK_VAR: &str = "GASPI_MPI_TEST_RANK";
+/// Printed by each rank that got to the end.
+const DONE: &str = "[gaspi-mpi-rank-done]";
+
+/// Run test `name` on `n` MPI ranks (`ppn`: emulated nodes), or, inside
+/// such a rank, say so.
+fn under_mpirun(name: &str, n: usize, ppn: Option<usize>) -> bool {
+    if std::env::var_os(RANK_VAR).is_some() {
+        return true;
+    }
+    let mpirun = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(&mpirun);
+    cmd.args(["-n", &n.to_string()])
+        .arg(exe)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(RANK_VAR, "1");
+    if let Some(p) = ppn {
+        cmd.env(gaspi::env::PPN, p.to_string());
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {mpirun} (install MPICH: libmpich-dev): {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{mpirun} -n {n} failed:\n{text}");
+    // Every rank ran the whole test.
+    assert_eq!(
+        text.matches(DONE).count(),
+        n,
+        "not every rank finished {name}:\n{text}"
+    );
+    false
+}
+
+/// MPI and GASPI collectives interleaved, same inputs, same results.
+fn interleaved(world: &mpi::topology::SimpleCommunicator, ctx: &Context) {
+    let me = world.rank();
+    let n = world.size();
+    assert_eq!((ctx.rank() as i32, ctx.num_ranks() as i32), (me, n));
+
+    // Allreduce: MPI's, GASPI's, the node-aware one, in turns.
+    for round in 0..20i64 {
+        let len = [1usize, 7, 255, 1000][round as usize % 4];
+        let send: Vec<i64> = (0..len as i64)
+            .map(|i| (me as i64 + 1) * (i - round))
+            .collect();
+        let mut theirs = vec![0i64; len];
+        world.all_reduce_into(&send[..], &mut theirs[..], SystemOperation::sum());
+        let mut ar = Allreduce::<i64>::new(ctx, 1, len, B).unwrap();
+        let ours = ar.run(&send, ReduceOp::Sum, B).unwrap().to_vec();
+        assert_eq!(ours, theirs, "node-aware allreduce, round {round}");
+        if len <= 255 {
+            let mut flat = vec![0i64; len];
+            ctx.allreduce(&send, &mut flat, ReduceOp::Sum, GroupId::ALL, B)
+                .unwrap();
+            assert_eq!(flat, theirs, "GASPI allreduce, round {round}");
+        }
+        world.barrier();
+        ctx.barrier(GroupId::ALL, B).unwrap();
+    }
+
+    // Allgatherv with decreasing contributions.
+    let counts: Vec<usize> = (0..n as usize).map(|r| 100 * (n as usize - r)).collect();
+    let displs: Vec<usize> = counts
+        .iter()
+        .scan(0, |acc, &c| {
+            let d = *acc;
+            *acc += c;
+            Some(d)
+        })
+        .collect();
+    let total: usize = counts.iter().sum();
+    let mut ag = Allgatherv::<u32>::new(ctx, 2, &counts, &displs, B).unwrap();
+    for round in 0..10u32 {
+        let send: Vec<u32> = (0..counts[me as usize] as u32)
+            .map(|i| (me as u32) << 24 ^ round << 16 ^ i)
+            .collect();
+        let mut theirs = vec![0u32; total];
+        {
+            let c: Vec<i32> = counts.iter().map(|&c| c as i32).collect();
+            let d: Vec<i32> = displs.iter().map(|&d| d as i32).collect();
+            let mut part = PartitionMut::new(&mut theirs[..], c, d);
+            world.all_gather_varcount_into(&send[..], &mut part);
+        }
+        let ours = ag.run(&send, B).unwrap().to_vec();
+        assert_eq!(ours, theirs, "allgatherv, round {round}");
+    }
+    drop(ag);
+
+    // Broadcast: MPI_Bcast against our RMA broadcast, every root.
+    let win = RmaWindow::<u64>::new(ctx, 3, 64, GroupId::ALL, B).unwrap();
+    win.broadcaster(4, B, |b| {
+        for root in 0..n {
+            let data: Vec<u64> = (0..64).map(|i| (root as u64) << 32 | i).collect();
+            let mut theirs = if me == root {
+                data.clone()
+            } else {
+                vec![0u64; 64]
+            };
+            world.process_at_rank(root).broadcast_into(&mut theirs[..]);
+            if me == root {
+                b.bcast(&data, 0, BcastImpl::Binomial, B).unwrap();
+            }
+            b.wait_received(root as u64 + 1, B).unwrap();
+            assert_eq!(win.local().to_vec(), theirs, "bcast from {root}");
+            world.barrier();
+        }
+    })
+    .unwrap();
+}
+
+fn run_interleaved() {
+    let universe = mpi::initialize().expect("MPI initialises once");
+    let world = universe.world();
+    let ctx = Context::init_mpi(&world, Config::default()).unwrap();
+    interleaved(&world, &ctx);
+    ctx.term().unwrap();
+    println!("{DONE}");
+}
+
+#[test]
+fn two_ranks() {
+    if under_mpirun("two_ranks", 2, None) {
+        run_interleaved();
+    }
+}
+
+#[test]
+fn four_ranks_in_two_emulated_nodes() {
+    if under_mpirun("four_ranks_in_two_emulated_nodes", 4, Some(2)) {
+        run_interleaved();
+    }
+}
+
+#[test]
+fn four_ranks_on_one_node() {
+    if under_mpirun("four_ranks_on_one_node", 4, None) {
+        run_interleaved();
+    }
+}
