@@ -158,3 +158,43 @@ fn four_ranks_on_one_node() {
         run_interleaved();
     }
 }
+
+/// `gaspi-bench` under `mpirun` runs MPI's collective beside ours, both
+/// verified, ours carrying the ratio.
+#[test]
+fn gaspi_bench_compares_with_mpi() {
+    if std::env::var_os(RANK_VAR).is_some() {
+        return; // only the parent runs this one
+    }
+    let mpirun = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    for bench in ["allreduce", "allgatherv", "bcast", "barrier"] {
+        let out = Command::new(&mpirun)
+            .args(["-n", "2", env!("CARGO_BIN_EXE_gaspi-bench"), bench])
+            .args(["--sizes", "64,4K", "--iters", "50", "--format", "csv"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{bench}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect())
+            .collect();
+        let mpi = rows.iter().filter(|r| r[1] == "mpi").count();
+        let ours: Vec<_> = rows.iter().filter(|r| r[1] != "mpi").collect();
+        assert!(mpi >= 1 && !ours.is_empty(), "{bench}: {text}");
+        assert!(
+            rows.iter().all(|r| r[10] == "true"),
+            "{bench}: unverified rows\n{text}"
+        );
+        assert!(
+            ours.iter()
+                .all(|r| r[11].parse::<f64>().is_ok_and(|v| v > 0.0)),
+            "{bench}: ours without a ratio\n{text}"
+        );
+    }
+}

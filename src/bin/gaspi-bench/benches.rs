@@ -66,6 +66,7 @@ impl Bench<'_> {
             samples,
             bw_bytes: 0,
             verified,
+            vs_mpi: None,
         }
     }
 

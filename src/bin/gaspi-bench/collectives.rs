@@ -100,7 +100,7 @@ fn naive_segment(b: &Bench, size: usize) -> SegmentView<u8> {
 
 /// Element `j` of rank `r`'s allreduce input in call `it`: small integers,
 /// so that f64 sums are exact; elements 0 and last change every call.
-fn reduce_input(r: usize, j: usize, len: usize, it: usize) -> f64 {
+pub(crate) fn reduce_input(r: usize, j: usize, len: usize, it: usize) -> f64 {
     let base = ((r + 1) * (j % 1000 + 1)) as f64;
     if j == 0 || j + 1 == len {
         base + it as f64
@@ -109,7 +109,7 @@ fn reduce_input(r: usize, j: usize, len: usize, it: usize) -> f64 {
     }
 }
 
-fn reduce_expected(n: usize, j: usize, len: usize, it: usize) -> f64 {
+pub(crate) fn reduce_expected(n: usize, j: usize, len: usize, it: usize) -> f64 {
     (0..n).map(|r| reduce_input(r, j, len, it)).sum()
 }
 
@@ -226,7 +226,7 @@ pub fn counts(dist: &str, n: usize, c: usize) -> Vec<usize> {
 
 /// Element `i` of rank `r`'s contribution in call `it`: the paper's
 /// `(iProc + 1) * (it + 1)` at both ends, the index elsewhere.
-fn gather_value(r: usize, i: usize, count: usize, it: usize) -> u64 {
+pub(crate) fn gather_value(r: usize, i: usize, count: usize, it: usize) -> u64 {
     if i == 0 || i + 1 == count {
         ((r + 1) * (it + 1)) as u64
     } else {
@@ -343,12 +343,16 @@ fn allgatherv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     drop(ag);
     let verified = b.all_ok(ok);
     let samples = if me == 0 { samples } else { Vec::new() };
-    let bench = match dist {
+    b.row(allgatherv_bench(dist), imp, c * 8, reps, samples, verified)
+}
+
+/// The bench column of an allgatherv row with distribution `dist`.
+pub fn allgatherv_bench(dist: &str) -> &'static str {
+    match dist {
         "decreasing" => "allgatherv-decreasing",
         "bcast" => "allgatherv-bcast",
         _ => "allgatherv-regular",
-    };
-    b.row(bench, imp, c * 8, reps, samples, verified)
+    }
 }
 
 #[cfg(test)]

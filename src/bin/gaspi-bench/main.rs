@@ -8,6 +8,8 @@
 mod adapters;
 mod benches;
 mod collectives;
+#[cfg(feature = "mpi")]
+mod mpi_twin;
 mod report;
 
 use benches::Bench;
@@ -431,8 +433,74 @@ impl Printer {
 }
 
 /// Run the benchmark(s) on this rank; returns whether everything verified.
+/// The MPI side of the comparisons, when run under `mpirun` (feature
+/// `mpi`); never present otherwise.
+#[cfg(feature = "mpi")]
+type Twin<'a> = Option<&'a mpi_twin::Mpi>;
+#[cfg(not(feature = "mpi"))]
+type Twin<'a> = Option<&'a std::convert::Infallible>;
+
+/// MPI's row for one size, if there is an MPI side (`uses`: the values
+/// the body takes, unused without the feature).
+macro_rules! twin {
+    ($t:expr, [$($uses:ident),*], |$m:ident| $body:expr) => {{
+        #[cfg(feature = "mpi")]
+        let row = $t.map(|$m| $body);
+        #[cfg(not(feature = "mpi"))]
+        let row = {
+            $(let _ = &$uses;)*
+            $t.map(|never| match *never {})
+        };
+        row
+    }};
+}
+
+/// Our rows for `sizes`; with an MPI side, size by size ours then MPI's
+/// (so both see the same machine state), our rows carrying ours / MPI's
+/// median.
+fn with_twin(
+    twin: bool,
+    sizes: &[usize],
+    mut ours: impl FnMut(&[usize]) -> Vec<Row>,
+    mut theirs: impl FnMut(usize) -> Option<Row>,
+) -> Vec<Row> {
+    if !twin {
+        return ours(sizes);
+    }
+    let mut rows = Vec::new();
+    for &s in sizes {
+        let mut mine = ours(&[s]);
+        if let Some(m) = theirs(s) {
+            for r in &mut mine {
+                r.vs_mpi = Some(r.median() / m.median()).filter(|v| v.is_finite());
+            }
+            rows.extend(mine);
+            rows.push(m);
+        } else {
+            rows.extend(mine);
+        }
+    }
+    rows
+}
+
+/// Run the benchmark(s) on this rank as a rank of a `gaspi-run` job.
 fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
-    let ctx = Context::init(Config::default())?;
+    run_on(a, Context::init(Config::default())?, None)
+}
+
+/// Run the benchmark(s) under `mpirun`: our context from MPI_COMM_WORLD,
+/// and MPI's collectives beside ours.
+#[cfg(feature = "mpi")]
+fn run_mpi_rank(a: &Args) -> Result<bool, gaspi::Error> {
+    let universe = mpi::initialize()
+        .ok_or_else(|| gaspi::Error::Environment("MPI was initialised already".into()))?;
+    let world = universe.world();
+    let ctx = Context::init_mpi(&world, Config::default())?;
+    let twin = mpi_twin::Mpi { world };
+    run_on(a, ctx, Some(&twin))
+}
+
+fn run_on(a: &Args, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error> {
     let n = ctx.num_ranks() as usize;
     let ppn = ctx.ranks_per_node();
     let two = [
@@ -525,7 +593,13 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
         );
     }
     if selected("barrier") {
-        emit("barrier: over all ranks", benches::barrier(&b));
+        let rows = with_twin(
+            twin.is_some(),
+            &[0],
+            |_| benches::barrier(&b),
+            |_| twin!(twin, [], |m| m.barrier(&b)),
+        );
+        emit("barrier: over all ranks", rows);
     }
     let names = |default: &[&str], brief: &[&str]| -> Vec<String> {
         let d = if quick { brief } else { default };
@@ -535,22 +609,34 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
     };
     if selected("allreduce") {
         let s = sizes(&pow2(8, 4 << 20), &[8, 4096, 1 << 20]);
+        let impls = names(&["auto"], &["auto", "naive", "gaspi"]);
+        let rows = with_twin(
+            twin.is_some(),
+            &s,
+            |s| collectives::allreduce(&b, s, &impls),
+            |s| twin!(twin, [s], |m| m.allreduce(&b, (s / 8).max(1))),
+        );
         emit(
             "allreduce: sum of f64 over all ranks (bytes per rank)",
-            collectives::allreduce(&b, &s, &names(&["auto"], &["auto", "naive", "gaspi"])),
+            rows,
         );
     }
     if selected("allgatherv") {
         let s = sizes(&pow2(1024, 4 << 20), &[65_536, 1 << 20]);
         let dists = a.dists.clone().unwrap_or_else(|| vec!["regular".into()]);
+        let impls = names(&["ring-shared"], &["ring-shared", "naive"]);
+        let mut rows = Vec::new();
+        for dist in &dists {
+            rows.extend(with_twin(
+                twin.is_some(),
+                &s,
+                |s| collectives::allgatherv(&b, s, &impls, std::slice::from_ref(dist)),
+                |s| twin!(twin, [s], |m| m.allgatherv(&b, dist, (s / 8).max(1))),
+            ));
+        }
         emit(
             "allgatherv: u64 elements over all ranks (bytes = total / ranks)",
-            collectives::allgatherv(
-                &b,
-                &s,
-                &names(&["ring-shared"], &["ring-shared", "naive"]),
-                &dists,
-            ),
+            rows,
         );
     }
     let designs = || {
@@ -611,10 +697,12 @@ fn run_rank(a: &Args) -> Result<bool, gaspi::Error> {
     }
     if selected("bcast") {
         let s = sizes(&pow2(8, 16 << 20), &[8, 65_536, 1 << 20]);
-        let rows = adapters::bcast(
-            &b,
+        let impls = names(&adapters::BCAST_IMPLS, &adapters::BCAST_IMPLS);
+        let rows = with_twin(
+            twin.is_some(),
             &s,
-            &names(&adapters::BCAST_IMPLS, &adapters::BCAST_IMPLS),
+            |s| adapters::bcast(&b, s, &impls),
+            |s| twin!(twin, [s], |m| m.bcast(&b, s)),
         );
         let cross = adapters::bcast_crossover(&rows);
         emit(
@@ -661,8 +749,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if std::env::var_os(gaspi::env::RANK).is_some() {
-        return match run_rank(&a) {
+    #[cfg(feature = "mpi")]
+    let under_mpi = mpi_twin::under_mpirun();
+    #[cfg(not(feature = "mpi"))]
+    let under_mpi = false;
+    if std::env::var_os(gaspi::env::RANK).is_some() || under_mpi {
+        #[cfg(feature = "mpi")]
+        let ran = if under_mpi {
+            run_mpi_rank(&a)
+        } else {
+            run_rank(&a)
+        };
+        #[cfg(not(feature = "mpi"))]
+        let ran = run_rank(&a);
+        return match ran {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::FAILURE,
             Err(e) => {

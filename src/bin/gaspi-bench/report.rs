@@ -17,6 +17,9 @@ pub struct Row {
     /// Bytes moved per operation for the bandwidth column (0: none).
     pub bw_bytes: usize,
     pub verified: bool,
+    /// Under `mpirun` (feature `mpi`): this row's median over MPI's for
+    /// the same operation and size, measured alternately.
+    pub vs_mpi: Option<f64>,
 }
 
 impl Row {
@@ -73,12 +76,13 @@ pub enum Format {
 }
 
 /// The CSV header (exactly these columns).
+/// `vs_mpi` (ours / MPI's median) is empty unless run under `mpirun`.
 pub const CSV_HEADER: &str =
-    "bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified";
+    "bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified,vs_mpi";
 
 pub fn csv_line(r: &Row) -> String {
     format!(
-        "{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.1},{}",
+        "{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.1},{},{}",
         r.bench,
         r.imp,
         r.procs,
@@ -89,7 +93,8 @@ pub fn csv_line(r: &Row) -> String {
         r.median(),
         r.max(),
         r.mbps(),
-        r.verified
+        r.verified,
+        r.vs_mpi.map_or(String::new(), |v| format!("{v:.3}"))
     )
 }
 
@@ -97,6 +102,7 @@ pub fn csv_line(r: &Row) -> String {
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let with_bw = rows.iter().any(|r| r.bw_bytes > 0);
+    let with_mpi = rows.iter().any(|r| r.vs_mpi.is_some());
     let _ = write!(
         s,
         "{:>12} {:>12} {:>12} {:>12} {:>12} {:>14}",
@@ -105,7 +111,11 @@ pub fn table(rows: &[Row]) -> String {
     if with_bw {
         let _ = write!(s, " {:>12}", "Mbytes/sec");
     }
-    let _ = writeln!(s, " {:>12} {:>9}", "impl", "verified");
+    let _ = write!(s, " {:>12} {:>9}", "impl", "verified");
+    if with_mpi {
+        let _ = write!(s, " {:>8}", "ours/mpi");
+    }
+    let _ = writeln!(s);
     for r in rows {
         let _ = write!(
             s,
@@ -120,12 +130,16 @@ pub fn table(rows: &[Row]) -> String {
         if with_bw {
             let _ = write!(s, " {:>12.1}", r.mbps());
         }
-        let _ = writeln!(
+        let _ = write!(
             s,
             " {:>8} {:>9}",
             r.imp,
             if r.verified { "yes" } else { "NO" }
         );
+        if let Some(v) = r.vs_mpi {
+            let _ = write!(s, " {v:>8.3}");
+        }
+        let _ = writeln!(s);
     }
     s
 }
@@ -145,6 +159,7 @@ mod tests {
             samples,
             bw_bytes: 1000,
             verified: true,
+            vs_mpi: None,
         }
     }
 

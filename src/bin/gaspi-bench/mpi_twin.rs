@@ -1,0 +1,168 @@
+//! MPI's side of the comparisons (feature `mpi`; `gaspi-bench` started by
+//! `mpirun`): MPI_Allreduce, MPI_Allgatherv, MPI_Bcast and MPI_Barrier in
+//! the same processes as ours, on the same data, sizes, repetitions and
+//! statistics, and checked against the same reference values as ours, so
+//! that two verified rows computed the same result.
+
+use crate::benches::{Bench, batches};
+use crate::collectives::{allgatherv_bench, counts, gather_value, reduce_expected, reduce_input};
+use crate::report::Row;
+use mpi::collective::SystemOperation;
+use mpi::datatype::PartitionMut;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+/// The MPI side: the communicator our context was made from.
+pub struct Mpi {
+    pub world: SimpleCommunicator,
+}
+
+/// Whether this process was started by an MPI launcher (MPICH, Intel MPI
+/// and Open MPI set these).
+pub fn under_mpirun() -> bool {
+    ["PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+impl Mpi {
+    /// `MPI_Allreduce` (sum of f64) of `len` elements: `allreduce_one`'s
+    /// twin.
+    pub fn allreduce(&self, b: &Bench, len: usize) -> Row {
+        let (me, n) = (self.world.rank() as usize, self.world.size() as usize);
+        let bytes = len * 8;
+        let reps = b.reps(bytes, 20_000, 1 << 30);
+        let mut send: Vec<f64> = (0..len).map(|j| reduce_input(me, j, len, 0)).collect();
+        let mut recv = vec![0f64; len];
+        let mut ok = true;
+        let mut call = |it: usize, full: bool| {
+            send[0] = reduce_input(me, 0, len, it);
+            send[len - 1] = reduce_input(me, len - 1, len, it);
+            self.world
+                .all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+            let check = |j: usize| recv[j] == reduce_expected(n, j, len, it);
+            ok &= if full {
+                (0..len).all(check)
+            } else {
+                [0, len / 2, len - 1].into_iter().all(check)
+            };
+        };
+        self.world.barrier();
+        let warm = reps / 10;
+        (0..warm).for_each(|it| call(it, false));
+        let samples = batches(reps, 1.0, |i| call(warm + i, false));
+        call(warm + reps, true);
+        self.row(b, "allreduce", bytes, reps, samples, ok)
+    }
+
+    /// `MPI_Allgatherv` of u64 with distribution `dist`, `c` per rank on
+    /// average: `allgatherv_one`'s twin.
+    pub fn allgatherv(&self, b: &Bench, dist: &str, c: usize) -> Row {
+        let (me, n) = (self.world.rank() as usize, self.world.size() as usize);
+        let counts = counts(dist, n, c);
+        let displs: Vec<usize> = counts
+            .iter()
+            .scan(0, |acc, &k| {
+                let d = *acc;
+                *acc += k;
+                Some(d)
+            })
+            .collect();
+        let total: usize = counts.iter().sum();
+        let reps = b.reps(total * 8, 5_000, 1 << 30);
+        let k = counts[me];
+        let mut send: Vec<u64> = (0..k).map(|i| gather_value(me, i, k, 0)).collect();
+        let mut recv = vec![0u64; total];
+        let (c32, d32): (Vec<i32>, Vec<i32>) = counts
+            .iter()
+            .zip(&displs)
+            .map(|(&c, &d)| (c as i32, d as i32))
+            .unzip();
+        let mut ok = true;
+        let mut call = |it: usize, full: bool| {
+            if k > 0 {
+                send[0] = gather_value(me, 0, k, it);
+                send[k - 1] = gather_value(me, k - 1, k, it);
+            }
+            let mut part = PartitionMut::new(&mut recv[..], &c32[..], &d32[..]);
+            self.world.all_gather_varcount_into(&send[..], &mut part);
+            ok &= (0..n).filter(|&r| counts[r] > 0).all(|r| {
+                let kr = counts[r];
+                let at = |i: usize| recv[displs[r] + i] == gather_value(r, i, kr, it);
+                if full {
+                    (0..kr).all(at)
+                } else {
+                    at(0) && at(kr - 1)
+                }
+            });
+        };
+        self.world.barrier();
+        let warm = reps / 10;
+        (0..warm).for_each(|it| call(it, false));
+        let samples = batches(reps, 1.0, |i| call(warm + i, false));
+        call(warm + reps, true);
+        self.row(b, allgatherv_bench(dist), c * 8, reps, samples, ok)
+    }
+
+    /// `MPI_Bcast` of `bytes` from rank 0, back to back; each batch ends
+    /// with a barrier so the root cannot run more than a batch ahead of the
+    /// receivers (ours waits for every rank after each broadcast).
+    pub fn bcast(&self, b: &Bench, bytes: usize) -> Row {
+        let me = self.world.rank();
+        let len = bytes / 8;
+        let reps = b.reps(bytes.max(64), 2_000, 256 << 20);
+        let pattern = |i: usize, it: usize| (i as u64) ^ (it as u64) << 40;
+        let mut buf = vec![0u64; len];
+        let root = self.world.process_at_rank(0);
+        let mut ok = true;
+        let per = reps / crate::benches::BATCHES;
+        let mut call = |it: usize| {
+            if me == 0 {
+                buf.iter_mut()
+                    .enumerate()
+                    .for_each(|(i, x)| *x = pattern(i, it));
+            }
+            root.broadcast_into(&mut buf[..]);
+            ok &= buf.first().is_none_or(|&x| x == pattern(0, it))
+                && buf.last().is_none_or(|&x| x == pattern(len - 1, it));
+            if (it + 1) % per == 0 {
+                self.world.barrier();
+            }
+        };
+        self.world.barrier();
+        let warm = per;
+        (0..warm).for_each(&mut call);
+        let samples = batches(reps, 1.0, |i| call(warm + i));
+        self.row(b, "bcast", bytes, reps, samples, ok)
+    }
+
+    /// `MPI_Barrier`.
+    pub fn barrier(&self, b: &Bench) -> Row {
+        let reps = b.reps(0, 20_000, usize::MAX);
+        self.world.barrier();
+        (0..reps / 10).for_each(|_| self.world.barrier());
+        let samples = batches(reps, 1.0, |_| self.world.barrier());
+        self.row(b, "barrier", 0, reps, samples, true)
+    }
+
+    /// A row named `mpi`, verified when every rank's check passed.
+    fn row(
+        &self,
+        b: &Bench,
+        bench: &'static str,
+        bytes: usize,
+        reps: usize,
+        samples: Vec<f64>,
+        ok: bool,
+    ) -> Row {
+        let mut all = 0i32;
+        self.world
+            .all_reduce_into(&(ok as i32), &mut all, SystemOperation::logical_and());
+        let samples = if self.world.rank() == 0 {
+            samples
+        } else {
+            Vec::new()
+        };
+        b.row(bench, "mpi", bytes, reps, samples, all != 0)
+    }
+}
