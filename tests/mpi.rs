@@ -159,18 +159,33 @@ fn four_ranks_on_one_node() {
     }
 }
 
-/// `gaspi-bench` under `mpirun` runs MPI's collective beside ours, both
-/// verified, ours carrying the ratio.
+/// `gaspi-bench` under `mpirun` runs MPI's twin beside ours (collectives,
+/// fence, lock, put + flush), both verified, ours carrying the ratio.
 #[test]
 fn gaspi_bench_compares_with_mpi() {
     if std::env::var_os(RANK_VAR).is_some() {
         return; // only the parent runs this one
     }
     let mpirun = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
-    for bench in ["allreduce", "allgatherv", "bcast", "barrier"] {
+    let runs: [(&str, &[&str]); 6] = [
+        ("allreduce", &[]),
+        ("allgatherv", &["--dist", "regular,bcast"]),
+        ("bcast", &[]),
+        ("barrier", &[]),
+        (
+            "fence",
+            &["--pattern", "zero,single", "--design", "notified"],
+        ),
+        (
+            "lock",
+            &["--mode", "excl-same,put-flush", "--contenders", "1,2"],
+        ),
+    ];
+    for (bench, extra) in runs {
         let out = Command::new(&mpirun)
             .args(["-n", "2", env!("CARGO_BIN_EXE_gaspi-bench"), bench])
             .args(["--sizes", "64,4K", "--iters", "50", "--format", "csv"])
+            .args(extra)
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
@@ -184,8 +199,9 @@ fn gaspi_bench_compares_with_mpi() {
             .skip(1)
             .map(|l| l.split(',').collect())
             .collect();
-        let mpi = rows.iter().filter(|r| r[1] == "mpi").count();
-        let ours: Vec<_> = rows.iter().filter(|r| r[1] != "mpi").collect();
+        let is_mpi = |r: &&Vec<&str>| r[1].split(':').any(|p| p == "mpi");
+        let mpi = rows.iter().filter(is_mpi).count();
+        let ours: Vec<_> = rows.iter().filter(|r| !is_mpi(r)).collect();
         assert!(mpi >= 1 && !ours.is_empty(), "{bench}: {text}");
         assert!(
             rows.iter().all(|r| r[10] == "true"),

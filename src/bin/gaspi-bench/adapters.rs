@@ -52,7 +52,7 @@ fn window<'a>(b: &Bench<'a>, name: &str, len: usize) -> RmaWindow<'a, u64> {
 /// The (target, slot) pairs rank `me` of `n` puts to in `pattern`: slot
 /// `k` of the target receives from the origin's `k`-th direction, so no
 /// two origins share a slot.
-fn targets(pattern: &str, me: usize, n: usize) -> Vec<(usize, usize)> {
+pub(crate) fn targets(pattern: &str, me: usize, n: usize) -> Vec<(usize, usize)> {
     if n < 2 {
         return Vec::new();
     }
@@ -92,7 +92,7 @@ fn targets(pattern: &str, me: usize, n: usize) -> Vec<(usize, usize)> {
 }
 
 /// The value origin `o` puts in epoch `it`.
-fn tag(o: usize, it: usize) -> u64 {
+pub(crate) fn tag(o: usize, it: usize) -> u64 {
     ((o as u64) << 40) | (it as u64 + 1)
 }
 

@@ -9,6 +9,8 @@ mod adapters;
 mod benches;
 mod collectives;
 #[cfg(feature = "mpi")]
+mod mpi_rma;
+#[cfg(feature = "mpi")]
 mod mpi_twin;
 mod report;
 
@@ -653,9 +655,20 @@ fn run_on(a: &Args, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error> {
                 vec!["single".into()]
             }
         });
+        let mut rows = Vec::new();
+        for pattern in &patterns {
+            // Epochs without puts have one size: 0.
+            let ps: &[usize] = if pattern == "zero" { &[0] } else { &s };
+            rows.extend(with_twin(
+                twin.is_some(),
+                ps,
+                |s| adapters::fence(&b, s, std::slice::from_ref(pattern), &designs()),
+                |s| twin!(twin, [s], |m| m.fence(&b, pattern, s)),
+            ));
+        }
         emit(
             "fence: RMA epoch = the pattern's puts (bytes each) + MPI_Win_fence (impl pattern:design)",
-            adapters::fence(&b, &s, &patterns, &designs()),
+            rows,
         );
     }
     if selected("fence-overlap") {
@@ -690,9 +703,20 @@ fn run_on(a: &Args, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error> {
                     .collect()
             }
         });
+        let mut rows = Vec::new();
+        for mode in &modes {
+            for &c in contenders.iter().filter(|&&c| (1..=n).contains(&c)) {
+                rows.extend(with_twin(
+                    twin.is_some(),
+                    &s,
+                    |s| adapters::lock(&b, s, &designs, std::slice::from_ref(mode), &[c]),
+                    |s| twin!(twin, [s], |m| m.lock(&b, mode, c, s)),
+                ));
+            }
+        }
         emit(
             "lock: lock + put + unlock per contender, time on rank 0 (impl design:mode:contenders)",
-            adapters::lock(&b, &s, &designs, &modes, &contenders),
+            rows,
         );
     }
     if selected("bcast") {

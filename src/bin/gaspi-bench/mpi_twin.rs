@@ -1,11 +1,15 @@
 //! MPI's side of the comparisons (feature `mpi`; `gaspi-bench` started by
-//! `mpirun`): MPI_Allreduce, MPI_Allgatherv, MPI_Bcast and MPI_Barrier in
-//! the same processes as ours, on the same data, sizes, repetitions and
+//! `mpirun`): MPI_Allreduce, MPI_Allgatherv, MPI_Bcast, MPI_Barrier, and
+//! the one-sided twins of `fence` (MPI_Put + MPI_Win_fence) and `lock`
+//! (MPI_Win_lock + MPI_Put + MPI_Win_unlock, or MPI_Put + MPI_Win_flush)
+//! in the same processes as ours, on the same data, sizes, repetitions and
 //! statistics, and checked against the same reference values as ours, so
 //! that two verified rows computed the same result.
 
+use crate::adapters::{tag, targets};
 use crate::benches::{Bench, batches};
 use crate::collectives::{allgatherv_bench, counts, gather_value, reduce_expected, reduce_input};
+use crate::mpi_rma::RawWin;
 use crate::report::Row;
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
@@ -52,7 +56,7 @@ impl Mpi {
         (0..warm).for_each(|it| call(it, false));
         let samples = batches(reps, 1.0, |i| call(warm + i, false));
         call(warm + reps, true);
-        self.row(b, "allreduce", bytes, reps, samples, ok)
+        self.row(b, "allreduce", "mpi", bytes, reps, samples, ok)
     }
 
     /// `MPI_Allgatherv` of u64 with distribution `dist`, `c` per rank on
@@ -101,7 +105,7 @@ impl Mpi {
         (0..warm).for_each(|it| call(it, false));
         let samples = batches(reps, 1.0, |i| call(warm + i, false));
         call(warm + reps, true);
-        self.row(b, allgatherv_bench(dist), c * 8, reps, samples, ok)
+        self.row(b, allgatherv_bench(dist), "mpi", c * 8, reps, samples, ok)
     }
 
     /// `MPI_Bcast` of `bytes` from rank 0, back to back; each batch ends
@@ -133,7 +137,7 @@ impl Mpi {
         let warm = per;
         (0..warm).for_each(&mut call);
         let samples = batches(reps, 1.0, |i| call(warm + i));
-        self.row(b, "bcast", bytes, reps, samples, ok)
+        self.row(b, "bcast", "mpi", bytes, reps, samples, ok)
     }
 
     /// `MPI_Barrier`.
@@ -142,14 +146,127 @@ impl Mpi {
         self.world.barrier();
         (0..reps / 10).for_each(|_| self.world.barrier());
         let samples = batches(reps, 1.0, |_| self.world.barrier());
-        self.row(b, "barrier", 0, reps, samples, true)
+        self.row(b, "barrier", "mpi", 0, reps, samples, true)
     }
 
-    /// A row named `mpi`, verified when every rank's check passed.
+    /// Epochs of `pattern`'s puts of `bytes` closed by `MPI_Win_fence`:
+    /// `adapters::fence`'s twin (impl `pattern:mpi`).
+    pub fn fence(&self, b: &Bench, pattern: &str, bytes: usize) -> Row {
+        let (me, n) = (self.world.rank() as usize, self.world.size() as usize);
+        let elems = bytes.div_ceil(8).max(1);
+        let win = RawWin::allocate(&self.world, 8 * elems);
+        let out = targets(pattern, me, n);
+        let mut data = vec![0u64; elems];
+        win.fence(mpi::ffi::MPI_MODE_NOPRECEDE);
+        let mut epoch = |it: usize| {
+            data.fill(tag(me, it));
+            for &(t, slot) in &out {
+                win.put(&data[..bytes / 8], t as i32, slot * elems);
+            }
+            win.fence(0);
+        };
+        let reps = b.reps(bytes.max(64), 2_000, 64 << 20);
+        (0..reps / 10).for_each(&mut epoch);
+        let samples = batches(reps, 1.0, |i| epoch(reps / 10 + i));
+        let last = reps / 10 + reps - 1;
+        let local = win.local();
+        let ok = (0..n).all(|o| {
+            targets(pattern, o, n).iter().all(|&(t, slot)| {
+                t != me
+                    || local[slot * elems..slot * elems + bytes / 8]
+                        .iter()
+                        .all(|&v| v == tag(o, last))
+            })
+        });
+        win.fence(mpi::ffi::MPI_MODE_NOSUCCEED);
+        drop(win);
+        self.row(
+            b,
+            "fence",
+            &format!("{pattern}:mpi"),
+            bytes,
+            reps,
+            samples,
+            ok,
+        )
+    }
+
+    /// `adapters::lock`'s twin: ranks `0..c` loop lock + put + unlock as
+    /// `mode` says (impl `mpi:mode:cC`).
+    pub fn lock(&self, b: &Bench, mode: &str, c: usize, bytes: usize) -> Row {
+        let (me, n) = (self.world.rank() as usize, self.world.size() as usize);
+        let elems = bytes.div_ceil(8).max(1);
+        let win = RawWin::allocate(&self.world, n * elems);
+        let target = |i: usize| {
+            if mode == "excl-distinct" {
+                (i + 1) % n
+            } else {
+                n - 1
+            }
+        };
+        let t = target(me) as i32;
+        let epoch = mode == "put-flush";
+        let mut data = vec![0u64; elems];
+        let mut one = |it: usize| {
+            data.fill(tag(me, it));
+            if epoch {
+                win.put(&data[..bytes / 8], t, me * elems);
+                return win.flush(t);
+            }
+            match mode {
+                "lock-all" => win.lock_all(),
+                "shared-same" => win.lock(false, t),
+                _ => win.lock(true, t),
+            }
+            win.put(&data[..bytes / 8], t, me * elems);
+            match mode {
+                "lock-all" => win.unlock_all(),
+                _ => win.unlock(t),
+            }
+        };
+        let reps = b.reps(bytes.max(64), 5_000, 64 << 20);
+        self.world.barrier();
+        let samples = if me < c {
+            if epoch {
+                win.lock_all();
+            }
+            (0..reps / 10).for_each(&mut one);
+            let s = batches(reps, 1.0, |i| one(reps / 10 + i));
+            if epoch {
+                win.unlock_all();
+            }
+            s
+        } else {
+            Vec::new()
+        };
+        self.world.barrier();
+        let last = reps / 10 + reps - 1;
+        let local = win.local();
+        let ok = (0..c).all(|o| {
+            target(o) != me
+                || local[o * elems..o * elems + bytes / 8]
+                    .iter()
+                    .all(|&v| v == tag(o, last))
+        });
+        drop(win);
+        self.row(
+            b,
+            "lock",
+            &format!("mpi:{mode}:c{c}"),
+            bytes,
+            reps,
+            samples,
+            ok,
+        )
+    }
+
+    /// A row of MPI's, verified when every rank's check passed.
+    #[allow(clippy::too_many_arguments)]
     fn row(
         &self,
         b: &Bench,
         bench: &'static str,
+        imp: &str,
         bytes: usize,
         reps: usize,
         samples: Vec<f64>,
@@ -163,6 +280,6 @@ impl Mpi {
         } else {
             Vec::new()
         };
-        b.row(bench, "mpi", bytes, reps, samples, all != 0)
+        b.row(bench, imp, bytes, reps, samples, all != 0)
     }
 }
