@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Ours beside Intel MPI, in one command, into a dated report under docs/.
+#
+# 1. Same processes: gaspi-bench built with --features mpi against Intel
+#    MPI and started by mpirun runs Intel's operation beside ours, size by
+#    size alternately (allreduce, allgatherv regular/decreasing/bcast,
+#    bcast, barrier, fence, lock, put + flush) at -n 2, -n 4 and -n 4 in 2
+#    emulated nodes (GASPI_PPN=2); Intel MPI uses its default algorithms.
+# 2. Best Intel algorithm: scripts/impi-collectives.sh runs every
+#    I_MPI_ADJUST_ALLREDUCE (1-11) and I_MPI_ADJUST_ALLGATHERV (1-4) with
+#    scripts/mpi/coll_bench.c at 4 ranks and keeps the best per size, as
+#    seed 002 does (sections II-B and III-B).
+# 3. scripts/compare-report.py writes docs/compare-impi-DATE.md (one table
+#    per operation: size, ours, Intel default, Intel best algorithm, its
+#    time, ratios) and PNG plots (time against size, log-log) beside it.
+#
+# Installs Intel MPI (and matplotlib for the plots) from PyPI into a
+# virtualenv (default .impi-venv, or $IMPI_VENV). Takes about 15 minutes
+# on 2 cores with the default 3 rounds.
+# Usage: scripts/compare-impi.sh [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+. scripts/impi-env.sh
+"$venv/bin/pip" install -q matplotlib
+# The mpi-feature build in a target directory of its own (it links Intel
+# MPI; the default build stays MPI-free).
+CARGO_TARGET_DIR=target/impi cargo build --release --features mpi --bin gaspi-bench >&2
+twin=target/impi/release/gaspi-bench
+
+day=$(date -u +%F)
+out=docs/compare-impi-$day
+mkdir -p "$out"
+raw=$out/same-processes.csv
+layouts=("2:" "4:" "4:2")
+runs=(
+    "allreduce --sizes 8,64,512,4K,64K,1M"
+    "allgatherv --dist regular,decreasing,bcast --sizes 64K,1M,4M"
+    "bcast --sizes 8,64K,1M"
+    "barrier"
+    "fence --pattern zero,single --design notified --sizes 8"
+    "lock --mode excl-same,put-flush --design two-level --contenders 1 --sizes 8"
+)
+total=$((rounds * ${#layouts[@]} * ${#runs[@]}))
+step=0
+echo "round,ranks,ppn,bench,impl,procs,ppn_bench,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified,vs_mpi" >"$raw"
+for r in $(seq 1 "$rounds"); do
+    for layout in "${layouts[@]}"; do
+        n=${layout%%:*}
+        ppn=${layout#*:}
+        for run in "${runs[@]}"; do
+            step=$((step + 1))
+            printf '\r[%d/%d] same processes: round %d, -n %s%s: %-60s' "$step" "$total" "$r" "$n" \
+                "${ppn:+ (ppn $ppn)}" "${run%% *}" >&2
+            # shellcheck disable=SC2086
+            GASPI_PPN=${ppn:-$n} mpirun -n "$n" "$twin" $run --format csv 2>/dev/null |
+                tail -n +2 | sed "s/^/$r,$n,${ppn:-$n},/" >>"$raw"
+        done
+    done
+done
+echo >&2
+echo "best Intel MPI algorithm per size (scripts/impi-collectives.sh, 4 ranks)..." >&2
+REDUCE_SIZES="8 64 512 4096 65536 1048576" GATHER_SIZES="65536 1048576 4194304" \
+    scripts/impi-collectives.sh "$rounds" 4 4 2 >"$out/best-algorithm.csv" 2>"$out/best-algorithm.txt"
+"$venv/bin/python" scripts/compare-report.py "$out" "docs/compare-impi-$day.md" "$version" "$(nproc)"
+echo "report: docs/compare-impi-$day.md" >&2

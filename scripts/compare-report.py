@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""The report of scripts/compare-impi.sh: markdown tables and PNG plots.
+
+Usage: compare-report.py OUT_DIR REPORT.md INTEL_VERSION CORES
+Reads OUT_DIR/same-processes.csv (gaspi-bench under mpirun: ours and Intel
+MPI's default algorithm in the same processes) and OUT_DIR/best-algorithm.csv
+(scripts/impi-collectives.sh: Intel MPI's best I_MPI_ADJUST algorithm per
+size at 4 ranks). Every figure is a median over rounds of per-run medians.
+"""
+import csv
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+out_dir, report, version, cores = sys.argv[1:5]
+med = statistics.median
+
+
+def is_mpi(impl):
+    return "mpi" in impl.split(":")
+
+
+def operation(bench, impl):
+    """What a row measures beyond bench and size: the fence pattern, the
+    lock mode and contenders; our implementation and MPI's are the rest."""
+    parts = impl.split(":")
+    if bench == "fence":
+        return parts[0]
+    if bench == "lock":
+        return ":".join(parts[1:])
+    return ""
+
+
+def comparable(bench, impl):
+    """Our rows that stand for the operation (the barrier over all ranks,
+    not the flat or node-only ones)."""
+    return bench != "barrier" or impl == "gaspi"
+
+
+def size(b):
+    b = int(b)
+    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= k and b % k == 0:
+            return f"{b // k} {unit}"
+    return f"{b} B"
+
+
+# (layout, bench, bytes) -> impl -> [median per round]
+same = defaultdict(lambda: defaultdict(list))
+unverified = 0
+with open(os.path.join(out_dir, "same-processes.csv")) as f:
+    for r in csv.DictReader(f):
+        if r["verified"] != "true":
+            unverified += 1
+            continue
+        if not is_mpi(r["impl"]) and not comparable(r["bench"], r["impl"]):
+            continue
+        layout = (int(r["ranks"]), int(r["ppn"]))
+        op = operation(r["bench"], r["impl"])
+        same[(layout, r["bench"], op, int(r["bytes"]))][r["impl"]].append(float(r["t_median_us"]))
+
+# (bench, ppn, bytes) -> per round: (intel best over placements, algo, ours best over placements)
+best = defaultdict(lambda: defaultdict(lambda: [float("inf"), "", float("inf")]))
+# (bench, op, bytes) keys of `same` never include an op for the collectives.
+path = os.path.join(out_dir, "best-algorithm.csv")
+if os.path.exists(path):
+    with open(path) as f:
+        rows = [l for l in f if not l.startswith("#")]
+    for r in csv.DictReader(rows):
+        k = (r["bench"], int(r["ppn"]), int(r["bytes"]))
+        cur = best[k][r["round"]]
+        if float(r["intel_best_us"]) < cur[0]:
+            cur[0], cur[1] = float(r["intel_best_us"]), r["intel_best_algo"]
+        cur[2] = min(cur[2], float(r["gaspi_us"]))
+
+lines = [
+    f"# Ours against Intel MPI {version}",
+    "",
+    f"Machine: {cores} cores; one machine, Intel MPI with `I_MPI_FABRICS=shm`; our ranks "
+    "in emulated nodes where `ppn` says so (Intel MPI does not see them). Made by "
+    "`scripts/compare-impi.sh` (raw data in the directory beside this file). Times in us, "
+    "medians over rounds of per-run medians; ratios below 1 mean ours is faster.",
+    "",
+    "- *same processes*: `gaspi-bench` under `mpirun` runs Intel MPI's operation (default "
+    "algorithm selection) beside ours, size by size alternately, on the same data, both verified.",
+    "- *best algorithm*: every `I_MPI_ADJUST_ALLREDUCE` / `I_MPI_ADJUST_ALLGATHERV` value, the best "
+    "per size and round (seed 002's method), both rank placements, best against best, 4 ranks.",
+    "",
+]
+if unverified:
+    lines += [f"**{unverified} unverified rows were left out.**", ""]
+
+benches = sorted({k[1] for k in same})
+plots = []
+for bench in benches:
+    lines += [f"## {bench}", ""]
+    lines += [
+        "| ranks | ppn | operation | size | ours | impl | Intel MPI (default) | ours / Intel | Intel best algorithm | its time | ours / best |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    series = defaultdict(lambda: defaultdict(dict))
+    for (layout, b, op, nbytes) in sorted(k for k in same if k[1] == bench):
+        impls = same[(layout, b, op, nbytes)]
+        ours = {i: med(v) for i, v in impls.items() if not is_mpi(i)}
+        theirs = {i: med(v) for i, v in impls.items() if is_mpi(i)}
+        if not ours or not theirs:
+            continue
+        oi = min(ours, key=ours.get)
+        t_ours, t_mpi = ours[oi], min(theirs.values())
+        cell_best, cell_t, cell_r = "", "", ""
+        bk = ("allreduce" if bench == "allreduce" else bench, layout[1], nbytes)
+        if layout[0] == 4 and bench.startswith(("allreduce", "allgatherv")) and bk in best:
+            rounds = best[bk].values()
+            ib = med(x[0] for x in rounds)
+            algos = sorted({x[1] for x in rounds})
+            cell_best, cell_t = "/".join(algos), f"{ib:.2f}"
+            cell_r = f"{med(x[2] / x[0] for x in rounds):.2f}"
+        lines.append(
+            f"| {layout[0]} | {layout[1]} | {op or bench} | {size(nbytes)} | {t_ours:.2f} | {oi} | {t_mpi:.2f} | "
+            f"{t_ours / t_mpi:.2f} | {cell_best} | {cell_t} | {cell_r} |"
+        )
+        series[(layout, op)]["ours"][nbytes] = t_ours
+        series[(layout, op)]["Intel MPI"][nbytes] = t_mpi
+    lines.append("")
+    sized = [l for l in series if len(series[l]["ours"]) > 1]
+    if sized:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for key in sized:
+            (layout, op) = key
+            for who, style in (("ours", "-o"), ("Intel MPI", "--s")):
+                pts = sorted(series[key][who].items())
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
+                        label=f"{who}, -n {layout[0]} ppn {layout[1]} {op}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("bytes")
+        ax.set_ylabel("time [us]")
+        ax.set_title(bench)
+        ax.legend(fontsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+        png = os.path.join(out_dir, f"{bench}.png")
+        fig.tight_layout()
+        fig.savefig(png, dpi=110)
+        plt.close(fig)
+        rel = os.path.relpath(png, os.path.dirname(report))
+        lines += [f"![{bench}]({rel})", ""]
+
+with open(report, "w") as f:
+    f.write("\n".join(lines) + "\n")
