@@ -31,36 +31,10 @@ twin=target/impi/release/gaspi-bench
 day=$(date -u +%F)
 out=docs/compare-impi-$day
 mkdir -p "$out"
-raw=$out/same-processes.csv
-layouts=("2:" "4:" "4:2")
-runs=(
-    "allreduce --sizes 8,64,512,4K,64K,1M"
-    "allgatherv --dist regular,decreasing,bcast --sizes 64K,1M,4M"
-    "bcast --sizes 8,64K,1M"
-    "barrier"
-    "fence --pattern zero,single --design notified --sizes 8"
-    "lock --mode excl-same,put-flush --design two-level --contenders 1 --sizes 8"
-)
-total=$((rounds * ${#layouts[@]} * ${#runs[@]}))
-step=0
-echo "round,ranks,ppn,bench,impl,procs,ppn_bench,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified,vs_mpi" >"$raw"
-for r in $(seq 1 "$rounds"); do
-    for layout in "${layouts[@]}"; do
-        n=${layout%%:*}
-        ppn=${layout#*:}
-        for run in "${runs[@]}"; do
-            step=$((step + 1))
-            printf '\r[%d/%d] same processes: round %d, -n %s%s: %-60s' "$step" "$total" "$r" "$n" \
-                "${ppn:+ (ppn $ppn)}" "${run%% *}" >&2
-            # shellcheck disable=SC2086
-            GASPI_PPN=${ppn:-$n} mpirun -n "$n" "$twin" $run --format csv 2>/dev/null |
-                tail -n +2 | sed "s/^/$r,$n,${ppn:-$n},/" >>"$raw"
-        done
-    done
-done
-echo >&2
+. scripts/compare-lib.sh
+same_processes "$twin" "$out/same-processes.csv" "$rounds" "2:" "4:" "4:2"
 echo "best Intel MPI algorithm per size (scripts/impi-collectives.sh, 4 ranks)..." >&2
 REDUCE_SIZES="8 64 512 4096 65536 1048576" GATHER_SIZES="65536 1048576 4194304" \
     scripts/impi-collectives.sh "$rounds" 4 4 2 >"$out/best-algorithm.csv" 2>"$out/best-algorithm.txt"
-"$venv/bin/python" scripts/compare-report.py "$out" "docs/compare-impi-$day.md" "$version" "$(nproc)"
+"$venv/bin/python" scripts/compare-report.py "$out" "docs/compare-impi-$day.md" "Intel MPI $version" "$(nproc)"
 echo "report: docs/compare-impi-$day.md" >&2

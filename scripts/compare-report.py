@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The report of scripts/compare-impi.sh: markdown tables and PNG plots.
 
-Usage: compare-report.py OUT_DIR REPORT.md INTEL_VERSION CORES
+Usage: compare-report.py OUT_DIR REPORT.md "MPI LIBRARY AND VERSION" CORES
 Reads OUT_DIR/same-processes.csv (gaspi-bench under mpirun: ours and Intel
 MPI's default algorithm in the same processes) and OUT_DIR/best-algorithm.csv
 (scripts/impi-collectives.sh: Intel MPI's best I_MPI_ADJUST algorithm per
@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-out_dir, report, version, cores = sys.argv[1:5]
+out_dir, report, lib, cores = sys.argv[1:5]
 med = statistics.median
 
 
@@ -80,17 +80,18 @@ if os.path.exists(path):
         cur[2] = min(cur[2], float(r["gaspi_us"]))
 
 lines = [
-    f"# Ours against Intel MPI {version}",
+    f"# Ours against {lib}",
     "",
-    f"Machine: {cores} cores; one machine, Intel MPI with `I_MPI_FABRICS=shm`; our ranks "
-    "in emulated nodes where `ppn` says so (Intel MPI does not see them). Made by "
-    "`scripts/compare-impi.sh` (raw data in the directory beside this file). Times in us, "
+    f"Machine: {cores} cores; one machine (shared memory); our ranks in emulated nodes "
+    f"where `ppn` says so ({lib} does not see them). Made by `scripts/compare-impi.sh` or "
+    "`scripts/compare-mpich.sh` (raw data in the directory beside this file). Times in us, "
     "medians over rounds of per-run medians; ratios below 1 mean ours is faster.",
     "",
-    "- *same processes*: `gaspi-bench` under `mpirun` runs Intel MPI's operation (default "
+    f"- *same processes*: `gaspi-bench` under `mpirun` runs {lib}'s operation (default "
     "algorithm selection) beside ours, size by size alternately, on the same data, both verified.",
-    "- *best algorithm*: every `I_MPI_ADJUST_ALLREDUCE` / `I_MPI_ADJUST_ALLGATHERV` value, the best "
-    "per size and round (seed 002's method), both rank placements, best against best, 4 ranks.",
+    "- *best algorithm* (Intel MPI only): every `I_MPI_ADJUST_ALLREDUCE` / "
+    "`I_MPI_ADJUST_ALLGATHERV` value, the best per size and round (seed 002's method), both "
+    "rank placements, best against best, 4 ranks.",
     "",
 ]
 if unverified:
@@ -101,7 +102,7 @@ plots = []
 for bench in benches:
     lines += [f"## {bench}", ""]
     lines += [
-        "| ranks | ppn | operation | size | ours | impl | Intel MPI (default) | ours / Intel | Intel best algorithm | its time | ours / best |",
+        f"| ranks | ppn | operation | size | ours | impl | {lib} (default) | ours / MPI | best algorithm | its time | ours / best |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     series = defaultdict(lambda: defaultdict(dict))
@@ -126,17 +127,17 @@ for bench in benches:
             f"{t_ours / t_mpi:.2f} | {cell_best} | {cell_t} | {cell_r} |"
         )
         series[(layout, op)]["ours"][nbytes] = t_ours
-        series[(layout, op)]["Intel MPI"][nbytes] = t_mpi
+        series[(layout, op)]["MPI"][nbytes] = t_mpi
     lines.append("")
     sized = [l for l in series if len(series[l]["ours"]) > 1]
     if sized:
         fig, ax = plt.subplots(figsize=(6, 4))
         for key in sized:
             (layout, op) = key
-            for who, style in (("ours", "-o"), ("Intel MPI", "--s")):
+            for who, style in (("ours", "-o"), ("MPI", "--s")):
                 pts = sorted(series[key][who].items())
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
-                        label=f"{who}, -n {layout[0]} ppn {layout[1]} {op}")
+                        label=f"{lib if who == 'MPI' else who}, -n {layout[0]} ppn {layout[1]} {op}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("bytes")

@@ -72,7 +72,7 @@ pub use adapters::{
 };
 pub use collectives::{
     Allgatherv, AllgathervOptions, Allreduce, AllreduceAlgorithm, AllreduceOptions, ReduceOp,
-    Reducible, plan,
+    Reducible, model, plan,
 };
 pub use config::{
     Config, GROUP_LIMIT, NOTIFICATION_LIMIT, QUEUE_MAX, QUEUE_SIZE_LIMIT, SEGMENT_LIMIT, WaitMode,

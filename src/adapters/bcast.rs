@@ -32,6 +32,7 @@
 use super::fence::Assert;
 use super::rma::{RmaElem, RmaWindow};
 use super::words::{Word, Words};
+use crate::collectives::plan::binomial_children;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
@@ -186,7 +187,7 @@ impl Relay<'_> {
         };
         let p = ring.len();
         let rel = (pos_of(me) + p - pos_of(d.root)) % p;
-        tree_children(rel, p)
+        binomial_children(rel, p)
             .into_iter()
             .map(|c| ring[(c + pos_of(d.root)) % p])
             .collect()
@@ -318,20 +319,6 @@ impl Relay<'_> {
             }
         }
     }
-}
-
-/// Children of relative position `pos` in a binomial tree of `p`
-/// positions rooted at 0, largest subtree first.
-fn tree_children(pos: usize, p: usize) -> Vec<usize> {
-    let mut mask = 1;
-    while mask < p && pos & mask == 0 {
-        mask <<= 1;
-    }
-    std::iter::successors(Some(mask >> 1), |m| Some(m >> 1))
-        .take_while(|&m| m > 0)
-        .map(|m| pos + m)
-        .filter(|&c| c < p)
-        .collect()
 }
 
 /// Posts the broadcaster's stop notification when dropped (also when the
@@ -623,42 +610,5 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         let left = ctx.barrier(self.group, timeout);
         let deleted = ctx.segment_delete(control);
         closed.and(left).and(deleted).map(|()| out)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::tree_children;
-
-    /// Every position but the root has exactly one parent, children come
-    /// largest subtree first, the depth is floor(log2 p) and the root
-    /// sends ceil(log2 p) times.
-    #[test]
-    fn binomial_trees_cover_every_position_once() {
-        for p in 1..70 {
-            let mut parent = vec![None; p];
-            let mut depth = vec![0; p];
-            for pos in 0..p {
-                let c = tree_children(pos, p);
-                assert!(c.windows(2).all(|w| w[0] > w[1]), "{p}: {pos} -> {c:?}");
-                for ch in c {
-                    assert!(parent[ch].replace(pos).is_none(), "{p}: {ch} twice");
-                    assert!(ch > pos);
-                }
-            }
-            for pos in 1..p {
-                let up = parent[pos].expect("a parent");
-                depth[pos] = depth[up] + 1;
-            }
-            // Hops: floor(log2 p); the root's sends (rounds): ceil(log2 p).
-            let max = depth.iter().max().copied().unwrap_or(0);
-            assert_eq!(max, p.ilog2() as usize, "p = {p}");
-            assert_eq!(
-                tree_children(0, p).len(),
-                p.next_power_of_two().ilog2() as usize
-            );
-        }
-        assert_eq!(tree_children(0, 5), vec![4, 2, 1]);
-        assert_eq!(tree_children(2, 5), vec![3]);
     }
 }

@@ -15,6 +15,7 @@ mod allgatherv;
 mod allreduce;
 mod barrier;
 mod hierarchical;
+pub mod model;
 pub mod plan;
 
 pub use allgatherv::{Allgatherv, AllgathervOptions};

@@ -223,6 +223,21 @@ impl AllgathervPlan {
     }
 }
 
+/// Children of relative position `pos` in a binomial tree of `p`
+/// positions rooted at 0, largest subtree first (the RMA broadcast's tree,
+/// seed 000; the cost model walks the same tree).
+pub fn binomial_children(pos: usize, p: usize) -> Vec<usize> {
+    let mut mask = 1;
+    while mask < p && pos & mask == 0 {
+        mask <<= 1;
+    }
+    std::iter::successors(Some(mask >> 1), |m| Some(m >> 1))
+        .take_while(|&m| m > 0)
+        .map(|m| pos + m)
+        .filter(|&c| c < p)
+        .collect()
+}
+
 /// One message of a dissemination: at `step`, `from` sends to `to` the
 /// reduction of `span` consecutive inputs ending at `from` (`partial`:
 /// sent out of band, to be combined after the regular steps).
@@ -413,5 +428,37 @@ mod tests {
         // mSize grows when the ids would not suffice.
         let tight = AllgathervPlan::new(layout, &counts, &displs, 1, 12);
         assert!(tight.total_blocks() <= 12, "{}", tight.table());
+    }
+
+    /// Every position but the root has exactly one parent, children come
+    /// largest subtree first, the depth is floor(log2 p) and the root
+    /// sends ceil(log2 p) times.
+    #[test]
+    fn binomial_trees_cover_every_position_once() {
+        for p in 1..70 {
+            let mut parent = vec![None; p];
+            let mut depth = vec![0; p];
+            for pos in 0..p {
+                let c = binomial_children(pos, p);
+                assert!(c.windows(2).all(|w| w[0] > w[1]), "{p}: {pos} -> {c:?}");
+                for ch in c {
+                    assert!(parent[ch].replace(pos).is_none(), "{p}: {ch} twice");
+                    assert!(ch > pos);
+                }
+            }
+            for pos in 1..p {
+                let up = parent[pos].expect("a parent");
+                depth[pos] = depth[up] + 1;
+            }
+            // Hops: floor(log2 p); the root's sends (rounds): ceil(log2 p).
+            let max = depth.iter().max().copied().unwrap_or(0);
+            assert_eq!(max, p.ilog2() as usize, "p = {p}");
+            assert_eq!(
+                binomial_children(0, p).len(),
+                p.next_power_of_two().ilog2() as usize
+            );
+        }
+        assert_eq!(binomial_children(0, 5), vec![4, 2, 1]);
+        assert_eq!(binomial_children(2, 5), vec![3]);
     }
 }

@@ -56,6 +56,10 @@ Benchmarks (each verifies the data it moves):
   shared-notify-lat remote write_notify into node 1's shared window until some rank of
                     node 1 claims it, one way (needs 2 nodes: --ppn)
   all               every benchmark briefly on 4 ranks in 2 nodes (default), with a summary
+  model             the cost models of the collectives (gaspi::model) for 1 to 65,536 nodes,
+                    from the schedules they run, with this machine's parameters or
+                    --latency-us L --overhead-us O --bandwidth-mbps B --atomic-us Q
+                    --request-us R (a cluster's); --ppn ranks per node (default 1)
 
 Options:
   -n N               ranks (default 2; 4 for 'all', 8 for 'put-lat-distance')
@@ -76,7 +80,7 @@ Options:
   --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)
   --bind B           block (default: consecutive ranks share CPUs) or none (gaspi-run --bind)";
 
-const BENCHES: [&str; 14] = [
+const BENCHES: [&str; 15] = [
     "write-notify-lat",
     "write-bw",
     "read-lat",
@@ -91,6 +95,7 @@ const BENCHES: [&str; 14] = [
     "put-lat-distance",
     "shared-notify-lat",
     "all",
+    "model",
 ];
 
 struct Args {
@@ -109,6 +114,8 @@ struct Args {
     wait: Option<String>,
     binding: Binding,
     allreduce: gaspi::AllreduceOptions,
+    /// `model`: the machine's parameters.
+    params: gaspi::model::CostParams,
 }
 
 /// A comma-separated list of names, each one of `known`.
@@ -170,8 +177,16 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         wait: None,
         binding: Binding::Block,
         allreduce: gaspi::AllreduceOptions::default(),
+        params: gaspi::model::CostParams::this_machine(),
     };
     let mut it = args.iter();
+    let real = |v: Option<&String>, o: &str| -> Result<f64, String> {
+        v.ok_or(format!("{o} needs a value"))?
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or(format!("{o} needs a non-negative number"))
+    };
     let num = |v: Option<&String>, o: &str| -> Result<usize, String> {
         v.ok_or(format!("{o} needs a value"))?
             .parse()
@@ -182,6 +197,17 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
             "-h" | "--help" => return Ok(None),
             "-n" => a.ranks = Some(num(it.next(), "-n")?),
             "--ppn" => a.ppn = Some(num(it.next(), "--ppn")?),
+            "--latency-us" => a.params.latency_us = real(it.next(), "--latency-us")?,
+            "--overhead-us" => a.params.overhead_us = real(it.next(), "--overhead-us")?,
+            "--atomic-us" => a.params.atomic_us = real(it.next(), "--atomic-us")?,
+            "--request-us" => a.params.request_us = real(it.next(), "--request-us")?,
+            "--bandwidth-mbps" => {
+                let mbps = real(it.next(), "--bandwidth-mbps")?;
+                if mbps == 0.0 {
+                    return Err("--bandwidth-mbps must be positive".into());
+                }
+                a.params.gap_per_byte_us = 1.0 / mbps;
+            }
             "--iters" => a.iters = Some(num(it.next(), "--iters")?),
             "--sizes" => a.sizes = Some(parse_sizes(it.next().ok_or("--sizes needs a value")?)?),
             "--impl" => {
@@ -760,6 +786,54 @@ fn run_on(a: &Args, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error> {
     Ok(me != 0 || verified)
 }
 
+/// `gaspi-bench model`: the cost models for 1 to 65,536 nodes (no job).
+fn model(a: &Args) {
+    use gaspi::model::Model;
+    let m = Model::new(a.params);
+    let p = a.params;
+    let ppn = a.ppn.unwrap_or(1);
+    let mut nodes: Vec<usize> = (0..=16).map(|k| 1usize << k).collect();
+    nodes.extend([7, 11]);
+    nodes.sort_unstable();
+    println!(
+        "# gaspi-bench model: L {} us, o {} us, G {:.3e} us/B ({:.0} MB/s), local {:.3e} us/B, q {} us, o_r {} us; {ppn} rank(s) per node; times in us",
+        p.latency_us,
+        p.overhead_us,
+        p.gap_per_byte_us,
+        1.0 / p.gap_per_byte_us,
+        p.local_per_byte_us,
+        p.atomic_us,
+        p.request_us
+    );
+    let header = "nodes,allgatherv_16MiB_total,allgatherv_1MiB_per_rank,allreduce_8B,allreduce_1MiB,bcast_binomial_1MiB,bcast_linear_1MiB,bcast_binomial_8B,bcast_linear_8B";
+    println!("{header}");
+    for &n in &nodes {
+        let ranks = n * ppn;
+        println!(
+            "{n},{:.1},{:.1},{:.2},{:.1},{:.1},{:.1},{:.2},{:.2}",
+            m.allgatherv(n, ppn, 16 << 20),
+            m.allgatherv(n, ppn, ranks << 20),
+            m.allreduce(n, ppn, 8),
+            m.allreduce(n, ppn, 1 << 20),
+            m.bcast_binomial(ranks, 1 << 20),
+            m.bcast_linear(ranks, 1 << 20),
+            m.bcast_binomial(ranks, 8),
+            m.bcast_linear(ranks, 8),
+        );
+    }
+    for bytes in [8usize, 64 << 10, 1 << 20, 16 << 20] {
+        let cross = (1..=17)
+            .map(|k| 1usize << k)
+            .find(|&r| m.bcast_binomial(r, bytes) < m.bcast_linear(r, bytes));
+        match cross {
+            Some(r) => {
+                println!("# bcast crossover at {bytes} B: binomial beats linear from {r} ranks")
+            }
+            None => println!("# bcast crossover at {bytes} B: linear wins up to 131072 ranks"),
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let a = match parse(&args) {
@@ -777,6 +851,10 @@ fn main() -> ExitCode {
     let under_mpi = mpi_twin::under_mpirun();
     #[cfg(not(feature = "mpi"))]
     let under_mpi = false;
+    if a.bench == "model" {
+        model(&a);
+        return ExitCode::SUCCESS;
+    }
     if std::env::var_os(gaspi::env::RANK).is_some() || under_mpi {
         #[cfg(feature = "mpi")]
         let ran = if under_mpi {

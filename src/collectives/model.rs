@@ -1,0 +1,255 @@
+//! Cost models of the collectives, evaluated from the schedules they
+//! execute ([`plan`](super::plan)), for node counts far beyond any machine
+//! at hand (up to 65,536 nodes and more): the pipelined-ring allgatherv's
+//! block table, the dissemination's steps and partial reductions, the
+//! allreduce ring, and the RMA broadcast's binomial tree in the LogGP model
+//! of seed 000 (section 3).
+//!
+//! Times are in microseconds. A model is a model: it charges each message
+//! `o` at both ends, `L` in flight and `bytes * G` on the sender's link,
+//! and charges nothing for contention inside the network.
+//!
+//! ```
+//! use gaspi::model::{CostParams, Model};
+//! let m = Model::new(CostParams::this_machine());
+//! // The ring allgatherv of 16 MiB in all: nearly flat from 2 to 64 nodes.
+//! let (t2, t64) = (m.allgatherv(2, 1, 16 << 20), m.allgatherv(64, 1, 16 << 20));
+//! assert!(t64 < 1.5 * t2);
+//! // A binomial broadcast beats the linear one once there are enough ranks.
+//! assert!(m.bcast_binomial(1024, 1 << 20) < m.bcast_linear(1024, 1 << 20));
+//! ```
+
+use super::plan::{AllgathervPlan, Dissemination, Layout, binomial_children};
+
+/// Machine parameters (LogGP plus what the algorithms add).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostParams {
+    /// `L`: latency of a message between nodes.
+    pub latency_us: f64,
+    /// `o`: overhead of sending or receiving one message.
+    pub overhead_us: f64,
+    /// `G`: time per byte on a node's link (1 / bandwidth).
+    pub gap_per_byte_us: f64,
+    /// Time per byte of a copy or a reduction inside a node.
+    pub local_per_byte_us: f64,
+    /// `q`: one atomic on another rank's word (the broadcast's request flag
+    /// and done counter).
+    pub atomic_us: f64,
+    /// `o_r`: noticing a request (a broadcaster thread waking up).
+    pub request_us: f64,
+}
+
+impl CostParams {
+    /// Parameters measured on the machine this crate was developed on
+    /// (Intel Xeon VM, 2 cores, native engine, emulated nodes; 2026-11-22):
+    /// `L + 2o` = 0.6 us (`gaspi-bench put-lat-distance`, inter-node
+    /// targets), `G` from 11.4 GB/s (`gaspi-bench write-bw`, 4 MiB), the
+    /// same for local copies, `q` = 0.05 us (`gaspi-bench atomic-lat`),
+    /// `o_r` = 5 us (a binomial broadcast of 8 B to one other rank costs
+    /// 5.9 us against 0.5 us for the linear one). A cluster's are passed
+    /// explicitly (`gaspi-bench model --latency-us ...`).
+    pub fn this_machine() -> CostParams {
+        CostParams {
+            latency_us: 0.4,
+            overhead_us: 0.1,
+            gap_per_byte_us: 1.0 / 11_400.0,
+            local_per_byte_us: 1.0 / 11_400.0,
+            atomic_us: 0.05,
+            request_us: 5.0,
+        }
+    }
+
+    /// One message of `bytes` between nodes, sender to receiver.
+    fn message(&self, bytes: usize) -> f64 {
+        2.0 * self.overhead_us + self.latency_us + bytes as f64 * self.gap_per_byte_us
+    }
+}
+
+/// The models, for one set of parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Model {
+    /// The machine.
+    pub p: CostParams,
+    /// Bytes per allgatherv block (`AllgathervOptions::block_bytes`).
+    pub block_bytes: usize,
+}
+
+impl Model {
+    /// Models for machine `p`, with the collectives' default options.
+    pub fn new(p: CostParams) -> Model {
+        Model {
+            p,
+            block_bytes: crate::AllgathervOptions::default().block_bytes,
+        }
+    }
+
+    /// The pipelined-ring allgatherv (seed 002, section II) of `total`
+    /// bytes in all (regular distribution, u64 elements) over `nodes` nodes
+    /// of `ppn` ranks: the node-local copy into the window, then the ring,
+    /// charged on its busiest link (the blocks node 0 writes and forwards,
+    /// counted from the block table) plus the pipeline's fill (a block's
+    /// `nodes - 1` hops).
+    pub fn allgatherv(&self, nodes: usize, ppn: usize, total: usize) -> f64 {
+        let p = &self.p;
+        let ranks = nodes * ppn;
+        let elems = (total / 8).max(ranks);
+        let counts: Vec<usize> = (0..ranks)
+            .map(|r| elems / ranks + usize::from(r < elems % ranks))
+            .collect();
+        let displs: Vec<usize> = counts
+            .iter()
+            .scan(0, |acc, &c| {
+                let d = *acc;
+                *acc += c;
+                Some(d)
+            })
+            .collect();
+        let layout = Layout { ranks, ppn };
+        let plan = AllgathervPlan::new(
+            layout,
+            &counts,
+            &displs,
+            (self.block_bytes / 8).max(1),
+            crate::config::NOTIFICATION_LIMIT as usize,
+        );
+        // Local phase: each rank copies its contribution into the window.
+        let local = counts[0] as f64 * 8.0 * p.local_per_byte_us;
+        if nodes == 1 {
+            return local;
+        }
+        // Node 0's link: its own blocks, and every received block it
+        // forwards.
+        let own = plan.node_first[0]..plan.node_first[1];
+        let sent: Vec<usize> = (0..plan.total_blocks())
+            .filter(|&id| own.contains(&id) || plan.forwards(0, id))
+            .collect();
+        let bytes: usize = sent.iter().map(|&id| plan.blocks[id].len * 8).sum();
+        let link = sent.len() as f64 * p.overhead_us + bytes as f64 * p.gap_per_byte_us;
+        let block = plan.blocks.iter().map(|b| b.len * 8).max().unwrap_or(0);
+        let fill = (nodes - 1) as f64 * p.message(block);
+        local + link.max(fill) + p.message(block)
+    }
+
+    /// The dissemination allreduce (seed 002, section III) of `bytes` over
+    /// `nodes` nodes of `ppn` ranks: the node-local reduction of each
+    /// rank's fraction, then `floor(log2 n)` steps plus one round for the
+    /// partial reductions (sent alongside, combined at the end), each a
+    /// message of the fraction and its reduction.
+    pub fn allreduce_dissemination(&self, nodes: usize, ppn: usize, bytes: usize) -> f64 {
+        let p = &self.p;
+        let frac = bytes.div_ceil(ppn);
+        let local = (ppn as f64) * frac as f64 * p.local_per_byte_us;
+        let d = Dissemination::new(nodes);
+        let rounds = d.steps as usize + usize::from(!d.partials.is_empty());
+        local + rounds as f64 * (p.message(frac) + frac as f64 * p.local_per_byte_us)
+    }
+
+    /// The allreduce ring (reduce-scatter then allgather) of `bytes` over
+    /// `nodes` nodes of `ppn` ranks: `2 (n - 1)` steps of `bytes / (n ppn)`.
+    pub fn allreduce_ring(&self, nodes: usize, ppn: usize, bytes: usize) -> f64 {
+        let p = &self.p;
+        let frac = bytes.div_ceil(ppn);
+        let local = (ppn as f64) * frac as f64 * p.local_per_byte_us;
+        if nodes == 1 {
+            return local;
+        }
+        let chunk = frac.div_ceil(nodes);
+        let steps = 2 * (nodes - 1);
+        local + steps as f64 * (p.message(chunk) + chunk as f64 * p.local_per_byte_us / 2.0)
+    }
+
+    /// The better of the two allreduce algorithms (what `Auto` aims at).
+    pub fn allreduce(&self, nodes: usize, ppn: usize, bytes: usize) -> f64 {
+        self.allreduce_dissemination(nodes, ppn, bytes)
+            .min(self.allreduce_ring(nodes, ppn, bytes))
+    }
+
+    /// The binomial RMA broadcast of `bytes` to `ranks` ranks (seed 000):
+    /// each parent sends to its children one after the other (data,
+    /// description and request: `o + m G + 2q`), each child notices the
+    /// request (`o_r`) and relays; the time is the latest arrival in the
+    /// tree the broadcast uses, plus the done counter's atomic.
+    pub fn bcast_binomial(&self, ranks: usize, bytes: usize) -> f64 {
+        let p = &self.p;
+        let send = p.overhead_us + bytes as f64 * p.gap_per_byte_us + 2.0 * p.atomic_us;
+        // Arrival time of each position, parents before children.
+        let mut at = vec![0.0f64; ranks];
+        let mut latest = 0.0f64;
+        for pos in 0..ranks {
+            let start = at[pos] + if pos == 0 { 0.0 } else { p.request_us };
+            for (i, c) in binomial_children(pos, ranks).into_iter().enumerate() {
+                at[c] = start + (i + 1) as f64 * send + p.latency_us;
+                latest = latest.max(at[c] + p.request_us + p.atomic_us);
+            }
+        }
+        latest + p.overhead_us + p.latency_us
+    }
+
+    /// The linear RMA broadcast (seed 000): the root puts to every other
+    /// rank in turn inside `lock_all`.
+    pub fn bcast_linear(&self, ranks: usize, bytes: usize) -> f64 {
+        let p = &self.p;
+        let send = p.overhead_us + bytes as f64 * p.gap_per_byte_us;
+        2.0 * p.atomic_us + (ranks.saturating_sub(1)) as f64 * send + p.latency_us
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> Model {
+        Model::new(CostParams::this_machine())
+    }
+
+    #[test]
+    fn one_node_costs_no_network() {
+        let m = model();
+        let p = m.p;
+        assert_eq!(
+            m.allgatherv(1, 4, 1 << 20),
+            (1 << 20) as f64 / 4.0 * p.local_per_byte_us
+        );
+        assert!(m.allreduce_ring(1, 2, 1024) < p.latency_us);
+        assert!(m.allreduce_dissemination(1, 1, 8) < p.latency_us);
+    }
+
+    #[test]
+    fn dissemination_counts_steps_and_partials() {
+        let m = model();
+        let one = m.allreduce_dissemination(2, 1, 8); // 1 step
+        let seven = m.allreduce_dissemination(7, 1, 8); // 2 steps + partials
+        let eight = m.allreduce_dissemination(8, 1, 8); // 3 steps
+        let sixteen = m.allreduce_dissemination(16, 1, 8); // 4 steps
+        assert!((seven - eight).abs() < 1e-9 && seven > 2.5 * one && sixteen > eight);
+        // Large messages go to the ring, small ones to the dissemination.
+        assert!(m.allreduce_ring(16, 1, 16 << 20) < m.allreduce_dissemination(16, 1, 16 << 20));
+        assert!(m.allreduce_dissemination(16, 1, 8) < m.allreduce_ring(16, 1, 8));
+    }
+
+    #[test]
+    fn the_ring_allgatherv_is_bandwidth_bound_until_the_pipeline_fill_dominates() {
+        let m = model();
+        let total = 64 << 20;
+        let t: Vec<f64> = [2, 8, 64, 512]
+            .iter()
+            .map(|&n| m.allgatherv(n, 1, total))
+            .collect();
+        assert!(t.windows(2).all(|w| w[1] < 1.3 * w[0]), "{t:?}");
+        // At 65,536 nodes a block's 65,535 hops cost more than the data.
+        assert!(m.allgatherv(65_536, 1, total) > 2.0 * t[0]);
+    }
+
+    #[test]
+    fn binomial_broadcast_has_a_crossover_with_the_linear_one() {
+        let m = model();
+        assert!(m.bcast_linear(2, 8) < m.bcast_binomial(2, 8));
+        assert!(m.bcast_binomial(65_536, 8) < m.bcast_linear(65_536, 8));
+        // Arrival times follow the tree: log-depth growth.
+        let (a, b) = (
+            m.bcast_binomial(1024, 1 << 20),
+            m.bcast_binomial(2048, 1 << 20),
+        );
+        assert!(b > a && b < 1.2 * a);
+    }
+}
