@@ -10,6 +10,8 @@
 #    I_MPI_ADJUST_ALLREDUCE (1-11) and I_MPI_ADJUST_ALLGATHERV (1-4) with
 #    scripts/mpi/coll_bench.c at 4 ranks and keeps the best per size, as
 #    seed 002 does (sections II-B and III-B).
+#    And IMB-MPI1 itself (Allreduce, Allgatherv) with every algorithm, the
+#    best t_avg per size (imb-best.csv).
 # 3. scripts/compare-report.py writes docs/compare-impi-DATE.md (one table
 #    per operation: size, ours, Intel default, Intel best algorithm, its
 #    time, ratios) and PNG plots (time against size, log-log) beside it.
@@ -28,6 +30,23 @@ rounds=${1:-3}
 CARGO_TARGET_DIR=target/impi cargo build --release --features mpi --bin gaspi-bench >&2
 twin=target/impi/release/gaspi-bench
 
+# IMB-MPI1 Allreduce (I_MPI_ADJUST_ALLREDUCE 1-11) and Allgatherv (1-4) at
+# 4 ranks: the lowest t_avg per size and the algorithm that gave it.
+imb_best() {
+    local a
+    echo "bench,bytes,imb_best_us,algo"
+    {
+        for a in $(seq 1 11); do
+            I_MPI_ADJUST_ALLREDUCE=$a mpirun -n 4 IMB-MPI1 Allreduce -npmin 4 -msglog 3:20 -iter 500 -time 2 2>/dev/null |
+                awk -v a="$a" 'NF == 5 && $1 ~ /^[0-9]+$/ && $1 > 0 {print "allreduce," $1 "," $5 "," a}'
+        done
+        for a in 1 2 3 4; do
+            I_MPI_ADJUST_ALLGATHERV=$a mpirun -n 4 IMB-MPI1 Allgatherv -npmin 4 -msglog 16:22 -iter 200 -time 2 2>/dev/null |
+                awk -v a="$a" 'NF == 5 && $1 ~ /^[0-9]+$/ && $1 > 0 {print "allgatherv-regular," $1 "," $5 "," a}'
+        done
+    } | sort -t, -k1,1 -k2,2n -k3,3g | awk -F, '!seen[$1 "," $2]++'
+}
+
 day=$(date -u +%F)
 out=docs/compare-impi-$day
 mkdir -p "$out"
@@ -36,5 +55,7 @@ same_processes "$twin" "$out/same-processes.csv" "$rounds" "2:" "4:" "4:2"
 echo "best Intel MPI algorithm per size (scripts/impi-collectives.sh, 4 ranks)..." >&2
 REDUCE_SIZES="8 64 512 4096 65536 1048576" GATHER_SIZES="65536 1048576 4194304" \
     scripts/impi-collectives.sh "$rounds" 4 4 2 >"$out/best-algorithm.csv" 2>"$out/best-algorithm.txt"
+echo "IMB-MPI1 with every algorithm, 4 ranks..." >&2
+imb_best >"$out/imb-best.csv"
 "$venv/bin/python" scripts/compare-report.py "$out" "docs/compare-impi-$day.md" "Intel MPI $version" "$(nproc)"
 echo "report: docs/compare-impi-$day.md" >&2

@@ -79,6 +79,14 @@ if os.path.exists(path):
             cur[0], cur[1] = float(r["intel_best_us"]), r["intel_best_algo"]
         cur[2] = min(cur[2], float(r["gaspi_us"]))
 
+# (bench, bytes) -> (IMB-MPI1's best t_avg, algorithm), 4 ranks.
+imb = {}
+path = os.path.join(out_dir, "imb-best.csv")
+if os.path.exists(path):
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            imb[(r["bench"], int(r["bytes"]))] = (float(r["imb_best_us"]), r["algo"])
+
 lines = [
     f"# Ours against {lib}",
     "",
@@ -92,6 +100,8 @@ lines = [
     "- *best algorithm* (Intel MPI only): every `I_MPI_ADJUST_ALLREDUCE` / "
     "`I_MPI_ADJUST_ALLGATHERV` value, the best per size and round (seed 002's method), both "
     "rank placements, best against best, 4 ranks.",
+    "- *IMB-MPI1 best* (Intel MPI only): IMB-MPI1 Allreduce / Allgatherv (equal sizes) itself "
+    "with every algorithm, its lowest `t_avg` per size, 4 ranks, one run.",
     "",
 ]
 if unverified:
@@ -102,8 +112,8 @@ plots = []
 for bench in benches:
     lines += [f"## {bench}", ""]
     lines += [
-        f"| ranks | ppn | operation | size | ours | impl | {lib} (default) | ours / MPI | best algorithm | its time | ours / best |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| ranks | ppn | operation | size | ours | impl | {lib} (default) | ours / MPI | best algorithm | its time | ours / best | IMB-MPI1 best (algorithm) | ours / IMB best |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     series = defaultdict(lambda: defaultdict(dict))
     for (layout, b, op, nbytes) in sorted(k for k in same if k[1] == bench):
@@ -122,9 +132,13 @@ for bench in benches:
             algos = sorted({x[1] for x in rounds})
             cell_best, cell_t = "/".join(algos), f"{ib:.2f}"
             cell_r = f"{med(x[2] / x[0] for x in rounds):.2f}"
+        cell_imb, cell_imb_r = "", ""
+        if layout[0] == 4 and (bench, nbytes) in imb:
+            t_imb, algo = imb[(bench, nbytes)]
+            cell_imb, cell_imb_r = f"{t_imb:.2f} ({algo})", f"{t_ours / t_imb:.2f}"
         lines.append(
             f"| {layout[0]} | {layout[1]} | {op or bench} | {size(nbytes)} | {t_ours:.2f} | {oi} | {t_mpi:.2f} | "
-            f"{t_ours / t_mpi:.2f} | {cell_best} | {cell_t} | {cell_r} |"
+            f"{t_ours / t_mpi:.2f} | {cell_best} | {cell_t} | {cell_r} | {cell_imb} | {cell_imb_r} |"
         )
         series[(layout, op)]["ours"][nbytes] = t_ours
         series[(layout, op)]["MPI"][nbytes] = t_mpi
