@@ -39,14 +39,7 @@ fn counts(d: Dist, n: usize, c: usize) -> Vec<usize> {
 }
 
 fn displs(counts: &[usize]) -> Vec<usize> {
-    counts
-        .iter()
-        .scan(0, |acc, &c| {
-            let d = *acc;
-            *acc += c;
-            Some(d)
-        })
-        .collect()
+    gaspi::plan::displacements(counts)
 }
 
 /// The paper's data, `(iProc + 1) * (it + 1)`, in the high half; the

@@ -4,6 +4,7 @@
 //! under `mpirun -n N` (MPICH's, or `$MPIRUN`).
 #![cfg(feature = "mpi")]
 
+use gaspi::plan::displacements;
 use gaspi::{
     Allgatherv, Allreduce, BcastImpl, Config, Context, GroupId, ReduceOp, RmaWindow, Timeout,
 };
@@ -81,14 +82,7 @@ fn interleaved(world: &mpi::topology::SimpleCommunicator, ctx: &Context) {
 
     // Allgatherv with decreasing contributions.
     let counts: Vec<usize> = (0..n as usize).map(|r| 100 * (n as usize - r)).collect();
-    let displs: Vec<usize> = counts
-        .iter()
-        .scan(0, |acc, &c| {
-            let d = *acc;
-            *acc += c;
-            Some(d)
-        })
-        .collect();
+    let displs = displacements(&counts);
     let total: usize = counts.iter().sum();
     let mut ag = Allgatherv::<u32>::new(ctx, 2, &counts, &displs, B).unwrap();
     for round in 0..10u32 {

@@ -19,7 +19,7 @@
 //! assert!(m.bcast_binomial(1024, 1 << 20) < m.bcast_linear(1024, 1 << 20));
 //! ```
 
-use super::plan::{AllgathervPlan, Dissemination, Layout, binomial_children};
+use super::plan::{AllgathervPlan, Dissemination, Layout, binomial_children, displacements};
 
 /// Machine parameters (LogGP plus what the algorithms add).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -96,14 +96,7 @@ impl Model {
         let counts: Vec<usize> = (0..ranks)
             .map(|r| elems / ranks + usize::from(r < elems % ranks))
             .collect();
-        let displs: Vec<usize> = counts
-            .iter()
-            .scan(0, |acc, &c| {
-                let d = *acc;
-                *acc += c;
-                Some(d)
-            })
-            .collect();
+        let displs = displacements(&counts);
         let layout = Layout { ranks, ppn };
         let plan = AllgathervPlan::new(
             layout,

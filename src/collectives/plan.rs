@@ -87,6 +87,23 @@ pub struct AllgathervPlan {
     pub shares: Vec<Share>,
 }
 
+/// Where contributions of `counts` elements go when packed in rank order:
+/// the exclusive prefix sums (MPI's `displs` for a plain allgatherv).
+///
+/// ```
+/// assert_eq!(gaspi::plan::displacements(&[3, 0, 2]), vec![0, 3, 3]);
+/// ```
+pub fn displacements(counts: &[usize]) -> Vec<usize> {
+    counts
+        .iter()
+        .scan(0, |acc, &c| {
+            let d = *acc;
+            *acc += c;
+            Some(d)
+        })
+        .collect()
+}
+
 /// Formula 3: the blocks of a contribution of `count` elements.
 fn nblock(count: usize, block_elems: usize) -> usize {
     count.div_ceil(block_elems)
@@ -396,14 +413,7 @@ mod tests {
     fn allgatherv_plan_balances_and_never_mixes_ranks() {
         let layout = Layout { ranks: 6, ppn: 3 };
         let counts = [10, 0, 7, 3, 25, 1];
-        let displs: Vec<usize> = counts
-            .iter()
-            .scan(0, |acc, &c| {
-                let d = *acc;
-                *acc += c;
-                Some(d)
-            })
-            .collect();
+        let displs = displacements(&counts);
         let p = AllgathervPlan::new(layout, &counts, &displs, 4, 1000);
         // Blocks of 4: 10 -> 3, 0 -> 0, 7 -> 2, 3 -> 1, 25 -> 7, 1 -> 1.
         assert_eq!(p.total_blocks(), 14);

@@ -91,6 +91,48 @@ pub(crate) fn targets(pattern: &str, me: usize, n: usize) -> Vec<(usize, usize)>
     }
 }
 
+/// Whether `local` (rank `me`'s elements, `elems` per slot) holds, in
+/// every slot some origin writes to in `pattern`, that origin's `bytes` of
+/// epoch `last` (the check of `fence` and of its MPI twin).
+pub(crate) fn fence_data_ok(
+    pattern: &str,
+    me: usize,
+    n: usize,
+    local: &[u64],
+    elems: usize,
+    bytes: usize,
+    last: usize,
+) -> bool {
+    (0..n).all(|o| {
+        targets(pattern, o, n).iter().all(|&(t, slot)| {
+            t != me
+                || local[slot * elems..slot * elems + bytes / 8]
+                    .iter()
+                    .all(|&v| v == tag(o, last))
+        })
+    })
+}
+
+/// Whether `local` (rank `me`'s elements) holds the last put of each of
+/// the `c` contenders whose target is `me` (the check of `lock` and of its
+/// MPI twin).
+pub(crate) fn lock_data_ok(
+    target: &dyn Fn(usize) -> usize,
+    c: usize,
+    me: usize,
+    local: &[u64],
+    elems: usize,
+    bytes: usize,
+    last: usize,
+) -> bool {
+    (0..c).all(|o| {
+        target(o) != me
+            || local[o * elems..o * elems + bytes / 8]
+                .iter()
+                .all(|&v| v == tag(o, last))
+    })
+}
+
 /// The value origin `o` puts in epoch `it`.
 pub(crate) fn tag(o: usize, it: usize) -> u64 {
     ((o as u64) << 40) | (it as u64 + 1)
@@ -124,15 +166,7 @@ pub fn fence(b: &Bench, sizes: &[usize], patterns: &[String], designs: &[String]
                 let samples = batches(reps, 1.0, |i| epoch(reps / 10 + i));
                 // The last epoch's data: every slot some origin writes to me.
                 let last = reps / 10 + reps - 1;
-                let local = win.local().to_vec();
-                let ok = (0..n).all(|o| {
-                    targets(pattern, o, n).iter().all(|&(t, slot)| {
-                        t != me
-                            || local[slot * elems..slot * elems + bytes / 8]
-                                .iter()
-                                .all(|&v| v == tag(o, last))
-                    })
-                });
+                let ok = fence_data_ok(pattern, me, n, &win.local().to_vec(), elems, bytes, last);
                 win.fence(Assert::NOSUCCEED, B).expect("fence");
                 let verified = b.all_ok(ok);
                 let samples = if me == 0 { samples } else { Vec::new() };
@@ -293,13 +327,8 @@ pub fn lock(
                     };
                     b.barrier();
                     let last = reps / 10 + reps - 1;
-                    let local = win.local().to_vec();
-                    let ok = (0..c).all(|o| {
-                        target(o) != me
-                            || local[o * elems..o * elems + bytes / 8]
-                                .iter()
-                                .all(|&v| v == tag(o, last))
-                    });
+                    let ok =
+                        lock_data_ok(&target, c, me, &win.local().to_vec(), elems, bytes, last);
                     let verified = b.all_ok(ok);
                     let samples = if me == 0 { samples } else { Vec::new() };
                     rows.push(b.row(

@@ -13,6 +13,8 @@ use gaspi::{
     Notification, ReduceOp, Remote, SegmentId, SegmentView, Timeout,
 };
 
+use gaspi::plan::displacements;
+
 const B: Timeout = Timeout::Block;
 /// Segment ids the benchmarks use for their windows and buffers.
 const WINDOW: SegmentId = 20;
@@ -253,14 +255,7 @@ fn allgatherv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     let n = ctx.num_ranks() as usize;
     let me = ctx.rank() as usize;
     let counts = counts(dist, n, c);
-    let displs: Vec<usize> = counts
-        .iter()
-        .scan(0, |acc, &k| {
-            let d = *acc;
-            *acc += k;
-            Some(d)
-        })
-        .collect();
+    let displs = displacements(&counts);
     let total: usize = counts.iter().sum();
     let reps = b.reps(total * 8, 5_000, 1 << 30);
     let mut send: Vec<u64> = (0..counts[me])

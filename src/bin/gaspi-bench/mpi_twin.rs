@@ -6,11 +6,12 @@
 //! statistics, and checked against the same reference values as ours, so
 //! that two verified rows computed the same result.
 
-use crate::adapters::{tag, targets};
+use crate::adapters::{fence_data_ok, lock_data_ok, tag, targets};
 use crate::benches::{Bench, batches};
 use crate::collectives::{allgatherv_bench, counts, gather_value, reduce_expected, reduce_input};
 use crate::mpi_rma::RawWin;
 use crate::report::Row;
+use gaspi::plan::displacements;
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
 use mpi::topology::SimpleCommunicator;
@@ -64,14 +65,7 @@ impl Mpi {
     pub fn allgatherv(&self, b: &Bench, dist: &str, c: usize) -> Row {
         let (me, n) = (self.world.rank() as usize, self.world.size() as usize);
         let counts = counts(dist, n, c);
-        let displs: Vec<usize> = counts
-            .iter()
-            .scan(0, |acc, &k| {
-                let d = *acc;
-                *acc += k;
-                Some(d)
-            })
-            .collect();
+        let displs = displacements(&counts);
         let total: usize = counts.iter().sum();
         let reps = b.reps(total * 8, 5_000, 1 << 30);
         let k = counts[me];
@@ -169,15 +163,7 @@ impl Mpi {
         (0..reps / 10).for_each(&mut epoch);
         let samples = batches(reps, 1.0, |i| epoch(reps / 10 + i));
         let last = reps / 10 + reps - 1;
-        let local = win.local();
-        let ok = (0..n).all(|o| {
-            targets(pattern, o, n).iter().all(|&(t, slot)| {
-                t != me
-                    || local[slot * elems..slot * elems + bytes / 8]
-                        .iter()
-                        .all(|&v| v == tag(o, last))
-            })
-        });
+        let ok = fence_data_ok(pattern, me, n, &win.local(), elems, bytes, last);
         win.fence(mpi::ffi::MPI_MODE_NOSUCCEED);
         drop(win);
         self.row(
@@ -241,13 +227,7 @@ impl Mpi {
         };
         self.world.barrier();
         let last = reps / 10 + reps - 1;
-        let local = win.local();
-        let ok = (0..c).all(|o| {
-            target(o) != me
-                || local[o * elems..o * elems + bytes / 8]
-                    .iter()
-                    .all(|&v| v == tag(o, last))
-        });
+        let ok = lock_data_ok(&target, c, me, &win.local(), elems, bytes, last);
         drop(win);
         self.row(
             b,
