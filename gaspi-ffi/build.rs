@@ -1,0 +1,147 @@
+//! Finds an installed GPI-2 (it never builds one), in this order:
+//! 1. `GPI2_DIR`: an install prefix (`include/GASPI.h`, `lib64/` or `lib/`);
+//! 2. pkg-config `GPI2` (GPI-2 installs `GPI2.pc`);
+//! 3. common prefixes: `/opt/GPI2`, `/opt/gpi2`, `$HOME/GPI2`, `/usr/local`, `/usr`.
+//!
+//! Links `libGPI2`, or `libGPI2-dbg` with the `debug` feature or
+//! `GPI2_DEBUG=1`. Without GPI-2 the build fails with one message that
+//! lists every place it looked. With `DOCS_RS` set (docs.rs, or
+//! `DOCS_RS=1 cargo doc`) it links nothing, so documentation builds
+//! anywhere. The installed version (GPI2_VERSION.h) picks the layout of
+//! `gaspi_config_t` (cfg `gpi2_1_6`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Found {
+    include: PathBuf,
+    lib: PathBuf,
+    #[allow(dead_code)]
+    how: String,
+}
+
+/// An install prefix with the header and a library directory.
+fn at_prefix(prefix: &Path, how: &str) -> Option<Found> {
+    let include = prefix.join("include");
+    if !include.join("GASPI.h").is_file() {
+        return None;
+    }
+    ["lib64", "lib"]
+        .iter()
+        .map(|d| prefix.join(d))
+        .find(|l| l.join("libGPI2.so").exists() || l.join("libGPI2.a").exists())
+        .map(|lib| Found {
+            include,
+            lib,
+            how: format!("{how} ({})", prefix.display()),
+        })
+}
+
+fn pkg_config() -> Option<Found> {
+    let var = |v: &str| {
+        let out = Command::new("pkg-config")
+            .args([&format!("--variable={v}"), "GPI2"])
+            .output()
+            .ok()?;
+        let s = String::from_utf8(out.stdout).ok()?;
+        (out.status.success() && !s.trim().is_empty()).then(|| PathBuf::from(s.trim()))
+    };
+    let (include, lib) = (var("includedir")?, var("libdir")?);
+    include.join("GASPI.h").is_file().then(|| Found {
+        include,
+        lib,
+        how: "pkg-config GPI2".into(),
+    })
+}
+
+/// (major, minor) from GPI2_VERSION.h, if present.
+fn version(include: &Path) -> Option<(u32, u32)> {
+    let text = std::fs::read_to_string(include.join("GPI2_VERSION.h")).ok()?;
+    let num = |name: &str| -> Option<u32> {
+        let line = text.lines().find(|l| l.contains(name))?;
+        line.chars()
+            .filter(|c| c.is_ascii_digit())
+            .collect::<String>()
+            .parse()
+            .ok()
+    };
+    Some((num("GASPI_MAJOR_VERSION")?, num("GASPI_MINOR_VERSION")?))
+}
+
+fn main() {
+    for v in ["GPI2_DIR", "GPI2_DEBUG", "DOCS_RS", "PKG_CONFIG_PATH"] {
+        println!("cargo:rerun-if-env-changed={v}");
+    }
+    if std::env::var_os("DOCS_RS").is_some() {
+        println!("cargo:rustc-cfg=gpi2_1_6");
+        println!("cargo:rustc-env=GPI2_SYS_BIN=");
+        return;
+    }
+    let mut looked = Vec::new();
+    let mut found = None;
+    if let Some(dir) = std::env::var_os("GPI2_DIR") {
+        let dir = PathBuf::from(dir);
+        looked.push(format!("GPI2_DIR={}", dir.display()));
+        found = at_prefix(&dir, "GPI2_DIR");
+    }
+    if found.is_none() {
+        looked.push("pkg-config GPI2 (GPI2.pc on PKG_CONFIG_PATH)".into());
+        found = pkg_config();
+    }
+    if found.is_none() {
+        let mut prefixes: Vec<PathBuf> = ["/opt/GPI2", "/opt/gpi2"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        if let Some(home) = std::env::var_os("HOME") {
+            prefixes.push(PathBuf::from(home).join("GPI2"));
+        }
+        prefixes.extend(["/usr/local", "/usr"].iter().map(PathBuf::from));
+        for p in prefixes {
+            looked.push(p.display().to_string());
+            if let Some(f) = at_prefix(&p, "common prefix") {
+                found = Some(f);
+                break;
+            }
+        }
+    }
+    let Some(f) = found else {
+        panic!(
+            "\ngpi2-sys: no installed GPI-2 found (this crate never builds it). Looked in:\n  {}\n\
+             Install GPI-2 (https://github.com/cc-hpc-itwm/GPI-2: ./autogen.sh && ./configure \
+             --prefix=DIR [--with-ethernet] && make install), then point the build at it:\n  \
+             GPI2_DIR=DIR, or PKG_CONFIG_PATH=DIR/lib64/pkgconfig (GPI2.pc).\n\
+             To build documentation without GPI-2, set DOCS_RS=1.\n",
+            looked.join("\n  ")
+        );
+    };
+    let debug = std::env::var_os("CARGO_FEATURE_DEBUG").is_some()
+        || std::env::var("GPI2_DEBUG").is_ok_and(|v| v == "1");
+    println!("cargo:rustc-link-search=native={}", f.lib.display());
+    // This crate's own tests and examples find the library at run time;
+    // dependents read DEP_GPI2_LIBDIR (or use LD_LIBRARY_PATH).
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", f.lib.display());
+    println!(
+        "cargo:rustc-link-lib={}",
+        if debug { "GPI2-dbg" } else { "GPI2" }
+    );
+    // The install's gaspi_run, for this crate's own tests.
+    if let Some(prefix) = f.lib.parent() {
+        println!(
+            "cargo:rustc-env=GPI2_SYS_BIN={}",
+            prefix.join("bin").display()
+        );
+    }
+    // Dependents (the engine) read these as DEP_GPI2_*.
+    println!("cargo:include={}", f.include.display());
+    println!("cargo:libdir={}", f.lib.display());
+    match version(&f.include) {
+        Some((1, minor)) if minor >= 6 => println!("cargo:rustc-cfg=gpi2_1_6"),
+        Some((1, 5)) => {}
+        Some((major, minor)) => println!(
+            "cargo:warning=gpi2-sys: GPI-2 {major}.{minor} at {}: bindings are for 1.5 and 1.6",
+            f.include.display()
+        ),
+        None => println!("cargo:warning=gpi2-sys: no GPI2_VERSION.h; assuming GPI-2 1.5"),
+    }
+}
