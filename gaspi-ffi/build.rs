@@ -16,12 +16,10 @@ use std::process::Command;
 struct Found {
     include: PathBuf,
     lib: PathBuf,
-    #[allow(dead_code)]
-    how: String,
 }
 
 /// An install prefix with the header and a library directory.
-fn at_prefix(prefix: &Path, how: &str) -> Option<Found> {
+fn at_prefix(prefix: &Path) -> Option<Found> {
     let include = prefix.join("include");
     if !include.join("GASPI.h").is_file() {
         return None;
@@ -30,11 +28,7 @@ fn at_prefix(prefix: &Path, how: &str) -> Option<Found> {
         .iter()
         .map(|d| prefix.join(d))
         .find(|l| l.join("libGPI2.so").exists() || l.join("libGPI2.a").exists())
-        .map(|lib| Found {
-            include,
-            lib,
-            how: format!("{how} ({})", prefix.display()),
-        })
+        .map(|lib| Found { include, lib })
 }
 
 fn pkg_config() -> Option<Found> {
@@ -47,11 +41,10 @@ fn pkg_config() -> Option<Found> {
         (out.status.success() && !s.trim().is_empty()).then(|| PathBuf::from(s.trim()))
     };
     let (include, lib) = (var("includedir")?, var("libdir")?);
-    include.join("GASPI.h").is_file().then(|| Found {
-        include,
-        lib,
-        how: "pkg-config GPI2".into(),
-    })
+    include
+        .join("GASPI.h")
+        .is_file()
+        .then(|| Found { include, lib })
 }
 
 /// (major, minor) from GPI2_VERSION.h, if present.
@@ -82,7 +75,7 @@ fn main() {
     if let Some(dir) = std::env::var_os("GPI2_DIR") {
         let dir = PathBuf::from(dir);
         looked.push(format!("GPI2_DIR={}", dir.display()));
-        found = at_prefix(&dir, "GPI2_DIR");
+        found = at_prefix(&dir);
     }
     if found.is_none() {
         looked.push("pkg-config GPI2 (GPI2.pc on PKG_CONFIG_PATH)".into());
@@ -99,7 +92,7 @@ fn main() {
         prefixes.extend(["/usr/local", "/usr"].iter().map(PathBuf::from));
         for p in prefixes {
             looked.push(p.display().to_string());
-            if let Some(f) = at_prefix(&p, "common prefix") {
+            if let Some(f) = at_prefix(&p) {
                 found = Some(f);
                 break;
             }

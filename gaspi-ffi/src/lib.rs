@@ -25,6 +25,7 @@
 //!
 //! ```no_run
 //! use gpi2_sys::*;
+//! // SAFETY: out pointers to locals; GPI-2 used from this thread only.
 //! unsafe {
 //!     assert_eq!(gaspi_proc_init(GASPI_BLOCK), GASPI_SUCCESS);
 //!     let mut rank: gaspi_rank_t = 0;
