@@ -41,10 +41,8 @@ fn pkg_config() -> Option<Found> {
         (out.status.success() && !s.trim().is_empty()).then(|| PathBuf::from(s.trim()))
     };
     let (include, lib) = (var("includedir")?, var("libdir")?);
-    include
-        .join("GASPI.h")
-        .is_file()
-        .then(|| Found { include, lib })
+    let found = include.join("GASPI.h").is_file();
+    found.then_some(Found { include, lib })
 }
 
 /// (major, minor) from GPI2_VERSION.h, if present.
