@@ -8,47 +8,56 @@
 //! [`SegmentView::atomic_u64`](crate::SegmentView::atomic_u64).
 
 use crate::context::Context;
+use crate::engine::remote::AtomicOp;
 use crate::error::{Error, Result};
 use crate::onesided::check_range;
 use crate::traffic::Op;
 use crate::types::{Remote, Timeout};
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 impl Context {
-    fn atomic_word<R>(&self, at: Remote, op: impl FnOnce(&AtomicU64) -> R) -> Result<R> {
-        self.atomic_word_then(at, false, op)
-    }
-
     /// An atomic on a word of a window that a rank of the target's node may
     /// be waiting on (a lock hand-off): the target node's waiters are woken
     /// after it, as a posted notification wakes them.
-    pub(crate) fn atomic_wake<R>(&self, at: Remote, op: impl FnOnce(&AtomicU64) -> R) -> Result<R> {
-        self.atomic_word_then(at, true, op)
+    pub(crate) fn atomic_wake(&self, at: Remote, op: AtomicOp) -> Result<u64> {
+        self.atomic_op(at, true, op, Timeout::Block)
     }
 
-    fn atomic_word_then<R>(
-        &self,
-        at: Remote,
-        wake: bool,
-        op: impl FnOnce(&AtomicU64) -> R,
-    ) -> Result<R> {
+    /// `op` on the word `at`: a hardware atomic on this node, a transport
+    /// atomic (GPI-2) on another node's, followed there by a doorbell when
+    /// the node's waiters must be woken.
+    fn atomic_op(&self, at: Remote, wake: bool, op: AtomicOp, timeout: Timeout) -> Result<u64> {
         if at.offset % 8 != 0 {
             return Err(Error::MisalignedAtomic { offset: at.offset });
         }
         self.check_segment_id(at.segment)?;
-        let mut op = Some(op);
-        let old = self.engine.run(|pin| {
-            let obj = self.engine.target(pin, at.rank, at.segment)?;
-            check_range(obj, at.rank, at.segment, at.offset, 8)?;
-            let op = op
-                .take()
-                .expect("runs once: nothing fails after the lookup");
-            let old = op(obj.atomic_u64(at.offset));
-            if wake {
-                obj.notifications().ww.wake();
+        self.engine.check_rank(at.rank)?;
+        let old = if let Some(g) = self.via_remote(at.rank) {
+            let size = self.remote_segment_size(g, at.rank, at.segment)?;
+            if at.offset.checked_add(8).is_none_or(|end| end > size) {
+                return Err(Error::OutOfBounds {
+                    rank: at.rank,
+                    segment: at.segment,
+                    offset: at.offset,
+                    size: 8,
+                    segment_size: size,
+                });
             }
-            Ok(old)
-        })?;
+            let old = g.atomic(at.rank, at.segment, at.offset, op, timeout)?;
+            if wake {
+                g.ring(at.rank, at.segment, crate::context::RESERVED_QUEUE)?;
+            }
+            old
+        } else {
+            self.engine.run(|pin| {
+                let obj = self.engine.target(pin, at.rank, at.segment)?;
+                check_range(obj, at.rank, at.segment, at.offset, 8)?;
+                let old = op.apply(obj.atomic_u64(at.offset));
+                if wake {
+                    obj.notifications().ww.wake();
+                }
+                Ok(old)
+            })?
+        };
         self.traffic.count(self.is_inter(at.rank), Op::Atomic, 1, 0);
         Ok(old)
     }
@@ -66,8 +75,8 @@ impl Context {
     /// assert!(ctx.atomic_fetch_add(Remote::new(ctx.rank(), 0, 4), 1, Timeout::Block).is_err());
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn atomic_fetch_add(&self, at: Remote, value: u64, _timeout: Timeout) -> Result<u64> {
-        self.atomic_word(at, |w| w.fetch_add(value, SeqCst))
+    pub fn atomic_fetch_add(&self, at: Remote, value: u64, timeout: Timeout) -> Result<u64> {
+        self.atomic_op(at, false, AtomicOp::FetchAdd(value), timeout)
     }
 
     /// If the word at `at` equals `comparator`, replace it with `new`;
@@ -87,13 +96,17 @@ impl Context {
         at: Remote,
         comparator: u64,
         new: u64,
-        _timeout: Timeout,
+        timeout: Timeout,
     ) -> Result<u64> {
-        self.atomic_word(at, |w| {
-            match w.compare_exchange(comparator, new, SeqCst, SeqCst) {
-                Ok(old) | Err(old) => old,
-            }
-        })
+        self.atomic_op(
+            at,
+            false,
+            AtomicOp::CompareSwap {
+                old: comparator,
+                new,
+            },
+            timeout,
+        )
     }
 
     /// The largest value an atomic word holds (`gaspi_atomic_max`).

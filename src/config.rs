@@ -14,6 +14,36 @@ pub const GROUP_LIMIT: u32 = 64;
 /// Largest notification table a segment can have.
 pub const NOTIFICATION_LIMIT: u32 = 1 << 24;
 
+/// Which engine carries operations between nodes.
+///
+/// `GASPI_ENGINE=native|gpi2` in the environment overrides
+/// [`Config::engine`], so that one binary runs on either.
+///
+/// ```
+/// assert_eq!(gaspi::Engine::parse("gpi2"), Some(gaspi::Engine::Gpi2));
+/// assert_eq!(gaspi::Config::default().engine, gaspi::Engine::Native);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Engine {
+    /// Ranks on one machine sharing memory; nodes (`--ppn`) are emulated.
+    #[default]
+    Native,
+    /// GPI-2 between nodes, shared memory within a node (feature `gpi2`;
+    /// start the job with GPI-2's `gaspi_run` or `gaspi-run --engine gpi2`).
+    Gpi2,
+}
+
+impl Engine {
+    /// `native` or `gpi2`.
+    pub fn parse(s: &str) -> Option<Engine> {
+        match s {
+            "native" => Some(Engine::Native),
+            "gpi2" => Some(Engine::Gpi2),
+            _ => None,
+        }
+    }
+}
+
 /// How a rank waits for something that has not happened yet.
 ///
 /// Every blocking call first checks, then (depending on the mode) spins,
@@ -90,6 +120,8 @@ pub struct Config {
     pub rw_list_elem_max: u32,
     /// How blocking calls wait; `GASPI_WAIT` in the environment overrides it.
     pub wait_mode: WaitMode,
+    /// The engine; `GASPI_ENGINE` in the environment overrides it.
+    pub engine: Engine,
     /// How long `Context::init` waits for the other ranks to start.
     pub init_timeout: Timeout,
 }
@@ -109,6 +141,7 @@ impl Default for Config {
             allreduce_elem_max: 255,
             rw_list_elem_max: 255,
             wait_mode: WaitMode::Auto,
+            engine: Engine::Native,
             init_timeout: Timeout::ms(120_000),
         }
     }

@@ -2,7 +2,7 @@
 //! knows about the job.
 
 use crate::collectives::Groups;
-use crate::config::{Config, WaitMode};
+use crate::config::{Config, Engine, WaitMode};
 use crate::engine::{JobSpec, Native, job};
 use crate::error::{Error, Result};
 use crate::queues::Queues;
@@ -28,6 +28,8 @@ pub mod env {
     /// CPUs the whole job runs on (the launcher's; each rank may be bound
     /// to fewer): what waiting compares the awake ranks with.
     pub const CPUS: &str = "GASPI_CPUS";
+    /// Overrides [`Config::engine`](crate::Config::engine): `native|gpi2`.
+    pub const ENGINE: &str = "GASPI_ENGINE";
 }
 
 static ALIVE: AtomicBool = AtomicBool::new(false);
@@ -115,6 +117,21 @@ fn env_number(name: &str) -> Result<Option<usize>> {
     }
 }
 
+/// `config` with the environment's overrides (`GASPI_WAIT`, `GASPI_ENGINE`).
+fn config_from_env(mut config: Config) -> Result<Config> {
+    if let Ok(w) = std::env::var(env::WAIT) {
+        config.wait_mode = WaitMode::parse(&w).ok_or_else(|| {
+            Error::Environment(format!("{}={w}: use auto, spin, yield or block", env::WAIT))
+        })?;
+    }
+    if let Ok(e) = std::env::var(env::ENGINE) {
+        config.engine = Engine::parse(&e).ok_or_else(|| {
+            Error::Environment(format!("{}={e}: use native or gpi2", env::ENGINE))
+        })?;
+    }
+    Ok(config)
+}
+
 /// The job this process belongs to, from the launcher's environment.
 fn spec_from_env() -> Result<JobSpec> {
     let rank = env_number(env::RANK)?;
@@ -175,6 +192,7 @@ pub(crate) fn job_spec(
         ppn: ppn.min(nranks),
         launched: launched && nranks > 0,
         cores,
+        attach: nranks,
     })
 }
 
@@ -218,23 +236,84 @@ impl Context {
     /// this process, and with [`Error::Environment`] if the launcher's
     /// variables are inconsistent.
     pub fn init(config: Config) -> Result<Context> {
+        let config = config_from_env(config)?;
+        if config.engine == Engine::Gpi2 {
+            return Context::init_gpi2(config);
+        }
         Context::init_with(config, spec_from_env()?)
+    }
+
+    /// [`Context::init`] on the GPI-2 engine: GPI-2 starts first and says
+    /// who is where; our launcher's variables (token, node emulation)
+    /// apply when it started the job, else the token comes from rank 0
+    /// through GPI-2, nodes are GPI-2's hosts, and each host's ranks share
+    /// a control block of their own.
+    #[cfg(feature = "gpi2")]
+    fn init_gpi2(mut config: Config) -> Result<Context> {
+        config.validate()?;
+        // GPI-2 has 255 segment ids; the runtime takes the last one.
+        config.segment_max = config
+            .segment_max
+            .min(crate::engine::gpi2::GPI2_SEGMENTS - 1);
+        if ALIVE.load(SeqCst) {
+            return Err(Error::AlreadyInitialized);
+        }
+        let g = crate::engine::gpi2::Gpi2::start(&config)?;
+        let p = g.placement();
+        let launched = std::env::var_os(env::LAUNCHER).is_some();
+        let token = match std::env::var(env::JOB) {
+            Ok(t) if launched => t,
+            _ => {
+                let mine = u64::from_str_radix(&job::new_token()[..15], 16).unwrap_or(1) | 1;
+                format!("g{:x}", g.agree(mine, config.init_timeout)?)
+            }
+        };
+        let mut spec = job_spec(token, p.rank as usize, p.nranks, launched)?;
+        if std::env::var_os(env::PPN).is_none() {
+            spec.ppn = p.local_num.max(1);
+        }
+        if !launched {
+            spec.attach = p.local_num;
+            if p.local_rank != p.rank as usize % spec.ppn {
+                g.term(true);
+                return Err(Error::Environment(format!(
+                    "rank {} is rank {} of its host under GPI-2: list each host's ranks \
+                     consecutively (in blocks of {}) in the machine file",
+                    p.rank, p.local_rank, spec.ppn
+                )));
+            }
+        }
+        Context::init_engine(config, spec, Some(g))
+    }
+
+    #[cfg(not(feature = "gpi2"))]
+    fn init_gpi2(_config: Config) -> Result<Context> {
+        Err(Error::Config(
+            "the GPI-2 engine needs the crate built with feature `gpi2`".into(),
+        ))
     }
 
     /// [`Context::init`] for the job `spec` describes (from the launcher's
     /// environment, or from MPI).
     pub(crate) fn init_with(config: Config, spec: JobSpec) -> Result<Context> {
-        let mut config = config;
-        if let Ok(w) = std::env::var(env::WAIT) {
-            config.wait_mode = WaitMode::parse(&w).ok_or_else(|| {
-                Error::Environment(format!("{}={w}: use auto, spin, yield or block", env::WAIT))
-            })?;
+        Context::init_engine(config_from_env(config)?, spec, None)
+    }
+
+    fn init_engine(
+        config: Config,
+        spec: JobSpec,
+        remote: Option<crate::engine::remote::Gpi2>,
+    ) -> Result<Context> {
+        if let Err(e) = config.validate() {
+            if let Some(g) = &remote {
+                g.term(true);
+            }
+            return Err(e);
         }
-        config.validate()?;
         if ALIVE.swap(true, SeqCst) {
             return Err(Error::AlreadyInitialized);
         }
-        let made = Native::attach(&spec, &config).and_then(|engine| {
+        let made = Native::attach(&spec, &config, remote).and_then(|engine| {
             let ctx = Context {
                 queues: Queues::new(config.queue_num, config.queue_size_max),
                 groups: Groups::new(config.group_max as usize),
@@ -270,6 +349,22 @@ impl Context {
             self.groups.release_all(self);
             self.engine.term(failed);
             ALIVE.store(false, SeqCst);
+        }
+    }
+
+    /// The engine this context runs on ([`Config::engine`], or
+    /// `GASPI_ENGINE`).
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert_eq!(ctx.engine(), gaspi::Engine::Native);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn engine(&self) -> Engine {
+        if self.engine.remote.is_some() {
+            Engine::Gpi2
+        } else {
+            Engine::Native
         }
     }
 

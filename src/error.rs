@@ -198,6 +198,16 @@ pub enum Error {
     Environment(String),
     /// `Context::init` was called while a context is alive in this process.
     AlreadyInitialized,
+    /// GPI-2 (under the GPI-2 engine) failed a call with a code that none
+    /// of the variants above describes.
+    Engine {
+        /// The GPI-2 function.
+        call: &'static str,
+        /// Its `gaspi_return_t`.
+        code: i32,
+        /// The code's name in `GASPI.h`.
+        name: &'static str,
+    },
     /// The operating system refused a request.
     System {
         /// What was being done.
@@ -243,6 +253,7 @@ impl Error {
             Error::Environment(_) => "GASPI_ERR_ENV",
             Error::AlreadyInitialized => "GASPI_ERR_INITED",
             Error::System { .. } => "GASPI_ERR_DEVICE",
+            Error::Engine { name, .. } => name,
         }
     }
 
@@ -385,6 +396,9 @@ impl fmt::Display for Error {
                  before initialising again"
             ),
             Error::System { what, source } => write!(f, "{what}: {source}"),
+            Error::Engine { call, code, name } => {
+                write!(f, "GPI-2's {call} failed with {name} ({code})")
+            }
         }
     }
 }

@@ -75,7 +75,8 @@ pub use collectives::{
     Reducible, model, plan,
 };
 pub use config::{
-    Config, GROUP_LIMIT, NOTIFICATION_LIMIT, QUEUE_MAX, QUEUE_SIZE_LIMIT, SEGMENT_LIMIT, WaitMode,
+    Config, Engine, GROUP_LIMIT, NOTIFICATION_LIMIT, QUEUE_MAX, QUEUE_SIZE_LIMIT, SEGMENT_LIMIT,
+    WaitMode,
 };
 pub use context::{Context, env};
 pub use error::{Error, Result};

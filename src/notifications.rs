@@ -70,7 +70,10 @@ impl Context {
         self.engine.patience().wait(
             table.ww,
             deadline,
-            || table.find(ids.clone()),
+            || {
+                self.engine.pump(segment, &obj, ids.clone());
+                table.find(ids.clone())
+            },
             || self.engine.faults(),
         )
     }
@@ -87,6 +90,7 @@ impl Context {
         self.engine.run(|pin| {
             let obj = self.engine.local(pin, segment)?;
             check_notification_id(obj, id)?;
+            self.engine.pump(segment, obj, id..id + 1);
             Ok(obj.notifications().claim(id).unwrap_or(0))
         })
     }
@@ -166,6 +170,7 @@ impl Context {
                         return Some(None);
                     }
                 }
+                self.engine.pump(segment, &obj, ids.clone());
                 // A lost race means: look again at once, since others may
                 // be set (None from find: nothing is).
                 loop {
@@ -233,6 +238,7 @@ impl Context {
             ww,
             timeout.deadline(),
             || {
+                self.engine.pump(segment, &obj, 0..obj.notification_num());
                 let n = counter.load(SeqCst);
                 (n >= at_least).then_some(n)
             },
@@ -258,6 +264,7 @@ impl Context {
             table.ww,
             deadline,
             || {
+                self.engine.pump(segment, &obj, id..id + 1);
                 let v = table.values[id as usize].load(SeqCst);
                 (v != 0 && v.wrapping_sub(tag) as i32 >= 0).then_some(())
             },

@@ -11,6 +11,7 @@
 use crate::context::Context;
 use crate::engine::Lookup;
 use crate::engine::epoch::Pin;
+use crate::engine::remote::{Gpi2, IDS, Post, Transfer};
 use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
 use crate::traffic::Op;
@@ -144,6 +145,130 @@ impl Context {
     ) -> Result<()> {
         self.queues.check(queue)?;
         self.engine.check_rank(rank)?;
+        if let Some(g) = self.via_remote(rank) {
+            self.transfer_remote(g, rank, entries, dir, notify, queue)?;
+        } else {
+            self.transfer_here(rank, entries, dir, notify, queue)?;
+        }
+        let inter = self.is_inter(rank);
+        if !entries.is_empty() {
+            let op = match dir {
+                Direction::Put => Op::Write,
+                Direction::Get => Op::Read,
+            };
+            let bytes = entries.iter().map(|e| e.size as u64).sum();
+            self.traffic.count(inter, op, entries.len() as u64, bytes);
+        }
+        // A read's notification is set locally: not traffic.
+        if notify.is_some() && dir == Direction::Put {
+            self.traffic.count(inter, Op::Notify, 1, 0);
+        }
+        Ok(())
+    }
+
+    /// The transport to `rank` when it is on another node and the engine
+    /// has one (GPI-2); `None` for load/store.
+    pub(crate) fn via_remote(&self, rank: Rank) -> Option<&Gpi2> {
+        self.engine.remote.as_ref().filter(|_| self.is_inter(rank))
+    }
+
+    /// Size of `rank`'s segment `segment` as the transport knows it.
+    pub(crate) fn remote_segment_size(
+        &self,
+        g: &Gpi2,
+        rank: Rank,
+        segment: SegmentId,
+    ) -> Result<usize> {
+        g.remote_size(rank, segment)
+            .ok_or(Error::SegmentNotFound { rank, segment })
+    }
+
+    /// [`Context::transfer`] to another node through the transport: the
+    /// same checks, against the sizes the transport knows; GPI-2 orders
+    /// the notification after the data (see `engine::gpi2`).
+    fn transfer_remote(
+        &self,
+        g: &Gpi2,
+        rank: Rank,
+        entries: &[ListEntry],
+        dir: Direction,
+        notify: Option<(Rank, SegmentId, Notification)>,
+        queue: QueueId,
+    ) -> Result<()> {
+        let mut list = Vec::with_capacity(entries.len());
+        for e in entries {
+            if e.size > self.config.transfer_size_max {
+                return Err(Error::TransferTooLarge {
+                    size: e.size,
+                    max: self.config.transfer_size_max,
+                });
+            }
+            self.check_segment_id(e.local.segment)?;
+            self.check_segment_id(e.remote_segment)?;
+            let l = self.engine.local_arc(e.local.segment)?;
+            check_range(&l, self.rank(), e.local.segment, e.local.offset, e.size)?;
+            let size = self.remote_segment_size(g, rank, e.remote_segment)?;
+            if e.remote_offset
+                .checked_add(e.size)
+                .is_none_or(|end| end > size)
+            {
+                return Err(Error::OutOfBounds {
+                    rank,
+                    segment: e.remote_segment,
+                    offset: e.remote_offset,
+                    size: e.size,
+                    segment_size: size,
+                });
+            }
+            list.push(Transfer {
+                local: (e.local.segment, e.local.offset as u64),
+                remote: (e.remote_segment, e.remote_offset as u64),
+                size: e.size as u64,
+            });
+        }
+        let post = match (dir, notify) {
+            (_, Some((_, _, n))) if n.value == 0 => return Err(Error::ZeroNotificationValue),
+            (Direction::Put, Some((r, seg, n))) => {
+                self.check_segment_id(seg)?;
+                self.remote_segment_size(g, r, seg)?;
+                // The target's table: as large as ours of the same segment
+                // (windows are made collectively), at most what GPI-2 carries.
+                let num = self
+                    .engine
+                    .local_arc(seg)
+                    .map_or(self.config.notification_num, |o| o.notification_num())
+                    .min(IDS);
+                if n.id >= num {
+                    return Err(Error::InvalidNotificationId { id: n.id, num });
+                }
+                Post::Write(Some((seg, n.id, n.value)))
+            }
+            (Direction::Put, None) => Post::Write(None),
+            (Direction::Get, Some((_, seg, n))) => {
+                let obj = self.engine.local_arc(seg)?;
+                check_notification_id(&obj, n.id)?;
+                if n.id >= IDS {
+                    return Err(Error::InvalidNotificationId { id: n.id, num: IDS });
+                }
+                Post::Read(Some((seg, n.id)))
+            }
+            (Direction::Get, None) => Post::Read(None),
+        };
+        self.queues
+            .reserve(queue, entries.len() as u32 + notify.is_some() as u32)?;
+        g.post(rank, &list, post, queue)
+    }
+
+    /// [`Context::transfer`] within the node (or on the native engine):
+    /// copies and a notification store.
+    fn transfer_here(
+        &self,
+        rank: Rank,
+        entries: &[ListEntry],
+        dir: Direction,
+        notify: Option<(Rank, SegmentId, Notification)>,
+        queue: QueueId,
+    ) -> Result<()> {
         self.engine.run(|pin| {
             let checked = match entries {
                 [e] => {
@@ -178,21 +303,7 @@ impl Context {
                 obj.notifications().post(n.id, n.value);
             }
             Ok(())
-        })?;
-        let inter = self.is_inter(rank);
-        if !entries.is_empty() {
-            let op = match dir {
-                Direction::Put => Op::Write,
-                Direction::Get => Op::Read,
-            };
-            let bytes = entries.iter().map(|e| e.size as u64).sum();
-            self.traffic.count(inter, op, entries.len() as u64, bytes);
-        }
-        // A read's notification is set locally: not traffic.
-        if notify.is_some() && dir == Direction::Put {
-            self.traffic.count(inter, Op::Notify, 1, 0);
-        }
-        Ok(())
+        })
     }
 
     fn check_list(&self, entries: &[ListEntry]) -> Result<()> {

@@ -93,8 +93,12 @@ impl Context {
     /// assert_eq!(ctx.queue_size(0)?, 0);
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn wait(&self, queue: QueueId, _timeout: Timeout) -> Result<()> {
-        self.queues.get(queue)?.posted.store(0, SeqCst);
+    pub fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        let q = self.queues.get(queue)?;
+        if let Some(g) = &self.engine.remote {
+            g.wait(queue, timeout)?;
+        }
+        q.posted.store(0, SeqCst);
         Ok(())
     }
 

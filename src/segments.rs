@@ -76,15 +76,13 @@ impl Context {
 
     /// Let `rank` access this rank's segment `segment`
     /// (`gaspi_segment_register`). Returns at once on the native engine.
-    pub fn segment_register(
-        &self,
-        segment: SegmentId,
-        rank: Rank,
-        _timeout: Timeout,
-    ) -> Result<()> {
+    pub fn segment_register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
         self.check_segment_id(segment)?;
         self.engine.check_rank(rank)?;
         self.engine.local_arc(segment)?.register(rank);
+        if let Some(g) = self.via_remote(rank) {
+            g.register(segment, rank, timeout)?;
+        }
         Ok(())
     }
 
@@ -231,6 +229,10 @@ impl Context {
     /// Size in bytes of segment `segment` of `rank` (`gaspi_segment_size`).
     pub fn segment_size(&self, segment: SegmentId, rank: Rank) -> Result<usize> {
         self.check_segment_id(segment)?;
+        if let Some(g) = self.via_remote(rank) {
+            self.engine.check_rank(rank)?;
+            return self.remote_segment_size(g, rank, segment);
+        }
         self.engine.segment_size(rank, segment)
     }
 

@@ -11,12 +11,13 @@
 //! least every 10 ms once asleep.
 
 use crate::context::Context;
+use crate::engine::remote::AtomicOp;
 use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
 use crate::types::{Deadline, Rank, Remote, SegmentId, Timeout};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 
 /// An 8-byte word of the window: at window offset `at` of `rank`'s node
 /// window (so `rank` names the node, and the owner for error messages).
@@ -67,9 +68,9 @@ impl<'a> Words<'a> {
     }
 
     /// An atomic on `w`, then a wake-up of `w`'s node.
-    fn atomic(&self, w: Word, op: impl FnOnce(&AtomicU64) -> u64) -> Result<u64> {
+    fn atomic(&self, w: Word, op: AtomicOp) -> Result<u64> {
         if self.local(w) {
-            let old = op(self.bytes.atomic_u64(w.at));
+            let old = op.apply(self.bytes.atomic_u64(w.at));
             self.node.notifications().ww.wake();
             Ok(old)
         } else {
@@ -79,7 +80,7 @@ impl<'a> Words<'a> {
 
     /// `fetch_add`; returns the old value.
     pub(super) fn fetch_add(&self, w: Word, v: u64) -> Result<u64> {
-        self.atomic(w, |a| a.fetch_add(v, SeqCst))
+        self.atomic(w, AtomicOp::FetchAdd(v))
     }
 
     /// `fetch_add` that wakes `w`'s node only if `watch` (a word on the
@@ -93,7 +94,7 @@ impl<'a> Words<'a> {
                 self.node.notifications().ww.wake();
             } else {
                 self.ctx
-                    .atomic_wake(self.remote(watch), |a| a.load(SeqCst))?;
+                    .atomic_wake(self.remote(watch), AtomicOp::FetchAdd(0))?;
             }
         }
         Ok(old)
@@ -129,9 +130,7 @@ impl<'a> Words<'a> {
 
     /// `compare_swap`; returns the old value.
     pub(super) fn compare_swap(&self, w: Word, old: u64, new: u64) -> Result<u64> {
-        self.atomic(w, |a| match a.compare_exchange(old, new, SeqCst, SeqCst) {
-            Ok(v) | Err(v) => v,
-        })
+        self.atomic(w, AtomicOp::CompareSwap { old, new })
     }
 
     /// `fetch_and_store` from `compare_swap`, first guessing `guess`.

@@ -1,6 +1,7 @@
 //! `gaspi-run`: start a GASPI program on N local ranks (GPI-2's `gaspi_run`
 //! for the native shared-memory engine).
 
+use gaspi::Engine;
 use gaspi::launcher::{Binding, Launch, Output, is_local_host, read_machinefile};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +26,10 @@ Options:
       --bind none|block    block (default): the CPUs are cut into consecutive
                            groups, one per rank in rank order, so a node's
                            ranks share CPUs; none: the kernel places ranks
+      --engine native|gpi2 the ranks' engine (default: GASPI_ENGINE, else
+                           native); gpi2 needs a program built with feature
+                           gpi2: between emulated nodes through GPI-2 (its TCP
+                           device), started here without ssh
   -t, --tag-output         prefix every output line with [rank]
   -b, --binary PROGRAM     run PROGRAM as rank 0 instead
   -p, --ping               accepted for gaspi_run compatibility (hosts are local)
@@ -39,6 +44,7 @@ struct Args {
     tag: bool,
     first: Option<PathBuf>,
     binding: Binding,
+    engine: Option<Engine>,
     program: PathBuf,
     args: Vec<String>,
 }
@@ -53,6 +59,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
         tag: false,
         first: None,
         binding: Binding::Block,
+        engine: None,
         program: PathBuf::new(),
         args: Vec::new(),
     };
@@ -80,6 +87,11 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
                 let v = value(&mut it, &arg)?;
                 a.binding =
                     Binding::parse(&v).ok_or(format!("--bind {v}: use none, block or spread"))?;
+            }
+            "--engine" => {
+                let v = value(&mut it, &arg)?;
+                a.engine =
+                    Some(Engine::parse(&v).ok_or(format!("--engine {v}: use native or gpi2"))?);
             }
             "-b" | "--binary" => a.first = Some(value(&mut it, &arg)?.into()),
             "-p" | "--ping" => {}
@@ -146,6 +158,9 @@ fn run() -> Result<i32, String> {
         .binding(a.binding);
     if let Some(p) = a.ppn {
         launch = launch.ppn(p);
+    }
+    if let Some(e) = a.engine {
+        launch = launch.engine(e);
     }
     if let Some(t) = a.timeout {
         launch = launch.timeout(t);

@@ -291,6 +291,9 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                 }
                 Phase::Receiving => {
                     if plan.received_by(node) == 0 {
+                        // Sends complete locally before the window may be
+                        // rewritten (a transport reads it after the post).
+                        ctx.wait(self.options.queue, Timeout::Block)?;
                         return Ok(());
                     }
                     let expect = (self.calls + 1) * plan.received_by(node) as u64;

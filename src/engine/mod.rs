@@ -21,10 +21,13 @@
 
 pub(crate) mod epoch;
 pub(crate) mod futex;
+#[cfg(feature = "gpi2")]
+pub(crate) mod gpi2;
 pub(crate) mod group;
 pub(crate) mod inbox;
 pub(crate) mod job;
 pub(crate) mod notify;
+pub(crate) mod remote;
 pub(crate) mod segment;
 pub(crate) mod shm;
 pub(crate) mod wait;
@@ -35,6 +38,7 @@ use crate::types::{Deadline, Rank, SegmentId};
 use epoch::{Epochs, Pin, Published};
 use inbox::Inbox;
 use job::{JobBlock, ObjectId, ObjectKind};
+use remote::Gpi2;
 use segment::{SegmentKey, SegmentObject};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -53,6 +57,9 @@ pub(crate) struct JobSpec {
     pub(crate) launched: bool,
     /// CPUs the job runs on.
     pub(crate) cores: usize,
+    /// Ranks that join this machine's control block: all of them, except
+    /// under GPI-2's own launcher, where each host has a block of its own.
+    pub(crate) attach: usize,
 }
 
 /// An object of another rank (a segment, or a window of another node) as
@@ -123,6 +130,8 @@ pub(crate) struct Native {
     peers: Box<[OnceLock<PeerRow>]>,
     peer_writer: Mutex<()>,
     inbox: Inbox,
+    /// Ranks that join this machine's control block.
+    attach: usize,
     peer_inboxes: Box<[OnceLock<Inbox>]>,
     /// Failed ranks the user has acknowledged, and how many.
     acknowledged: Mutex<Vec<Rank>>,
@@ -131,13 +140,15 @@ pub(crate) struct Native {
     next_object: AtomicU64,
     started: Instant,
     last_probe_ms: AtomicU64,
+    /// The transport to other nodes (GPI-2 engine), if any.
+    pub(crate) remote: Option<Gpi2>,
 }
 
 impl Native {
     /// Join the job described by `spec`: map its control block (creating it
     /// if no launcher did), record this process, create the inbox and wait
     /// until every rank has done the same.
-    pub(crate) fn attach(spec: &JobSpec, config: &Config) -> Result<Native> {
+    pub(crate) fn attach(spec: &JobSpec, config: &Config, remote: Option<Gpi2>) -> Result<Native> {
         let deadline = config.init_timeout.deadline();
         let job = open_job(spec, deadline)?;
         if job.nranks() != spec.nranks {
@@ -188,6 +199,7 @@ impl Native {
             peers: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
             peer_writer: Mutex::new(()),
             inbox,
+            attach: spec.attach,
             peer_inboxes: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
             acknowledged: Mutex::new(Vec::new()),
             acknowledged_count: AtomicU64::new(0),
@@ -195,6 +207,7 @@ impl Native {
             started: Instant::now(),
             last_probe_ms: AtomicU64::new(0),
             job,
+            remote,
         };
 
         // Init barrier: every rank has recorded itself and made its inbox.
@@ -205,7 +218,7 @@ impl Native {
         h.awake.fetch_add(1, SeqCst);
         h.arrived.fetch_add(1, SeqCst);
         h.ww.advance();
-        let n = spec.nranks as u32;
+        let n = spec.attach as u32;
         let result = native.patience().wait(
             &h.ww,
             deadline,
@@ -524,16 +537,33 @@ impl Native {
             Error::system(format!("creating the shared memory of segment {seg}"), e)
         })?;
         obj.register(self.rank);
-        self.install(seg, obj);
-        Ok(())
+        let obj = self.install(seg, obj);
+        self.bind_remote(seg, &obj, false)
     }
 
     /// Make `obj` (a window of this rank's node) this rank's segment `seg`.
     pub(crate) fn add_window(&self, seg: SegmentId, obj: SegmentObject) -> Result<()> {
         let _w = lock(&self.local_writer);
         self.check_free(seg)?;
-        self.install(seg, obj);
-        Ok(())
+        let obj = self.install(seg, obj);
+        self.bind_remote(seg, &obj, true)
+    }
+
+    /// Bind a new segment or window as the transport's segment too; undo
+    /// the segment if that fails.
+    fn bind_remote(&self, seg: SegmentId, obj: &Arc<SegmentObject>, window: bool) -> Result<()> {
+        let Some(g) = &self.remote else {
+            return Ok(());
+        };
+        g.bind(seg, obj, window).inspect_err(|_| {
+            let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
+            entry.object.store(0, SeqCst);
+            if let Some(o) = self.local[seg as usize].replace(None, &self.epochs) {
+                if o.id().owner == self.rank && !window {
+                    o.unlink();
+                }
+            }
+        })
     }
 
     fn check_free(&self, seg: SegmentId) -> Result<()> {
@@ -545,12 +575,14 @@ impl Native {
 
     /// Publish `obj` as segment `seg`: in the local table, then in the
     /// directory where peers find it. Callers hold `local_writer`.
-    fn install(&self, seg: SegmentId, obj: SegmentObject) {
+    fn install(&self, seg: SegmentId, obj: SegmentObject) -> Arc<SegmentObject> {
         let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
         let id = obj.id();
         entry.size.store(obj.size() as u64, SeqCst);
-        self.local[seg as usize].replace(Some(Arc::new(obj)), &self.epochs);
+        let obj = Arc::new(obj);
+        self.local[seg as usize].replace(Some(obj.clone()), &self.epochs);
         entry.object.store(id.pack(), SeqCst);
+        obj
     }
 
     /// Delete segment `seg` of this rank (for a window, this rank's use of
@@ -563,6 +595,9 @@ impl Native {
                 rank: self.rank,
                 segment: seg,
             });
+        }
+        if let Some(g) = &self.remote {
+            g.unbind(seg);
         }
         if let Some(obj) = self.local[seg as usize].replace(None, &self.epochs) {
             if obj.id().owner == self.rank {
@@ -591,6 +626,16 @@ impl Native {
                 )),
             }
         })
+    }
+
+    /// Move notifications `ids` of segment `seg` (object `obj`) that came
+    /// from other nodes through the transport into `obj`'s table; nothing
+    /// on the native engine.
+    #[inline]
+    pub(crate) fn pump(&self, seg: SegmentId, obj: &SegmentObject, ids: std::ops::Range<u32>) {
+        if let Some(g) = &self.remote {
+            g.pump(seg, obj, ids);
+        }
     }
 
     /// Ids of this rank's segments, ascending.
@@ -644,9 +689,12 @@ impl Native {
             h.terminated.fetch_add(1, SeqCst);
             h.ww.advance();
         }
+        if let Some(g) = &self.remote {
+            g.term(failed);
+        }
         if !self.launched {
             let done = h.terminated.load(SeqCst) + h.failed.load(SeqCst);
-            if done as usize >= self.nranks() {
+            if done as usize >= self.attach {
                 job::sweep(self.token());
             }
         }

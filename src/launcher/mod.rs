@@ -25,8 +25,10 @@ pub(crate) mod sys;
 
 pub use sys::signal_name;
 
+use crate::config::Engine;
 use crate::context::env;
 use crate::engine::job::{self, JobBlock};
+use crate::engine::remote::{PORT_SPAN, PORT_VAR};
 use crate::types::Rank;
 use std::ffi::{OsStr, OsString};
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -128,6 +130,75 @@ pub struct Launch {
     verbose: bool,
     forward_signals: bool,
     binding: Binding,
+    engine: Engine,
+}
+
+/// What the ranks of a GPI-2-engine job need besides our variables: the
+/// machine file GPI-2 reads and the base of its ports.
+struct Gpi2Setup {
+    machinefile: PathBuf,
+    port: u16,
+    /// This job's reservation of its port range.
+    mark: PathBuf,
+}
+
+impl Gpi2Setup {
+    /// A machine file naming this host once per rank, and a port range
+    /// reserved for this job among the launchers of this machine (a file
+    /// per range under a lock, released when the job ends or when its
+    /// launcher is gone), in which nothing listens now.
+    fn new(token: &str, ranks: usize) -> io::Result<Gpi2Setup> {
+        if ranks > 256 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "GPI-2 runs at most 256 ranks on one host",
+            ));
+        }
+        let dir = std::env::temp_dir().join("gaspi-gpi2-ports");
+        std::fs::create_dir_all(&dir)?;
+        let guard = std::fs::File::create(dir.join("lock"))?;
+        sys::lock_exclusive(&guard)?;
+        let seed = u64::from_str_radix(&token[..8], 16).unwrap_or(0);
+        let slots = (u16::MAX - PORT_SPAN - 20_000) as u64 / 1024;
+        for attempt in 0..slots {
+            let port = 20_000 + ((seed + attempt) % slots) as u16 * 1024;
+            let mark = dir.join(port.to_string());
+            if let Ok(pid) = std::fs::read_to_string(&mark) {
+                let alive = pid
+                    .trim()
+                    .parse()
+                    .is_ok_and(|p| job::process_info(p).is_some_and(|(_, zombie)| !zombie));
+                if alive {
+                    continue;
+                }
+            }
+            let free = [0u16, 256, 512].iter().all(|&off| {
+                (0..ranks as u16)
+                    .all(|r| std::net::TcpListener::bind(("0.0.0.0", port + off + r)).is_ok())
+            });
+            if free {
+                std::fs::write(&mark, std::process::id().to_string())?;
+                let machinefile = std::env::temp_dir().join(format!("gaspi-{token}.machines"));
+                std::fs::write(&machinefile, "localhost\n".repeat(ranks))?;
+                return Ok(Gpi2Setup {
+                    machinefile,
+                    port,
+                    mark,
+                });
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            "no free port range for GPI-2 found (ports 20000-64767)",
+        ))
+    }
+}
+
+impl Drop for Gpi2Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.machinefile);
+        let _ = std::fs::remove_file(&self.mark);
+    }
 }
 
 /// How one rank ended.
@@ -241,7 +312,21 @@ impl Launch {
             verbose: false,
             forward_signals: false,
             binding: Binding::Block,
+            engine: std::env::var(env::ENGINE)
+                .ok()
+                .and_then(|e| Engine::parse(&e))
+                .unwrap_or_default(),
         }
+    }
+
+    /// The engine the ranks use (default: `GASPI_ENGINE` of the launcher's
+    /// environment, else native). For [`Engine::Gpi2`] the launcher also
+    /// gives each rank what GPI-2 reads (`GASPI_SOCKET`, `GASPI_MFILE`, a
+    /// machine file naming this host once per rank) and a free port range,
+    /// so a GPI-2-engine job starts on one machine without ssh.
+    pub fn engine(mut self, engine: Engine) -> Launch {
+        self.engine = engine;
+        self
     }
 
     /// How ranks are placed on CPUs (default [`Binding::Block`]).
@@ -315,7 +400,14 @@ impl Launch {
         }
     }
 
-    fn command(&self, rank: usize, token: &str, ppn: usize, cpus: &[usize]) -> Command {
+    fn command(
+        &self,
+        rank: usize,
+        token: &str,
+        ppn: usize,
+        cpus: &[usize],
+        gpi2: Option<&Gpi2Setup>,
+    ) -> Command {
         let program = match (&self.first_program, rank) {
             (Some(p), 0) => p,
             _ => &self.program,
@@ -329,6 +421,12 @@ impl Launch {
             .env(env::JOB, token)
             .env(env::LAUNCHER, std::process::id().to_string())
             .env(env::CPUS, cpus.len().max(1).to_string());
+        if let Some(g) = gpi2 {
+            cmd.env(env::ENGINE, "gpi2")
+                .env("GASPI_SOCKET", rank.to_string())
+                .env("GASPI_MFILE", &g.machinefile)
+                .env(PORT_VAR, g.port.to_string());
+        }
         let piped = self.output != Output::Inherit;
         cmd.stdin(if rank == 0 && !piped {
             Stdio::inherit()
@@ -369,11 +467,15 @@ impl Launch {
             ));
         }
         let token = job::new_token();
+        let gpi2 = match self.engine {
+            Engine::Gpi2 => Some(Gpi2Setup::new(&token, self.ranks)?),
+            Engine::Native => None,
+        };
         let block = JobBlock::create(&token, self.ranks, ppn, Some(std::process::id()))?;
         let mut running: Vec<Running> = Vec::with_capacity(self.ranks);
         let cpus = sys::allowed_cpus();
         for rank in 0..self.ranks {
-            let cmd = self.command(rank, &token, ppn, &cpus);
+            let cmd = self.command(rank, &token, ppn, &cpus, gpi2.as_ref());
             match Running::start(cmd, rank, self.output) {
                 Ok(r) => running.push(r),
                 Err(e) => {

@@ -198,3 +198,19 @@ pub(crate) fn hostname() -> String {
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
+
+/// Hold an exclusive advisory lock on `file` until it is closed (`flock`):
+/// launchers on one machine take turns through it.
+pub(crate) fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a descriptor the File owns; no memory involved.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}

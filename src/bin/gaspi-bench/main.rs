@@ -78,7 +78,9 @@ Options:
   --format F         table (IMB columns) or csv (bench,impl,procs,ppn,bytes,reps,
                      t_min_us,t_median_us,t_max_us,mbps,verified)
   --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)
-  --bind B           block (default: consecutive ranks share CPUs) or none (gaspi-run --bind)";
+  --bind B           block (default: consecutive ranks share CPUs) or none (gaspi-run --bind)
+  --engine E         native (default) or gpi2 (built with feature gpi2: between nodes
+                     through GPI-2; also GASPI_ENGINE=gpi2)";
 
 const BENCHES: [&str; 15] = [
     "write-notify-lat",
@@ -112,6 +114,7 @@ struct Args {
     contenders: Option<Vec<usize>>,
     format: Format,
     wait: Option<String>,
+    engine: Option<gaspi::Engine>,
     binding: Binding,
     allreduce: gaspi::AllreduceOptions,
     /// `model`: the machine's parameters.
@@ -175,6 +178,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         contenders: None,
         format: Format::Table,
         wait: None,
+        engine: None,
         binding: Binding::Block,
         allreduce: gaspi::AllreduceOptions::default(),
         params: gaspi::model::CostParams::this_machine(),
@@ -264,6 +268,12 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
                 let v = it.next().ok_or("--bind needs a value")?;
                 a.binding =
                     Binding::parse(v).ok_or(format!("--bind {v}: use none, block or spread"))?;
+            }
+            "--engine" => {
+                let v = it.next().ok_or("--engine needs a value")?;
+                a.engine = Some(
+                    gaspi::Engine::parse(v).ok_or(format!("--engine {v}: use native or gpi2"))?,
+                );
             }
             "--wait" => {
                 let w = it.next().ok_or("--wait needs a value")?;
@@ -577,8 +587,9 @@ fn run_on(a: &Args, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error> {
         let wait = std::env::var(gaspi::env::WAIT).unwrap_or_else(|_| "auto".into());
         match a.format {
             Format::Table => println!(
-                "# gaspi-bench {} on {n} ranks ({ppn} per node), wait {wait}, bind {:?}, gaspi {}\n# machine: {}",
+                "# gaspi-bench {} on {n} ranks ({ppn} per node), engine {:?}, wait {wait}, bind {:?}, gaspi {}\n# machine: {}",
                 a.bench,
+                ctx.engine(),
                 a.binding,
                 Context::version(),
                 machine()
@@ -897,6 +908,9 @@ fn main() -> ExitCode {
     }
     if let Some(w) = &a.wait {
         launch = launch.env(gaspi::env::WAIT, w);
+    }
+    if let Some(e) = a.engine {
+        launch = launch.engine(e);
     }
     match launch.run() {
         Ok(report) => ExitCode::from(report.exit_code().clamp(0, 255) as u8),

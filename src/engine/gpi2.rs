@@ -1,0 +1,646 @@
+//! The GPI-2 engine's transport (feature `gpi2`): operations whose target
+//! is on another node go through GPI-2; everything inside a node stays on
+//! the native engine's shared memory (seed 001's load/store path).
+//!
+//! # Segments
+//! Every segment and every node-shared window of this rank is also bound
+//! as the GPI-2 segment of the same id (`gaspi_segment_bind` on the same
+//! memory), and registered (`gaspi_segment_register`) with the ranks of
+//! other nodes it is registered with. A window is bound by every rank of
+//! its node, on the one shared mapping: a remote write addressed to any of
+//! them lands once, in the node's memory.
+//!
+//! # Notifications across nodes (shared notifications)
+//! GPI-2 keeps each rank's notification table in that process's private
+//! memory, so a `gaspi_write_notify` from another node sets a value that
+//! only its target process can see. The engine moves such values into the
+//! table our waiters watch (the node-shared one for a window) — it *relays*
+//! them:
+//!
+//! 1. the sender posts `gaspi_write_notify(data, id, value)` on one queue:
+//!    GPI-2 guarantees that the notification becomes visible at the target
+//!    only after the data (the one ordering GASPI promises; a second write
+//!    on the same queue would not be ordered after the first);
+//! 2. in the target process, whoever relays — the rank itself while it
+//!    waits (it pumps the ids it waits for), or its relay thread for
+//!    windows (every id, so that the other ranks of the node see
+//!    notifications addressed to a rank that is not waiting) — takes the
+//!    value with `gaspi_notify_reset` (an atomic swap in GPI-2) and only
+//!    then posts it into our table with a `SeqCst` store, which wakes the
+//!    node's waiters;
+//! 3. a waiter that reads our table (`SeqCst`) therefore happens-after the
+//!    relay's reset, which happens-after GPI-2 wrote the notification,
+//!    which is after the data: it sees the data.
+//!
+//! Nothing here needs GPI-2 features beyond its main branch. Relaying
+//! keeps GASPI's semantics with one difference: two notifications with the
+//! same id that arrive before a relay count once in a window's
+//! `posted` counter (the value is overwritten either way, as in GASPI).
+//!
+//! Atomics on another node's window word are GPI-2 atomics; the target
+//! node's waiters are woken by a notification on the reserved id
+//! [`DOORBELL`] of the same queue, which the relay turns into a wake-up.
+//!
+//! # Launching
+//! GPI-2 reads `GASPI_RANK`, `GASPI_NRANKS`, `GASPI_SOCKET` (the rank on
+//! its host) and `GASPI_MFILE` (the machine file); its own `gaspi_run`
+//! sets them (ssh, Slurm), and so does our `gaspi-run --engine gpi2` on one
+//! machine, without ssh. [`PORT_VAR`] moves GPI-2's ports (so that several
+//! jobs can share a machine).
+
+use crate::config::Config;
+use crate::engine::remote::{AtomicOp, DOORBELL, IDS, PORT_SPAN, PORT_VAR, Post, QUEUES, Transfer};
+use crate::engine::segment::SegmentObject;
+use crate::error::{Error, Result};
+use crate::types::{NotificationId, QueueId, Rank, SegmentId, Timeout};
+use gpi2_sys as sys;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+unsafe extern "C" {
+    /// GPI-2's configuration (exported by libGPI2 1.5 and 1.6; see `start`).
+    static mut glb_gaspi_cfg: sys::gaspi_config_t;
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A GPI-2 return code as our error: timeouts and full queues as their
+/// variants, a failed rank from GPI-2's state vector, anything else with
+/// GPI-2's name for it.
+fn check(call: &'static str, code: sys::gaspi_return_t, peer: Option<Rank>) -> Result<()> {
+    match code {
+        sys::GASPI_SUCCESS => Ok(()),
+        sys::GASPI_TIMEOUT => Err(Error::Timeout),
+        sys::GASPI_QUEUE_FULL => Err(Error::QueueFull {
+            queue: 0,
+            posted: 0,
+            max: 0,
+        }),
+        _ => {
+            if let Some(rank) = peer.filter(|&r| corrupt(r)) {
+                return Err(Error::RankFailed { rank });
+            }
+            Err(Error::Engine {
+                call,
+                code,
+                name: sys::return_name(code).unwrap_or("unknown GPI-2 return code"),
+            })
+        }
+    }
+}
+
+/// Whether GPI-2's state vector marks `rank` as corrupt (a failed
+/// operation on it: the rank is dead or unreachable).
+fn corrupt(rank: Rank) -> bool {
+    let mut n: sys::gaspi_rank_t = 0;
+    // SAFETY: out pointer to a local.
+    if unsafe { sys::gaspi_proc_num(&mut n) } != sys::GASPI_SUCCESS {
+        return false;
+    }
+    let mut states = vec![sys::GASPI_STATE_HEALTHY; n as usize];
+    // SAFETY: GPI-2 writes one state per rank into a vector of that length.
+    let ok = unsafe { sys::gaspi_state_vec_get(states.as_mut_ptr()) } == sys::GASPI_SUCCESS;
+    ok && states.get(rank as usize) == Some(&sys::GASPI_STATE_CORRUPT)
+}
+
+/// A timeout in GPI-2's milliseconds.
+fn ms(t: Timeout) -> sys::gaspi_timeout_t {
+    match t {
+        Timeout::Block => sys::GASPI_BLOCK,
+        Timeout::Test => sys::GASPI_TEST,
+        Timeout::After(d) => (d.as_millis() as u64).clamp(1, sys::GASPI_BLOCK - 1),
+    }
+}
+
+/// Our queue as a GPI-2 queue: user queues one to one, the runtime's own
+/// queue on the last GPI-2 queue (shared with user queue 15 if a program
+/// uses all sixteen: waits on it then also wait for the other's requests).
+fn queue_of(q: QueueId) -> sys::gaspi_queue_id_t {
+    q.min(QUEUES as u8 - 1)
+}
+
+/// GPI-2's segment ids are `0..255`: the runtime's reserved segment (255)
+/// becomes GPI-2's 254, which the engine takes from the user's ids
+/// (`Config::segment_max` is at most 254 under it).
+pub(crate) const GPI2_SEGMENTS: u32 = 255;
+
+fn sid(s: SegmentId) -> sys::gaspi_segment_id_t {
+    if s == crate::context::RESERVED_SEGMENT {
+        (GPI2_SEGMENTS - 1) as u8
+    } else {
+        s
+    }
+}
+
+/// Where this process stands in the GPI-2 job.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Placement {
+    pub(crate) rank: Rank,
+    pub(crate) nranks: usize,
+    /// Ranks GPI-2 places on this host (by machine-file host name).
+    pub(crate) local_num: usize,
+    /// This rank's position among them.
+    pub(crate) local_rank: usize,
+}
+
+/// A segment the relay thread watches: a window's table, shared by the
+/// node, in which notifications to this rank must appear even while it
+/// does not wait.
+struct Relayed {
+    segment: SegmentId,
+    obj: Arc<SegmentObject>,
+}
+
+/// This rank's GPI-2 side.
+pub(crate) struct Gpi2 {
+    placement: Placement,
+    relayed: Arc<Mutex<Vec<Relayed>>>,
+    stop: Arc<AtomicBool>,
+    relay: Mutex<Option<JoinHandle<()>>>,
+    terminated: AtomicBool,
+}
+
+impl std::fmt::Debug for Gpi2 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpi2")
+            .field("placement", &self.placement)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gpi2 {
+    /// Start GPI-2 (`gaspi_proc_init`) configured after `config`: as many
+    /// queues as it has, notification tables of [`IDS`] + 1 ids, ports
+    /// from [`PORT_VAR`] when set. Waits for every rank up to
+    /// `config.init_timeout`.
+    pub(crate) fn start(config: &Config) -> Result<Gpi2> {
+        // SAFETY: an all-zero gaspi_config_t is a valid value (integers
+        // and a null pointer) that gaspi_config_get overwrites.
+        let mut c: sys::gaspi_config_t = unsafe { std::mem::zeroed() };
+        // SAFETY: out pointer to a local of the header's layout.
+        check(
+            "gaspi_config_get",
+            unsafe { sys::gaspi_config_get(&mut c) },
+            None,
+        )?;
+        if let Some(base) = port_from_env()? {
+            c.sn_port = base as u32;
+            c.dev_config.params.tcp.port = base as u32 + 512;
+        }
+        c.logger = 0;
+        c.queue_num = QUEUES;
+        c.queue_size_max = config.queue_size_max.max(c.queue_size_max);
+        c.notification_num = IDS + 1;
+        c.segment_max = GPI2_SEGMENTS;
+        c.transfer_size_max = (config.transfer_size_max as u64).max(c.transfer_size_max);
+        c.rw_list_elem_max = config.rw_list_elem_max.max(c.rw_list_elem_max);
+        // SAFETY: a config read from GPI-2 with checked fields changed.
+        check(
+            "gaspi_config_set",
+            unsafe { sys::gaspi_config_set(c) },
+            None,
+        )?;
+        if c.network == sys::GASPI_ETHERNET && std::env::var_os(PORT_VAR).is_some() {
+            // GPI-2 1.5/1.6's gaspi_config_set copies only the InfiniBand
+            // device parameters (GPI2_CONFIG.c), so the TCP device would
+            // listen on its default ports whatever we ask: two jobs on one
+            // machine would collide. Set the port in GPI-2's configuration
+            // itself, only for jobs our launcher started (it reserved the
+            // range); GPI-2's own gaspi_run jobs keep GPI-2's defaults.
+            // SAFETY: `glb_gaspi_cfg` is the gaspi_config_t that
+            // gaspi_config_get/set read and write (same layout, checked by
+            // gpi2-sys against the installed version); no GPI-2 thread runs
+            // before gaspi_proc_init, and this rank's threads do not call
+            // GPI-2 concurrently with init.
+            unsafe {
+                (*std::ptr::addr_of_mut!(glb_gaspi_cfg))
+                    .dev_config
+                    .params
+                    .tcp
+                    .port = c.dev_config.params.tcp.port;
+            }
+        }
+        // SAFETY: called once per process (Context allows one at a time,
+        // and GPI-2 is never terminated and restarted by us: see `term`).
+        let code = unsafe { sys::gaspi_proc_init(ms(config.init_timeout)) };
+        check("gaspi_proc_init", code, None).map_err(|e| {
+            Error::Environment(format!(
+                "GPI-2 did not start ({e}); start the ranks with GPI-2's gaspi_run or \
+                 `gaspi-run --engine gpi2`, which set GASPI_RANK, GASPI_NRANKS, \
+                 GASPI_SOCKET and GASPI_MFILE"
+            ))
+        })?;
+        let (mut rank, mut num, mut lrank, mut lnum) = (0, 0, 0, 0);
+        // SAFETY (four calls): out pointers to locals; GPI-2 is initialised.
+        unsafe {
+            check("gaspi_proc_rank", sys::gaspi_proc_rank(&mut rank), None)?;
+            check("gaspi_proc_num", sys::gaspi_proc_num(&mut num), None)?;
+            check(
+                "gaspi_proc_local_rank",
+                sys::gaspi_proc_local_rank(&mut lrank),
+                None,
+            )?;
+            check(
+                "gaspi_proc_local_num",
+                sys::gaspi_proc_local_num(&mut lnum),
+                None,
+            )?;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let relayed = Arc::new(Mutex::new(Vec::new()));
+        let relay = {
+            let (stop, relayed) = (stop.clone(), relayed.clone());
+            std::thread::Builder::new()
+                .name("gaspi-gpi2-relay".into())
+                .spawn(move || relay_loop(&stop, &relayed))
+                .map_err(|e| Error::system("starting the GPI-2 relay thread", e))?
+        };
+        Ok(Gpi2 {
+            placement: Placement {
+                rank,
+                nranks: num as usize,
+                local_num: lnum as usize,
+                local_rank: lrank as usize,
+            },
+            relayed,
+            stop,
+            relay: Mutex::new(Some(relay)),
+            terminated: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// A value every rank agrees on: rank 0's `mine` (an allreduce-max
+    /// where the others give 0). For the job token under GPI-2's launcher.
+    pub(crate) fn agree(&self, mine: u64, timeout: Timeout) -> Result<u64> {
+        let mut send = if self.placement.rank == 0 { mine } else { 0 };
+        let mut recv = 0u64;
+        // SAFETY: one u64 in, one out, both locals alive for the call.
+        let code = unsafe {
+            sys::gaspi_allreduce(
+                (&mut send as *mut u64).cast(),
+                (&mut recv as *mut u64).cast(),
+                1,
+                sys::GASPI_OP_MAX,
+                sys::GASPI_TYPE_ULONG,
+                sys::GASPI_GROUP_ALL,
+                ms(timeout),
+            )
+        };
+        check("gaspi_allreduce", code, None)?;
+        Ok(recv)
+    }
+
+    /// Bind `obj`, this rank's segment or its node's window `segment`, as
+    /// GPI-2 segment `segment`; a window's table is relayed.
+    pub(crate) fn bind(
+        &self,
+        segment: SegmentId,
+        obj: &Arc<SegmentObject>,
+        window: bool,
+    ) -> Result<()> {
+        // GPI-2 refuses empty segments; one byte past an empty one is never
+        // accessed (every range is checked against our size first).
+        let size = obj.size().max(1) as u64;
+        // SAFETY: the memory is the object's mapping, which stays mapped
+        // until `unbind` (called before the object is dropped).
+        let code = unsafe { sys::gaspi_segment_bind(sid(segment), obj.data().cast(), size, 0) };
+        check("gaspi_segment_bind", code, None)?;
+        if window {
+            lock(&self.relayed).push(Relayed {
+                segment,
+                obj: obj.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Undo [`Gpi2::bind`].
+    pub(crate) fn unbind(&self, segment: SegmentId) {
+        lock(&self.relayed).retain(|r| r.segment != segment);
+        // SAFETY: plain call; a segment that is not bound gives an error.
+        let _ = unsafe { sys::gaspi_segment_delete(sid(segment)) };
+    }
+
+    /// Let `rank` (on another node) access segment `segment`.
+    pub(crate) fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
+        // SAFETY: plain call.
+        let code = unsafe { sys::gaspi_segment_register(sid(segment), rank, ms(timeout)) };
+        check("gaspi_segment_register", code, Some(rank))
+    }
+
+    /// Size of segment `segment` of `rank` as GPI-2 knows it (registered
+    /// with this rank), or `None`.
+    pub(crate) fn remote_size(&self, rank: Rank, segment: SegmentId) -> Option<usize> {
+        let mut size: sys::gaspi_size_t = 0;
+        // SAFETY: out pointer to a local.
+        let code = unsafe { sys::gaspi_segment_size(sid(segment), rank, &mut size) };
+        (code == sys::GASPI_SUCCESS && size > 0).then_some(size as usize)
+    }
+
+    /// Post the transfers `list` with `rank` (writes or reads), and the
+    /// notification `notify` after them.
+    pub(crate) fn post(
+        &self,
+        rank: Rank,
+        list: &[Transfer],
+        post: Post,
+        queue: QueueId,
+    ) -> Result<()> {
+        let q = queue_of(queue);
+        let t = sys::GASPI_BLOCK;
+        let mapped: Vec<Transfer>;
+        let list = if list.iter().any(|x| x.local.0 == 255 || x.remote.0 == 255) {
+            mapped = list
+                .iter()
+                .map(|x| Transfer {
+                    local: (sid(x.local.0), x.local.1),
+                    remote: (sid(x.remote.0), x.remote.1),
+                    size: x.size,
+                })
+                .collect();
+            &mapped[..]
+        } else {
+            list
+        };
+        let post = match post {
+            Post::Write(Some((seg, id, v))) => Post::Write(Some((sid(seg), id, v))),
+            Post::Read(Some((seg, id))) => Post::Read(Some((sid(seg), id))),
+            p => p,
+        };
+        let code = match (list, post) {
+            ([], Post::Write(Some((seg, id, v)))) => {
+                // SAFETY: plain call with checked arguments.
+                unsafe { sys::gaspi_notify(seg, rank, id, v, q, t) }
+            }
+            ([x], Post::Write(None)) => {
+                // SAFETY: both ranges checked against the segments.
+                unsafe {
+                    sys::gaspi_write(
+                        x.local.0, x.local.1, rank, x.remote.0, x.remote.1, x.size, q, t,
+                    )
+                }
+            }
+            ([x], Post::Write(Some((seg, id, v)))) if seg == x.remote.0 => {
+                // SAFETY: as above; the notification goes to x's segment.
+                unsafe {
+                    sys::gaspi_write_notify(
+                        x.local.0, x.local.1, rank, x.remote.0, x.remote.1, x.size, id, v, q, t,
+                    )
+                }
+            }
+            ([x], Post::Read(None)) => {
+                // SAFETY: both ranges checked against the segments.
+                unsafe {
+                    sys::gaspi_read(
+                        x.local.0, x.local.1, rank, x.remote.0, x.remote.1, x.size, q, t,
+                    )
+                }
+            }
+            ([x], Post::Read(Some((seg, id)))) if seg == x.local.0 => {
+                // SAFETY: as above; the notification is set in x's local segment.
+                unsafe {
+                    sys::gaspi_read_notify(
+                        x.local.0, x.local.1, rank, x.remote.0, x.remote.1, x.size, id, q, t,
+                    )
+                }
+            }
+            (many, post) => {
+                let n = many.len() as u32;
+                let mut ls: Vec<_> = many.iter().map(|x| x.local.0).collect();
+                let mut lo: Vec<_> = many.iter().map(|x| x.local.1).collect();
+                let mut rs: Vec<_> = many.iter().map(|x| x.remote.0).collect();
+                let mut ro: Vec<_> = many.iter().map(|x| x.remote.1).collect();
+                let mut sz: Vec<_> = many.iter().map(|x| x.size).collect();
+                let (ls, lo, rs, ro, sz) = (
+                    ls.as_mut_ptr(),
+                    lo.as_mut_ptr(),
+                    rs.as_mut_ptr(),
+                    ro.as_mut_ptr(),
+                    sz.as_mut_ptr(),
+                );
+                // SAFETY (each arm): five arrays of `n` elements, alive for
+                // the call (GPI-2 copies them into its queue entries).
+                unsafe {
+                    match post {
+                        Post::Write(None) => {
+                            sys::gaspi_write_list(n, ls, lo, rank, rs, ro, sz, q, t)
+                        }
+                        Post::Write(Some((seg, id, v))) => sys::gaspi_write_list_notify(
+                            n, ls, lo, rank, rs, ro, sz, seg, id, v, q, t,
+                        ),
+                        Post::Read(None) => sys::gaspi_read_list(n, ls, lo, rank, rs, ro, sz, q, t),
+                        Post::Read(Some((seg, id))) => {
+                            sys::gaspi_read_list_notify(n, ls, lo, rank, rs, ro, sz, seg, id, q, t)
+                        }
+                    }
+                }
+            }
+        };
+        check("gaspi_write/read", code, Some(rank)).map_err(|e| match e {
+            Error::QueueFull { .. } => Error::QueueFull {
+                queue,
+                posted: self.queue_size(queue),
+                max: self.queue_size_max(),
+            },
+            e => e,
+        })
+    }
+
+    fn queue_size(&self, queue: QueueId) -> u32 {
+        let mut n = 0;
+        // SAFETY: out pointer to a local.
+        unsafe { sys::gaspi_queue_size(queue_of(queue), &mut n) };
+        n
+    }
+
+    fn queue_size_max(&self) -> u32 {
+        let mut n = 0;
+        // SAFETY: out pointer to a local.
+        unsafe { sys::gaspi_queue_size_max(&mut n) };
+        n
+    }
+
+    /// Wake the waiters of `rank`'s node on window `segment` (after an
+    /// atomic on it): the doorbell notification, relayed as a wake-up.
+    pub(crate) fn ring(&self, rank: Rank, segment: SegmentId, queue: QueueId) -> Result<()> {
+        // SAFETY: plain call; DOORBELL < the configured table size.
+        let code = unsafe {
+            sys::gaspi_notify(
+                sid(segment),
+                rank,
+                DOORBELL,
+                1,
+                queue_of(queue),
+                sys::GASPI_BLOCK,
+            )
+        };
+        check("gaspi_notify", code, Some(rank))
+    }
+
+    /// A GPI-2 atomic on the word at `offset` of `rank`'s `segment`.
+    pub(crate) fn atomic(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        offset: usize,
+        op: AtomicOp,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        let mut old = 0u64;
+        let off = offset as u64;
+        // SAFETY (both arms): out pointer to a local; offset checked.
+        let code = unsafe {
+            match op {
+                AtomicOp::FetchAdd(v) => {
+                    sys::gaspi_atomic_fetch_add(sid(segment), off, rank, v, &mut old, ms(timeout))
+                }
+                AtomicOp::CompareSwap { old: c, new } => sys::gaspi_atomic_compare_swap(
+                    sid(segment),
+                    off,
+                    rank,
+                    c,
+                    new,
+                    &mut old,
+                    ms(timeout),
+                ),
+            }
+        };
+        check("gaspi_atomic", code, Some(rank))?;
+        Ok(old)
+    }
+
+    /// Wait until the requests posted on `queue` have completed locally
+    /// (`gaspi_wait`).
+    pub(crate) fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        // SAFETY: plain call.
+        check(
+            "gaspi_wait",
+            unsafe { sys::gaspi_wait(queue_of(queue), ms(timeout)) },
+            None,
+        )
+    }
+
+    /// Move notifications `ids` of GPI-2 segment `segment` into `obj`'s
+    /// table (see the module docs). Cheap when none is set: one scan.
+    pub(crate) fn pump(&self, segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>) {
+        pump(segment, obj, ids);
+    }
+
+    /// Leave GPI-2: stop the relay, drain the queues (briefly), then
+    /// `gaspi_proc_term`. After a failure only the relay is stopped.
+    pub(crate) fn term(&self, failed: bool) {
+        if self.terminated.swap(true, SeqCst) {
+            return;
+        }
+        self.stop.store(true, SeqCst);
+        if let Some(h) = lock(&self.relay).take() {
+            let _ = h.join();
+        }
+        lock(&self.relayed).clear();
+        if failed {
+            return;
+        }
+        for q in 0..QUEUES {
+            // SAFETY: plain call.
+            let _ = unsafe { sys::gaspi_wait(q as u8, 2_000) };
+        }
+        // SAFETY: plain call; nothing of ours uses GPI-2 after it.
+        let _ = unsafe { sys::gaspi_proc_term(10_000) };
+    }
+}
+
+/// The base of GPI-2's ports from [`PORT_VAR`].
+fn port_from_env() -> Result<Option<u16>> {
+    match std::env::var(PORT_VAR) {
+        Ok(v) => v
+            .trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|p| (1024..=u16::MAX - PORT_SPAN).contains(p))
+            .map(Some)
+            .ok_or_else(|| {
+                Error::Environment(format!(
+                    "{PORT_VAR}={v} is not a port base in 1024..{}",
+                    u16::MAX - PORT_SPAN
+                ))
+            }),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Returns how many notifications it moved.
+fn pump(segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>) -> usize {
+    let mut moved = 0;
+    let end = ids.end.min(IDS).min(obj.notification_num());
+    let mut begin = ids.start;
+    let table = obj.notifications();
+    while begin < end {
+        let mut first: sys::gaspi_notification_id_t = 0;
+        // SAFETY: out pointer to a local; the range is within GPI-2's
+        // table (IDS + 1 ids) and the segment is bound while `obj` is ours.
+        let code = unsafe {
+            sys::gaspi_notify_waitsome(
+                sid(segment),
+                begin,
+                end - begin,
+                &mut first,
+                sys::GASPI_TEST,
+            )
+        };
+        if code != sys::GASPI_SUCCESS || first >= end {
+            break;
+        }
+        let mut value: sys::gaspi_notification_t = 0;
+        // SAFETY: out pointer to a local; `first` is in range.
+        unsafe { sys::gaspi_notify_reset(sid(segment), first, &mut value) };
+        if value != 0 {
+            table.post(first, value);
+            moved += 1;
+        }
+        begin = first + 1;
+    }
+    moved
+}
+
+/// Take the doorbell of a relayed window: a wake-up for its node.
+fn doorbell(r: &Relayed) -> bool {
+    let mut first: sys::gaspi_notification_id_t = 0;
+    // SAFETY: out pointer to a local; DOORBELL is within GPI-2's table.
+    let code = unsafe {
+        sys::gaspi_notify_waitsome(sid(r.segment), DOORBELL, 1, &mut first, sys::GASPI_TEST)
+    };
+    if code != sys::GASPI_SUCCESS {
+        return false;
+    }
+    let mut value = 0;
+    // SAFETY: out pointer to a local.
+    unsafe { sys::gaspi_notify_reset(sid(r.segment), DOORBELL, &mut value) };
+    r.obj.notifications().ww.wake();
+    true
+}
+
+/// The relay thread: pump every relayed window, often after activity,
+/// then less and less often (20 us to 2 ms) while nothing arrives.
+fn relay_loop(stop: &AtomicBool, relayed: &Mutex<Vec<Relayed>>) {
+    const FAST: Duration = Duration::from_micros(20);
+    const SLOW: Duration = Duration::from_millis(2);
+    let mut nap = SLOW;
+    while !stop.load(SeqCst) {
+        let mut busy = false;
+        for r in lock(relayed).iter() {
+            busy |= doorbell(r);
+            busy |= pump(r.segment, &r.obj, 0..IDS) > 0;
+        }
+        nap = if busy { FAST } else { (nap * 2).min(SLOW) };
+        std::thread::sleep(nap);
+    }
+}
