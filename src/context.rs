@@ -117,6 +117,26 @@ fn env_number(name: &str) -> Result<Option<usize>> {
     }
 }
 
+/// When the engine's transport to other nodes starts.
+enum RemoteStart {
+    /// No transport (native engine, or a one-rank job).
+    None,
+    /// Already started (GPI-2's launcher: GPI-2 said who is where).
+    Started(crate::engine::remote::Gpi2),
+    /// After joining our launcher's job.
+    AfterAttach,
+}
+
+#[cfg(feature = "gpi2")]
+fn start_remote(config: &Config) -> Result<crate::engine::remote::Gpi2> {
+    crate::engine::gpi2::Gpi2::start(config)
+}
+
+#[cfg(not(feature = "gpi2"))]
+fn start_remote(_: &Config) -> Result<crate::engine::remote::Gpi2> {
+    unreachable!("only the gpi2 feature's init asks for a transport")
+}
+
 /// `config` with the environment's overrides (`GASPI_WAIT`, `GASPI_ENGINE`).
 fn config_from_env(mut config: Config) -> Result<Config> {
     if let Ok(w) = std::env::var(env::WAIT) {
@@ -255,12 +275,28 @@ impl Context {
         config.segment_max = config
             .segment_max
             .min(crate::engine::gpi2::GPI2_SEGMENTS - 1);
+        if config.wait_mode == WaitMode::Auto {
+            // GPI-2 writes data and notifications from its own threads
+            // (device, NIC), which cannot wake a rank sleeping in the
+            // kernel: waiters yield and look (pumping) instead of sleeping.
+            config.wait_mode = WaitMode::Yield;
+        }
         if ALIVE.load(SeqCst) {
             return Err(Error::AlreadyInitialized);
         }
+        let launched = std::env::var_os(env::LAUNCHER).is_some();
+        if launched {
+            // Our launcher: join its job first (it watches the ranks, so a
+            // rank that never starts fails init instead of hanging GPI-2's),
+            // then start GPI-2.
+            return Context::init_engine(config, spec_from_env()?, RemoteStart::AfterAttach);
+        }
+        if std::env::var_os("GASPI_MFILE").is_none() && std::env::var(env::NRANKS).is_err() {
+            // A one-rank job started on its own: no other node to reach.
+            return Context::init_engine(config, spec_from_env()?, RemoteStart::None);
+        }
         let g = crate::engine::gpi2::Gpi2::start(&config)?;
         let p = g.placement();
-        let launched = std::env::var_os(env::LAUNCHER).is_some();
         let token = match std::env::var(env::JOB) {
             Ok(t) if launched => t,
             _ => {
@@ -274,16 +310,20 @@ impl Context {
         }
         if !launched {
             spec.attach = p.local_num;
-            if p.local_rank != p.rank as usize % spec.ppn {
+            // Nodes (GPI-2's hosts, or emulated ones inside them) must be
+            // blocks of consecutive ranks within one host.
+            let host = p.rank as usize - p.local_rank;
+            let node = p.rank as usize / spec.ppn * spec.ppn;
+            if node < host || (node + spec.ppn).min(p.nranks) > host + p.local_num {
                 g.term(true);
                 return Err(Error::Environment(format!(
-                    "rank {} is rank {} of its host under GPI-2: list each host's ranks \
-                     consecutively (in blocks of {}) in the machine file",
-                    p.rank, p.local_rank, spec.ppn
+                    "rank {}'s node (ranks {node}.. in blocks of {}) spans hosts under GPI-2: \
+                     list each host's ranks consecutively in the machine file",
+                    p.rank, spec.ppn
                 )));
             }
         }
-        Context::init_engine(config, spec, Some(g))
+        Context::init_engine(config, spec, RemoteStart::Started(g))
     }
 
     #[cfg(not(feature = "gpi2"))]
@@ -296,14 +336,15 @@ impl Context {
     /// [`Context::init`] for the job `spec` describes (from the launcher's
     /// environment, or from MPI).
     pub(crate) fn init_with(config: Config, spec: JobSpec) -> Result<Context> {
-        Context::init_engine(config_from_env(config)?, spec, None)
+        Context::init_engine(config_from_env(config)?, spec, RemoteStart::None)
     }
 
-    fn init_engine(
-        config: Config,
-        spec: JobSpec,
-        remote: Option<crate::engine::remote::Gpi2>,
-    ) -> Result<Context> {
+    fn init_engine(config: Config, spec: JobSpec, remote: RemoteStart) -> Result<Context> {
+        let (remote, after) = match remote {
+            RemoteStart::None => (None, false),
+            RemoteStart::Started(g) => (Some(g), false),
+            RemoteStart::AfterAttach => (None, true),
+        };
         if let Err(e) = config.validate() {
             if let Some(g) = &remote {
                 g.term(true);
@@ -313,7 +354,19 @@ impl Context {
         if ALIVE.swap(true, SeqCst) {
             return Err(Error::AlreadyInitialized);
         }
-        let made = Native::attach(&spec, &config, remote).and_then(|engine| {
+        let attached = Native::attach(&spec, &config, remote).and_then(|mut engine| {
+            if after {
+                match start_remote(&config) {
+                    Ok(g) => engine.remote = Some(g),
+                    Err(e) => {
+                        engine.term(true);
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(engine)
+        });
+        let made = attached.and_then(|engine| {
             let ctx = Context {
                 queues: Queues::new(config.queue_num, config.queue_size_max),
                 groups: Groups::new(config.group_max as usize),

@@ -43,11 +43,15 @@ fn rank_and_node_information() {
 }
 
 /// Start the current test binary as a process running only test `name`,
-/// with `case` telling it what to do and `envs` as its environment.
+/// with `case` telling it what to do and `envs` as its environment. These
+/// are the native engine's ways to start without a launcher (the GPI-2
+/// engine needs GPI-2's variables for more than one rank), so the native
+/// engine is asked for even when the suite runs on GPI-2.
 fn spawn(name: &str, case: &str, envs: &[(&str, String)]) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", name, "--nocapture", "--test-threads=1", "-q"])
-        .env("INIT_TEST_CASE", case);
+        .env("INIT_TEST_CASE", case)
+        .env("GASPI_ENGINE", "native");
     for var in [
         "GASPI_RANK",
         "GASPI_NRANKS",
@@ -201,5 +205,20 @@ fn environment_errors_and_one_rank_jobs() {
     for (case, envs) in cases {
         let (status, out) = finish(spawn(ENV_NAME, case, &envs));
         assert!(status.success(), "case {case} ended with {status}:\n{out}");
+    }
+}
+
+/// A build without feature `gpi2` says so when asked for the GPI-2 engine
+/// (before it touches anything: no job is joined).
+#[cfg(not(feature = "gpi2"))]
+#[test]
+fn the_gpi2_engine_needs_its_feature() {
+    let cfg = gaspi::Config {
+        engine: gaspi::Engine::Gpi2,
+        ..Default::default()
+    };
+    match gaspi::Context::init(cfg) {
+        Err(gaspi::Error::Config(m)) => assert!(m.contains("feature `gpi2`"), "{m}"),
+        other => panic!("expected a configuration error, got {other:?}"),
     }
 }
