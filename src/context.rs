@@ -118,6 +118,7 @@ fn env_number(name: &str) -> Result<Option<usize>> {
 }
 
 /// When the engine's transport to other nodes starts.
+#[cfg_attr(not(feature = "gpi2"), allow(dead_code))]
 enum RemoteStart {
     /// No transport (native engine, or a one-rank job).
     None,
