@@ -10,7 +10,7 @@
 use crate::context::Context;
 use crate::engine::remote::AtomicOp;
 use crate::error::{Error, Result};
-use crate::onesided::check_range;
+use crate::onesided::{check_range, check_within};
 use crate::traffic::Op;
 use crate::types::{Remote, Timeout};
 
@@ -33,15 +33,7 @@ impl Context {
         self.engine.check_rank(at.rank)?;
         let old = if let Some(g) = self.via_remote(at.rank) {
             let size = self.remote_segment_size(g, at.rank, at.segment)?;
-            if at.offset.checked_add(8).is_none_or(|end| end > size) {
-                return Err(Error::OutOfBounds {
-                    rank: at.rank,
-                    segment: at.segment,
-                    offset: at.offset,
-                    size: 8,
-                    segment_size: size,
-                });
-            }
+            check_within(size, at.rank, at.segment, at.offset, 8)?;
             let old = g.atomic(at.rank, at.segment, at.offset, op, timeout)?;
             if wake {
                 g.ring(at.rank, at.segment, crate::context::RESERVED_QUEUE)?;

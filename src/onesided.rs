@@ -61,14 +61,26 @@ pub(crate) fn check_range(
     offset: usize,
     size: usize,
 ) -> Result<()> {
+    check_within(obj.size(), rank, segment, offset, size)
+}
+
+/// Check that `offset + size` lies within `segment_size` bytes (segment
+/// `segment` of `rank`, as this rank maps it or as the transport knows it).
+pub(crate) fn check_within(
+    segment_size: usize,
+    rank: Rank,
+    segment: SegmentId,
+    offset: usize,
+    size: usize,
+) -> Result<()> {
     match offset.checked_add(size) {
-        Some(end) if end <= obj.size() => Ok(()),
+        Some(end) if end <= segment_size => Ok(()),
         _ => Err(Error::OutOfBounds {
             rank,
             segment,
             offset,
             size,
-            segment_size: obj.size(),
+            segment_size,
         }),
     }
 }
@@ -86,6 +98,29 @@ pub(crate) fn check_notification_id(obj: &SegmentObject, id: NotificationId) -> 
 }
 
 impl Context {
+    /// The checks of a transfer that do not depend on where the target is:
+    /// its size, both segment ids, and the local range; returns the local
+    /// segment.
+    fn check_local<'p>(
+        &'p self,
+        pin: &'p Pin<'_>,
+        local: Local,
+        remote_segment: SegmentId,
+        size: usize,
+    ) -> Result<&'p SegmentObject> {
+        if size > self.config.transfer_size_max {
+            return Err(Error::TransferTooLarge {
+                size,
+                max: self.config.transfer_size_max,
+            });
+        }
+        self.check_segment_id(local.segment)?;
+        self.check_segment_id(remote_segment)?;
+        let l = self.engine.local(pin, local.segment)?;
+        check_range(l, self.rank(), local.segment, local.offset, size)?;
+        Ok(l)
+    }
+
     fn check_transfer<'p>(
         &'p self,
         pin: &'p Pin<'_>,
@@ -93,17 +128,7 @@ impl Context {
         remote: Remote,
         size: usize,
     ) -> std::result::Result<Checked<'p>, Lookup> {
-        if size > self.config.transfer_size_max {
-            return Err(Error::TransferTooLarge {
-                size,
-                max: self.config.transfer_size_max,
-            }
-            .into());
-        }
-        self.check_segment_id(local.segment)?;
-        self.check_segment_id(remote.segment)?;
-        let l = self.engine.local(pin, local.segment)?;
-        check_range(l, self.rank(), local.segment, local.offset, size)?;
+        let l = self.check_local(pin, local, remote.segment, size)?;
         let r = self.engine.target(pin, remote.rank, remote.segment)?;
         check_range(r, remote.rank, remote.segment, remote.offset, size)?;
         Ok(Checked {
@@ -195,37 +220,21 @@ impl Context {
         notify: Option<(Rank, SegmentId, Notification)>,
         queue: QueueId,
     ) -> Result<()> {
-        let mut list = Vec::with_capacity(entries.len());
-        for e in entries {
-            if e.size > self.config.transfer_size_max {
-                return Err(Error::TransferTooLarge {
-                    size: e.size,
-                    max: self.config.transfer_size_max,
-                });
-            }
-            self.check_segment_id(e.local.segment)?;
-            self.check_segment_id(e.remote_segment)?;
-            let l = self.engine.local_arc(e.local.segment)?;
-            check_range(&l, self.rank(), e.local.segment, e.local.offset, e.size)?;
-            let size = self.remote_segment_size(g, rank, e.remote_segment)?;
-            if e.remote_offset
-                .checked_add(e.size)
-                .is_none_or(|end| end > size)
-            {
-                return Err(Error::OutOfBounds {
-                    rank,
-                    segment: e.remote_segment,
-                    offset: e.remote_offset,
-                    size: e.size,
-                    segment_size: size,
-                });
-            }
-            list.push(Transfer {
-                local: (e.local.segment, e.local.offset as u64),
-                remote: (e.remote_segment, e.remote_offset as u64),
-                size: e.size as u64,
-            });
-        }
+        let list = self.engine.run(|pin| {
+            entries
+                .iter()
+                .map(|e| {
+                    self.check_local(pin, e.local, e.remote_segment, e.size)?;
+                    let size = self.remote_segment_size(g, rank, e.remote_segment)?;
+                    check_within(size, rank, e.remote_segment, e.remote_offset, e.size)?;
+                    Ok(Transfer {
+                        local: (e.local.segment, e.local.offset as u64),
+                        remote: (e.remote_segment, e.remote_offset as u64),
+                        size: e.size as u64,
+                    })
+                })
+                .collect::<std::result::Result<Vec<_>, Lookup>>()
+        })?;
         let post = match (dir, notify) {
             (_, Some((_, _, n))) if n.value == 0 => return Err(Error::ZeroNotificationValue),
             (Direction::Put, Some((r, seg, n))) => {

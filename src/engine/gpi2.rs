@@ -472,18 +472,7 @@ impl Gpi2 {
     /// Wake the waiters of `rank`'s node on window `segment` (after an
     /// atomic on it): the doorbell notification, relayed as a wake-up.
     pub(crate) fn ring(&self, rank: Rank, segment: SegmentId, queue: QueueId) -> Result<()> {
-        // SAFETY: plain call; DOORBELL < the configured table size.
-        let code = unsafe {
-            sys::gaspi_notify(
-                sid(segment),
-                rank,
-                DOORBELL,
-                1,
-                queue_of(queue),
-                sys::GASPI_BLOCK,
-            )
-        };
-        check("gaspi_notify", code, Some(rank))
+        self.post(rank, &[], Post::Write(Some((segment, DOORBELL, 1))), queue)
     }
 
     /// A GPI-2 atomic on the word at `offset` of `rank`'s `segment`.
