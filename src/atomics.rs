@@ -6,6 +6,11 @@
 //! with respect to every other atomic on the same word, from any rank; the
 //! owner reads such words locally with
 //! [`SegmentView::atomic_u64`](crate::SegmentView::atomic_u64).
+//!
+//! Under the GPI-2 engine with several nodes, every atomic goes through
+//! GPI-2, whose atomics do not exclude the CPU's: change such words only
+//! with these calls (loads through `atomic_u64` stay fine), and address a
+//! window's word through the same rank everywhere.
 
 use crate::context::Context;
 use crate::engine::remote::AtomicOp;
@@ -18,29 +23,46 @@ impl Context {
     /// An atomic on a word of a window that a rank of the target's node may
     /// be waiting on (a lock hand-off): the target node's waiters are woken
     /// after it, as a posted notification wakes them.
+    /// GPI-2, when atomics must go through it: in a job of several nodes.
+    pub(crate) fn atomics_via_transport(&self) -> Option<&crate::engine::remote::Gpi2> {
+        self.engine.remote.as_ref().filter(|_| self.num_nodes() > 1)
+    }
+
     pub(crate) fn atomic_wake(&self, at: Remote, op: AtomicOp) -> Result<u64> {
         self.atomic_op(at, true, op, Timeout::Block)
     }
 
-    /// `op` on the word `at`: a hardware atomic on this node, a transport
-    /// atomic (GPI-2) on another node's, followed there by a doorbell when
-    /// the node's waiters must be woken.
+    /// `op` on the word `at`: a hardware atomic, or, once a GPI-2 job has
+    /// several nodes, a GPI-2 atomic whatever the node (GPI-2's atomics do
+    /// not exclude the CPU's: see `engine::gpi2`). With `wake`, the
+    /// waiters of the word's node are woken after it.
     fn atomic_op(&self, at: Remote, wake: bool, op: AtomicOp, timeout: Timeout) -> Result<u64> {
         if at.offset % 8 != 0 {
             return Err(Error::MisalignedAtomic { offset: at.offset });
         }
         self.check_segment_id(at.segment)?;
         self.engine.check_rank(at.rank)?;
-        let old = if let Some(g) = self.via_remote(at.rank) {
-            let size = self.remote_segment_size(g, at.rank, at.segment)?;
-            check_within(size, at.rank, at.segment, at.offset, 8)?;
-            let old = g.atomic(at.rank, at.segment, at.offset, op, timeout)?;
-            if wake {
-                g.ring(at.rank, at.segment, crate::context::RESERVED_QUEUE)?;
+        let inter = self.is_inter(at.rank);
+        let old = match self.atomics_via_transport() {
+            Some(g) if inter => {
+                let size = self.remote_segment_size(g, at.rank, at.segment)?;
+                check_within(size, at.rank, at.segment, at.offset, 8)?;
+                let old = g.atomic(at.rank, at.segment, at.offset, op, timeout)?;
+                if wake {
+                    g.ring(at.rank, at.segment, crate::context::RESERVED_QUEUE)?;
+                }
+                old
             }
-            old
-        } else {
-            self.engine.run(|pin| {
+            Some(g) => self.engine.run(|pin| {
+                let obj = self.engine.target(pin, at.rank, at.segment)?;
+                check_range(obj, at.rank, at.segment, at.offset, 8)?;
+                let old = g.atomic(at.rank, at.segment, at.offset, op, timeout)?;
+                if wake {
+                    obj.notifications().ww.wake();
+                }
+                Ok(old)
+            })?,
+            None => self.engine.run(|pin| {
                 let obj = self.engine.target(pin, at.rank, at.segment)?;
                 check_range(obj, at.rank, at.segment, at.offset, 8)?;
                 let old = op.apply(obj.atomic_u64(at.offset));
@@ -48,7 +70,7 @@ impl Context {
                     obj.notifications().ww.wake();
                 }
                 Ok(old)
-            })?
+            })?,
         };
         self.traffic.count(self.is_inter(at.rank), Op::Atomic, 1, 0);
         Ok(old)

@@ -272,10 +272,10 @@ impl Context {
     #[cfg(feature = "gpi2")]
     fn init_gpi2(mut config: Config) -> Result<Context> {
         config.validate()?;
-        // GPI-2 has 255 segment ids; the runtime takes the last one.
+        // GPI-2 has 255 segment ids; the runtime takes the last two.
         config.segment_max = config
             .segment_max
-            .min(crate::engine::gpi2::GPI2_SEGMENTS - 1);
+            .min(crate::engine::gpi2::GPI2_SEGMENTS - 2);
         if config.wait_mode == WaitMode::Auto {
             // GPI-2 writes data and notifications from its own threads
             // (device, NIC), which cannot wake a rank sleeping in the

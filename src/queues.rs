@@ -12,7 +12,7 @@
 //! [`Config::queue_size_max`]: crate::Config::queue_size_max
 
 use crate::config::QUEUE_MAX;
-use crate::context::{Context, RESERVED_QUEUE};
+use crate::context::{Context, RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::error::{Error, Result};
 use crate::types::{QueueId, Timeout};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
@@ -100,6 +100,23 @@ impl Context {
         }
         q.posted.store(0, SeqCst);
         Ok(())
+    }
+
+    /// [`Context::wait`], then remote completion: every write posted to
+    /// `queue` since the last flush is in place at its target, for any
+    /// rank that learns of it afterwards by any path (MPI's flush and
+    /// unlock need this; GASPI's `wait` promises local completion only).
+    /// The native engine completes writes when they are posted; the GPI-2
+    /// engine reads one byte back from every other-node rank written to
+    /// (see `Gpi2::flush`).
+    pub(crate) fn flush(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        self.wait(queue, timeout)?;
+        match &self.engine.remote {
+            // The runtime's window exists on every rank of a job of
+            // several nodes, registered with every rank.
+            Some(g) if self.num_nodes() > 1 => g.flush(queue, (RESERVED_SEGMENT, 0), timeout),
+            _ => Ok(()),
+        }
     }
 
     /// Discard the requests of `queue` (`gaspi_queue_purge`). On the native

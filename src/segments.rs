@@ -80,7 +80,9 @@ impl Context {
         self.check_segment_id(segment)?;
         self.engine.check_rank(rank)?;
         self.engine.local_arc(segment)?.register(rank);
-        if let Some(g) = self.via_remote(rank) {
+        // Other nodes' ranks reach it through GPI-2; so do this node's
+        // once atomics go through it (see `Context::atomics_via_transport`).
+        if let Some(g) = self.atomics_via_transport().filter(|_| rank != self.rank()) {
             g.register(segment, rank, timeout)?;
         }
         Ok(())

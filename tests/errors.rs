@@ -46,7 +46,7 @@ fn bad_arguments_return_their_errors() {
             ctx.notify_waitsome(5, 0..1, t),
             Err(Error::SegmentNotFound { .. })
         ));
-        // (255 on the native engine, 254 under GPI-2, which has 255 ids.)
+        // (255 on the native engine, 253 under GPI-2, which has 255 ids.)
         assert!(matches!(
             ctx.segment_ptr(255),
             Err(Error::InvalidSegmentId {

@@ -27,6 +27,12 @@
 //! and the barrier `NOPUT` could spare also orders the next epoch's gets
 //! after the completion of this one's puts at every target, so it stays.
 //!
+//! Under the GPI-2 engine, notified and deferred fences do not count:
+//! GPI-2 keeps one value per notification id and target process, so
+//! counted writes that arrive together would count once. Their writes are
+//! plain, and the fence completes them by flushing (a read back from every
+//! rank written to, see `Context::flush`) and a barrier.
+//!
 //! A fence that returns an error (a timeout, a failed rank) keeps its
 //! progress: call it again to finish it. Every other call of the window is
 //! refused until then.
@@ -198,8 +204,9 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
                     // Stores on this node are complete for their targets
                     // after a collective: the notified design's allreduce
                     // is one when there are several nodes.
-                    let synced =
-                        self.opts.design == FenceDesign::Notified && self.ctx.num_nodes() > 1;
+                    let synced = self.opts.design == FenceDesign::Notified
+                        && self.ctx.num_nodes() > 1
+                        && self.counting();
                     if open || (preceded && !synced) {
                         self.ctx.barrier(self.group, deadline.timeout())?;
                     }
@@ -246,7 +253,7 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
                     }
                     st.sent = sent;
                 }
-                if ctx.num_nodes() > 1 {
+                if ctx.num_nodes() > 1 && self.counting() {
                     self.drained(st)?;
                     let mut total = vec![0u64; st.sent.len()];
                     ctx.allreduce(
@@ -290,6 +297,10 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
         let ctx = self.ctx;
         if ctx.num_nodes() == 1 {
             return Ok(());
+        }
+        if self.opts.design != FenceDesign::ImmediateOpt && !self.counting() {
+            // The barrier after this orders the data before the next epoch.
+            return self.completed(st);
         }
         self.drained(st)?;
         match self.opts.design {

@@ -355,7 +355,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     /// Complete operations to `target` (`None`: to every rank).
     fn complete(&self, st: &mut State<T>, target: Option<Rank>) -> Result<()> {
         if target.is_none_or(|t| !self.on_my_node(t)) {
-            self.drained(st)?;
+            self.completed(st)?;
         }
         Ok(())
     }

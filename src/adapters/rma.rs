@@ -606,8 +606,8 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
 
     /// Run `f` holding `target`'s accumulate lock: a compare-and-swap spin
     /// lock on its lock word that spins briefly, then yields, and gives up
-    /// if a rank fails. Writes to another node are locally complete before
-    /// the lock is released.
+    /// if a rank fails. Writes to another node are complete at the target
+    /// before the lock is released.
     fn locked<R>(&self, target: Rank, f: impl FnOnce() -> Result<R>) -> Result<R> {
         let word = Remote::new(target, self.segment, self.lock_area(target) + ACC_LINE * 64);
         let me = self.ctx.rank() as u64 + 1;
@@ -627,7 +627,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         let drained = if self.on_my_node(target) {
             Ok(())
         } else {
-            self.ctx.wait(self.opts.queue, Timeout::Block)
+            self.ctx.flush(self.opts.queue, Timeout::Block)
         };
         let released = self.ctx.atomic_compare_swap(word, me, 0, Timeout::Block);
         let r = r?;
@@ -656,7 +656,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         }
         let bytes: &[u8] = bytemuck::cast_slice(src);
         // Counted in fence epochs; passive epochs complete by flushing.
-        let counted = self.opts.design.counts() && !st.passive.active();
+        let counted = self.counting() && !st.passive.active();
         let mut at = self.offset(target, disp);
         for chunk in bytes.chunks(self.opts.staging_bytes) {
             let from = self.stage(st, chunk.len())?;
@@ -677,6 +677,12 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             at += chunk.len();
         }
         Ok(())
+    }
+
+    /// Whether writes to other nodes are counted notifications: in the
+    /// designs that count, unless GPI-2 carries them (see the fence docs).
+    pub(super) fn counting(&self) -> bool {
+        self.opts.design.counts() && self.ctx.engine.remote.is_none()
     }
 
     /// How many counted writes storing `n` elements on another node takes.
@@ -726,6 +732,14 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// The staging area is free again once the queue is drained.
     pub(super) fn drained(&self, st: &mut State<T>) -> Result<()> {
         self.ctx.wait(self.opts.queue, Timeout::Block)?;
+        st.staging_used = 0;
+        Ok(())
+    }
+
+    /// [`RmaWindow::drained`], and every write is complete at its target
+    /// (MPI's flush and unlock).
+    pub(super) fn completed(&self, st: &mut State<T>) -> Result<()> {
+        self.ctx.flush(self.opts.queue, Timeout::Block)?;
         st.staging_used = 0;
         Ok(())
     }

@@ -63,13 +63,19 @@ impl<'a> Words<'a> {
         self.ctx.node_of(w.rank) == self.ctx.node()
     }
 
+    /// Whether `w` changes by a CPU atomic: on this node, unless GPI-2
+    /// applies every atomic (a job of several nodes under it).
+    fn hardware(&self, w: Word) -> bool {
+        self.local(w) && self.ctx.atomics_via_transport().is_none()
+    }
+
     fn remote(&self, w: Word) -> Remote {
         Remote::new(w.rank, self.segment, w.at)
     }
 
     /// An atomic on `w`, then a wake-up of `w`'s node.
     fn atomic(&self, w: Word, op: AtomicOp) -> Result<u64> {
-        if self.local(w) {
+        if self.hardware(w) {
             let old = op.apply(self.bytes.atomic_u64(w.at));
             self.node.notifications().ww.wake();
             Ok(old)
@@ -121,7 +127,7 @@ impl<'a> Words<'a> {
 
     /// `fetch_add` without a wake-up (for words nobody waits on).
     pub(super) fn fetch_add_quiet(&self, w: Word, v: u64) -> Result<u64> {
-        if self.local(w) {
+        if self.hardware(w) {
             Ok(self.bytes.atomic_u64(w.at).fetch_add(v, SeqCst))
         } else {
             self.ctx.atomic_fetch_add(self.remote(w), v, Timeout::Block)

@@ -37,9 +37,24 @@
 //! same id that arrive before a relay count once in a window's
 //! `posted` counter (the value is overwritten either way, as in GASPI).
 //!
-//! Atomics on another node's window word are GPI-2 atomics; the target
-//! node's waiters are woken by a notification on the reserved id
-//! [`DOORBELL`] of the same queue, which the relay turns into a wake-up.
+//! # Atomics across nodes
+//! GPI-2's atomics are atomic only with respect to each other, applied by
+//! the target's device: its TCP device thread does a plain read, compare
+//! and store, and an InfiniBand adapter's atomics do not exclude the CPU's.
+//! So once a job has several nodes, every atomic goes through GPI-2, on
+//! this node too: a CPU atomic by a rank of the target's node could lose
+//! a GPI-2 atomic's update, or the reverse. (Loads stay plain: the device
+//! stores whole words.) A word must be addressed through the same rank by
+//! everyone (its owner, for the adapters' protocol words; the rank named
+//! in the call for the user's), which the TCP device needs to serialise
+//! them. The waiters of the target's node are woken by the requester
+//! itself on its node, or by a notification on the reserved id
+//! [`DOORBELL`], which the relay turns into a wake-up.
+//!
+//! # Remote completion
+//! `gaspi_wait` completes writes locally (GPI-2's TCP device: once in the
+//! socket). [`Gpi2::flush`] adds remote completion for MPI's flush and
+//! unlock: a one-byte read from every rank written to, on the same queue.
 //!
 //! # Launching
 //! GPI-2 reads `GASPI_RANK`, `GASPI_NRANKS`, `GASPI_SOCKET` (the rank on
@@ -54,6 +69,7 @@ use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
 use crate::types::{NotificationId, QueueId, Rank, SegmentId, Timeout};
 use gpi2_sys as sys;
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -125,9 +141,16 @@ fn queue_of(q: QueueId) -> sys::gaspi_queue_id_t {
 }
 
 /// GPI-2's segment ids are `0..255`: the runtime's reserved segment (255)
-/// becomes GPI-2's 254, which the engine takes from the user's ids
-/// (`Config::segment_max` is at most 254 under it).
+/// becomes GPI-2's 254, and 253 is each process's private scratch page
+/// ([`SCRATCH`]); the engine takes both from the user's ids
+/// (`Config::segment_max` is at most 253 under it).
 pub(crate) const GPI2_SEGMENTS: u32 = 255;
+
+/// GPI-2 segment of this process's scratch page, where flush reads land.
+const SCRATCH: SegmentId = (GPI2_SEGMENTS - 2) as SegmentId;
+const SCRATCH_BYTES: usize = 4096;
+/// How long a leaving rank waits for the others at its last barrier.
+const TERM_BARRIER_MS: u64 = 30_000;
 
 fn sid(s: SegmentId) -> sys::gaspi_segment_id_t {
     if s == crate::context::RESERVED_SEGMENT {
@@ -148,21 +171,46 @@ pub(crate) struct Placement {
     pub(crate) local_rank: usize,
 }
 
-/// A segment the relay thread watches: a window's table, shared by the
-/// node, in which notifications to this rank must appear even while it
-/// does not wait.
-struct Relayed {
+/// A segment or window bound as GPI-2 segment `segment`. The relay
+/// thread watches a window's table, shared by the node, in which
+/// notifications to this rank must appear even while it does not wait.
+struct Bound {
     segment: SegmentId,
     obj: Arc<SegmentObject>,
+    window: bool,
+}
+
+/// Allocate the page bound as GPI-2 segment [`SCRATCH`] (leaked: GPI-2
+/// may write to it until the process ends; nothing of ours reads it).
+fn scratch_page() -> Result<*mut u8> {
+    let layout =
+        std::alloc::Layout::from_size_align(SCRATCH_BYTES, SCRATCH_BYTES).expect("a page layout");
+    // SAFETY: a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return Err(Error::system(
+            "allocating GPI-2's scratch page",
+            std::io::Error::from(std::io::ErrorKind::OutOfMemory),
+        ));
+    }
+    Ok(p)
+}
+
+/// What the relay thread shares with the rank.
+struct Shared {
+    bound: Mutex<Vec<Bound>>,
+    stop: AtomicBool,
 }
 
 /// This rank's GPI-2 side.
 pub(crate) struct Gpi2 {
     placement: Placement,
-    relayed: Arc<Mutex<Vec<Relayed>>>,
-    stop: Arc<AtomicBool>,
+    shared: Arc<Shared>,
     relay: Mutex<Option<JoinHandle<()>>>,
     terminated: AtomicBool,
+    /// Per GPI-2 queue, the ranks written to since its last
+    /// [`Gpi2::flush`].
+    unflushed: Mutex<Vec<BTreeSet<Rank>>>,
 }
 
 impl std::fmt::Debug for Gpi2 {
@@ -251,13 +299,20 @@ impl Gpi2 {
                 None,
             )?;
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let relayed = Arc::new(Mutex::new(Vec::new()));
+        let page = scratch_page()?;
+        // SAFETY: the page is GPI-2's for the rest of the process (leaked).
+        let code =
+            unsafe { sys::gaspi_segment_bind(SCRATCH, page.cast(), SCRATCH_BYTES as u64, 0) };
+        check("gaspi_segment_bind", code, None)?;
+        let shared = Arc::new(Shared {
+            bound: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+        });
         let relay = {
-            let (stop, relayed) = (stop.clone(), relayed.clone());
+            let shared = shared.clone();
             std::thread::Builder::new()
                 .name("gaspi-gpi2-relay".into())
-                .spawn(move || relay_loop(&stop, &relayed))
+                .spawn(move || relay_loop(&shared))
                 .map_err(|e| Error::system("starting the GPI-2 relay thread", e))?
         };
         Ok(Gpi2 {
@@ -267,10 +322,10 @@ impl Gpi2 {
                 local_num: lnum as usize,
                 local_rank: lrank as usize,
             },
-            relayed,
-            stop,
+            shared,
             relay: Mutex::new(Some(relay)),
             terminated: AtomicBool::new(false),
+            unflushed: Mutex::new(vec![BTreeSet::new(); QUEUES as usize]),
         })
     }
 
@@ -314,18 +369,17 @@ impl Gpi2 {
         // until `unbind` (called before the object is dropped).
         let code = unsafe { sys::gaspi_segment_bind(sid(segment), obj.data().cast(), size, 0) };
         check("gaspi_segment_bind", code, None)?;
-        if window {
-            lock(&self.relayed).push(Relayed {
-                segment,
-                obj: obj.clone(),
-            });
-        }
+        lock(&self.shared.bound).push(Bound {
+            segment,
+            obj: obj.clone(),
+            window,
+        });
         Ok(())
     }
 
     /// Undo [`Gpi2::bind`].
     pub(crate) fn unbind(&self, segment: SegmentId) {
-        lock(&self.relayed).retain(|r| r.segment != segment);
+        lock(&self.shared.bound).retain(|r| r.segment != segment);
         // SAFETY: plain call; a segment that is not bound gives an error.
         let _ = unsafe { sys::gaspi_segment_delete(sid(segment)) };
     }
@@ -452,7 +506,11 @@ impl Gpi2 {
                 max: self.queue_size_max(),
             },
             e => e,
-        })
+        })?;
+        if let Post::Write(_) = post {
+            lock(&self.unflushed)[q as usize].insert(rank);
+        }
+        Ok(())
     }
 
     fn queue_size(&self, queue: QueueId) -> u32 {
@@ -472,7 +530,9 @@ impl Gpi2 {
     /// Wake the waiters of `rank`'s node on window `segment` (after an
     /// atomic on it): the doorbell notification, relayed as a wake-up.
     pub(crate) fn ring(&self, rank: Rank, segment: SegmentId, queue: QueueId) -> Result<()> {
-        self.post(rank, &[], Post::Write(Some((segment, DOORBELL, 1))), queue)
+        self.post(rank, &[], Post::Write(Some((segment, DOORBELL, 1))), queue)?;
+        // Nobody else waits for these requests.
+        self.wait(queue, Timeout::Block)
     }
 
     /// A GPI-2 atomic on the word at `offset` of `rank`'s `segment`.
@@ -507,6 +567,46 @@ impl Gpi2 {
         Ok(old)
     }
 
+    /// Remote completion: wait for `queue`, then make every write posted
+    /// to it since the last flush visible at its target. `gaspi_wait` only
+    /// promises local completion (GPI-2's TCP device completes a write once
+    /// it is in the socket), so a rank that learns of the write through
+    /// another path (a lock handed over, a third rank) could read the old
+    /// data. A one-byte read from each target written to, on the same
+    /// queue, completes only after the writes before it: GPI-2 sends every
+    /// request to a rank over one connection that the target serves in
+    /// order (TCP), or one queue pair that executes in order (InfiniBand:
+    /// a read does not pass earlier writes on its queue pair).
+    /// `remote` is (segment, offset) of a byte that every rank has
+    /// registered with every other.
+    pub(crate) fn flush(
+        &self,
+        queue: QueueId,
+        remote: (SegmentId, u64),
+        timeout: Timeout,
+    ) -> Result<()> {
+        let q = queue_of(queue) as usize;
+        self.wait(queue, timeout)?;
+        let ranks = std::mem::take(&mut lock(&self.unflushed)[q]);
+        let read = Transfer {
+            local: (SCRATCH, 0),
+            remote,
+            size: 1,
+        };
+        let done = || {
+            for &r in &ranks {
+                loop {
+                    match self.post(r, &[read], Post::Read(None), queue) {
+                        Err(Error::QueueFull { .. }) => self.wait(queue, timeout)?,
+                        res => break res?,
+                    }
+                }
+            }
+            self.wait(queue, timeout)
+        };
+        done().inspect_err(|_| lock(&self.unflushed)[q].extend(&ranks))
+    }
+
     /// Wait until the requests posted on `queue` have completed locally
     /// (`gaspi_wait`).
     pub(crate) fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
@@ -524,23 +624,34 @@ impl Gpi2 {
         pump(segment, obj, ids);
     }
 
-    /// Leave GPI-2: stop the relay, drain the queues (briefly), then
+    /// Leave GPI-2: drain the queues (briefly), wait at a barrier of
+    /// every rank (up to [`TERM_BARRIER_MS`]), stop the relay, then
     /// `gaspi_proc_term`. After a failure only the relay is stopped.
+    ///
+    /// The barrier keeps a rank that finished from tearing down its
+    /// connections while its last writes are on their way (GPI-2's wait is
+    /// local completion: a closed socket may drop them) or while its relay
+    /// is still needed by the other ranks of its node.
     pub(crate) fn term(&self, failed: bool) {
         if self.terminated.swap(true, SeqCst) {
             return;
         }
-        self.stop.store(true, SeqCst);
+        if !failed {
+            for q in 0..QUEUES {
+                // SAFETY: plain call.
+                let _ = unsafe { sys::gaspi_wait(q as u8, 2_000) };
+            }
+            // SAFETY: plain call. A timeout (a rank that stays much longer)
+            // only ends the wait.
+            let _ = unsafe { sys::gaspi_barrier(sys::GASPI_GROUP_ALL, TERM_BARRIER_MS) };
+        }
+        self.shared.stop.store(true, SeqCst);
         if let Some(h) = lock(&self.relay).take() {
             let _ = h.join();
         }
-        lock(&self.relayed).clear();
+        lock(&self.shared.bound).clear();
         if failed {
             return;
-        }
-        for q in 0..QUEUES {
-            // SAFETY: plain call.
-            let _ = unsafe { sys::gaspi_wait(q as u8, 2_000) };
         }
         // SAFETY: plain call; nothing of ours uses GPI-2 after it.
         let _ = unsafe { sys::gaspi_proc_term(10_000) };
@@ -601,7 +712,7 @@ fn pump(segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>) -> 
 }
 
 /// Take the doorbell of a relayed window: a wake-up for its node.
-fn doorbell(r: &Relayed) -> bool {
+fn doorbell(r: &Bound) -> bool {
     let mut first: sys::gaspi_notification_id_t = 0;
     // SAFETY: out pointer to a local; DOORBELL is within GPI-2's table.
     let code = unsafe {
@@ -617,17 +728,17 @@ fn doorbell(r: &Relayed) -> bool {
     true
 }
 
-/// The relay thread: pump every relayed window, often after activity,
-/// then less and less often (20 us to 2 ms) while nothing arrives.
-fn relay_loop(stop: &AtomicBool, relayed: &Mutex<Vec<Relayed>>) {
+/// The relay thread: pump every window, often after activity, then less
+/// and less often (20 us to 2 ms) while nothing arrives.
+fn relay_loop(sh: &Shared) {
     const FAST: Duration = Duration::from_micros(20);
     const SLOW: Duration = Duration::from_millis(2);
     let mut nap = SLOW;
-    while !stop.load(SeqCst) {
+    while !sh.stop.load(SeqCst) {
         let mut busy = false;
-        for r in lock(relayed).iter() {
-            busy |= doorbell(r);
-            busy |= pump(r.segment, &r.obj, 0..IDS) > 0;
+        for b in lock(&sh.bound).iter().filter(|b| b.window) {
+            busy |= doorbell(b);
+            busy |= pump(b.segment, &b.obj, 0..IDS) > 0;
         }
         nap = if busy { FAST } else { (nap * 2).min(SLOW) };
         std::thread::sleep(nap);

@@ -20,7 +20,7 @@ pub(crate) const PORT_VAR: &str = "GASPI_GPI2_PORT";
 pub(crate) const PORT_SPAN: u16 = 768;
 
 /// An atomic as GPI-2 offers them.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AtomicOp {
     FetchAdd(u64),
     CompareSwap { old: u64, new: u64 },
@@ -116,6 +116,14 @@ impl Gpi2 {
         match *self {}
     }
     pub(crate) fn wait(&self, _: crate::QueueId, _: crate::Timeout) -> crate::Result<()> {
+        match *self {}
+    }
+    pub(crate) fn flush(
+        &self,
+        _: crate::QueueId,
+        _: (SegmentId, u64),
+        _: crate::Timeout,
+    ) -> crate::Result<()> {
         match *self {}
     }
     pub(crate) fn pump(
