@@ -30,6 +30,12 @@ pub mod env {
     pub const CPUS: &str = "GASPI_CPUS";
     /// Overrides [`Config::engine`](crate::Config::engine): `native|gpi2`.
     pub const ENGINE: &str = "GASPI_ENGINE";
+    /// For testing the GPI-2 engine on one machine: ranks per emulated
+    /// host (consecutive blocks) under GPI-2's own `gaspi_run`. Ranks of
+    /// different emulated hosts share no shared-memory object, as if they
+    /// ran on different machines; everything between them goes through
+    /// GPI-2.
+    pub const HOST_RANKS: &str = "GASPI_HOST_RANKS";
 }
 
 static ALIVE: AtomicBool = AtomicBool::new(false);
@@ -214,7 +220,16 @@ pub(crate) fn job_spec(
         launched: launched && nranks > 0,
         cores,
         attach: nranks,
+        host_first: 0,
     })
+}
+
+/// The host of `rank` when hosts are blocks of `per_host` ranks: its
+/// first rank and its number of ranks.
+#[cfg(feature = "gpi2")]
+pub(crate) fn host_of(rank: usize, nranks: usize, per_host: usize) -> (usize, usize) {
+    let first = rank / per_host * per_host;
+    (first, per_host.min(nranks - first))
 }
 
 /// Ranks per node: `GASPI_PPN` (the launcher's `--ppn`), else all.
@@ -290,39 +305,53 @@ impl Context {
             // Our launcher: join its job first (it watches the ranks, so a
             // rank that never starts fails init instead of hanging GPI-2's),
             // then start GPI-2.
-            return Context::init_engine(config, spec_from_env()?, RemoteStart::AfterAttach);
+            let mut spec = spec_from_env()?;
+            if let Some(h) = env_number(env::HOST_RANKS)?.filter(|&h| h > 0) {
+                // Emulated hosts: this host's control block only.
+                (spec.host_first, spec.attach) = host_of(spec.rank as usize, spec.nranks, h);
+            }
+            return Context::init_engine(config, spec, RemoteStart::AfterAttach);
         }
         if std::env::var_os("GASPI_MFILE").is_none() && std::env::var(env::NRANKS).is_err() {
             // A one-rank job started on its own: no other node to reach.
             return Context::init_engine(config, spec_from_env()?, RemoteStart::None);
         }
-        let g = crate::engine::gpi2::Gpi2::start(&config)?;
-        let p = g.placement();
-        let token = match std::env::var(env::JOB) {
-            Ok(t) if launched => t,
-            _ => {
-                let mine = u64::from_str_radix(&job::new_token()[..15], 16).unwrap_or(1) | 1;
-                format!("g{:x}", g.agree(mine, config.init_timeout)?)
-            }
-        };
-        let mut spec = job_spec(token, p.rank as usize, p.nranks, launched)?;
-        if std::env::var_os(env::PPN).is_none() {
-            spec.ppn = p.local_num.max(1);
+        let mut g = crate::engine::gpi2::Gpi2::start(&config)?;
+        if let Some(h) = env_number(env::HOST_RANKS)?.filter(|&h| h > 0) {
+            g.emulate_hosts(h);
         }
-        if !launched {
-            spec.attach = p.local_num;
-            // Nodes (GPI-2's hosts, or emulated ones inside them) must be
-            // blocks of consecutive ranks within one host.
-            let host = p.rank as usize - p.local_rank;
-            let node = p.rank as usize / spec.ppn * spec.ppn;
-            if node < host || (node + spec.ppn).min(p.nranks) > host + p.local_num {
-                g.term(true);
-                return Err(Error::Environment(format!(
-                    "rank {}'s node (ranks {node}.. in blocks of {}) spans hosts under GPI-2: \
-                     list each host's ranks consecutively in the machine file",
-                    p.rank, spec.ppn
-                )));
-            }
+        let p = g.placement();
+        // One token per host: ranks of different hosts share no object
+        // (what emulated hosts rely on).
+        let mine = u64::from_str_radix(&job::new_token()[..15], 16).unwrap_or(1) | 1;
+        let token = crate::launcher::host_token(
+            &format!("g{:x}", g.agree(mine, config.init_timeout)?),
+            p.rank as usize - p.local_rank,
+        );
+        if p.local_rank == 0 {
+            // No launcher of ours cleans up after jobs of GPI-2's: remove
+            // what killed ones left on this host.
+            job::sweep_stale();
+        }
+        let mut spec = job_spec(token, p.rank as usize, p.nranks, false)?;
+        if std::env::var_os(env::PPN).is_none() {
+            // Nodes are hosts when all hosts have as many ranks, else the
+            // largest size that divides every host.
+            spec.ppn = g.host_size_gcd(config.init_timeout)?;
+        }
+        spec.attach = p.local_num;
+        spec.host_first = p.rank as usize - p.local_rank;
+        // Nodes (GPI-2's hosts, or emulated ones inside them) must be
+        // blocks of consecutive ranks within one host.
+        let host = p.rank as usize - p.local_rank;
+        let node = p.rank as usize / spec.ppn * spec.ppn;
+        if node < host || (node + spec.ppn).min(p.nranks) > host + p.local_num {
+            g.term(true);
+            return Err(Error::Environment(format!(
+                "rank {}'s node (ranks {node}.. in blocks of {}) spans hosts under GPI-2: \
+                 list each host's ranks consecutively in the machine file",
+                p.rank, spec.ppn
+            )));
         }
         Context::init_engine(config, spec, RemoteStart::Started(g))
     }
@@ -457,6 +486,22 @@ impl Context {
     pub fn local_num(&self) -> Rank {
         let first = self.node() * self.ppn;
         (self.num_ranks() as usize - first).min(self.ppn) as Rank
+    }
+
+    /// Whether `rank` runs on this rank's host, sharing its memory. Always
+    /// true on the native engine; under the GPI-2 engine on a cluster (or
+    /// with emulated hosts) ranks of other hosts are reached only through
+    /// GPI-2: passive messages to them are not supported, and an access to
+    /// a segment they deleted is not detected (see the README's cluster
+    /// notes).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert!(ctx.on_this_host(ctx.rank()));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn on_this_host(&self, rank: Rank) -> bool {
+        self.engine.same_host(rank)
     }
 
     /// The configuration in effect (`gaspi_config_get` after init).

@@ -198,14 +198,26 @@ impl Context {
     }
 
     /// Size of `rank`'s segment `segment` as the transport knows it.
+    ///
+    /// GPI-2 knows the segments registered with this rank, and keeps a
+    /// deleted one's registration. For a rank of this host the directory
+    /// tells a missing or deleted segment ([`Error::SegmentNotFound`]) from
+    /// one not registered with this rank ([`Error::SegmentNotRegistered`]);
+    /// for a rank of another host neither is visible: an unknown segment
+    /// is [`Error::SegmentNotRegistered`], and an access to a segment its
+    /// owner deleted is not detected (as in GPI-2; the owner keeps such
+    /// memory until it terminates, so the access does no harm).
     pub(crate) fn remote_segment_size(
         &self,
         g: &Gpi2,
         rank: Rank,
         segment: SegmentId,
     ) -> Result<usize> {
+        if self.engine.same_host(rank) && self.engine.entry(rank, segment).is_none() {
+            return Err(Error::SegmentNotFound { rank, segment });
+        }
         g.remote_size(rank, segment)
-            .ok_or(Error::SegmentNotFound { rank, segment })
+            .ok_or(Error::SegmentNotRegistered { rank, segment })
     }
 
     /// [`Context::transfer`] to another node through the transport: the

@@ -28,6 +28,7 @@ use std::time::Duration;
 const TEST_VAR: &str = "GASPI_TEST_NAME";
 /// Set in the ranks of a test job: which of the test's jobs they belong to.
 const JOB_VAR: &str = "GASPI_TEST_JOB";
+const PPN_VAR: &str = "GASPI_TEST_PPN";
 
 thread_local! {
     /// Jobs started so far by the test running on this thread (each test
@@ -61,6 +62,14 @@ pub struct Job {
     ppn: Option<usize>,
     config: Config,
     timeout: Duration,
+}
+
+/// Ranks per node of the jobs whose test gives no layout:
+/// `GASPI_TEST_PPN`, else all ranks on one node. `GASPI_TEST_PPN=1` runs
+/// such tests with every rank a node of its own, so that everything they
+/// do crosses nodes (and, on the GPI-2 engine, GPI-2).
+fn default_ppn() -> Option<usize> {
+    std::env::var(PPN_VAR).ok()?.parse().ok().filter(|&p| p > 0)
 }
 
 /// The running test's name as libtest and nextest give it (the thread name).
@@ -149,7 +158,7 @@ impl Job {
             .output(Output::Capture)
             .timeout(self.timeout)
             .grace(Duration::from_secs(5));
-        if let Some(p) = self.ppn {
+        if let Some(p) = self.ppn.or_else(default_ppn) {
             l = l.ppn(p);
         }
         let report = l.run().expect("starting the test job");

@@ -323,8 +323,24 @@ impl Sample for f64 {
     }
 }
 
+/// GPI-2's allreduce order (recursive doubling): with `p` the largest power
+/// of two <= n, pairs (0,1), (2,3), ... of the first 2(n-p) values are
+/// combined first; then a balanced tree over the p partial results.
+fn tree_fold<T: Copy>(v: Vec<T>, f: impl Fn(T, T) -> T) -> T {
+    let p = 1usize << (usize::BITS - 1 - v.len().leading_zeros());
+    let rest = v.len() - p;
+    let mut t: Vec<T> = (0..rest)
+        .map(|i| f(v[2 * i], v[2 * i + 1]))
+        .chain(v[2 * rest..].iter().copied())
+        .collect();
+    while t.len() > 1 {
+        t = t.chunks(2).map(|c| f(c[0], c[1])).collect();
+    }
+    t[0]
+}
+
 /// Check allreduce of `T` with every op against a sequential reduction in
-/// rank order, bit for bit.
+/// rank order (on one host; GPI-2's order across hosts), bit for bit.
 fn allreduce_matches_reference<T: Sample>(ctx: &Context) {
     let n = ctx.num_ranks();
     for len in [1usize, 2, 17, 255] {
@@ -333,10 +349,18 @@ fn allreduce_matches_reference<T: Sample>(ctx: &Context) {
             let mut recv = vec![T::sample(0, 0); len];
             ctx.allreduce(&send, &mut recv, op, GroupId::ALL, Timeout::Block)
                 .unwrap();
+            // One host: left to right; across hosts (GPI-2): GPI-2's tree of
+            // adjacent member ranges, lower range first.
+            let across = (0..n).any(|r| !ctx.on_this_host(r));
             for (i, got) in recv.iter().enumerate() {
-                let want = (1..n).fold(T::sample(0, i), |acc, r| {
-                    T::reduce(op, acc, T::sample(r, i))
-                });
+                let values: Vec<T> = (0..n).map(|r| T::sample(r, i)).collect();
+                let want = if across {
+                    tree_fold(values, |a, b| T::reduce(op, a, b))
+                } else {
+                    values[1..]
+                        .iter()
+                        .fold(values[0], |acc, &v| T::reduce(op, acc, v))
+                };
                 assert_eq!(
                     got.bits(),
                     want.bits(),
@@ -408,19 +432,22 @@ fn allreduce_results_are_identical_on_every_rank_and_every_run() {
 #[test]
 fn allreduce_user_defined_operation_and_limits() {
     Job::new(&[2, 4]).run(|ctx| {
-        // A non-commutative operation shows the fixed member order.
-        let send = [ctx.rank() as u64 + 1];
-        let mut out = [0u64];
+        // An associative, non-commutative operation shows the member order:
+        // appending decimal digits, as (digits, 10^count) pairs (exact on one
+        // host, left to right, and across hosts, as a tree of adjacent
+        // member ranges).
+        let send = [[ctx.rank() as u64 + 1, 10]];
+        let mut out = [[0u64; 2]];
         ctx.allreduce_user(
             &send,
             &mut out,
-            |a, b| a * 10 + b,
+            |a, b| [a[0] * b[1] + b[0], a[1] * b[1]],
             GroupId::ALL,
             Timeout::Block,
         )
         .unwrap();
         let want = (2..=ctx.num_ranks() as u64).fold(1, |acc, r| acc * 10 + r);
-        assert_eq!(out[0], want);
+        assert_eq!(out[0][0], want);
         // Structs of plain data work.
         #[derive(Clone, Copy, Debug, PartialEq, gaspi::Pod, gaspi::Zeroable)]
         #[repr(C)]

@@ -36,7 +36,7 @@ fn rank_and_node_information() {
         assert!(Context::is_initialized());
         barrier(ctx);
     });
-    Job::new(&[4]).run(|ctx| {
+    Job::new(&[4]).ppn(4).run(|ctx| {
         assert_eq!((ctx.num_nodes(), ctx.local_num()), (1, 4));
         assert_eq!(ctx.local_rank(), ctx.rank());
     });

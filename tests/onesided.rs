@@ -178,6 +178,7 @@ fn write_list_read_list_and_read_list_notify_round_trip() {
         // Read my elements back from the right neighbour into the low half.
         seg.copy_from_slice(0, &[0; 16_000]);
         ctx.read_list(right, &entries, 2, Timeout::Block).unwrap();
+        ctx.wait(2, Timeout::Block).unwrap(); // reads complete at the wait
         for k in 0..16 {
             check(
                 &seg,

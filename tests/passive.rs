@@ -14,7 +14,8 @@ fn many_senders_one_receiver_in_order_per_sender() {
         passive_queue_size_max: 4,
         ..Default::default()
     };
-    Job::new(&[2, 4, 8]).config(cfg).run(|ctx| {
+    // One host (passive messages do not cross hosts under GPI-2).
+    Job::new(&[2, 4, 8]).ppn(8).config(cfg).run(|ctx| {
         const MSGS: u64 = 100;
         let seg = segment(ctx, 0, 1 << 16);
         let n = ctx.num_ranks() as u64;
@@ -55,7 +56,7 @@ fn passive_limits_timeouts_and_oversized_messages() {
         passive_transfer_size_max: 1024,
         ..Default::default()
     };
-    Job::new(&[2]).config(cfg).run(|ctx| {
+    Job::new(&[2]).ppn(2).config(cfg).run(|ctx| {
         let seg = segment(ctx, 0, 8192);
         let (right, _) = neighbours(ctx);
         assert!(matches!(
@@ -125,6 +126,31 @@ fn passive_limits_timeouts_and_oversized_messages() {
                 .unwrap(),
             (ctx.rank(), 4)
         );
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn passive_messages_to_another_host_are_refused() {
+    // Every rank a node; under the GPI-2 engine with emulated hosts each
+    // node is a host, and a passive message to another host is refused at
+    // once (nothing waits, nothing is lost). On one host they arrive.
+    Job::new(&[2]).ppn(1).run(|ctx| {
+        let seg = segment(ctx, 0, 4096);
+        let (right, left) = neighbours(ctx);
+        fill(&seg, 0, 100, ctx.rank() as u64);
+        match ctx.passive_send(Local::new(0, 0), right, 100, Timeout::Block) {
+            Err(Error::Unsupported(_)) => assert!(!ctx.on_this_host(right)),
+            Ok(()) => {
+                assert!(ctx.on_this_host(right));
+                let (from, len) = ctx
+                    .passive_receive(Local::new(0, 2048), 128, Timeout::Block)
+                    .unwrap();
+                assert_eq!((from, len), (left, 100));
+                check(&seg, 2048, 100, left as u64, "passive message");
+            }
+            Err(e) => panic!("passive_send: {e}"),
+        }
         barrier(ctx);
     });
 }

@@ -30,6 +30,9 @@ Options:
                            native); gpi2 needs a program built with feature
                            gpi2: between emulated nodes through GPI-2 (its TCP
                            device), started here without ssh
+      --emulate-hosts      with --engine gpi2: each node runs as a host of its
+                           own, sharing no memory with the others (a cluster
+                           on one machine; also GASPI_EMULATE_HOSTS=1)
   -t, --tag-output         prefix every output line with [rank]
   -b, --binary PROGRAM     run PROGRAM as rank 0 instead
   -p, --ping               accepted for gaspi_run compatibility (hosts are local)
@@ -45,6 +48,7 @@ struct Args {
     first: Option<PathBuf>,
     binding: Binding,
     engine: Option<Engine>,
+    emulate_hosts: bool,
     program: PathBuf,
     args: Vec<String>,
 }
@@ -60,6 +64,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
         first: None,
         binding: Binding::Block,
         engine: None,
+        emulate_hosts: false,
         program: PathBuf::new(),
         args: Vec::new(),
     };
@@ -93,6 +98,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
                 a.engine =
                     Some(Engine::parse(&v).ok_or(format!("--engine {v}: use native or gpi2"))?);
             }
+            "--emulate-hosts" => a.emulate_hosts = true,
             "-b" | "--binary" => a.first = Some(value(&mut it, &arg)?.into()),
             "-p" | "--ping" => {}
             "-N" | "--NUMA" | "-d" | "--debug" => {
@@ -161,6 +167,17 @@ fn run() -> Result<i32, String> {
     }
     if let Some(e) = a.engine {
         launch = launch.engine(e);
+    }
+    if a.emulate_hosts {
+        let engine = a.engine.or_else(|| {
+            std::env::var(gaspi::env::ENGINE)
+                .ok()
+                .and_then(|e| Engine::parse(&e))
+        });
+        if engine != Some(Engine::Gpi2) {
+            return Err("--emulate-hosts needs --engine gpi2 (native ranks share memory)".into());
+        }
+        launch = launch.emulate_hosts(true);
     }
     if let Some(t) = a.timeout {
         launch = launch.timeout(t);

@@ -6,8 +6,16 @@
 //! the same operations in the same order, and gets bit-identical results,
 //! floating point included, and the same inputs give the same output run
 //! after run.
+//!
+//! A group whose members are on several hosts (GPI-2 engine) reduces
+//! through GPI-2's allreduce instead, in a tree of adjacent member ranges
+//! (`(c0 op c1) op (c2 op c3)` for four members), each step with the lower
+//! range first: results are still bit-identical on every member and run
+//! after run, and `op` still need not be commutative, but floating-point
+//! sums are grouped differently than on one host (the operation must be
+//! associative, up to rounding, either way).
 
-use super::Pending;
+use super::{GroupSync, Pending};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::types::{GroupId, Timeout};
@@ -142,7 +150,8 @@ impl Context {
 
     /// Allreduce with a user-defined, element-wise operation on any
     /// plain-old-data type (`gaspi_allreduce_user`). `reduce(a, b)` must
-    /// not depend on anything but its arguments; it is applied in member
+    /// not depend on anything but its arguments and must be associative
+    /// (a group spanning hosts reduces as a tree); it is applied in member
     /// order, so it need not be commutative. The contribution is at most
     /// [`Config::allreduce_buf_size`](crate::Config::allreduce_buf_size)
     /// bytes.
@@ -174,23 +183,56 @@ impl Context {
         }
         let c = self.committed(group)?;
         let bytes = std::mem::size_of_val(send);
-        let limit = c
-            .shared
-            .slot_bytes()
-            .min(self.config.allreduce_slot_bytes());
+        let limit = match &c.sync {
+            GroupSync::Shared(shared) => shared.slot_bytes(),
+            GroupSync::Remote(_) => usize::MAX,
+        }
+        .min(self.config.allreduce_slot_bytes());
         if bytes > limit {
             return Err(Error::InvalidArgument(format!(
                 "allreduce of {bytes} bytes: at most {limit} (Config::allreduce_buf_size)"
             )));
         }
         let mut st = c.state()?;
+        let shared = match &c.sync {
+            GroupSync::Shared(shared) => shared,
+            GroupSync::Remote(id) => {
+                match st.pending {
+                    None => {}
+                    Some(Pending::RemoteAllreduce { bytes: b }) if b == bytes => {}
+                    Some(_) => return Err(Error::ActiveCollective { group }),
+                }
+                st.pending = Some(Pending::RemoteAllreduce { bytes });
+                let g = self.engine.cross_host().expect("a job spanning hosts");
+                let n = recv.len();
+                let (mut a, mut b) = (vec![T::zeroed(); n], vec![T::zeroed(); n]);
+                let mut combine = |lo: &[u8], hi: &[u8], out: &mut [u8]| {
+                    // Copies: GPI-2's buffers need not be aligned for T.
+                    bytemuck::cast_slice_mut(&mut a).copy_from_slice(lo);
+                    bytemuck::cast_slice_mut(&mut b).copy_from_slice(hi);
+                    for (x, y) in a.iter_mut().zip(&b) {
+                        *x = reduce(x, y);
+                    }
+                    out.copy_from_slice(bytemuck::cast_slice(&a));
+                };
+                g.allreduce_ordered(
+                    *id,
+                    c.index,
+                    bytemuck::cast_slice(send),
+                    bytemuck::cast_slice_mut(recv),
+                    &mut combine,
+                    timeout,
+                )?;
+                st.pending = None;
+                return Ok(());
+            }
+        };
         let (generation, parity) = match st.pending {
             None => {
                 let parity = (st.allreduce_calls % 2) as usize;
-                c.shared
-                    .put_contribution(parity, c.index, bytemuck::cast_slice(send));
+                shared.put_contribution(parity, c.index, bytemuck::cast_slice(send));
                 st.allreduce_calls += 1;
-                (c.shared.arrive(), parity)
+                (shared.arrive(), parity)
             }
             Some(Pending::Allreduce {
                 generation,
@@ -205,19 +247,17 @@ impl Context {
             bytes,
         });
         self.await_generation(
-            &c.shared,
+            shared,
             generation,
             &c.members,
             super::barrier::Watch::Members,
             timeout.deadline(),
         )?;
         st.pending = None;
-        c.shared
-            .get_contribution(parity, 0, bytemuck::cast_slice_mut(recv));
+        shared.get_contribution(parity, 0, bytemuck::cast_slice_mut(recv));
         let mut other = vec![T::zeroed(); recv.len()];
         for member in 1..c.members.len() {
-            c.shared
-                .get_contribution(parity, member, bytemuck::cast_slice_mut(&mut other));
+            shared.get_contribution(parity, member, bytemuck::cast_slice_mut(&mut other));
             for (r, o) in recv.iter_mut().zip(&other) {
                 *r = reduce(r, o);
             }

@@ -30,7 +30,9 @@ impl Context {
     /// memory, the first rank of each node runs a dissemination (with the
     /// partial steps of seed 002) with the other nodes' first ranks by
     /// notifications, and a node barrier releases the node. No rank maps
-    /// another node's memory. Other groups use one shared counter.
+    /// another node's memory. Other groups use one shared counter, or,
+    /// when their members are on several hosts (GPI-2 engine), GPI-2's
+    /// barrier.
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
@@ -67,13 +69,27 @@ impl Context {
         deadline: Deadline,
         watch: Watch,
     ) -> Result<()> {
+        let shared = match &c.sync {
+            super::GroupSync::Shared(shared) => shared,
+            super::GroupSync::Remote(id) => {
+                match st.pending {
+                    None | Some(Pending::RemoteBarrier) => {}
+                    Some(_) => return Err(Error::ActiveCollective { group: c.id }),
+                }
+                st.pending = Some(Pending::RemoteBarrier);
+                let g = self.engine.cross_host().expect("a job spanning hosts");
+                g.barrier(*id, deadline.timeout())?;
+                st.pending = None;
+                return Ok(());
+            }
+        };
         let generation = match st.pending {
-            None => c.shared.arrive(),
+            None => shared.arrive(),
             Some(Pending::Barrier { generation }) => generation,
             Some(_) => return Err(Error::ActiveCollective { group: c.id }),
         };
         st.pending = Some(Pending::Barrier { generation });
-        self.await_generation(&c.shared, generation, &c.members, watch, deadline)?;
+        self.await_generation(shared, generation, &c.members, watch, deadline)?;
         st.pending = None;
         Ok(())
     }

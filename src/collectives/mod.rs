@@ -74,6 +74,12 @@ pub(crate) enum Pending {
     },
     /// The node-aware barrier over all ranks.
     NodeBarrier,
+    /// GPI-2's barrier of a group spanning hosts.
+    RemoteBarrier,
+    /// GPI-2's allreduce of a group spanning hosts.
+    RemoteAllreduce {
+        bytes: usize,
+    },
     Allreduce {
         generation: u32,
         parity: usize,
@@ -95,8 +101,18 @@ pub(crate) struct Committed {
     pub(crate) members: Vec<Rank>,
     /// This rank's position in `members`.
     pub(crate) index: usize,
-    pub(crate) shared: Arc<GroupShared>,
+    pub(crate) sync: GroupSync,
     state: Mutex<CollState>,
+}
+
+/// Where a committed group's barrier and allreduce run.
+#[derive(Debug)]
+pub(crate) enum GroupSync {
+    /// Members on one host: an object in its shared memory.
+    Shared(Arc<GroupShared>),
+    /// Members on several hosts (GPI-2 engine): GPI-2's group of the same
+    /// id, which no shared memory needs.
+    Remote(u8),
 }
 
 impl Committed {
@@ -128,6 +144,9 @@ enum GroupEntry {
         shared: Arc<GroupShared>,
         generation: u32,
     },
+    /// Commit of a group spanning hosts started: members added to GPI-2's
+    /// group, whose commit may need calling again.
+    RemoteCommitting(Vec<Rank>),
     Committed(Arc<Committed>),
 }
 
@@ -136,7 +155,8 @@ impl GroupEntry {
         match self {
             GroupEntry::Building(m)
             | GroupEntry::Opening { members: m, .. }
-            | GroupEntry::Committing { members: m, .. } => m,
+            | GroupEntry::Committing { members: m, .. }
+            | GroupEntry::RemoteCommitting(m) => m,
             GroupEntry::Committed(c) => &c.members,
         }
     }
@@ -356,6 +376,9 @@ impl Context {
                 max: self.config.group_max,
             })?
             + 1;
+        if let Some(g) = self.engine.cross_host() {
+            g.group_create(free as u8)?;
+        }
         t[free] = Some(GroupEntry::Building(Vec::new()));
         Ok(GroupId(free as u8))
     }
@@ -393,18 +416,33 @@ impl Context {
             Done,
             Open(Vec<Rank>, u32),
             Wait,
+            Remote(Vec<Rank>),
         }
         let step = self.group_slot(group, |slot| match slot {
             None => Err(Error::InvalidGroup { group }),
             Some(GroupEntry::Committed(_)) => Ok(Step::Done),
             Some(GroupEntry::Committing { .. }) => Ok(Step::Wait),
             Some(GroupEntry::Opening { members, epoch }) => Ok(Step::Open(members.clone(), *epoch)),
+            Some(GroupEntry::RemoteCommitting(m)) => Ok(Step::Remote(m.clone())),
             Some(GroupEntry::Building(m)) => {
                 if !m.contains(&me) {
                     return Err(Error::GroupMismatch {
                         group,
                         reason: format!("it does not contain this rank ({me}); add it first"),
                     });
+                }
+                if let Some(g) = self
+                    .engine
+                    .cross_host()
+                    .filter(|_| self.engine.spans_hosts(m))
+                {
+                    // GPI-2's group 0 is all ranks, committed by GPI-2.
+                    if group != GroupId::ALL {
+                        g.group_add(group.0, m)?;
+                    }
+                    let members = std::mem::take(m);
+                    *slot = Some(GroupEntry::RemoteCommitting(members.clone()));
+                    return Ok(Step::Remote(members));
                 }
                 let mut epochs = lock(&self.groups.epochs);
                 let e = epochs.entry(m.clone()).or_insert(0);
@@ -421,6 +459,13 @@ impl Context {
         match step {
             Step::Done => return Ok(()),
             Step::Wait => {}
+            Step::Remote(members) => {
+                if group != GroupId::ALL {
+                    let g = self.engine.cross_host().expect("a job spanning hosts");
+                    g.group_commit(group.0, timeout)?;
+                }
+                return self.group_committed(group, members, GroupSync::Remote(group.0));
+            }
             Step::Open(members, epoch) => {
                 // The leader creates the object, the others find it.
                 let token = self.engine.token().to_string();
@@ -473,15 +518,19 @@ impl Context {
         if members[0] == me {
             shared.unlink(); // every member has it mapped now
         }
+        self.group_committed(group, members, GroupSync::Shared(shared))
+    }
+
+    fn group_committed(&self, group: GroupId, members: Vec<Rank>, sync: GroupSync) -> Result<()> {
         let index = members
-            .binary_search(&me)
+            .binary_search(&self.rank())
             .expect("member list contains this rank");
         self.group_slot(group, |slot| {
             *slot = Some(GroupEntry::Committed(Arc::new(Committed {
                 id: group,
                 members,
                 index,
-                shared,
+                sync,
                 state: Mutex::new(CollState::default()),
             })));
             Ok(())
@@ -499,6 +548,9 @@ impl Context {
         let e = self.group_slot(group, |slot| {
             slot.take().ok_or_else(|| Error::InvalidGroup { group })
         })?;
+        if let Some(g) = self.engine.cross_host() {
+            g.group_delete(group.0);
+        }
         release(self, e);
         Ok(())
     }

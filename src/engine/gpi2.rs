@@ -64,7 +64,9 @@
 //! jobs can share a machine).
 
 use crate::config::Config;
-use crate::engine::remote::{AtomicOp, DOORBELL, IDS, PORT_SPAN, PORT_VAR, Post, QUEUES, Transfer};
+use crate::engine::remote::{
+    AtomicOp, Combine, DOORBELL, IDS, PORT_SPAN, PORT_VAR, Post, QUEUES, Transfer,
+};
 use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
 use crate::types::{NotificationId, QueueId, Rank, SegmentId, Timeout};
@@ -211,6 +213,11 @@ pub(crate) struct Gpi2 {
     /// Per GPI-2 queue, the ranks written to since its last
     /// [`Gpi2::flush`].
     unflushed: Mutex<Vec<BTreeSet<Rank>>>,
+    /// GPI-2 segment ids whose table of remote descriptions exists in this
+    /// process (see [`Gpi2::remote_size`]); taken by binds too.
+    described: Mutex<[u64; 4]>,
+    /// The scratch page (also what [`Gpi2::describe`] binds for a moment).
+    page: usize,
 }
 
 impl std::fmt::Debug for Gpi2 {
@@ -245,6 +252,13 @@ impl Gpi2 {
         c.queue_size_max = config.queue_size_max.max(c.queue_size_max);
         c.notification_num = IDS + 1;
         c.segment_max = GPI2_SEGMENTS;
+        // Our user groups (0: all ranks) have GPI-2 twins of the same ids
+        // when they span hosts; contributions to an allreduce over them
+        // travel with one header word (see `allreduce_ordered`).
+        c.group_max = config.group_max;
+        c.allreduce_elem_max = c
+            .allreduce_elem_max
+            .max((config.allreduce_slot_bytes() + 8).div_ceil(8) as u32);
         c.transfer_size_max = (config.transfer_size_max as u64).max(c.transfer_size_max);
         c.rw_list_elem_max = config.rw_list_elem_max.max(c.rw_list_elem_max);
         // SAFETY: a config read from GPI-2 with checked fields changed.
@@ -326,6 +340,8 @@ impl Gpi2 {
             relay: Mutex::new(Some(relay)),
             terminated: AtomicBool::new(false),
             unflushed: Mutex::new(vec![BTreeSet::new(); QUEUES as usize]),
+            described: Mutex::new([0; 4]),
+            page: page as usize,
         })
     }
 
@@ -333,18 +349,64 @@ impl Gpi2 {
         self.placement
     }
 
+    /// Place the ranks as if each block of `per_host` consecutive ranks ran
+    /// on a host of its own (`GASPI_HOST_RANKS`, for testing on one
+    /// machine).
+    pub(crate) fn emulate_hosts(&mut self, per_host: usize) {
+        let p = &mut self.placement;
+        let (first, num) = crate::context::host_of(p.rank as usize, p.nranks, per_host);
+        p.local_rank = p.rank as usize - first;
+        p.local_num = num;
+    }
+
     /// A value every rank agrees on: rank 0's `mine` (an allreduce-max
     /// where the others give 0). For the job token under GPI-2's launcher.
     pub(crate) fn agree(&self, mine: u64, timeout: Timeout) -> Result<u64> {
-        let mut send = if self.placement.rank == 0 { mine } else { 0 };
-        let mut recv = 0u64;
-        // SAFETY: one u64 in, one out, both locals alive for the call.
+        let send = if self.placement.rank == 0 { mine } else { 0 };
+        Ok(self.allreduce_u64(&[send], sys::GASPI_OP_MAX, timeout)?[0])
+    }
+
+    /// The greatest common divisor of the job's host sizes (ranks per
+    /// host): the largest node size that lets nodes of equal size nest in
+    /// every host. Each host's first rank counts its size in a histogram
+    /// summed over all ranks (16-bit counters, four to a word: a job has
+    /// fewer than 2^16 hosts).
+    pub(crate) fn host_size_gcd(&self, timeout: Timeout) -> Result<usize> {
+        const SIZES: usize = 256; // GPI-2's GASPI_MAX_PPN
+        let p = self.placement;
+        let mut histogram = [0u64; SIZES / 4];
+        if p.local_rank == 0 && (1..=SIZES).contains(&p.local_num) {
+            let s = p.local_num - 1;
+            histogram[s / 4] = 1 << (16 * (s % 4));
+        }
+        let sum = self.allreduce_u64(&histogram, sys::GASPI_OP_SUM, timeout)?;
+        let present = (0..SIZES).filter(|s| (sum[s / 4] >> (16 * (s % 4))) & 0xffff != 0);
+        let gcd = |a: usize, b: usize| -> usize {
+            let (mut a, mut b) = (a, b);
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        };
+        Ok(present.map(|s| s + 1).fold(0, gcd).max(1))
+    }
+
+    /// GPI-2's allreduce of `send` over all ranks (`op`: sum, min, max).
+    fn allreduce_u64(
+        &self,
+        send: &[u64],
+        op: sys::gaspi_operation_t,
+        timeout: Timeout,
+    ) -> Result<Vec<u64>> {
+        let mut recv = vec![0u64; send.len()];
+        // SAFETY: GPI-2 reads `send.len()` u64s from `send` and writes as
+        // many into `recv`; both live for the call (GPI-2 copies them).
         let code = unsafe {
             sys::gaspi_allreduce(
-                (&mut send as *mut u64).cast(),
-                (&mut recv as *mut u64).cast(),
-                1,
-                sys::GASPI_OP_MAX,
+                send.as_ptr() as *mut std::ffi::c_void,
+                recv.as_mut_ptr().cast(),
+                send.len() as u32,
+                op,
                 sys::GASPI_TYPE_ULONG,
                 sys::GASPI_GROUP_ALL,
                 ms(timeout),
@@ -352,6 +414,172 @@ impl Gpi2 {
         };
         check("gaspi_allreduce", code, None)?;
         Ok(recv)
+    }
+
+    /// Create GPI-2's twin of our group `id` (groups spanning hosts live in
+    /// GPI-2). GPI-2 and we both hand out the lowest free id, so mirroring
+    /// every creation and deletion keeps the ids equal; a mismatch is an
+    /// error, never a silent mix-up.
+    pub(crate) fn group_create(&self, id: u8) -> Result<()> {
+        let mut g: sys::gaspi_group_t = 0;
+        // SAFETY: out pointer to a local.
+        check(
+            "gaspi_group_create",
+            unsafe { sys::gaspi_group_create(&mut g) },
+            None,
+        )?;
+        if g != id {
+            // SAFETY: plain call on the group GPI-2 just created.
+            unsafe { sys::gaspi_group_delete(g) };
+            return Err(Error::Engine {
+                call: "gaspi_group_create",
+                code: sys::GASPI_ERR_INV_GROUP,
+                name: "GPI-2 gave the group another id than ours",
+            });
+        }
+        Ok(())
+    }
+
+    /// Delete GPI-2's twin of group `id`.
+    pub(crate) fn group_delete(&self, id: u8) {
+        // SAFETY: plain call; an unknown group gives an error.
+        let _ = unsafe { sys::gaspi_group_delete(id) };
+    }
+
+    /// Add `members` to GPI-2's group `id` (once, before its commit).
+    pub(crate) fn group_add(&self, id: u8, members: &[Rank]) -> Result<()> {
+        for &m in members {
+            // SAFETY: plain call.
+            check(
+                "gaspi_group_add",
+                unsafe { sys::gaspi_group_add(id, m) },
+                Some(m),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Commit GPI-2's group `id` (`gaspi_group_commit`: call again after
+    /// a timeout).
+    pub(crate) fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
+        // SAFETY: plain call.
+        check(
+            "gaspi_group_commit",
+            unsafe { sys::gaspi_group_commit(id, ms(timeout)) },
+            None,
+        )
+    }
+
+    /// GPI-2's barrier over group `id` (call again after a timeout).
+    pub(crate) fn barrier(&self, id: u8, timeout: Timeout) -> Result<()> {
+        // SAFETY: plain call.
+        check(
+            "gaspi_barrier",
+            unsafe { sys::gaspi_barrier(id, ms(timeout)) },
+            None,
+        )
+    }
+
+    /// Allreduce over GPI-2's group `id` that combines contributions in
+    /// member order, so that every member gets the same bits and `combine`
+    /// need not be commutative: `combine(lower, upper, out)` reduces two
+    /// partial results of adjacent member ranges.
+    ///
+    /// GPI-2's `gaspi_allreduce_user` is recursive doubling (after pairing
+    /// ranks `2i, 2i + 1` when the group size is not a power of two): each
+    /// step combines two partial results of adjacent, aligned ranges of
+    /// members, but passes them as (own, received), whichever is lower.
+    /// Each contribution therefore travels as one element, a header word
+    /// with the first member index it covers, then the data: the callback
+    /// puts the lower range first. `index` is this rank's position in the
+    /// group. `send` and `recv` have the same length, at most
+    /// [`Gpi2::allreduce_bytes`].
+    pub(crate) fn allreduce_ordered(
+        &self,
+        id: u8,
+        index: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        combine: &mut Combine<'_>,
+        timeout: Timeout,
+    ) -> Result<()> {
+        const HEADER: usize = 8;
+        let len = send.len();
+        let mut mine = vec![0u8; HEADER + len];
+        mine[..HEADER].copy_from_slice(&(index as u64).to_ne_bytes());
+        mine[HEADER..].copy_from_slice(send);
+        let mut out = vec![0u8; HEADER + len];
+        struct State<'a> {
+            combine: &'a mut Combine<'a>,
+            len: usize,
+            panic: Option<Box<dyn std::any::Any + Send>>,
+        }
+        unsafe extern "C" fn op(
+            one: sys::gaspi_pointer_t,
+            two: sys::gaspi_pointer_t,
+            res: sys::gaspi_pointer_t,
+            state: sys::gaspi_reduce_state_t,
+            _num: sys::gaspi_number_t,
+            _size: sys::gaspi_size_t,
+            _timeout: sys::gaspi_timeout_t,
+        ) -> sys::gaspi_return_t {
+            // SAFETY: `state` is the `State` passed to gaspi_allreduce_user
+            // below, alive and not otherwise borrowed during the call; GPI-2
+            // passes three distinct buffers of one element (HEADER + len
+            // bytes) each.
+            let (st, one, two, res) = unsafe {
+                let st = &mut *(state as *mut State<'_>);
+                let n = HEADER + st.len;
+                (
+                    st,
+                    std::slice::from_raw_parts(one as *const u8, n),
+                    std::slice::from_raw_parts(two as *const u8, n),
+                    std::slice::from_raw_parts_mut(res as *mut u8, n),
+                )
+            };
+            let first = |b: &[u8]| u64::from_ne_bytes(b[..HEADER].try_into().expect("8 bytes"));
+            let (lo, hi) = if first(one) <= first(two) {
+                (one, two)
+            } else {
+                (two, one)
+            };
+            res[..HEADER].copy_from_slice(&lo[..HEADER]);
+            let (lo, hi, out) = (&lo[HEADER..], &hi[HEADER..], &mut res[HEADER..]);
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                (st.combine)(lo, hi, out)
+            })) {
+                Ok(()) => sys::GASPI_SUCCESS,
+                Err(p) => {
+                    st.panic = Some(p);
+                    sys::GASPI_ERROR
+                }
+            }
+        }
+        let mut state = State {
+            combine,
+            len,
+            panic: None,
+        };
+        // SAFETY: one element of HEADER + len bytes in `mine` and `out`,
+        // which outlive the call; `state` is what `op` expects.
+        let code = unsafe {
+            sys::gaspi_allreduce_user(
+                mine.as_mut_ptr().cast(),
+                out.as_mut_ptr().cast(),
+                1,
+                (HEADER + len) as u64,
+                Some(op),
+                (&mut state as *mut State<'_>).cast(),
+                id,
+                ms(timeout),
+            )
+        };
+        if let Some(p) = state.panic.take() {
+            std::panic::resume_unwind(p);
+        }
+        check("gaspi_allreduce_user", code, None)?;
+        recv.copy_from_slice(&out[HEADER..]);
+        Ok(())
     }
 
     /// Bind `obj`, this rank's segment or its node's window `segment`, as
@@ -365,10 +593,14 @@ impl Gpi2 {
         // GPI-2 refuses empty segments; one byte past an empty one is never
         // accessed (every range is checked against our size first).
         let size = obj.size().max(1) as u64;
+        let mut described = lock(&self.described);
         // SAFETY: the memory is the object's mapping, which stays mapped
         // until `unbind` (called before the object is dropped).
         let code = unsafe { sys::gaspi_segment_bind(sid(segment), obj.data().cast(), size, 0) };
         check("gaspi_segment_bind", code, None)?;
+        let id = sid(segment);
+        described[id as usize / 64] |= 1 << (id % 64);
+        drop(described);
         lock(&self.shared.bound).push(Bound {
             segment,
             obj: obj.clone(),
@@ -394,10 +626,35 @@ impl Gpi2 {
     /// Size of segment `segment` of `rank` as GPI-2 knows it (registered
     /// with this rank), or `None`.
     pub(crate) fn remote_size(&self, rank: Rank, segment: SegmentId) -> Option<usize> {
+        self.describe(segment).ok()?;
         let mut size: sys::gaspi_size_t = 0;
         // SAFETY: out pointer to a local.
         let code = unsafe { sys::gaspi_segment_size(sid(segment), rank, &mut size) };
         (code == sys::GASPI_SUCCESS && size > 0).then_some(size as usize)
+    }
+
+    /// Make sure GPI-2 has its table of remote descriptions of `segment`:
+    /// GPI-2 creates it when the process binds the id or a peer registers
+    /// one with it, and its production library reads the table without a
+    /// check (`gaspi_segment_size` of an id nobody registered crashes).
+    /// Binding the scratch page under the id for a moment creates it; the
+    /// table stays after the delete. Nothing is sent to other ranks.
+    fn describe(&self, segment: SegmentId) -> Result<()> {
+        let id = sid(segment);
+        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        let mut described = lock(&self.described);
+        if described[word] & bit != 0 {
+            return Ok(());
+        }
+        // SAFETY: the scratch page is leaked, so valid for any binding;
+        // the id is not bound here (binds mark it described, under this
+        // lock), and it is deleted again at once.
+        let code = unsafe { sys::gaspi_segment_bind(id, self.page as *mut _, 1, 0) };
+        check("gaspi_segment_bind", code, None)?;
+        // SAFETY: the segment just bound.
+        unsafe { sys::gaspi_segment_delete(id) };
+        described[word] |= bit;
+        Ok(())
     }
 
     /// Post the transfers `list` with `rank` (writes or reads), and the

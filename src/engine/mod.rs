@@ -60,6 +60,8 @@ pub(crate) struct JobSpec {
     /// Ranks that join this machine's control block: all of them, except
     /// under GPI-2's own launcher, where each host has a block of its own.
     pub(crate) attach: usize,
+    /// The first of the `attach` ranks (this host's first rank).
+    pub(crate) host_first: usize,
 }
 
 /// An object of another rank (a segment, or a window of another node) as
@@ -132,6 +134,11 @@ pub(crate) struct Native {
     inbox: Inbox,
     /// Ranks that join this machine's control block.
     attach: usize,
+    /// The ranks of this host (they share memory with this rank); the
+    /// others are reached through the transport only.
+    host: std::ops::Range<Rank>,
+    /// Deleted segments that ranks of other hosts may still write to.
+    retired: Mutex<Vec<Arc<SegmentObject>>>,
     peer_inboxes: Box<[OnceLock<Inbox>]>,
     /// Failed ranks the user has acknowledged, and how many.
     acknowledged: Mutex<Vec<Rank>>,
@@ -200,6 +207,8 @@ impl Native {
             peer_writer: Mutex::new(()),
             inbox,
             attach: spec.attach,
+            host: spec.host_first as Rank..(spec.host_first + spec.attach) as Rank,
+            retired: Mutex::new(Vec::new()),
             peer_inboxes: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
             acknowledged: Mutex::new(Vec::new()),
             acknowledged_count: AtomicU64::new(0),
@@ -258,6 +267,24 @@ impl Native {
 
     pub(crate) fn nranks(&self) -> usize {
         self.job.nranks()
+    }
+
+    /// The transport, if the job spans several hosts: groups with members
+    /// on other hosts then live in GPI-2 (no shared memory reaches them).
+    pub(crate) fn cross_host(&self) -> Option<&Gpi2> {
+        self.remote
+            .as_ref()
+            .filter(|_| self.host.len() < self.nranks())
+    }
+
+    /// Whether `rank` runs on this rank's host (shares its memory).
+    pub(crate) fn same_host(&self, rank: Rank) -> bool {
+        self.host.contains(&rank)
+    }
+
+    /// Whether `members` reach beyond this rank's host.
+    pub(crate) fn spans_hosts(&self, members: &[Rank]) -> bool {
+        members.iter().any(|r| !self.host.contains(r))
     }
 
     pub(crate) fn token(&self) -> &str {
@@ -603,6 +630,14 @@ impl Native {
             if obj.id().owner == self.rank {
                 obj.unlink();
             }
+            // A rank of another host cannot see the deletion and may still
+            // write through GPI-2 (its device writes straight into this
+            // memory): keep the memory until this rank terminates.
+            if self.remote.is_some()
+                && (0..self.nranks() as Rank).any(|r| !self.same_host(r) && obj.is_registered(r))
+            {
+                lock(&self.retired).push(obj);
+            }
         }
         Ok(())
     }
@@ -654,6 +689,13 @@ impl Native {
 
     /// The inbox of `rank`, mapped on first use.
     pub(crate) fn peer_inbox(&self, rank: Rank) -> Result<&Inbox> {
+        if !self.same_host(rank) {
+            return Err(Error::Unsupported(format!(
+                "a passive message to rank {rank}, on another host: the GPI-2 engine carries \
+                 passive messages within a host only (GPI-2's own passive channel loses \
+                 messages sent before the receive is posted)"
+            )));
+        }
         if rank == self.rank {
             return Ok(&self.inbox);
         }

@@ -131,6 +131,7 @@ pub struct Launch {
     forward_signals: bool,
     binding: Binding,
     engine: Engine,
+    emulate_hosts: bool,
 }
 
 /// What the ranks of a GPI-2-engine job need besides our variables: the
@@ -253,6 +254,15 @@ pub struct Report {
     pub left_after_cleanup: Vec<String>,
 }
 
+/// The variable that turns on [`Launch::emulate_hosts`].
+pub const EMULATE_HOSTS_VAR: &str = "GASPI_EMULATE_HOSTS";
+
+/// The token of the host whose first rank is `first` in a job of emulated
+/// hosts (what its ranks' shared-memory objects are named after).
+pub(crate) fn host_token(token: &str, first: usize) -> String {
+    format!("{token}h{first}")
+}
+
 /// "exited with status 3", "was killed by signal 9 (SIGKILL)".
 pub fn describe_status(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
@@ -316,7 +326,31 @@ impl Launch {
                 .ok()
                 .and_then(|e| Engine::parse(&e))
                 .unwrap_or_default(),
+            emulate_hosts: std::env::var(EMULATE_HOSTS_VAR)
+                .is_ok_and(|v| !v.is_empty() && v != "0"),
         }
+    }
+
+    /// Run each node as if it were a host of its own (GPI-2 engine only,
+    /// the native engine ignores it; default: `GASPI_EMULATE_HOSTS` set to
+    /// anything but `0`): the ranks
+    /// of different nodes then share no memory at all, not even the job's
+    /// control block or a group's state, and meet only through GPI-2, as
+    /// on a cluster. For testing cluster behaviour on one machine.
+    ///
+    /// ```no_run
+    /// use gaspi::launcher::Launch;
+    /// let report = Launch::new("target/release/examples/ring", 4)
+    ///     .engine(gaspi::Engine::Gpi2)
+    ///     .ppn(2)
+    ///     .emulate_hosts(true)
+    ///     .run()?;
+    /// assert!(report.success());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn emulate_hosts(mut self, on: bool) -> Launch {
+        self.emulate_hosts = on;
+        self
     }
 
     /// The engine the ranks use (default: `GASPI_ENGINE` of the launcher's
@@ -471,11 +505,39 @@ impl Launch {
             Engine::Gpi2 => Some(Gpi2Setup::new(&token, self.ranks)?),
             Engine::Native => None,
         };
-        let block = JobBlock::create(&token, self.ranks, ppn, Some(std::process::id()))?;
+        // One control block per host: all ranks, or each node when hosts
+        // are emulated (its token names the host's objects).
+        let emulate = self.emulate_hosts && gpi2.is_some();
+        let host = if emulate { ppn } else { self.ranks };
+        let tokens: Vec<String> = (0..self.ranks)
+            .step_by(host)
+            .map(|first| match emulate {
+                true => host_token(&token, first),
+                false => token.clone(),
+            })
+            .collect();
+        let sweep_all = || {
+            for t in &tokens {
+                job::sweep(t);
+            }
+        };
+        let mut blocks = Vec::with_capacity(tokens.len());
+        for t in &tokens {
+            match JobBlock::create(t, self.ranks, ppn, Some(std::process::id())) {
+                Ok(b) => blocks.push(b),
+                Err(e) => {
+                    sweep_all();
+                    return Err(e);
+                }
+            }
+        }
         let mut running: Vec<Running> = Vec::with_capacity(self.ranks);
         let cpus = sys::allowed_cpus();
         for rank in 0..self.ranks {
-            let cmd = self.command(rank, &token, ppn, &cpus, gpi2.as_ref());
+            let mut cmd = self.command(rank, &tokens[rank / host], ppn, &cpus, gpi2.as_ref());
+            if emulate {
+                cmd.env(env::HOST_RANKS, host.to_string());
+            }
             match Running::start(cmd, rank, self.output) {
                 Ok(r) => running.push(r),
                 Err(e) => {
@@ -485,7 +547,7 @@ impl Launch {
                     for r in running {
                         r.finish();
                     }
-                    job::sweep(&token);
+                    sweep_all();
                     let program = self
                         .first_program
                         .as_ref()
@@ -500,7 +562,8 @@ impl Launch {
         }
         let mut sup = Supervisor {
             launch: self,
-            block: &block,
+            blocks: &blocks,
+            host,
             running: &mut running,
             exit_order: Vec::new(),
             start: Instant::now(),
@@ -514,13 +577,18 @@ impl Launch {
         let (exit_order, timed_out, interrupted) = (sup.exit_order, sup.timed_out, sup.interrupted);
 
         let ranks: Vec<RankOutcome> = running.into_iter().map(Running::finish).collect();
-        let job_name = job::job_object(&token);
-        let left_by_ranks: Vec<String> = crate::engine::shm::list(&job::prefix(&token))
+        let left = || -> Vec<String> {
+            tokens
+                .iter()
+                .flat_map(|t| crate::engine::shm::list(&job::prefix(t)))
+                .collect()
+        };
+        let left_by_ranks: Vec<String> = left()
             .into_iter()
-            .filter(|n| *n != job_name)
+            .filter(|n| !tokens.iter().any(|t| *n == job::job_object(t)))
             .collect();
-        job::sweep(&token);
-        let left_after_cleanup = crate::engine::shm::list(&job::prefix(&token));
+        sweep_all();
+        let left_after_cleanup = left();
         Ok(Report {
             token,
             ranks,
@@ -633,7 +701,9 @@ fn forward(
 /// The supervision loop's state.
 struct Supervisor<'a> {
     launch: &'a Launch,
-    block: &'a JobBlock,
+    /// The control blocks, one per host of `host` ranks.
+    blocks: &'a [JobBlock],
+    host: usize,
     running: &'a mut Vec<Running>,
     exit_order: Vec<Rank>,
     start: Instant,
@@ -737,10 +807,13 @@ impl Supervisor<'_> {
         let rank = r.rank;
         let (pid, stopped) = (r.pid, r.stopped);
         self.exit_order.push(rank as Rank);
-        let state = self.block.slot(rank).state.load(SeqCst);
+        let block = &self.blocks[rank / self.host];
+        let state = block.slot(rank).state.load(SeqCst);
         if state != job::TERMINATED {
-            // Died, or exited without proc_term: nobody may wait for it.
-            self.block.mark_failed(rank);
+            // Died, or exited without proc_term: nobody may wait for it
+            // (on its host: other hosts learn it from GPI-2, as on a
+            // cluster).
+            block.mark_failed(rank);
         }
         if !status.success() && !stopped && self.interrupted.is_none() && !self.timed_out {
             let others = self.alive().count();
