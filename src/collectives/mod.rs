@@ -438,13 +438,7 @@ impl Context {
                 {
                     // GPI-2's group 0 is all ranks, committed by GPI-2.
                     if group != GroupId::ALL {
-                        if let Err(e) = g.group_add(group.0, m) {
-                            // Start GPI-2's twin afresh, so a retry adds
-                            // every member again.
-                            g.group_delete(group.0);
-                            g.group_create(group.0)?;
-                            return Err(e);
-                        }
+                        g.group_prepare(group.0, m)?;
                     }
                     let members = std::mem::take(m);
                     *slot = Some(GroupEntry::RemoteCommitting(members.clone()));

@@ -71,7 +71,7 @@ use crate::engine::segment::SegmentObject;
 use crate::error::{Error, Result};
 use crate::types::{NotificationId, QueueId, Rank, SegmentId, Timeout};
 use gpi2_sys as sys;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -218,6 +218,44 @@ pub(crate) struct Gpi2 {
     described: Mutex<[u64; 4]>,
     /// The scratch page (also what [`Gpi2::describe`] binds for a moment).
     page: usize,
+    /// GPI-2's groups twinning ours, by id (see [`Gpi2::group_prepare`]).
+    twins: Mutex<BTreeMap<u8, Twin>>,
+}
+
+/// What GPI-2's group of one of our ids holds.
+///
+/// GPI-2 cannot tell two incarnations of a group apart: re-creating a group
+/// resets its collective counters and buffers, and `gaspi_group_commit`
+/// checks only the size and the xor of the member list. A member still
+/// finishing the last collective of the old incarnation then takes the
+/// first one of the new incarnation for it (its sync byte has the same
+/// value at the same place), and a member committing early fetches the
+/// buffer address of a peer's old incarnation, which that peer frees
+/// later. So a group committed across hosts is never deleted while it may
+/// serve again: our delete keeps it, and committing the same member list
+/// under the same id again reuses it; its counters go on, every member's
+/// buffers stay where they were, and the commit only refreshes the
+/// addresses. A group is deleted in GPI-2 only when its id is committed
+/// with another member list (GPI-2's check then keeps the incarnations
+/// apart: members wait until every peer has the new list) or when it is
+/// in an unknown state (members added but never committed, a collective
+/// that timed out and was abandoned).
+#[derive(Debug)]
+struct Twin {
+    /// Members added to it, ascending; empty: none yet.
+    members: Vec<Rank>,
+    /// Whether it may be kept at our delete and serve a later commit: no
+    /// members yet, or committed with no collective left unfinished.
+    reusable: bool,
+}
+
+impl Twin {
+    fn empty() -> Twin {
+        Twin {
+            members: Vec::new(),
+            reusable: true,
+        }
+    }
 }
 
 impl std::fmt::Debug for Gpi2 {
@@ -342,6 +380,7 @@ impl Gpi2 {
             unflushed: Mutex::new(vec![BTreeSet::new(); QUEUES as usize]),
             described: Mutex::new([0; 4]),
             page: page as usize,
+            twins: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -416,11 +455,23 @@ impl Gpi2 {
         Ok(recv)
     }
 
-    /// Create GPI-2's twin of our group `id` (groups spanning hosts live in
-    /// GPI-2). GPI-2 and we both hand out the lowest free id, so mirroring
-    /// every creation and deletion keeps the ids equal; a mismatch is an
-    /// error, never a silent mix-up.
+    /// Make sure GPI-2 has a twin of our new group `id` (groups spanning
+    /// hosts live in GPI-2): one kept from an earlier group of this id, or
+    /// a new one. GPI-2 and we both hand out the lowest free id and kept
+    /// twins sit on ids free on our side, so the ids stay equal; a
+    /// mismatch is an error, never a silent mix-up.
     pub(crate) fn group_create(&self, id: u8) -> Result<()> {
+        let mut twins = lock(&self.twins);
+        if twins.contains_key(&id) {
+            return Ok(());
+        }
+        Self::twin_create(id)?;
+        twins.insert(id, Twin::empty());
+        Ok(())
+    }
+
+    /// `gaspi_group_create`, checked to give `id`.
+    fn twin_create(id: u8) -> Result<()> {
         let mut g: sys::gaspi_group_t = 0;
         // SAFETY: out pointer to a local.
         check(
@@ -440,44 +491,102 @@ impl Gpi2 {
         Ok(())
     }
 
-    /// Delete GPI-2's twin of group `id`.
-    pub(crate) fn group_delete(&self, id: u8) {
+    /// `gaspi_group_delete`.
+    fn twin_delete(id: u8) {
         // SAFETY: plain call; an unknown group gives an error.
         let _ = unsafe { sys::gaspi_group_delete(id) };
     }
 
-    /// Add `members` to GPI-2's group `id` (once, before its commit).
-    pub(crate) fn group_add(&self, id: u8, members: &[Rank]) -> Result<()> {
-        for &m in members {
+    /// Our group `id` was deleted: keep its twin if it may serve again
+    /// (see [`Twin`]), else delete it in GPI-2.
+    pub(crate) fn group_delete(&self, id: u8) {
+        let mut twins = lock(&self.twins);
+        if twins.get(&id).is_some_and(|t| !t.reusable) {
+            twins.remove(&id);
+            Self::twin_delete(id);
+        }
+    }
+
+    /// Prepare GPI-2's twin of group `id` for a commit with `members`: a
+    /// twin committed with these members before is reused as it is, an
+    /// empty one gets them added, any other is replaced. If adding fails,
+    /// the twin is left empty, so a retry adds every member again.
+    pub(crate) fn group_prepare(&self, id: u8, members: &[Rank]) -> Result<()> {
+        let mut twins = lock(&self.twins);
+        let twin = twins.get(&id).ok_or(Error::Engine {
+            call: "gaspi_group_add",
+            code: sys::GASPI_ERR_INV_GROUP,
+            name: "GPI-2 has no twin of this group",
+        })?;
+        if twin.reusable && twin.members == members {
+            return Ok(());
+        }
+        if !twin.members.is_empty() {
+            Self::twin_renew(&mut twins, id)?;
+        }
+        let added = members.iter().try_for_each(|&m| {
             // SAFETY: plain call.
             check(
                 "gaspi_group_add",
                 unsafe { sys::gaspi_group_add(id, m) },
                 Some(m),
-            )?;
+            )
+        });
+        if let Err(e) = added {
+            Self::twin_renew(&mut twins, id)?;
+            return Err(e);
         }
+        twins.insert(
+            id,
+            Twin {
+                members: members.to_vec(),
+                reusable: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// Replace the twin of `id` by a new, empty one.
+    fn twin_renew(twins: &mut BTreeMap<u8, Twin>, id: u8) -> Result<()> {
+        twins.remove(&id);
+        Self::twin_delete(id);
+        Self::twin_create(id)?;
+        twins.insert(id, Twin::empty());
         Ok(())
     }
 
     /// Commit GPI-2's group `id` (`gaspi_group_commit`: call again after
-    /// a timeout).
+    /// a timeout). Committing a reused twin again fetches every peer's
+    /// buffer address afresh and changes nothing else.
     pub(crate) fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
         // SAFETY: plain call.
         check(
             "gaspi_group_commit",
             unsafe { sys::gaspi_group_commit(id, ms(timeout)) },
             None,
-        )
+        )?;
+        self.twin_settled(id, true);
+        Ok(())
+    }
+
+    /// Record whether the twin of `id` is between collectives.
+    fn twin_settled(&self, id: u8, settled: bool) {
+        if let Some(t) = lock(&self.twins).get_mut(&id) {
+            t.reusable = settled;
+        }
     }
 
     /// GPI-2's barrier over group `id` (call again after a timeout).
     pub(crate) fn barrier(&self, id: u8, timeout: Timeout) -> Result<()> {
+        self.twin_settled(id, false);
         // SAFETY: plain call.
         check(
             "gaspi_barrier",
             unsafe { sys::gaspi_barrier(id, ms(timeout)) },
             None,
-        )
+        )?;
+        self.twin_settled(id, true);
+        Ok(())
     }
 
     /// Allreduce over GPI-2's group `id` that combines contributions in
@@ -509,6 +618,7 @@ impl Gpi2 {
         mine[..HEADER].copy_from_slice(&(index as u64).to_ne_bytes());
         mine[HEADER..].copy_from_slice(send);
         let mut out = vec![0u8; HEADER + len];
+        self.twin_settled(id, false);
         struct State<'a> {
             combine: &'a mut Combine<'a>,
             len: usize,
@@ -578,6 +688,7 @@ impl Gpi2 {
             std::panic::resume_unwind(p);
         }
         check("gaspi_allreduce_user", code, None)?;
+        self.twin_settled(id, true);
         recv.copy_from_slice(&out[HEADER..]);
         Ok(())
     }

@@ -147,7 +147,7 @@ impl Gpi2 {
     pub(crate) fn group_delete(&self, _: u8) {
         match *self {}
     }
-    pub(crate) fn group_add(&self, _: u8, _: &[crate::Rank]) -> crate::Result<()> {
+    pub(crate) fn group_prepare(&self, _: u8, _: &[crate::Rank]) -> crate::Result<()> {
         match *self {}
     }
     pub(crate) fn group_commit(&self, _: u8, _: crate::Timeout) -> crate::Result<()> {
