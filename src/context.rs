@@ -129,7 +129,7 @@ enum RemoteStart {
     /// No transport (native engine, or a one-rank job).
     None,
     /// Already started (GPI-2's launcher: GPI-2 said who is where).
-    Started(crate::engine::remote::Gpi2),
+    Started(Box<crate::engine::remote::Gpi2>),
     /// After joining our launcher's job.
     AfterAttach,
 }
@@ -353,7 +353,7 @@ impl Context {
                 p.rank, spec.ppn
             )));
         }
-        Context::init_engine(config, spec, RemoteStart::Started(g))
+        Context::init_engine(config, spec, RemoteStart::Started(Box::new(g)))
     }
 
     #[cfg(not(feature = "gpi2"))]
@@ -372,7 +372,7 @@ impl Context {
     fn init_engine(config: Config, spec: JobSpec, remote: RemoteStart) -> Result<Context> {
         let (remote, after) = match remote {
             RemoteStart::None => (None, false),
-            RemoteStart::Started(g) => (Some(g), false),
+            RemoteStart::Started(g) => (Some(*g), false),
             RemoteStart::AfterAttach => (None, true),
         };
         if let Err(e) = config.validate() {
@@ -409,6 +409,7 @@ impl Context {
             };
             ctx.commit_initial_groups()?;
             ctx.create_node_collectives()?;
+            ctx.engine.enable_remote_passive()?;
             Ok(ctx)
         });
         if made.is_err() {
@@ -491,9 +492,9 @@ impl Context {
     /// Whether `rank` runs on this rank's host, sharing its memory. Always
     /// true on the native engine; under the GPI-2 engine on a cluster (or
     /// with emulated hosts) ranks of other hosts are reached only through
-    /// GPI-2: passive messages to them are not supported, and an access to
-    /// a segment they deleted is not detected (see the README's cluster
-    /// notes).
+    /// GPI-2: passive messages to them are pulled by their relay thread,
+    /// and an access to a segment they deleted is not detected (see the
+    /// README's cluster notes).
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;

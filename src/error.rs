@@ -189,8 +189,6 @@ pub enum Error {
     },
     /// An argument is outside what the call accepts.
     InvalidArgument(String),
-    /// The engine cannot do this (yet): what and why.
-    Unsupported(String),
     /// An RMA window call breaks MPI's synchronisation rules (an access
     /// outside an epoch, an unlock without a lock, ...).
     RmaSync(String),
@@ -250,7 +248,6 @@ impl Error {
             Error::RankFailed { .. } => "GASPI_ERROR",
             Error::OtherNode { .. } | Error::NotAWindow { .. } => "GASPI_ERR_INV_SEG",
             Error::InvalidArgument(_) => "GASPI_ERR_INV_NUM",
-            Error::Unsupported(_) => "GASPI_ERROR",
             Error::RmaSync(_) => "GASPI_ERROR",
             Error::Config(_) => "GASPI_ERR_CONFIG",
             Error::Environment(_) => "GASPI_ERR_ENV",
@@ -390,7 +387,6 @@ impl fmt::Display for Error {
                  stays queued: receive it with a larger size"
             ),
             Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
-            Error::Unsupported(msg) => write!(f, "not supported: {msg}"),
             Error::RmaSync(msg) => write!(f, "RMA synchronisation: {msg}"),
             Error::Config(msg) => write!(f, "invalid configuration: {msg}"),
             Error::Environment(msg) => write!(f, "bad launch environment: {msg}"),

@@ -22,6 +22,11 @@ impl Context {
     /// Returns once the message is in the inbox: `src` may be reused. Waits
     /// while the inbox is full, up to `timeout`.
     ///
+    /// To a rank on another host (GPI-2 engine) the receiver's process
+    /// pulls the message with a one-sided read, one message per sending
+    /// process at a time; a send that timed out may still be delivered
+    /// later (the process's next send waits for that first).
+    ///
     /// ```
     /// use gaspi::{Alloc, Config, Context, Local, Timeout};
     /// let ctx = Context::init(Config::default())?;
@@ -45,9 +50,17 @@ impl Context {
         let obj = self.engine.local_arc(src.segment)?;
         check_range(&obj, self.rank(), src.segment, src.offset, size)?;
         self.engine.check_alive(rank)?;
-        let inbox = self.engine.peer_inbox(rank)?;
+        // To another host (GPI-2 engine) the receiver pulls the message.
+        let remote = self
+            .engine
+            .cross_host()
+            .filter(|_| !self.engine.same_host(rank));
+        let inbox = match remote {
+            Some(_) => None,
+            None => Some(self.engine.peer_inbox(rank)?),
+        };
         let max = inbox
-            .max_message()
+            .map_or(usize::MAX, |i| i.max_message())
             .min(self.config.passive_transfer_size_max);
         if size == 0 || size > max {
             return Err(Error::InvalidArgument(format!(
@@ -60,13 +73,17 @@ impl Context {
             off: src.offset,
             len: size,
         };
-        inbox.send(
-            self.rank(),
-            msg,
-            &self.engine.patience(),
-            timeout.deadline(),
-            || self.engine.check_alive(rank),
-        )?;
+        let deadline = timeout.deadline();
+        let alive = || self.engine.check_alive(rank);
+        match (remote, inbox) {
+            // SAFETY: the span was checked against the segment, which
+            // `obj` keeps mapped for the call.
+            (Some(g), _) => unsafe { g.passive_send(rank, msg.ptr(), size, deadline, alive)? },
+            (None, Some(inbox)) => {
+                inbox.send(self.rank(), msg, &self.engine.patience(), deadline, alive)?
+            }
+            (None, None) => unreachable!("an inbox on this host"),
+        }
         self.traffic
             .count(self.is_inter(rank), Op::Passive, 1, size as u64);
         Ok(())

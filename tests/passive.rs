@@ -14,8 +14,9 @@ fn many_senders_one_receiver_in_order_per_sender() {
         passive_queue_size_max: 4,
         ..Default::default()
     };
-    // One host (passive messages do not cross hosts under GPI-2).
-    Job::new(&[2, 4, 8]).ppn(8).config(cfg).run(|ctx| {
+    // Nodes of two: under the GPI-2 engine with emulated hosts, rank 0
+    // gets messages from its host (rank 1) and from other hosts at once.
+    Job::new(&[2, 4, 8]).ppn(2).config(cfg).run(|ctx| {
         const MSGS: u64 = 100;
         let seg = segment(ctx, 0, 1 << 16);
         let n = ctx.num_ranks() as u64;
@@ -131,26 +132,88 @@ fn passive_limits_timeouts_and_oversized_messages() {
 }
 
 #[test]
-fn passive_messages_to_another_host_are_refused() {
-    // Every rank a node; under the GPI-2 engine with emulated hosts each
-    // node is a host, and a passive message to another host is refused at
-    // once (nothing waits, nothing is lost). On one host they arrive.
-    Job::new(&[2]).ppn(1).run(|ctx| {
-        let seg = segment(ctx, 0, 4096);
+fn passive_messages_across_hosts_and_full_inboxes() {
+    // Every rank a node: under the GPI-2 engine with emulated hosts each
+    // is a host, and the receiver's relay pulls every message.
+    let cfg = Config {
+        passive_queue_size_max: 2,
+        ..Default::default()
+    };
+    Job::new(&[2, 4]).ppn(1).config(cfg).run(|ctx| {
+        let seg = segment(ctx, 0, 1 << 16);
         let (right, left) = neighbours(ctx);
-        fill(&seg, 0, 100, ctx.rank() as u64);
-        match ctx.passive_send(Local::new(0, 0), right, 100, Timeout::Block) {
-            Err(Error::Unsupported(_)) => assert!(!ctx.on_this_host(right)),
-            Ok(()) => {
-                assert!(ctx.on_this_host(right));
-                let (from, len) = ctx
-                    .passive_receive(Local::new(0, 2048), 128, Timeout::Block)
-                    .unwrap();
-                assert_eq!((from, len), (left, 100));
-                check(&seg, 2048, 100, left as u64, "passive message");
-            }
-            Err(e) => panic!("passive_send: {e}"),
+        let me = ctx.rank() as u64;
+        // A ring of messages of growing size, the largest 16 KiB.
+        for round in 0..8u64 {
+            let len = 1 << (round * 2).min(14);
+            fill(&seg, 0, len, me * 100 + round);
+            ctx.passive_send(Local::new(0, 0), right, len, Timeout::Block)
+                .unwrap();
+            let (from, got) = ctx
+                .passive_receive(Local::new(0, 32768), 32768, Timeout::Block)
+                .unwrap();
+            assert_eq!((from, got), (left, len));
+            check(
+                &seg,
+                32768,
+                len,
+                left as u64 * 100 + round,
+                "passive message",
+            );
         }
+        barrier(ctx);
+        // Rank 0 fills rank 1's inbox: the third send times out.
+        if ctx.rank() == 0 {
+            for k in 0..2 {
+                fill(&seg, 0, 64, 7 + k);
+                ctx.passive_send(Local::new(0, 0), 1, 64, Timeout::Block)
+                    .unwrap();
+            }
+            fill(&seg, 0, 10, 9);
+            assert!(
+                ctx.passive_send(Local::new(0, 0), 1, 10, Timeout::ms(50))
+                    .unwrap_err()
+                    .is_timeout()
+            );
+        }
+        barrier(ctx);
+        if ctx.rank() == 1 {
+            for k in 0..2 {
+                assert_eq!(
+                    ctx.passive_receive(Local::new(0, 4096), 64, Timeout::Block)
+                        .unwrap(),
+                    (0, 64)
+                );
+                check(&seg, 4096, 64, 7 + k, "message into a full inbox");
+            }
+            if ctx.on_this_host(0) {
+                // On one host the send that timed out queued nothing.
+                assert!(
+                    ctx.passive_receive(Local::new(0, 4096), 64, Timeout::Test)
+                        .unwrap_err()
+                        .is_timeout()
+                );
+            } else {
+                // Across hosts it waited in the receiver's landing area and
+                // arrives once there is room.
+                assert_eq!(
+                    ctx.passive_receive(Local::new(0, 4096), 64, Timeout::Block)
+                        .unwrap(),
+                    (0, 10)
+                );
+                check(&seg, 4096, 10, 9, "message of a send that timed out");
+            }
+        }
+        barrier(ctx);
+        // The outbox is usable again: one more ring.
+        fill(&seg, 0, 100, me);
+        ctx.passive_send(Local::new(0, 0), right, 100, Timeout::Block)
+            .unwrap();
+        let (from, len) = ctx
+            .passive_receive(Local::new(0, 2048), 128, Timeout::Block)
+            .unwrap();
+        assert_eq!((from, len), (left, 100));
+        check(&seg, 2048, 100, left as u64, "passive message");
         barrier(ctx);
     });
 }

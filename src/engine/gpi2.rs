@@ -51,6 +51,10 @@
 //! itself on its node, or by a notification on the reserved id
 //! [`DOORBELL`], which the relay turns into a wake-up.
 //!
+//! # Passive messages across hosts
+//! Pulled by the receiver's relay thread from the sender's outbox, with
+//! notifications past the relayed ids (see `gpi2/passive.rs`).
+//!
 //! # Remote completion
 //! `gaspi_wait` completes writes locally (GPI-2's TCP device: once in the
 //! socket). [`Gpi2::flush`] adds remote completion for MPI's flush and
@@ -62,6 +66,8 @@
 //! sets them (ssh, Slurm), and so does our `gaspi-run --engine gpi2` on one
 //! machine, without ssh. [`PORT_VAR`] moves GPI-2's ports (so that several
 //! jobs can share a machine).
+
+mod passive;
 
 use crate::config::Config;
 use crate::engine::remote::{
@@ -182,11 +188,11 @@ struct Bound {
     window: bool,
 }
 
-/// Allocate the page bound as GPI-2 segment [`SCRATCH`] (leaked: GPI-2
-/// may write to it until the process ends; nothing of ours reads it).
-fn scratch_page() -> Result<*mut u8> {
-    let layout =
-        std::alloc::Layout::from_size_align(SCRATCH_BYTES, SCRATCH_BYTES).expect("a page layout");
+/// Allocate the `bytes` bound as GPI-2 segment [`SCRATCH`] (leaked: GPI-2
+/// may write to them until the process ends): the page where flush reads
+/// land, then the outbox and landing area of passive messages.
+fn scratch_page(bytes: usize) -> Result<*mut u8> {
+    let layout = std::alloc::Layout::from_size_align(bytes, SCRATCH_BYTES).expect("a page layout");
     // SAFETY: a non-zero size.
     let p = unsafe { std::alloc::alloc_zeroed(layout) };
     if p.is_null() {
@@ -202,6 +208,12 @@ fn scratch_page() -> Result<*mut u8> {
 struct Shared {
     bound: Mutex<Vec<Bound>>,
     stop: AtomicBool,
+    /// Passive messages from other hosts, once enabled.
+    intake: Mutex<Option<passive::Intake>>,
+    /// The scratch segment's address.
+    page: usize,
+    /// Largest passive message.
+    passive_cap: usize,
 }
 
 /// This rank's GPI-2 side.
@@ -220,6 +232,10 @@ pub(crate) struct Gpi2 {
     page: usize,
     /// GPI-2's groups twinning ours, by id (see [`Gpi2::group_prepare`]).
     twins: Mutex<BTreeMap<u8, Twin>>,
+    /// Passive messages to other hosts.
+    outbox: Mutex<passive::Outbox>,
+    /// Largest passive message.
+    passive_cap: usize,
 }
 
 /// What GPI-2's group of one of our ids holds.
@@ -288,7 +304,13 @@ impl Gpi2 {
         c.logger = 0;
         c.queue_num = QUEUES;
         c.queue_size_max = config.queue_size_max.max(c.queue_size_max);
-        c.notification_num = IDS + 1;
+        // Ids past IDS: the doorbell, then passive messages (one id per
+        // sender rank; GPI-2's gaspi_run always sets GASPI_NRANKS).
+        let nranks: u32 = std::env::var("GASPI_NRANKS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1 << 16);
+        c.notification_num = passive::REQUEST + nranks;
         c.segment_max = GPI2_SEGMENTS;
         // Our user groups (0: all ranks) have GPI-2 twins of the same ids
         // when they span hosts; contributions to an allreduce over them
@@ -351,14 +373,18 @@ impl Gpi2 {
                 None,
             )?;
         }
-        let page = scratch_page()?;
-        // SAFETY: the page is GPI-2's for the rest of the process (leaked).
-        let code =
-            unsafe { sys::gaspi_segment_bind(SCRATCH, page.cast(), SCRATCH_BYTES as u64, 0) };
+        let cap = config.passive_transfer_size_max;
+        let bytes = passive::scratch_bytes(cap);
+        let page = scratch_page(bytes)?;
+        // SAFETY: the memory is GPI-2's for the rest of the process (leaked).
+        let code = unsafe { sys::gaspi_segment_bind(SCRATCH, page.cast(), bytes as u64, 0) };
         check("gaspi_segment_bind", code, None)?;
         let shared = Arc::new(Shared {
             bound: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            intake: Mutex::new(None),
+            page: page as usize,
+            passive_cap: cap,
         });
         let relay = {
             let shared = shared.clone();
@@ -381,6 +407,8 @@ impl Gpi2 {
             described: Mutex::new([0; 4]),
             page: page as usize,
             twins: Mutex::new(BTreeMap::new()),
+            outbox: Mutex::default(),
+            passive_cap: cap,
         })
     }
 
@@ -1104,10 +1132,20 @@ fn relay_loop(sh: &Shared) {
     let mut nap = SLOW;
     while !sh.stop.load(SeqCst) {
         let mut busy = false;
-        for b in lock(&sh.bound).iter().filter(|b| b.window) {
+        // Under the lock, so that no segment is deleted meanwhile (GPI-2
+        // does not check that a segment exists when it scans its table).
+        let bound = lock(&sh.bound);
+        for b in bound.iter().filter(|b| b.window) {
             busy |= doorbell(b);
             busy |= pump(b.segment, &b.obj, 0..IDS) > 0;
         }
+        let reserved = crate::context::RESERVED_SEGMENT;
+        if bound.iter().any(|b| b.segment == reserved) {
+            if let Some(intake) = lock(&sh.intake).as_mut() {
+                busy |= intake.step(sh.page, sh.passive_cap);
+            }
+        }
+        drop(bound);
         nap = if busy { FAST } else { (nap * 2).min(SLOW) };
         std::thread::sleep(nap);
     }

@@ -160,37 +160,67 @@ impl Inbox {
         let len = msg.len;
         assert!(len <= self.slot_bytes, "unchecked passive message size");
         let src = msg.ptr();
+        let pos = waiter.wait(&self.header().send_ww, deadline, || self.claim(), check)?;
+        // SAFETY: src..src+len is inside `msg`'s segment (the span), which
+        // cannot overlap the inbox.
+        unsafe { self.publish(pos, sender, src, len) };
+        Ok(())
+    }
+
+    /// Queue `msg` as a message of `sender` if a slot is free now; returns
+    /// whether it did (the GPI-2 engine's relay, for other hosts' senders).
+    #[cfg_attr(not(feature = "gpi2"), allow(dead_code))]
+    pub(crate) fn offer(&self, sender: Rank, msg: &[u8]) -> bool {
+        assert!(
+            msg.len() <= self.slot_bytes,
+            "unchecked passive message size"
+        );
+        match self.claim() {
+            Some(pos) => {
+                // SAFETY: `msg` is a slice of its own, outside the inbox.
+                unsafe { self.publish(pos, sender, msg.as_ptr(), msg.len()) };
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Claim the slot at `tail` if it is free: `None` when the inbox is
+    /// full.
+    fn claim(&self) -> Option<u64> {
         let h = self.header();
-        let pos = waiter.wait(
-            &h.send_ww,
-            deadline,
-            || loop {
-                let pos = h.tail.load(SeqCst);
-                let seq = self.slot(pos).seq.load(SeqCst);
-                match seq.wrapping_sub(pos) as i64 {
-                    0 if h
-                        .tail
-                        .compare_exchange(pos, pos + 1, SeqCst, SeqCst)
-                        .is_ok() =>
-                    {
-                        return Some(pos);
-                    }
-                    d if d < 0 => return None, // full
-                    _ => {}                    // another sender moved on; reload
+        loop {
+            let pos = h.tail.load(SeqCst);
+            let seq = self.slot(pos).seq.load(SeqCst);
+            match seq.wrapping_sub(pos) as i64 {
+                0 if h
+                    .tail
+                    .compare_exchange(pos, pos + 1, SeqCst, SeqCst)
+                    .is_ok() =>
+                {
+                    return Some(pos);
                 }
-            },
-            check,
-        )?;
-        // SAFETY: the slot at `pos` is claimed by us alone until we publish
-        // it; its data area holds slot_bytes >= len bytes inside the mapping;
-        // src..src+len is inside `from` (span) and cannot overlap the inbox.
+                d if d < 0 => return None, // full
+                _ => {}                    // another sender moved on; reload
+            }
+        }
+    }
+
+    /// Fill the claimed slot `pos` with `len` bytes at `src` and publish it.
+    ///
+    /// # Safety
+    /// `pos` was claimed by this caller and not yet published; `src` is
+    /// valid for `len <= slot_bytes` bytes and does not overlap the inbox.
+    unsafe fn publish(&self, pos: u64, sender: Rank, src: *const u8, len: usize) {
+        // SAFETY: the slot at `pos` is ours alone until we publish it; its
+        // data area holds slot_bytes >= len bytes inside the mapping; the
+        // caller vouches for `src`.
         unsafe { std::ptr::copy_nonoverlapping(src, self.slot_data(pos), len) };
         let slot = self.slot(pos);
         slot.sender.store(sender as u32, SeqCst);
         slot.len.store(len as u32, SeqCst);
         slot.seq.store(pos + 1, SeqCst);
-        h.recv_ww.wake();
-        Ok(())
+        self.header().recv_ww.wake();
     }
 
     /// Take the next message into `into` (its length is the room there),

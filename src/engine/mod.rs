@@ -687,15 +687,20 @@ impl Native {
         &self.inbox
     }
 
-    /// The inbox of `rank`, mapped on first use.
-    pub(crate) fn peer_inbox(&self, rank: Rank) -> Result<&Inbox> {
-        if !self.same_host(rank) {
-            return Err(Error::Unsupported(format!(
-                "a passive message to rank {rank}, on another host: the GPI-2 engine carries \
-                 passive messages within a host only (GPI-2's own passive channel loses \
-                 messages sent before the receive is posted)"
-            )));
+    /// Let ranks of other hosts send passive messages to this rank (GPI-2
+    /// engine: its relay thread takes them into the inbox).
+    pub(crate) fn enable_remote_passive(&self) -> Result<()> {
+        if let Some(g) = self.cross_host() {
+            let inbox = Inbox::open(self.token(), self.rank as usize)
+                .map_err(|e| Error::system("mapping the passive inbox for the relay", e))?;
+            g.passive_enable(inbox);
         }
+        Ok(())
+    }
+
+    /// The inbox of `rank`, a rank of this host, mapped on first use.
+    pub(crate) fn peer_inbox(&self, rank: Rank) -> Result<&Inbox> {
+        debug_assert!(self.same_host(rank), "the inbox of another host's rank");
         if rank == self.rank {
             return Ok(&self.inbox);
         }

@@ -141,6 +141,21 @@ impl Gpi2 {
     pub(crate) fn term(&self, _: bool) {
         match *self {}
     }
+    pub(crate) fn passive_enable(&self, _: crate::engine::inbox::Inbox) {
+        match *self {}
+    }
+    /// # Safety
+    /// As the GPI-2 engine's.
+    pub(crate) unsafe fn passive_send(
+        &self,
+        _: crate::Rank,
+        _: *const u8,
+        _: usize,
+        _: crate::types::Deadline,
+        _: impl FnMut() -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        match *self {}
+    }
     pub(crate) fn group_create(&self, _: u8) -> crate::Result<()> {
         match *self {}
     }

@@ -1,0 +1,272 @@
+//! Passive messages between hosts, over GPI-2's one-sided operations.
+//!
+//! On one host a sender copies its message straight into the receiver's
+//! inbox (shared memory, see `inbox.rs`). Across hosts the receiver pulls
+//! it, so that the inbox keeps its CPU atomics and only its owner's process
+//! touches it from afar:
+//!
+//! 1. the sender copies the message into its *outbox* (in its scratch
+//!    segment, registered with the receiver on first use) and notifies the
+//!    receiver on the reserved segment, id [`REQUEST`] + sender rank,
+//!    value = the message length. A process has one message in flight:
+//!    its senders take turns on the outbox;
+//! 2. the receiver's relay thread takes the request (`gaspi_notify_reset`),
+//!    reads the message from the sender's outbox into its *landing area*
+//!    (`gaspi_read`, then `gaspi_wait`: the data is there), queues it in
+//!    the inbox like a local sender (which wakes receivers) and
+//!    acknowledges on the sender's reserved segment, id [`ACK`], value
+//!    [`DELIVERED`] (or [`REFUSED`] for a message larger than the inbox's
+//!    slots, without reading it). A full inbox keeps the message in the
+//!    landing area until a slot frees; further requests stay in GPI-2's
+//!    table meanwhile;
+//! 3. the sender returns on the acknowledgement, so `passive_send` keeps
+//!    its promise across hosts: the message is in the inbox. A send that
+//!    timed out may still be delivered: the next send of the process waits
+//!    for that acknowledgement before it reuses the outbox.
+//!
+//! GPI-2's own passive channel (`gaspi_passive_send`) is not used: its TCP
+//! device keeps a receive posted after a timeout and mishandles a message
+//! that arrives before a receive. Ids [`ACK`] and up lie past the ids a
+//! window relays, so nothing else reads them.
+
+use super::{Gpi2, SCRATCH, SCRATCH_BYTES, check, corrupt, lock, ms, queue_of, sid};
+use crate::context::{RESERVED_QUEUE, RESERVED_SEGMENT};
+use crate::engine::inbox::Inbox;
+use crate::engine::remote::IDS;
+use crate::error::{Error, Result};
+use crate::types::{Deadline, NotificationId, Rank, Timeout};
+use gpi2_sys as sys;
+use std::collections::BTreeSet;
+
+/// Notification id, on the reserved segment, acknowledging this process's
+/// passive message.
+pub(super) const ACK: NotificationId = IDS + 1;
+/// First notification id of passive requests on the reserved segment: one
+/// per sender rank.
+pub(super) const REQUEST: NotificationId = IDS + 2;
+/// Acknowledgement: the message is in the inbox.
+const DELIVERED: u32 = 1;
+/// Acknowledgement: the message is larger than the inbox's slots.
+const REFUSED: u32 = 2;
+/// How long the relay waits for a read or a notification it posted.
+const RELAY_WAIT: Timeout = Timeout::After(std::time::Duration::from_secs(10));
+
+/// Bytes of the scratch segment for messages of up to `cap` bytes: the
+/// flush page, the outbox, the landing area.
+pub(super) fn scratch_bytes(cap: usize) -> usize {
+    SCRATCH_BYTES + 2 * outbox_bytes(cap)
+}
+
+fn outbox_bytes(cap: usize) -> usize {
+    cap.div_ceil(SCRATCH_BYTES) * SCRATCH_BYTES
+}
+
+/// Offset of the outbox in every process's scratch segment.
+const OUTBOX: usize = SCRATCH_BYTES;
+
+/// The sending side of a process.
+#[derive(Debug, Default)]
+pub(super) struct Outbox {
+    /// Ranks the scratch segment is registered with.
+    registered: BTreeSet<Rank>,
+    /// Whether the message in the outbox waits for its acknowledgement
+    /// (its send timed out).
+    unacked: bool,
+}
+
+/// The receiving side, run by the relay thread.
+#[derive(Debug)]
+pub(super) struct Intake {
+    /// This rank's inbox, mapped for the relay.
+    inbox: Inbox,
+    nranks: u32,
+    /// A message read into the landing area that the inbox had no room
+    /// for yet: (sender, length).
+    held: Option<(Rank, usize)>,
+}
+
+impl Gpi2 {
+    /// Start taking passive messages from other hosts into `inbox` (this
+    /// rank's inbox, mapped again for the relay thread).
+    pub(crate) fn passive_enable(&self, inbox: Inbox) {
+        *lock(&self.shared.intake) = Some(Intake {
+            inbox,
+            nranks: self.placement.nranks as u32,
+            held: None,
+        });
+    }
+
+    /// Send the `len` bytes at `msg` to the inbox of `rank`, on another
+    /// host, until `deadline`; `alive` checks the receiver.
+    ///
+    /// # Safety
+    /// `msg` is valid for reads of `len` bytes for the call.
+    pub(crate) unsafe fn passive_send(
+        &self,
+        rank: Rank,
+        msg: *const u8,
+        len: usize,
+        deadline: Deadline,
+        mut alive: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
+        if len > self.passive_cap {
+            return Err(Error::InvalidArgument(format!(
+                "a passive message has at most {} bytes, got {len}",
+                self.passive_cap
+            )));
+        }
+        // Senders of this process take turns on the outbox.
+        let mut outbox = crate::engine::poll_with_backoff(deadline, || {
+            Ok(match self.outbox.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            })
+        })?;
+        if outbox.unacked {
+            // Whatever became of it, the outbox is free once answered.
+            self.await_ack(deadline, || Ok(()))?;
+            outbox.unacked = false;
+        }
+        if !outbox.registered.contains(&rank) {
+            self.register(SCRATCH, rank, deadline.timeout())?;
+            outbox.registered.insert(rank);
+        }
+        // SAFETY: the outbox lies inside the leaked scratch allocation
+        // (`scratch_bytes`), is written only under the `outbox` lock and
+        // read by a receiver only between this notification and its
+        // acknowledgement; the caller vouches for `msg`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(msg, (self.page + OUTBOX) as *mut u8, len);
+        }
+        let q = queue_of(RESERVED_QUEUE);
+        // SAFETY: plain call; the id is inside GPI-2's table (see `start`).
+        let code = unsafe {
+            sys::gaspi_notify(
+                sid(RESERVED_SEGMENT),
+                rank,
+                REQUEST + self.placement.rank as NotificationId,
+                len as u32,
+                q,
+                ms(deadline.timeout()),
+            )
+        };
+        check("gaspi_notify", code, Some(rank))?;
+        outbox.unacked = true;
+        self.wait(RESERVED_QUEUE, deadline.timeout())?;
+        let answer = self.await_ack(deadline, || {
+            alive()?;
+            if corrupt(rank) {
+                return Err(Error::RankFailed { rank });
+            }
+            Ok(())
+        })?;
+        outbox.unacked = false;
+        match answer {
+            REFUSED => Err(Error::InvalidArgument(format!(
+                "a passive message of {len} bytes does not fit rank {rank}'s inbox \
+                 (its Config::passive_transfer_size_max is smaller)"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Wait for the acknowledgement of this process's message.
+    fn await_ack(&self, deadline: Deadline, mut check: impl FnMut() -> Result<()>) -> Result<u32> {
+        crate::engine::poll_with_backoff(deadline, || {
+            check()?;
+            Ok(take(ACK, 1).map(|(_, v)| v))
+        })
+    }
+}
+
+/// Take a notification of ids `first..first + num` of the reserved
+/// segment: (id, value).
+fn take(first: NotificationId, num: u32) -> Option<(NotificationId, u32)> {
+    let seg = sid(RESERVED_SEGMENT);
+    let mut id: sys::gaspi_notification_id_t = 0;
+    // SAFETY: out pointer to a local; the ids are inside GPI-2's table.
+    let code = unsafe { sys::gaspi_notify_waitsome(seg, first, num, &mut id, sys::GASPI_TEST) };
+    if code != sys::GASPI_SUCCESS || id < first || id >= first + num {
+        return None;
+    }
+    let mut value: sys::gaspi_notification_t = 0;
+    // SAFETY: out pointer to a local; `id` is in range.
+    unsafe { sys::gaspi_notify_reset(seg, id, &mut value) };
+    (value != 0).then_some((id, value))
+}
+
+/// Notify `rank`'s reserved segment and wait until the notification left.
+fn notify(rank: Rank, id: NotificationId, value: u32) -> Result<()> {
+    let q = queue_of(RESERVED_QUEUE);
+    // SAFETY: plain calls; the id is inside GPI-2's table.
+    let code =
+        unsafe { sys::gaspi_notify(sid(RESERVED_SEGMENT), rank, id, value, q, ms(RELAY_WAIT)) };
+    check("gaspi_notify", code, Some(rank))?;
+    // SAFETY: plain call.
+    check(
+        "gaspi_wait",
+        unsafe { sys::gaspi_wait(q, ms(RELAY_WAIT)) },
+        None,
+    )
+}
+
+impl Intake {
+    /// One round of the relay: deliver a held message, or take the next
+    /// request. Returns whether anything happened.
+    pub(super) fn step(&mut self, page: usize, cap: usize) -> bool {
+        let landing = OUTBOX + outbox_bytes(cap);
+        // SAFETY: the landing area lies inside the leaked scratch
+        // allocation and only this thread writes or reads it (GPI-2 writes
+        // it for our reads, which have completed when a message is held).
+        let area =
+            |len: usize| unsafe { std::slice::from_raw_parts((page + landing) as *const u8, len) };
+        if let Some((sender, len)) = self.held {
+            if !self.inbox.offer(sender, area(len)) {
+                return false;
+            }
+            self.held = None;
+            let _ = notify(sender, ACK, DELIVERED);
+            return true;
+        }
+        let Some((id, value)) = take(REQUEST, self.nranks) else {
+            return false;
+        };
+        let (sender, len) = ((id - REQUEST) as Rank, value as usize);
+        if len > cap.min(self.inbox.max_message()) {
+            let _ = notify(sender, ACK, REFUSED);
+            return true;
+        }
+        let q = queue_of(RESERVED_QUEUE);
+        // SAFETY: plain calls; the landing area has room for `cap` bytes,
+        // and the sender registered its scratch segment with us before
+        // it notified.
+        let read = unsafe {
+            check(
+                "gaspi_read",
+                sys::gaspi_read(
+                    SCRATCH,
+                    landing as u64,
+                    sender,
+                    SCRATCH,
+                    OUTBOX as u64,
+                    len as u64,
+                    q,
+                    ms(RELAY_WAIT),
+                ),
+                Some(sender),
+            )
+            .and_then(|()| check("gaspi_wait", sys::gaspi_wait(q, ms(RELAY_WAIT)), None))
+        };
+        if read.is_err() {
+            // The sender is gone or unreachable: its send fails by itself.
+            return true;
+        }
+        if self.inbox.offer(sender, area(len)) {
+            let _ = notify(sender, ACK, DELIVERED);
+        } else {
+            self.held = Some((sender, len));
+        }
+        true
+    }
+}
