@@ -346,7 +346,7 @@ impl Context {
         let host = p.rank as usize - p.local_rank;
         let node = p.rank as usize / spec.ppn * spec.ppn;
         if node < host || (node + spec.ppn).min(p.nranks) > host + p.local_num {
-            g.term(true);
+            g.term(true, false);
             return Err(Error::Environment(format!(
                 "rank {}'s node (ranks {node}.. in blocks of {}) spans hosts under GPI-2: \
                  list each host's ranks consecutively in the machine file",
@@ -377,7 +377,7 @@ impl Context {
         };
         if let Err(e) = config.validate() {
             if let Some(g) = &remote {
-                g.term(true);
+                g.term(true, false);
             }
             return Err(e);
         }
@@ -409,7 +409,7 @@ impl Context {
             };
             ctx.commit_initial_groups()?;
             ctx.create_node_collectives()?;
-            ctx.engine.enable_remote_passive()?;
+            ctx.engine.enable_remote_relay()?;
             Ok(ctx)
         });
         if made.is_err() {

@@ -232,6 +232,9 @@ impl Context {
         notify: Option<(Rank, SegmentId, Notification)>,
         queue: QueueId,
     ) -> Result<()> {
+        // Failures of other hosts' ranks reach this host's control block
+        // through the GPI-2 engine's failure watch.
+        self.engine.check_alive(rank)?;
         let list = self.engine.run(|pin| {
             entries
                 .iter()

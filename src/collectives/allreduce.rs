@@ -215,14 +215,16 @@ impl Context {
                     }
                     out.copy_from_slice(bytemuck::cast_slice(&a));
                 };
-                g.allreduce_ordered(
-                    *id,
-                    c.index,
-                    bytemuck::cast_slice(send),
-                    bytemuck::cast_slice_mut(recv),
-                    &mut combine,
-                    timeout,
-                )?;
+                self.remote_sliced(&c.members, timeout.deadline(), true, |t| {
+                    g.allreduce_ordered(
+                        *id,
+                        c.index,
+                        bytemuck::cast_slice(send),
+                        bytemuck::cast_slice_mut(recv),
+                        &mut combine,
+                        t,
+                    )
+                })?;
                 st.pending = None;
                 return Ok(());
             }

@@ -78,7 +78,7 @@ impl Context {
                 }
                 st.pending = Some(Pending::RemoteBarrier);
                 let g = self.engine.cross_host().expect("a job spanning hosts");
-                g.barrier(*id, deadline.timeout())?;
+                self.remote_sliced(&c.members, deadline, true, |t| g.barrier(*id, t))?;
                 st.pending = None;
                 return Ok(());
             }

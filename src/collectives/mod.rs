@@ -462,7 +462,7 @@ impl Context {
             Step::Remote(members) => {
                 if group != GroupId::ALL {
                     let g = self.engine.cross_host().expect("a job spanning hosts");
-                    g.group_commit(group.0, timeout)?;
+                    self.remote_sliced(&members, deadline, false, |t| g.group_commit(group.0, t))?;
                 }
                 return self.group_committed(group, members, GroupSync::Remote(group.0));
             }
@@ -519,6 +519,52 @@ impl Context {
             shared.unlink(); // every member has it mapped now
         }
         self.group_committed(group, members, GroupSync::Shared(shared))
+    }
+
+    /// Run `call`, a resumable GPI-2 call over group members `members`,
+    /// until `deadline`, checking the members between attempts: GPI-2 does
+    /// not notice a dead member by itself, the engine's failure watch
+    /// does. GPI-2 spins while it waits, so collectives (`poll`) get one
+    /// attempt of 1 ms, then single checks between growing naps (5 us to
+    /// 0.5 ms) that leave the core to others; a commit (SN round trips)
+    /// gets attempts of 100 ms.
+    pub(crate) fn remote_sliced(
+        &self,
+        members: &[Rank],
+        deadline: Deadline,
+        poll: bool,
+        mut call: impl FnMut(Timeout) -> Result<()>,
+    ) -> Result<()> {
+        use std::time::Duration;
+        let mut nap = Duration::from_micros(5);
+        let mut attempt = if poll {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(100)
+        };
+        loop {
+            self.engine.member_faults(members)?;
+            let t = match deadline.remaining() {
+                _ if attempt.is_zero() => Timeout::Test,
+                Some(l) if l.is_zero() => Timeout::Test,
+                Some(l) => Timeout::After(l.min(attempt)),
+                None => Timeout::After(attempt),
+            };
+            match call(t) {
+                Err(Error::Timeout) => {}
+                done => return done,
+            }
+            match deadline.remaining() {
+                Some(l) if l.is_zero() => return Err(Error::Timeout),
+                Some(l) if poll => std::thread::sleep(nap.min(l)),
+                None if poll => std::thread::sleep(nap),
+                _ => {}
+            }
+            if poll {
+                attempt = Duration::ZERO;
+                nap = (nap * 2).min(Duration::from_micros(500));
+            }
+        }
     }
 
     fn group_committed(&self, group: GroupId, members: Vec<Rank>, sync: GroupSync) -> Result<()> {

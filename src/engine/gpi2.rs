@@ -68,6 +68,7 @@
 //! jobs can share a machine).
 
 mod passive;
+mod watch;
 
 use crate::config::Config;
 use crate::engine::remote::{
@@ -121,15 +122,30 @@ fn check(call: &'static str, code: sys::gaspi_return_t, peer: Option<Rank>) -> R
 /// Whether GPI-2's state vector marks `rank` as corrupt (a failed
 /// operation on it: the rank is dead or unreachable).
 fn corrupt(rank: Rank) -> bool {
+    states().get(rank as usize) == Some(&sys::GASPI_STATE_CORRUPT)
+}
+
+/// Ranks GPI-2's state vector marks corrupt.
+fn corrupt_ranks() -> Vec<Rank> {
+    states()
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s == sys::GASPI_STATE_CORRUPT)
+        .map(|(r, _)| r as Rank)
+        .collect()
+}
+
+/// GPI-2's state vector (empty if GPI-2 cannot give it).
+fn states() -> Vec<sys::gaspi_state_t> {
     let mut n: sys::gaspi_rank_t = 0;
     // SAFETY: out pointer to a local.
     if unsafe { sys::gaspi_proc_num(&mut n) } != sys::GASPI_SUCCESS {
-        return false;
+        return Vec::new();
     }
     let mut states = vec![sys::GASPI_STATE_HEALTHY; n as usize];
     // SAFETY: GPI-2 writes one state per rank into a vector of that length.
     let ok = unsafe { sys::gaspi_state_vec_get(states.as_mut_ptr()) } == sys::GASPI_SUCCESS;
-    ok && states.get(rank as usize) == Some(&sys::GASPI_STATE_CORRUPT)
+    if ok { states } else { Vec::new() }
 }
 
 /// A timeout in GPI-2's milliseconds.
@@ -208,8 +224,12 @@ fn scratch_page(bytes: usize) -> Result<*mut u8> {
 struct Shared {
     bound: Mutex<Vec<Bound>>,
     stop: AtomicBool,
+    /// The rank is terminating (the failure watch pings no more).
+    leaving: AtomicBool,
     /// Passive messages from other hosts, once enabled.
     intake: Mutex<Option<passive::Intake>>,
+    /// Failures across hosts, once enabled.
+    watch: Mutex<Option<watch::Watch>>,
     /// The scratch segment's address.
     page: usize,
     /// Largest passive message.
@@ -304,13 +324,14 @@ impl Gpi2 {
         c.logger = 0;
         c.queue_num = QUEUES;
         c.queue_size_max = config.queue_size_max.max(c.queue_size_max);
-        // Ids past IDS: the doorbell, then passive messages (one id per
-        // sender rank; GPI-2's gaspi_run always sets GASPI_NRANKS).
-        let nranks: u32 = std::env::var("GASPI_NRANKS")
+        // Ids past IDS: the doorbell, passive messages (one id per sender
+        // rank), failures (one per rank); GPI-2's gaspi_run always sets
+        // GASPI_NRANKS.
+        let nranks: usize = std::env::var("GASPI_NRANKS")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(1 << 16);
-        c.notification_num = passive::REQUEST + nranks;
+        c.notification_num = passive::notification_num(nranks);
         c.segment_max = GPI2_SEGMENTS;
         // Our user groups (0: all ranks) have GPI-2 twins of the same ids
         // when they span hosts; contributions to an allreduce over them
@@ -382,7 +403,9 @@ impl Gpi2 {
         let shared = Arc::new(Shared {
             bound: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
+            leaving: AtomicBool::new(false),
             intake: Mutex::new(None),
+            watch: Mutex::new(None),
             page: page as usize,
             passive_cap: cap,
         });
@@ -1005,13 +1028,22 @@ impl Gpi2 {
 
     /// Wait until the requests posted on `queue` have completed locally
     /// (`gaspi_wait`).
+    /// A request that failed (its target died) ends the wait with
+    /// [`Error::RankFailed`] naming a rank GPI-2's state vector marks
+    /// corrupt; GPI-2 has taken that request off the queue, so waiting
+    /// again waits for the others.
     pub(crate) fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         // SAFETY: plain call.
-        check(
-            "gaspi_wait",
-            unsafe { sys::gaspi_wait(queue_of(queue), ms(timeout)) },
-            None,
-        )
+        let code = unsafe { sys::gaspi_wait(queue_of(queue), ms(timeout)) };
+        match self.corrupt_ranks().first() {
+            Some(&rank) if code == sys::GASPI_ERROR => Err(Error::RankFailed { rank }),
+            _ => check("gaspi_wait", code, None),
+        }
+    }
+
+    /// Ranks GPI-2's state vector marks corrupt (a request to them failed).
+    pub(crate) fn corrupt_ranks(&self) -> Vec<Rank> {
+        corrupt_ranks()
     }
 
     /// Move notifications `ids` of GPI-2 segment `segment` into `obj`'s
@@ -1021,25 +1053,31 @@ impl Gpi2 {
     }
 
     /// Leave GPI-2: drain the queues (briefly), wait at a barrier of
-    /// every rank (up to [`TERM_BARRIER_MS`]), stop the relay, then
-    /// `gaspi_proc_term`. After a failure only the relay is stopped.
+    /// every rank (up to [`TERM_BARRIER_MS`]; skipped when a rank is known
+    /// dead: `peers_failed`, or GPI-2's state vector), stop the relay, then
+    /// `gaspi_proc_term`. After a failure of this rank only the relay is
+    /// stopped.
     ///
     /// The barrier keeps a rank that finished from tearing down its
     /// connections while its last writes are on their way (GPI-2's wait is
     /// local completion: a closed socket may drop them) or while its relay
     /// is still needed by the other ranks of its node.
-    pub(crate) fn term(&self, failed: bool) {
+    pub(crate) fn term(&self, failed: bool, peers_failed: bool) {
         if self.terminated.swap(true, SeqCst) {
             return;
         }
+        self.shared.leaving.store(true, SeqCst);
         if !failed {
             for q in 0..QUEUES {
                 // SAFETY: plain call.
                 let _ = unsafe { sys::gaspi_wait(q as u8, 2_000) };
             }
-            // SAFETY: plain call. A timeout (a rank that stays much longer)
-            // only ends the wait.
-            let _ = unsafe { sys::gaspi_barrier(sys::GASPI_GROUP_ALL, TERM_BARRIER_MS) };
+            // Not with a dead rank: the barrier could only time out.
+            if !peers_failed && !states().contains(&sys::GASPI_STATE_CORRUPT) {
+                // SAFETY: plain call. A timeout (a rank that stays much
+                // longer) only ends the wait.
+                let _ = unsafe { sys::gaspi_barrier(sys::GASPI_GROUP_ALL, TERM_BARRIER_MS) };
+            }
         }
         self.shared.stop.store(true, SeqCst);
         if let Some(h) = lock(&self.relay).take() {
@@ -1143,6 +1181,9 @@ fn relay_loop(sh: &Shared) {
         if bound.iter().any(|b| b.segment == reserved) {
             if let Some(intake) = lock(&sh.intake).as_mut() {
                 busy |= intake.step(sh.page, sh.passive_cap);
+            }
+            if let Some(watch) = lock(&sh.watch).as_mut() {
+                busy |= watch.step(sh.leaving.load(SeqCst), corrupt_ranks);
             }
         }
         drop(bound);

@@ -132,8 +132,6 @@ pub(crate) struct Native {
     peers: Box<[OnceLock<PeerRow>]>,
     peer_writer: Mutex<()>,
     inbox: Inbox,
-    /// Ranks that join this machine's control block.
-    attach: usize,
     /// The ranks of this host (they share memory with this rank); the
     /// others are reached through the transport only.
     host: std::ops::Range<Rank>,
@@ -206,7 +204,6 @@ impl Native {
             peers: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
             peer_writer: Mutex::new(()),
             inbox,
-            attach: spec.attach,
             host: spec.host_first as Rank..(spec.host_first + spec.attach) as Rank,
             retired: Mutex::new(Vec::new()),
             peer_inboxes: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
@@ -364,6 +361,11 @@ impl Native {
 
     /// Accept the current failures: blocking calls stop reporting them.
     /// Returns every failed rank.
+    /// Whether the user acknowledged the failure of `rank`.
+    pub(crate) fn acknowledged(&self, rank: Rank) -> bool {
+        lock(&self.acknowledged).contains(&rank)
+    }
+
     pub(crate) fn acknowledge_failures(&self) -> Vec<Rank> {
         let failed: Vec<Rank> = self
             .job
@@ -687,13 +689,18 @@ impl Native {
         &self.inbox
     }
 
-    /// Let ranks of other hosts send passive messages to this rank (GPI-2
-    /// engine: its relay thread takes them into the inbox).
-    pub(crate) fn enable_remote_passive(&self) -> Result<()> {
+    /// Start the GPI-2 relay's work for other hosts: their passive
+    /// messages to this rank, failures across hosts.
+    pub(crate) fn enable_remote_relay(&self) -> Result<()> {
         if let Some(g) = self.cross_host() {
             let inbox = Inbox::open(self.token(), self.rank as usize)
                 .map_err(|e| Error::system("mapping the passive inbox for the relay", e))?;
-            g.passive_enable(inbox);
+            let block = JobBlock::try_open(self.token())
+                .ok()
+                .flatten()
+                .ok_or_else(|| Error::Environment("the job control block vanished".into()))?;
+            let host = self.host.start as usize..self.host.end as usize;
+            g.relay_enable(inbox, block, host, !self.launched);
         }
         Ok(())
     }
@@ -737,11 +744,16 @@ impl Native {
             h.ww.advance();
         }
         if let Some(g) = &self.remote {
-            g.term(failed);
+            g.term(failed, h.failed.load(SeqCst) > 0);
         }
         if !self.launched {
-            let done = h.terminated.load(SeqCst) + h.failed.load(SeqCst);
-            if done as usize >= self.attach {
+            // This host's ranks only: other hosts' failures are marked here
+            // too (the GPI-2 engine's failure watch).
+            let done = self.host.clone().all(|r| {
+                let state = self.job.slot(r as usize).state.load(SeqCst);
+                state == job::TERMINATED || state == job::FAILED
+            });
+            if done {
                 job::sweep(self.token());
             }
         }

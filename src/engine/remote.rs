@@ -122,6 +122,9 @@ impl Gpi2 {
     pub(crate) fn wait(&self, _: crate::QueueId, _: crate::Timeout) -> crate::Result<()> {
         match *self {}
     }
+    pub(crate) fn corrupt_ranks(&self) -> Vec<crate::Rank> {
+        match *self {}
+    }
     pub(crate) fn flush(
         &self,
         _: crate::QueueId,
@@ -138,10 +141,16 @@ impl Gpi2 {
     ) {
         match *self {}
     }
-    pub(crate) fn term(&self, _: bool) {
+    pub(crate) fn term(&self, _: bool, _: bool) {
         match *self {}
     }
-    pub(crate) fn passive_enable(&self, _: crate::engine::inbox::Inbox) {
+    pub(crate) fn relay_enable(
+        &self,
+        _: crate::engine::inbox::Inbox,
+        _: crate::engine::job::JobBlock,
+        _: std::ops::Range<usize>,
+        _: bool,
+    ) {
         match *self {}
     }
     /// # Safety

@@ -32,6 +32,7 @@
 use super::{Gpi2, SCRATCH, SCRATCH_BYTES, check, corrupt, lock, ms, queue_of, sid};
 use crate::context::{RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::engine::inbox::Inbox;
+use crate::engine::job::JobBlock;
 use crate::engine::remote::IDS;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, NotificationId, Rank, Timeout};
@@ -42,8 +43,20 @@ use std::collections::BTreeSet;
 /// passive message.
 pub(super) const ACK: NotificationId = IDS + 1;
 /// First notification id of passive requests on the reserved segment: one
-/// per sender rank.
+/// per sender rank. The failure watch's ids follow (see [`failed_id`]).
 pub(super) const REQUEST: NotificationId = IDS + 2;
+
+/// Notification id, on the reserved segment, telling that `rank` of a job
+/// of `nranks` failed (see `watch.rs`).
+pub(super) fn failed_id(rank: usize, nranks: usize) -> NotificationId {
+    REQUEST + (nranks + rank) as NotificationId
+}
+
+/// GPI-2's notification table for a job of `nranks`: the relayed ids, the
+/// doorbell, the acknowledgement, requests and failures.
+pub(super) fn notification_num(nranks: usize) -> u32 {
+    failed_id(nranks, nranks)
+}
 /// Acknowledgement: the message is in the inbox.
 const DELIVERED: u32 = 1;
 /// Acknowledgement: the message is larger than the inbox's slots.
@@ -86,14 +99,24 @@ pub(super) struct Intake {
 }
 
 impl Gpi2 {
-    /// Start taking passive messages from other hosts into `inbox` (this
-    /// rank's inbox, mapped again for the relay thread).
-    pub(crate) fn passive_enable(&self, inbox: Inbox) {
+    /// Start the relay's work for other hosts: take their passive messages
+    /// into `inbox` (this rank's inbox, mapped again for the relay) and
+    /// watch for failures (see `watch.rs`) over `block`, this host's
+    /// control block (ranks `host`; `probe`: look for dead processes).
+    pub(crate) fn relay_enable(
+        &self,
+        inbox: Inbox,
+        block: JobBlock,
+        host: std::ops::Range<usize>,
+        probe: bool,
+    ) {
         *lock(&self.shared.intake) = Some(Intake {
             inbox,
             nranks: self.placement.nranks as u32,
             held: None,
         });
+        let me = self.placement.rank as usize;
+        *lock(&self.shared.watch) = Some(super::watch::Watch::new(block, host, me, probe));
     }
 
     /// Send the `len` bytes at `msg` to the inbox of `rank`, on another
@@ -182,7 +205,7 @@ impl Gpi2 {
 
 /// Take a notification of ids `first..first + num` of the reserved
 /// segment: (id, value).
-fn take(first: NotificationId, num: u32) -> Option<(NotificationId, u32)> {
+pub(super) fn take(first: NotificationId, num: u32) -> Option<(NotificationId, u32)> {
     let seg = sid(RESERVED_SEGMENT);
     let mut id: sys::gaspi_notification_id_t = 0;
     // SAFETY: out pointer to a local; the ids are inside GPI-2's table.
@@ -194,6 +217,27 @@ fn take(first: NotificationId, num: u32) -> Option<(NotificationId, u32)> {
     // SAFETY: out pointer to a local; `id` is in range.
     unsafe { sys::gaspi_notify_reset(seg, id, &mut value) };
     (value != 0).then_some((id, value))
+}
+
+/// Notify the reserved segment of every rank of `ranks` (errors are left
+/// to the watch: a rank that does not answer is found dead by GPI-2).
+pub(super) fn notify_all(ranks: &[Rank], id: NotificationId, value: u32) {
+    let q = queue_of(RESERVED_QUEUE);
+    for &r in ranks {
+        loop {
+            // SAFETY: plain call; the id is inside GPI-2's table.
+            let code = unsafe {
+                sys::gaspi_notify(sid(RESERVED_SEGMENT), r, id, value, q, ms(RELAY_WAIT))
+            };
+            if code != sys::GASPI_QUEUE_FULL {
+                break;
+            }
+            // SAFETY: plain call.
+            unsafe { sys::gaspi_wait(q, ms(RELAY_WAIT)) };
+        }
+    }
+    // SAFETY: plain call.
+    unsafe { sys::gaspi_wait(q, ms(RELAY_WAIT)) };
 }
 
 /// Notify `rank`'s reserved segment and wait until the notification left.
