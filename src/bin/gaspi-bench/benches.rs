@@ -449,6 +449,56 @@ pub fn read_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
     rows
 }
 
+/// `passive-lat`: ping-pong of passive_send + passive_receive between
+/// ranks 0 and 1; one-way latency. Every message is checked (sender,
+/// length, stamps), then one whole pattern per size.
+pub fn passive_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
+    let ctx = b.ctx;
+    let (view, recv) = b.buffers(sizes);
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let reps = b.reps(size, 5_000, 1 << 30);
+        let ok = Cell::new(true);
+        let post = |to: Rank, i: usize| {
+            stamp(&view, 0, size, i);
+            ctx.passive_send(Local::new(0, 0), to, size, B)
+                .expect("passive_send");
+        };
+        let receive = |from: Rank, i: usize| {
+            let got = ctx
+                .passive_receive(Local::new(0, recv), size, B)
+                .expect("passive_receive");
+            ok.set(ok.get() & (got == (from, size)) & stamped(&view, recv, size, i));
+        };
+        b.barrier();
+        let mut samples = Vec::new();
+        let warm = reps / 10;
+        if b.me() == 0 {
+            let ping = |i: usize| {
+                post(1, i);
+                receive(1, i);
+            };
+            (0..warm).for_each(ping);
+            samples = batches(reps, 2.0, |i| ping(warm + i));
+            fill_pattern(&view, 0, size, size);
+            ctx.passive_send(Local::new(0, 0), 1, size, B)
+                .expect("passive_send");
+        } else if b.me() == 1 {
+            for i in 0..warm + reps {
+                receive(0, i);
+                post(0, i);
+            }
+            let got = ctx
+                .passive_receive(Local::new(0, recv), size, B)
+                .expect("passive_receive");
+            ok.set(ok.get() & (got == (0, size)) & has_pattern(&view, recv, size, size));
+        }
+        let verified = b.all_ok(ok.get());
+        rows.push(b.row("passive-lat", "gaspi", size, reps, samples, verified));
+    }
+    rows
+}
+
 /// `atomic-lat`: rank 0 runs fetch_add on a word of rank 1; every returned
 /// old value must be the previous one plus one.
 pub fn atomic_lat(b: &Bench) -> Vec<Row> {

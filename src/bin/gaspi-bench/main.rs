@@ -24,13 +24,14 @@ use std::time::Instant;
 
 const USAGE: &str = "\
 Usage: gaspi-bench BENCH [-n N] [--ppn P] [--sizes A:B] [--iters K] [--impl I,J] [--dist D,E]
-                         [--format table|csv] [--wait MODE]
+                         [--format table|csv] [--wait MODE] [--engine E [--emulate-hosts]]
 
 Benchmarks (each verifies the data it moves):
   write-notify-lat  ping-pong of write_notify + notify_waitsome (ranks 0, 1), one-way latency
   write-bw          streamed writes rank 0 -> 1, then one notification; beside single-thread memcpy
   read-lat          read + wait (rank 0 reads from rank 1)
   atomic-lat        atomic_fetch_add on rank 1's word from rank 0
+  passive-lat       ping-pong of passive_send + passive_receive (ranks 0, 1), one-way latency
   barrier           barrier over all ranks (impl gaspi: GroupId::ALL, node-aware with
                     several nodes; gaspi-flat: one shared counter; gaspi-node: a node)
   allreduce         sum of f64 over all ranks; --impl auto (default), dissemination, ring,
@@ -80,13 +81,16 @@ Options:
   --wait MODE        how ranks wait: auto, spin, yield or block (GASPI_WAIT)
   --bind B           block (default: consecutive ranks share CPUs) or none (gaspi-run --bind)
   --engine E         native (default) or gpi2 (built with feature gpi2: between nodes
-                     through GPI-2; also GASPI_ENGINE=gpi2)";
+                     through GPI-2; also GASPI_ENGINE=gpi2)
+  --emulate-hosts    with --engine gpi2: every node a host of its own (no shared
+                     memory between nodes, as on a cluster)";
 
-const BENCHES: [&str; 15] = [
+const BENCHES: [&str; 16] = [
     "write-notify-lat",
     "write-bw",
     "read-lat",
     "atomic-lat",
+    "passive-lat",
     "barrier",
     "allreduce",
     "allgatherv",
@@ -116,6 +120,7 @@ struct Args {
     wait: Option<String>,
     engine: Option<gaspi::Engine>,
     binding: Binding,
+    emulate_hosts: bool,
     allreduce: gaspi::AllreduceOptions,
     /// `model`: the machine's parameters.
     params: gaspi::model::CostParams,
@@ -180,6 +185,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
         wait: None,
         engine: None,
         binding: Binding::Block,
+        emulate_hosts: false,
         allreduce: gaspi::AllreduceOptions::default(),
         params: gaspi::model::CostParams::this_machine(),
     };
@@ -269,6 +275,7 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
                 a.binding =
                     Binding::parse(v).ok_or(format!("--bind {v}: use none, block or spread"))?;
             }
+            "--emulate-hosts" => a.emulate_hosts = true,
             "--engine" => {
                 let v = it.next().ok_or("--engine needs a value")?;
                 a.engine = Some(
@@ -392,6 +399,10 @@ impl Printer {
         lines.push(format!(
             "atomic-lat         8 B       {}",
             us(self.find("atomic-lat", "gaspi", 8))
+        ));
+        lines.push(format!(
+            "passive-lat        8 B       {} one way (ranks 0-1)",
+            us(self.find("passive-lat", "gaspi", 8))
         ));
         lines.push(format!(
             "barrier            {ranks} ranks   {}",
@@ -629,6 +640,13 @@ fn run_on(a: &Args, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error> {
         emit(
             "atomic-lat: atomic_fetch_add from rank 0 on a word of rank 1",
             benches::atomic_lat(&b),
+        );
+    }
+    if selected("passive-lat") {
+        let s = sizes(&pow2(1, 32 << 10), &[8, 4096]);
+        emit(
+            "passive-lat: one-way latency of passive_send + passive_receive (ping-pong, ranks 0-1)",
+            benches::passive_lat(&b, &s),
         );
     }
     if selected("barrier") {
@@ -911,6 +929,17 @@ fn main() -> ExitCode {
     }
     if let Some(e) = a.engine {
         launch = launch.engine(e);
+    }
+    if a.emulate_hosts {
+        let gpi2 = a.engine == Some(gaspi::Engine::Gpi2)
+            || std::env::var(gaspi::env::ENGINE).is_ok_and(|e| e == "gpi2");
+        if !gpi2 {
+            eprintln!(
+                "gaspi-bench: --emulate-hosts needs --engine gpi2 (native ranks share memory)"
+            );
+            return ExitCode::from(2);
+        }
+        launch = launch.emulate_hosts(true);
     }
     match launch.run() {
         Ok(report) => ExitCode::from(report.exit_code().clamp(0, 255) as u8),
