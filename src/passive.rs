@@ -74,13 +74,15 @@ impl Context {
             len: size,
         };
         let deadline = timeout.deadline();
-        let alive = || self.engine.check_alive(rank);
+        let alive = |r| self.engine.check_alive(r);
         match (remote, inbox) {
             // SAFETY: the span was checked against the segment, which
             // `obj` keeps mapped for the call.
             (Some(g), _) => unsafe { g.passive_send(rank, msg.ptr(), size, deadline, alive)? },
             (None, Some(inbox)) => {
-                inbox.send(self.rank(), msg, &self.engine.patience(), deadline, alive)?
+                inbox.send(self.rank(), msg, &self.engine.patience(), deadline, || {
+                    alive(rank)
+                })?
             }
             (None, None) => unreachable!("an inbox on this host"),
         }

@@ -161,7 +161,7 @@ impl Gpi2 {
         _: *const u8,
         _: usize,
         _: crate::types::Deadline,
-        _: impl FnMut() -> crate::Result<()>,
+        _: impl Fn(crate::Rank) -> crate::Result<()>,
     ) -> crate::Result<()> {
         match *self {}
     }

@@ -82,9 +82,9 @@ const OUTBOX: usize = SCRATCH_BYTES;
 pub(super) struct Outbox {
     /// Ranks the scratch segment is registered with.
     registered: BTreeSet<Rank>,
-    /// Whether the message in the outbox waits for its acknowledgement
-    /// (its send timed out).
-    unacked: bool,
+    /// The receiver of the message in the outbox, while it waits for its
+    /// acknowledgement (its send timed out).
+    unacked: Option<Rank>,
 }
 
 /// The receiving side, run by the relay thread.
@@ -120,7 +120,7 @@ impl Gpi2 {
     }
 
     /// Send the `len` bytes at `msg` to the inbox of `rank`, on another
-    /// host, until `deadline`; `alive` checks the receiver.
+    /// host, until `deadline`; `alive` checks a receiver.
     ///
     /// # Safety
     /// `msg` is valid for reads of `len` bytes for the call.
@@ -130,7 +130,7 @@ impl Gpi2 {
         msg: *const u8,
         len: usize,
         deadline: Deadline,
-        mut alive: impl FnMut() -> Result<()>,
+        alive: impl Fn(Rank) -> Result<()>,
     ) -> Result<()> {
         if len > self.passive_cap {
             return Err(Error::InvalidArgument(format!(
@@ -146,10 +146,14 @@ impl Gpi2 {
                 Err(std::sync::TryLockError::WouldBlock) => None,
             })
         })?;
-        if outbox.unacked {
-            // Whatever became of it, the outbox is free once answered.
-            self.await_ack(deadline, || Ok(()))?;
-            outbox.unacked = false;
+        if let Some(before) = outbox.unacked {
+            // Whatever became of that message, the outbox is free once
+            // answered, or once its receiver is dead.
+            match self.await_ack(before, deadline, &alive) {
+                Ok(_) | Err(Error::RankFailed { .. } | Error::RankTerminated { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            outbox.unacked = None;
         }
         if !outbox.registered.contains(&rank) {
             self.register(SCRATCH, rank, deadline.timeout())?;
@@ -175,16 +179,10 @@ impl Gpi2 {
             )
         };
         check("gaspi_notify", code, Some(rank))?;
-        outbox.unacked = true;
+        outbox.unacked = Some(rank);
         self.wait(RESERVED_QUEUE, deadline.timeout())?;
-        let answer = self.await_ack(deadline, || {
-            alive()?;
-            if corrupt(rank) {
-                return Err(Error::RankFailed { rank });
-            }
-            Ok(())
-        })?;
-        outbox.unacked = false;
+        let answer = self.await_ack(rank, deadline, &alive)?;
+        outbox.unacked = None;
         match answer {
             REFUSED => Err(Error::InvalidArgument(format!(
                 "a passive message of {len} bytes does not fit rank {rank}'s inbox \
@@ -194,10 +192,18 @@ impl Gpi2 {
         }
     }
 
-    /// Wait for the acknowledgement of this process's message.
-    fn await_ack(&self, deadline: Deadline, mut check: impl FnMut() -> Result<()>) -> Result<u32> {
+    /// Wait for the acknowledgement of this process's message to `rank`.
+    fn await_ack(
+        &self,
+        rank: Rank,
+        deadline: Deadline,
+        alive: &impl Fn(Rank) -> Result<()>,
+    ) -> Result<u32> {
         crate::engine::poll_with_backoff(deadline, || {
-            check()?;
+            alive(rank)?;
+            if corrupt(rank) {
+                return Err(Error::RankFailed { rank });
+            }
             Ok(take(ACK, 1).map(|(_, v)| v))
         })
     }

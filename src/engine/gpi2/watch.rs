@@ -48,7 +48,8 @@ pub(crate) struct Watch {
     rank: usize,
     /// No launcher of ours watches the job: probe process ids.
     probe: bool,
-    /// Deaths this rank has told the other hosts of.
+    /// Deaths the other hosts know of: told by this rank, or by another
+    /// host.
     told: BTreeSet<usize>,
     last: Instant,
     last_ping: Instant,
@@ -78,7 +79,9 @@ impl Watch {
         let mut busy = false;
         let first = failed_id(0, n);
         while let Some((id, _)) = take(first, n as NotificationId) {
-            self.block.mark_failed((id - first) as usize);
+            let dead = (id - first) as usize;
+            self.block.mark_failed(dead);
+            self.told.insert(dead); // its host told everyone
             busy = true;
         }
         if self.last.elapsed() < PERIOD {
