@@ -131,9 +131,16 @@ impl Context {
     }
 
     /// Discard the requests of `queue` (`gaspi_queue_purge`). On the native
-    /// engine they have completed already, so this only empties the count.
-    pub fn queue_purge(&self, queue: QueueId, _timeout: Timeout) -> Result<()> {
-        self.wait(queue, Timeout::Test)
+    /// engine they have completed already, so this only empties the count;
+    /// the GPI-2 engine purges GPI-2's queue (up to `timeout`: GPI-2 takes
+    /// the requests' completions, failed ones included, off the queue).
+    pub fn queue_purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        let q = self.queues.get(queue)?;
+        if let Some(g) = &self.engine.remote {
+            g.purge(queue, timeout)?;
+        }
+        q.posted.store(0, SeqCst);
+        Ok(())
     }
 
     /// Requests posted to `queue` since its last wait (`gaspi_queue_size`).

@@ -102,6 +102,7 @@ impl Deadline {
     pub(crate) fn timeout(self) -> Timeout {
         match self.remaining() {
             None => Timeout::Block,
+            Some(d) if d.is_zero() => Timeout::Test,
             Some(d) => Timeout::After(d),
         }
     }

@@ -522,9 +522,9 @@ impl Context {
     }
 
     /// Run `call`, a resumable GPI-2 call over group members `members`,
-    /// until `deadline`, checking the members between attempts: GPI-2 does
-    /// not notice a dead member by itself, the engine's failure watch
-    /// does. GPI-2 spins while it waits, so collectives (`poll`) get one
+    /// until `deadline`, checking the members for failures after attempts:
+    /// GPI-2 does not notice a dead member by itself, the engine's failure
+    /// watch does. GPI-2 spins while it waits, so collectives (`poll`) get one
     /// attempt of 1 ms, then single checks between growing naps (5 us to
     /// 0.5 ms) that leave the core to others; a commit (SN round trips)
     /// gets attempts of 100 ms.
@@ -543,7 +543,6 @@ impl Context {
             Duration::from_millis(100)
         };
         loop {
-            self.engine.member_faults(members)?;
             let t = match deadline.remaining() {
                 _ if attempt.is_zero() => Timeout::Test,
                 Some(l) if l.is_zero() => Timeout::Test,
@@ -553,6 +552,15 @@ impl Context {
             match call(t) {
                 Err(Error::Timeout) => {}
                 done => return done,
+            }
+            // Only failures end the wait: a member that terminated has done
+            // its part (GPI-2 keeps it reachable until every rank leaves).
+            if let Err(e @ Error::RankFailed { .. }) = self.engine.member_faults(members) {
+                // It may have done its part before it died: one last look.
+                return match call(Timeout::Test) {
+                    Err(Error::Timeout) => Err(e),
+                    done => done,
+                };
             }
             match deadline.remaining() {
                 Some(l) if l.is_zero() => return Err(Error::Timeout),

@@ -1041,6 +1041,13 @@ impl Gpi2 {
         }
     }
 
+    /// Discard the requests of `queue` (`gaspi_queue_purge`).
+    pub(crate) fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        // SAFETY: plain call.
+        let code = unsafe { sys::gaspi_queue_purge(queue_of(queue), ms(timeout)) };
+        check("gaspi_queue_purge", code, None)
+    }
+
     /// Ranks GPI-2's state vector marks corrupt (a request to them failed).
     pub(crate) fn corrupt_ranks(&self) -> Vec<Rank> {
         corrupt_ranks()
