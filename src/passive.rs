@@ -15,7 +15,7 @@ use crate::engine::segment::Span;
 use crate::error::{Error, Result};
 use crate::onesided::check_range;
 use crate::traffic::Op;
-use crate::types::{Local, Rank, Timeout};
+use crate::types::{Deadline, Local, Rank, Timeout};
 
 impl Context {
     /// Send `size` bytes at `src` to `rank`'s inbox (`gaspi_passive_send`).
@@ -114,11 +114,26 @@ impl Context {
             off: dst.offset,
             len: size,
         };
-        self.engine
-            .inbox()
-            .receive(into, &self.engine.patience(), timeout.deadline(), || {
-                self.engine.faults()
-            })
+        let inbox = self.engine.inbox();
+        let faults = || self.engine.faults();
+        let Some(g) = self.engine.cross_host() else {
+            return inbox.receive(into, &self.engine.patience(), timeout.deadline(), faults);
+        };
+        // Other hosts' messages come through GPI-2: take them while waiting.
+        crate::engine::poll_with_naps(
+            timeout.deadline(),
+            crate::engine::remote::PASSIVE_NAP,
+            || {
+                let into = Span { ..into };
+                match inbox.receive(into, &self.engine.patience(), Deadline::Now, faults) {
+                    Err(Error::Timeout) => {
+                        g.passive_pump();
+                        Ok(None)
+                    }
+                    done => done.map(Some),
+                }
+            },
+        )
     }
 
     /// Largest passive message in bytes (`gaspi_passive_transfer_size_max`).

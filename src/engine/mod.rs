@@ -765,6 +765,15 @@ impl Native {
 /// that another process creates, where nothing can wake us.
 pub(crate) fn poll_with_backoff<T>(
     deadline: Deadline,
+    step: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    poll_with_naps(deadline, Duration::from_millis(2), step)
+}
+
+/// [`poll_with_backoff`] with naps of at most `longest`.
+pub(crate) fn poll_with_naps<T>(
+    deadline: Deadline,
+    longest: Duration,
     mut step: impl FnMut() -> Result<Option<T>>,
 ) -> Result<T> {
     let mut nap = Duration::from_micros(5);
@@ -777,7 +786,7 @@ pub(crate) fn poll_with_backoff<T>(
             Some(left) => std::thread::sleep(nap.min(left)),
             None => std::thread::sleep(nap),
         }
-        nap = (nap * 2).min(Duration::from_millis(2));
+        nap = (nap * 2).min(longest);
     }
 }
 

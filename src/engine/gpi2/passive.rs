@@ -33,7 +33,7 @@ use super::{Gpi2, SCRATCH, SCRATCH_BYTES, check, corrupt, lock, ms, queue_of, si
 use crate::context::{RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
-use crate::engine::remote::IDS;
+use crate::engine::remote::{IDS, PASSIVE_NAP};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, NotificationId, Rank, Timeout};
 use gpi2_sys as sys;
@@ -192,6 +192,22 @@ impl Gpi2 {
         }
     }
 
+    /// Take passive messages from other hosts now, if the relay is not
+    /// at it (a receiver waiting for one does, rather than wait for the
+    /// relay's next round). Returns whether one was taken.
+    pub(crate) fn passive_pump(&self) -> bool {
+        let bound = lock(&self.shared.bound);
+        if !bound.iter().any(|b| b.segment == RESERVED_SEGMENT) {
+            return false;
+        }
+        let Ok(mut intake) = self.shared.intake.try_lock() else {
+            return false;
+        };
+        intake
+            .as_mut()
+            .is_some_and(|i| i.step(self.shared.page, self.shared.passive_cap))
+    }
+
     /// Wait for the acknowledgement of this process's message to `rank`.
     fn await_ack(
         &self,
@@ -199,7 +215,7 @@ impl Gpi2 {
         deadline: Deadline,
         alive: &impl Fn(Rank) -> Result<()>,
     ) -> Result<u32> {
-        crate::engine::poll_with_backoff(deadline, || {
+        crate::engine::poll_with_naps(deadline, PASSIVE_NAP, || {
             alive(rank)?;
             if corrupt(rank) {
                 return Err(Error::RankFailed { rank });
