@@ -556,8 +556,13 @@ impl Context {
             // Only failures end the wait: a member that terminated has done
             // its part (GPI-2 keeps it reachable until every rank leaves).
             if let Err(e @ Error::RankFailed { .. }) = self.engine.member_faults(members) {
-                // It may have done its part before it died: one last look.
-                return match call(Timeout::Test) {
+                // It may have done its part before it died (its last
+                // messages still on their way): a short grace.
+                let grace = Deadline::At(std::time::Instant::now() + Duration::from_millis(200));
+                return match crate::engine::poll_with_backoff(grace, || match call(Timeout::Test) {
+                    Err(Error::Timeout) => Ok(None),
+                    done => done.map(Some),
+                }) {
                     Err(Error::Timeout) => Err(e),
                     done => done,
                 };
