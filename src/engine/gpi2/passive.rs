@@ -159,8 +159,9 @@ impl Gpi2 {
             self.register(SCRATCH, rank, deadline.timeout())?;
             outbox.registered.insert(rank);
         }
-        // SAFETY: the outbox lies inside the leaked scratch allocation
-        // (`scratch_bytes`), is written only under the `outbox` lock and
+        // SAFETY: the outbox (`passive_cap >= len` bytes, checked above)
+        // lies inside the leaked scratch allocation (`scratch_bytes`), is
+        // written only under the `outbox` lock and
         // read by a receiver only between this notification and its
         // acknowledgement; the caller vouches for `msg`.
         unsafe {
@@ -262,29 +263,15 @@ pub(super) fn notify_all(ranks: &[Rank], id: NotificationId, value: u32) {
     unsafe { sys::gaspi_wait(q, ms(RELAY_WAIT)) };
 }
 
-/// Notify `rank`'s reserved segment and wait until the notification left.
-fn notify(rank: Rank, id: NotificationId, value: u32) -> Result<()> {
-    let q = queue_of(RESERVED_QUEUE);
-    // SAFETY: plain calls; the id is inside GPI-2's table.
-    let code =
-        unsafe { sys::gaspi_notify(sid(RESERVED_SEGMENT), rank, id, value, q, ms(RELAY_WAIT)) };
-    check("gaspi_notify", code, Some(rank))?;
-    // SAFETY: plain call.
-    check(
-        "gaspi_wait",
-        unsafe { sys::gaspi_wait(q, ms(RELAY_WAIT)) },
-        None,
-    )
-}
-
 impl Intake {
     /// One round of the relay: deliver a held message, or take the next
     /// request. Returns whether anything happened.
     pub(super) fn step(&mut self, page: usize, cap: usize) -> bool {
         let landing = OUTBOX + outbox_bytes(cap);
-        // SAFETY: the landing area lies inside the leaked scratch
-        // allocation and only this thread writes or reads it (GPI-2 writes
-        // it for our reads, which have completed when a message is held).
+        // SAFETY: the landing area (`cap` bytes, `len <= cap`) lies inside
+        // the leaked scratch allocation and only the holder of the intake
+        // lock (`&mut self`) reads it; GPI-2 writes it only for our reads,
+        // which have completed when a message is held or offered.
         let area =
             |len: usize| unsafe { std::slice::from_raw_parts((page + landing) as *const u8, len) };
         if let Some((sender, len)) = self.held {
@@ -292,7 +279,7 @@ impl Intake {
                 return false;
             }
             self.held = None;
-            let _ = notify(sender, ACK, DELIVERED);
+            notify_all(&[sender], ACK, DELIVERED);
             return true;
         }
         let Some((id, value)) = take(REQUEST, self.nranks) else {
@@ -300,7 +287,7 @@ impl Intake {
         };
         let (sender, len) = ((id - REQUEST) as Rank, value as usize);
         if len > cap.min(self.inbox.max_message()) {
-            let _ = notify(sender, ACK, REFUSED);
+            notify_all(&[sender], ACK, REFUSED);
             return true;
         }
         let q = queue_of(RESERVED_QUEUE);
@@ -329,7 +316,7 @@ impl Intake {
             return true;
         }
         if self.inbox.offer(sender, area(len)) {
-            let _ = notify(sender, ACK, DELIVERED);
+            notify_all(&[sender], ACK, DELIVERED);
         } else {
             self.held = Some((sender, len));
         }
