@@ -614,22 +614,21 @@ impl NodeReduce {
                         *stage = Stage::Closing;
                         continue;
                     }
+                    if self.own_result(plan) {
+                        // One wait for every input, local and remote.
+                        self.await_inputs(ctx, plan, parity, tag, deadline)?;
+                        self.reduce_own(ctx, plan, parity, f, direct.as_deref_mut());
+                        *stage = Stage::Instances {
+                            idx: idx + 1,
+                            cursor: 0,
+                        };
+                        continue;
+                    }
                     if idx == 0 && cursor == 0 {
-                        self.await_arrivals(ctx, deadline)?;
+                        self.await_inputs(ctx, plan, parity, tag, deadline)?;
                     }
                     let mut c = cursor;
-                    let r = if self.own_result(plan) {
-                        self.reduce_own(
-                            ctx,
-                            plan,
-                            parity,
-                            tag,
-                            &mut c,
-                            f,
-                            direct.as_deref_mut(),
-                            deadline,
-                        )
-                    } else if !plan.rings.is_empty() {
+                    let r = if !plan.rings.is_empty() {
                         self.ring(ctx, plan, idx, &mut c, f, deadline)
                     } else {
                         self.disseminate(ctx, plan, idx, parity, &mut c, f, deadline)
@@ -695,74 +694,84 @@ impl NodeReduce {
         Ok(())
     }
 
-    /// A rank's own whole result (replicated, direct or one node): wait for
-    /// the inputs of other nodes (`cursor`: ranks waited for so far), then
-    /// reduce every rank's input in rank order into `recv` or the rank's
-    /// result column.
-    #[allow(clippy::too_many_arguments)]
+    /// A rank's own whole result (replicated, direct or one node), once
+    /// [`NodeReduce::await_inputs`] returned: reduce every rank's input in
+    /// rank order into `recv` or the rank's result column.
     fn reduce_own<T: Pod, F: Fn(&T, &T) -> T>(
         &self,
         ctx: &Context,
         plan: &CallPlan,
         parity: usize,
-        tag: u32,
-        cursor: &mut usize,
         f: &F,
         recv: Option<&mut [T]>,
-        deadline: Deadline,
-    ) -> Result<()> {
-        let n = self.layout.ranks;
+    ) {
         let node = ctx.node_ranks(ctx.node());
-        let local = |r: usize| node.contains(&(r as Rank));
-        let nodes = self.layout.nodes();
-        while *cursor < n {
-            let r = *cursor;
-            if nodes > 1 && !local(r) {
-                let id = self.direct_id(parity, r);
-                ctx.await_notification_tag(self.segment, id, tag, deadline)?;
-            }
-            *cursor += 1;
-        }
         let len = plan.len;
-        // SAFETY: every input was written before its notification (other
-        // nodes) or before its rank counted itself in (this node), and is
-        // not written again before every rank of the job has finished this
-        // call (slots alternate by call parity, and a rank two calls ahead
-        // has seen this node's inputs of the call in between, sent after
-        // this call).
-        let inputs: Vec<&[T]> = (0..n)
-            .map(|r| unsafe {
-                let at = if local(r) {
-                    self.input_at(r - node.start as usize)
-                } else {
-                    self.direct_at(parity, r)
-                };
-                self.obj.as_slice::<T>(at, len)
-            })
-            .collect();
+        let input = |r: usize| {
+            let at = if node.contains(&(r as Rank)) {
+                self.input_at(r - node.start as usize)
+            } else {
+                self.direct_at(parity, r)
+            };
+            // SAFETY: every input was written before its notification
+            // (other nodes) or before its rank counted itself in (this
+            // node), both of which `await_inputs` saw, and is not written
+            // again before every rank of the job has finished this call
+            // (slots alternate by call parity, and a rank two calls ahead
+            // has seen this node's inputs of the call in between, sent
+            // after this call).
+            unsafe { self.obj.as_slice::<T>(at, len) }
+        };
         let inst = &plan.instances[ctx.local_rank() as usize];
-        match recv {
-            Some(out) => reduce_slices(out, &inputs, f),
+        let out = match recv {
+            Some(out) => out,
             // SAFETY: this rank's result column, written by it only.
-            None => reduce_slices(unsafe { self.column(self.areas.result, inst) }, &inputs, f),
-        }
-        Ok(())
+            None => unsafe { self.column(self.areas.result, inst) },
+        };
+        with_slices(self.layout.ranks, input, |inputs| {
+            reduce_slices(out, inputs, f)
+        });
     }
 
-    /// Wait until every rank of the node has put in its input of this call.
+    /// Wait until every rank of the node has put in its input of this call
+    /// and, with the direct exchange, every rank of the other nodes has
+    /// written its input here (its notification holds `tag`): one wait, so
+    /// a rank that has to wait at all yields for everything at once.
+    ///
     /// Like every wait of a collective over all ranks, it fails as soon as
     /// any rank has failed: a local rank that gave up on a call because a
     /// remote one died would otherwise be waited for forever.
-    fn await_arrivals(&self, ctx: &Context, deadline: Deadline) -> Result<()> {
+    fn await_inputs(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        tag: u32,
+        deadline: Deadline,
+    ) -> Result<()> {
         let call = self.calls + 1;
         let local_num = ctx.local_num() as usize;
+        let node = ctx.node_ranks(ctx.node());
+        let ranks = self.layout.ranks;
+        let remote = plan.choice.inter == Inter::Direct && self.layout.nodes() > 1;
+        let ids = self.direct_id(parity, 0)..self.direct_id(parity, ranks);
+        let table = self.obj.notifications();
+        let arrived = |r: usize| {
+            let v = table.values[self.direct_id(parity, r) as usize].load(SeqCst);
+            v != 0 && v.wrapping_sub(tag) as i32 >= 0
+        };
         ctx.engine.patience().wait(
-            self.obj.notifications().ww,
+            table.ww,
             deadline,
             || {
-                (0..local_num)
-                    .all(|l| self.arrival(l).load(SeqCst) >= call)
-                    .then_some(())
+                let here = (0..local_num).all(|l| self.arrival(l).load(SeqCst) >= call);
+                let there = !remote || {
+                    ctx.engine.pump(self.segment, &self.obj, ids.clone());
+                    (0..ranks)
+                        .filter(|&r| !node.contains(&(r as Rank)))
+                        .all(arrived)
+                };
+                (here && there).then_some(())
             },
             || ctx.engine.faults(),
         )
@@ -786,10 +795,10 @@ impl NodeReduce {
         // themselves in, and nobody writes them again until every rank of
         // the node has finished the call (input slots alternate by parity
         // for replicated calls; a split call ends with a node barrier).
-        let inputs: Vec<&[T]> = (0..ctx.local_num() as usize)
-            .map(|l| unsafe { self.obj.as_slice::<T>(self.input_at(l) + skip, n) })
-            .collect();
-        reduce_slices(out, &inputs, f);
+        let input = |l: usize| unsafe { self.obj.as_slice::<T>(self.input_at(l) + skip, n) };
+        with_slices(ctx.local_num() as usize, input, |inputs| {
+            reduce_slices(out, inputs, f)
+        });
     }
 
     /// This instance's column of the area at `area`, as a slice.
@@ -827,6 +836,25 @@ impl NodeReduce {
 /// The notification value that tags call `call` (never 0).
 fn tag(call: u64) -> u32 {
     ((call % u32::MAX as u64) + 1) as u32
+}
+
+/// Run `body` on the slices `input(0..n)`, gathered without allocating
+/// for up to 16 of them (the usual node or job of a small call).
+fn with_slices<'s, T: 's, R>(
+    n: usize,
+    input: impl Fn(usize) -> &'s [T],
+    body: impl FnOnce(&[&'s [T]]) -> R,
+) -> R {
+    const ON_STACK: usize = 16;
+    if n <= ON_STACK {
+        let mut slices: [&[T]; ON_STACK] = [&[]; ON_STACK];
+        for (k, s) in slices[..n].iter_mut().enumerate() {
+            *s = input(k);
+        }
+        body(&slices[..n])
+    } else {
+        body(&(0..n).map(input).collect::<Vec<_>>())
+    }
 }
 
 /// `out = f(...f(f(inputs[0], inputs[1]), inputs[2])...)` element-wise, a
