@@ -247,7 +247,7 @@ impl Context {
     }
 
     /// Wait until notification `id` of local segment `segment` holds a
-    /// value at least `tag` (in wrapping order: values count calls), without
+    /// value at least `tag` ([`tag_reached`]), without
     /// taking it: for values that every rank of a node reads, like the
     /// allgatherv's credits.
     pub(crate) fn await_notification_tag(
@@ -266,7 +266,7 @@ impl Context {
             || {
                 self.engine.pump(segment, &obj, id..id + 1);
                 let v = table.values[id as usize].load(SeqCst);
-                (v != 0 && v.wrapping_sub(tag) as i32 >= 0).then_some(())
+                tag_reached(v, tag).then_some(())
             },
             || self.engine.faults(),
         )
@@ -307,4 +307,10 @@ impl Context {
     pub fn notification_num(&self) -> u32 {
         self.config.notification_num
     }
+}
+
+/// Whether notification value `v` is `tag` or later, in wrapping order
+/// (values that count calls; 0 is no value).
+pub(crate) fn tag_reached(v: NotificationValue, tag: NotificationValue) -> bool {
+    v != 0 && v.wrapping_sub(tag) as i32 >= 0
 }

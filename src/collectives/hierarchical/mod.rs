@@ -758,7 +758,7 @@ impl NodeReduce {
         let table = self.obj.notifications();
         let arrived = |r: usize| {
             let v = table.values[self.direct_id(parity, r) as usize].load(SeqCst);
-            v != 0 && v.wrapping_sub(tag) as i32 >= 0
+            crate::notifications::tag_reached(v, tag)
         };
         ctx.engine.patience().wait(
             table.ww,
