@@ -124,6 +124,17 @@ impl Context {
     }
 
     /// The largest value an atomic word holds (`gaspi_atomic_max`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 8, gaspi::Alloc::Initialized)?;
+    /// let word = gaspi::Remote::new(ctx.rank(), 0, 0);
+    /// ctx.atomic_fetch_add(word, ctx.atomic_max(), gaspi::Timeout::Block)?;
+    /// // Wraps around.
+    /// assert_eq!(ctx.atomic_fetch_add(word, 1, gaspi::Timeout::Block)?, u64::MAX);
+    /// assert_eq!(ctx.segment::<u64>(0)?.get(0), 0);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn atomic_max(&self) -> u64 {
         u64::MAX
     }

@@ -4,14 +4,38 @@ use crate::error::{Error, Result};
 use crate::types::Timeout;
 
 /// Hard limit on queues (GPI-2's `GASPI_MAX_QP`).
+///
+/// ```
+/// let cfg = gaspi::Config { queue_num: gaspi::QUEUE_MAX, ..Default::default() };
+/// assert!(cfg.validate().is_ok());
+/// ```
 pub const QUEUE_MAX: u32 = 16;
 /// Hard limit on the depth of one queue (GPI-2's `GASPI_MAX_QSIZE`).
+///
+/// ```
+/// let cfg = gaspi::Config { queue_size_max: gaspi::QUEUE_SIZE_LIMIT + 1, ..Default::default() };
+/// assert!(cfg.validate().is_err());
+/// ```
 pub const QUEUE_SIZE_LIMIT: u32 = 4096;
 /// Hard limit on segment ids: ids are `0..255`.
+///
+/// ```
+/// assert_eq!(gaspi::Config::default().segment_max, gaspi::SEGMENT_LIMIT);
+/// ```
 pub const SEGMENT_LIMIT: u32 = 255;
 /// Hard limit on groups per rank.
+///
+/// ```
+/// let cfg = gaspi::Config { group_max: gaspi::GROUP_LIMIT, ..Default::default() };
+/// assert!(cfg.validate().is_ok());
+/// ```
 pub const GROUP_LIMIT: u32 = 64;
 /// Largest notification table a segment can have.
+///
+/// ```
+/// let cfg = gaspi::Config { notification_num: gaspi::NOTIFICATION_LIMIT * 2, ..Default::default() };
+/// assert!(matches!(cfg.validate(), Err(gaspi::Error::Config(_))));
+/// ```
 pub const NOTIFICATION_LIMIT: u32 = 1 << 24;
 
 /// Which engine carries operations between nodes.
@@ -35,6 +59,12 @@ pub enum Engine {
 
 impl Engine {
     /// `native` or `gpi2`.
+    ///
+    /// ```
+    /// use gaspi::Engine;
+    /// assert_eq!(Engine::parse("native"), Some(Engine::Native));
+    /// assert_eq!(Engine::parse("mpi"), None);
+    /// ```
     pub fn parse(s: &str) -> Option<Engine> {
         match s {
             "native" => Some(Engine::Native),
@@ -52,6 +82,14 @@ impl Engine {
 /// for a while before yielding; with more ranks than cores it yields almost
 /// at once, because a spinning rank would take the core the rank it waits
 /// for needs.
+///
+/// ```
+/// use gaspi::{Config, Context, WaitMode};
+/// // Many more ranks than cores: never spin.
+/// let ctx = Context::init(Config { wait_mode: WaitMode::Yield, ..Default::default() })?;
+/// # let _ = ctx;
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum WaitMode {
     /// Decide from ranks per core (the default).
@@ -96,7 +134,9 @@ impl WaitMode {
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
-    /// Queues created at init (`queue_num`, default 8, at most [`QUEUE_MAX`]).
+    /// Queues created at init (`queue_num`, default 8, at most [`QUEUE_MAX`];
+    /// at most 15 on the GPI-2 engine, which keeps GPI-2's last queue for
+    /// the runtime).
     pub queue_num: u32,
     /// Requests a queue holds before [`Error::QueueFull`] (`queue_size_max`, default 1024).
     pub queue_size_max: u32,
@@ -149,6 +189,11 @@ impl Default for Config {
 
 impl Config {
     /// Check every field against its limits.
+    ///
+    /// ```
+    /// let bad = gaspi::Config { passive_transfer_size_max: 0, ..Default::default() };
+    /// assert!(matches!(bad.validate(), Err(gaspi::Error::Config(m)) if m.contains("passive_transfer_size_max")));
+    /// ```
     pub fn validate(&self) -> Result<()> {
         fn check(ok: bool, msg: String) -> Result<()> {
             if ok { Ok(()) } else { Err(Error::Config(msg)) }

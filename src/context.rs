@@ -14,27 +14,85 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 /// Environment variables a launcher sets for each rank.
 pub mod env {
     /// This rank (GPI-2's name).
+    ///
+    /// ```
+    /// // A rank started by a launcher knows its rank before init.
+    /// let rank: Option<u16> = std::env::var(gaspi::env::RANK).ok().and_then(|r| r.parse().ok());
+    /// # let _ = rank;
+    /// ```
     pub const RANK: &str = "GASPI_RANK";
     /// Number of ranks (GPI-2's name).
+    ///
+    /// ```
+    /// let ranks = std::env::var(gaspi::env::NRANKS).map_or(1, |n| n.parse::<usize>().unwrap_or(1));
+    /// assert!(ranks >= 1);
+    /// ```
     pub const NRANKS: &str = "GASPI_NRANKS";
     /// Ranks per node (consecutive ranks form a node).
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// let report = Launch::new("sh", 2).args(["-c", &format!("echo ${}", gaspi::env::PPN)]).ppn(1).output(Output::Capture).run()?;
+    /// assert_eq!(report.ranks[0].stdout, b"1\n");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub const PPN: &str = "GASPI_PPN";
     /// The job's token: names its shared-memory objects.
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// // Every rank of a job gets the same token.
+    /// let report = Launch::new("sh", 2).args(["-c", &format!("echo ${}", gaspi::env::JOB)]).output(Output::Capture).run()?;
+    /// assert_eq!(report.ranks[0].stdout, report.ranks[1].stdout);
+    /// assert_eq!(report.ranks[0].stdout, format!("{}\n", report.token).into_bytes());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub const JOB: &str = "GASPI_JOB";
     /// Pid of the supervising launcher, if any.
+    ///
+    /// ```
+    /// let supervised = std::env::var_os(gaspi::env::LAUNCHER).is_some();
+    /// # let _ = supervised;
+    /// ```
     pub const LAUNCHER: &str = "GASPI_LAUNCHER";
     /// Overrides [`Config::wait_mode`](crate::Config::wait_mode): `auto|spin|yield|block`.
+    ///
+    /// ```
+    /// use gaspi::launcher::Launch;
+    /// // The same as `GASPI_WAIT=block gaspi-run ...`.
+    /// let job = Launch::new("target/release/examples/ring", 4).env(gaspi::env::WAIT, "block");
+    /// # let _ = job;
+    /// ```
     pub const WAIT: &str = "GASPI_WAIT";
     /// CPUs the whole job runs on (the launcher's; each rank may be bound
     /// to fewer): what waiting compares the awake ranks with.
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// let report = Launch::new("sh", 1).args(["-c", &format!("echo ${}", gaspi::env::CPUS)]).output(Output::Capture).run()?;
+    /// let cpus: usize = String::from_utf8_lossy(&report.ranks[0].stdout).trim().parse().unwrap();
+    /// assert!(cpus >= 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub const CPUS: &str = "GASPI_CPUS";
     /// Overrides [`Config::engine`](crate::Config::engine): `native|gpi2`.
+    ///
+    /// ```
+    /// // `GASPI_ENGINE=gpi2 ./program` runs the same binary on GPI-2.
+    /// let engine = std::env::var(gaspi::env::ENGINE).ok().and_then(|e| gaspi::Engine::parse(&e));
+    /// let configured = gaspi::Config { engine: engine.unwrap_or_default(), ..Default::default() };
+    /// assert!(configured.validate().is_ok());
+    /// ```
     pub const ENGINE: &str = "GASPI_ENGINE";
     /// For testing the GPI-2 engine on one machine: ranks per emulated
     /// host (consecutive blocks) under GPI-2's own `gaspi_run`. Ranks of
     /// different emulated hosts share no shared-memory object, as if they
     /// ran on different machines; everything between them goes through
     /// GPI-2.
+    ///
+    /// ```text
+    /// GASPI_HOST_RANKS=2 gaspi_run -m machines -n 4 ./program   # hosts of 2 ranks
+    /// ```
     pub const HOST_RANKS: &str = "GASPI_HOST_RANKS";
 }
 
@@ -271,6 +329,15 @@ impl Context {
     /// Fails with [`Error::AlreadyInitialized`] if a context is alive in
     /// this process, and with [`Error::Environment`] if the launcher's
     /// variables are inconsistent.
+    ///
+    /// ```
+    /// // Run on its own, a program is a job of one rank.
+    /// let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert_eq!(ctx.num_ranks(), 1);
+    /// assert!(matches!(gaspi::Context::init(gaspi::Config::default()), Err(gaspi::Error::AlreadyInitialized)));
+    /// ctx.term()?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn init(config: Config) -> Result<Context> {
         let config = config_from_env(config)?;
         if config.engine == Engine::Gpi2 {
@@ -287,6 +354,15 @@ impl Context {
     #[cfg(feature = "gpi2")]
     fn init_gpi2(mut config: Config) -> Result<Context> {
         config.validate()?;
+        let queues = crate::queues::queue_max(Engine::Gpi2);
+        if config.queue_num > queues {
+            return Err(Error::Config(format!(
+                "queue_num {} must be in 1..={queues} on the GPI-2 engine \
+                 (GPI-2 has {} queues; the runtime keeps the last)",
+                config.queue_num,
+                crate::config::QUEUE_MAX
+            )));
+        }
         // GPI-2 has 255 segment ids; the runtime takes the last two.
         config.segment_max = config
             .segment_max
@@ -398,7 +474,11 @@ impl Context {
         });
         let made = attached.and_then(|engine| {
             let ctx = Context {
-                queues: Queues::new(config.queue_num, config.queue_size_max),
+                queues: Queues::new(
+                    config.queue_num,
+                    config.queue_size_max,
+                    crate::queues::queue_max(config.engine),
+                ),
                 groups: Groups::new(config.group_max as usize),
                 traffic: Default::default(),
                 all_nodes: Mutex::new(None),
@@ -423,6 +503,14 @@ impl Context {
     ///
     /// Other ranks' operations on this rank fail with
     /// [`Error::RankTerminated`] afterwards.
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert!(gaspi::Context::is_initialized());
+    /// ctx.term()?;
+    /// assert!(!gaspi::Context::is_initialized());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn term(self) -> Result<()> {
         self.shutdown(false);
         Ok(())
@@ -453,37 +541,82 @@ impl Context {
     }
 
     /// This rank (`gaspi_proc_rank`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert!(ctx.rank() < ctx.num_ranks());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn rank(&self) -> Rank {
         self.engine.rank
     }
 
     /// Number of ranks in the job (`gaspi_proc_num`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let right = (ctx.rank() + 1) % ctx.num_ranks();
+    /// assert!(right < ctx.num_ranks());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn num_ranks(&self) -> Rank {
         self.engine.nranks() as Rank
     }
 
     /// Ranks per node: consecutive ranks `node*ppn .. node*ppn+ppn` form a
     /// node (`gaspi-run --ppn`; all ranks when not given).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// // Without --ppn the whole job is one node.
+    /// assert_eq!(ctx.ranks_per_node(), ctx.num_ranks() as usize);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn ranks_per_node(&self) -> usize {
         self.ppn
     }
 
     /// The node of this rank.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert_eq!(ctx.node(), ctx.rank() as usize / ctx.ranks_per_node());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn node(&self) -> usize {
         self.rank() as usize / self.ppn
     }
 
     /// Number of nodes.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert!(ctx.node() < ctx.num_nodes());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn num_nodes(&self) -> usize {
         (self.num_ranks() as usize).div_ceil(self.ppn)
     }
 
     /// This rank's index within its node (`gaspi_proc_local_rank`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let first_of_node = ctx.rank() - ctx.local_rank();
+    /// assert_eq!(first_of_node as usize, ctx.node() * ctx.ranks_per_node());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn local_rank(&self) -> Rank {
         (self.rank() as usize % self.ppn) as Rank
     }
 
     /// Number of ranks on this rank's node (`gaspi_proc_local_num`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert!(ctx.local_rank() < ctx.local_num());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn local_num(&self) -> Rank {
         let first = self.node() * self.ppn;
         (self.num_ranks() as usize - first).min(self.ppn) as Rank
@@ -506,12 +639,24 @@ impl Context {
     }
 
     /// The configuration in effect (`gaspi_config_get` after init).
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config { queue_num: 2, ..Default::default() })?;
+    /// assert_eq!(ctx.config().queue_num, 2);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn config(&self) -> &Config {
         &self.config
     }
 
     /// Health of every rank (`gaspi_state_vec_get`): a rank that died
     /// without terminating is [`RankState::Corrupt`].
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert!(ctx.state_vec().iter().all(|s| *s == gaspi::RankState::Healthy));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn state_vec(&self) -> Vec<RankState> {
         (0..self.engine.nranks())
             .map(|r| match self.engine.job.slot(r).state.load(SeqCst) {
@@ -529,12 +674,32 @@ impl Context {
     /// Once acknowledged, they wait for the surviving ranks again (a later
     /// failure is reported anew). Operations aimed at a failed rank, and
     /// collectives over groups containing it, always fail.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_create(0, 64, gaspi::GroupId::ALL, gaspi::Timeout::Block, gaspi::Alloc::Initialized)?;
+    /// match ctx.notify_waitsome(0, 0..1, gaspi::Timeout::Test) {
+    ///     Err(gaspi::Error::RankFailed { rank }) => {
+    ///         // Go on with the survivors.
+    ///         assert!(ctx.acknowledge_failures().contains(&rank));
+    ///     }
+    ///     _ => assert!(ctx.acknowledge_failures().is_empty()),
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn acknowledge_failures(&self) -> Vec<Rank> {
         self.engine.acknowledge_failures()
     }
 
     /// Whether `rank` is still running (`gaspi_proc_ping`): `Ok` if it is,
     /// [`Error::RankFailed`] or [`Error::RankTerminated`] if not.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.proc_ping(ctx.rank())?;
+    /// assert!(matches!(ctx.proc_ping(ctx.num_ranks()), Err(gaspi::Error::InvalidRank { .. })));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn proc_ping(&self, rank: Rank) -> Result<()> {
         self.engine.check_rank(rank)?;
         self.engine.faults().ok();
@@ -545,22 +710,49 @@ impl Context {
     /// machine need no connection: this checks that `rank` exists and is
     /// running, so ported code that connects explicitly keeps its error
     /// handling.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// for r in 0..ctx.num_ranks() {
+    ///     ctx.connect(r, gaspi::Timeout::Block)?;
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn connect(&self, rank: Rank, _timeout: crate::Timeout) -> Result<()> {
         self.proc_ping(rank)
     }
 
     /// End communication with `rank` (`gaspi_disconnect`); nothing to tear
     /// down on one machine, so only the rank is checked.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.connect(0, gaspi::Timeout::Block)?;
+    /// ctx.disconnect(0)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn disconnect(&self, rank: Rank) -> Result<()> {
         self.engine.check_rank(rank)
     }
 
     /// Whether a context is alive in this process (`gaspi_initialized`).
+    ///
+    /// ```
+    /// assert!(!gaspi::Context::is_initialized());
+    /// let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert!(gaspi::Context::is_initialized());
+    /// # drop(ctx);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn is_initialized() -> bool {
         ALIVE.load(SeqCst)
     }
 
     /// The library version (`gaspi_version`).
+    ///
+    /// ```
+    /// assert!(!gaspi::Context::version().is_empty());
+    /// ```
     pub fn version() -> &'static str {
         env!("CARGO_PKG_VERSION")
     }

@@ -10,6 +10,13 @@ use std::fmt;
 use std::io;
 
 /// Shorthand for `std::result::Result<T, gaspi::Error>`.
+///
+/// ```
+/// fn first_rank(ctx: &gaspi::Context) -> gaspi::Result<gaspi::Rank> {
+///     ctx.proc_ping(0)?;
+///     Ok(0)
+/// }
+/// ```
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Everything that can go wrong in a GASPI call.
@@ -258,6 +265,15 @@ impl Error {
     }
 
     /// True for [`Error::Timeout`]: the call may simply be repeated.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_create(0, 64, gaspi::GroupId::ALL, gaspi::Timeout::Block, gaspi::Alloc::Initialized)?;
+    /// // Nothing was notified: a test returns at once with a timeout.
+    /// let e = ctx.notify_waitsome(0, 0..4, gaspi::Timeout::Test).unwrap_err();
+    /// assert!(e.is_timeout());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout)
     }

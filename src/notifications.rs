@@ -20,6 +20,16 @@ use std::sync::atomic::Ordering::SeqCst;
 
 /// How many notifications a window's table has received and given out,
 /// node-wide, since the window was created. Both only grow.
+///
+/// ```
+/// # use gaspi::{Config, Context, GroupId, Notification, Timeout};
+/// # let ctx = Context::init(Config::default())?;
+/// let win = ctx.window_create(0, 64, GroupId::ALL, Timeout::Block)?;
+/// ctx.notify(ctx.rank(), 0, Notification::new(1, 1), 0, Timeout::Block)?;
+/// assert_eq!(ctx.notify_counts(0)?, gaspi::NotifyCounts { posted: 1, claimed: 0 });
+/// # drop(win);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct NotifyCounts {
     /// Notifications posted into the table (by any rank, any node).
@@ -81,6 +91,16 @@ impl Context {
     /// Atomically take notification `id` of local segment `segment`: return
     /// its value and set it to 0 (`gaspi_notify_reset`). Returns 0 if it was
     /// not set (or another thread took it first).
+    ///
+    /// ```
+    /// # use gaspi::{Alloc, Config, Context, Notification, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// ctx.notify(ctx.rank(), 0, Notification::new(5, 2), 0, Timeout::Block)?;
+    /// assert_eq!(ctx.notify_reset(0, 5)?, 2); // taken
+    /// assert_eq!(ctx.notify_reset(0, 5)?, 0); // nothing left
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn notify_reset(
         &self,
         segment: SegmentId,
@@ -187,6 +207,20 @@ impl Context {
     /// The node-wide counts of the notification table of window `segment`.
     /// Fails with [`Error::NotAWindow`] on a rank's own segment, whose
     /// table does not count.
+    ///
+    /// ```
+    /// # use gaspi::{Alloc, Config, Context, GroupId, Notification, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let _win = ctx.window_create(0, 64, GroupId::ALL, Timeout::Block)?;
+    /// ctx.notify(ctx.rank(), 0, Notification::new(2, 1), 0, Timeout::Block)?;
+    /// ctx.notify_claim(0, 0..8, Timeout::Block)?;
+    /// let c = ctx.notify_counts(0)?;
+    /// assert_eq!((c.posted, c.claimed), (1, 1));
+    /// // A plain segment's table does not count.
+    /// ctx.segment_alloc(1, 64, Alloc::Initialized)?;
+    /// assert!(matches!(ctx.notify_counts(1), Err(gaspi::Error::NotAWindow { .. })));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn notify_counts(&self, segment: SegmentId) -> Result<NotifyCounts> {
         let obj = self.local_table(segment)?;
         let c = self.counters(&obj, segment)?;
@@ -200,6 +234,18 @@ impl Context {
     /// window `segment` since its creation; returns the count then. Waiting
     /// for a total rather than "one more" makes rounds unambiguous: round
     /// `k` waits for the total of rounds `0..=k`.
+    ///
+    /// ```
+    /// # use gaspi::{Config, Context, GroupId, Notification, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let _win = ctx.window_create(0, 64, GroupId::ALL, Timeout::Block)?;
+    /// for round in 0..3u64 {
+    ///     ctx.notify(ctx.rank(), 0, Notification::new(round as u32, 1), 0, Timeout::Block)?;
+    ///     // Round k waits for the total of rounds 0..=k.
+    ///     assert!(ctx.notify_wait_posted(0, round + 1, Timeout::Block)? >= round + 1);
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn notify_wait_posted(
         &self,
         segment: SegmentId,
@@ -211,6 +257,17 @@ impl Context {
 
     /// Wait until at least `at_least` notifications have been claimed from
     /// window `segment` (by any rank of the node); returns the count then.
+    ///
+    /// ```
+    /// # use gaspi::{Config, Context, GroupId, Notification, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let _win = ctx.window_create(0, 64, GroupId::ALL, Timeout::Block)?;
+    /// ctx.notify(ctx.rank(), 0, Notification::new(0, 1), 0, Timeout::Block)?;
+    /// assert!(ctx.notify_wait_claimed(0, 1, Timeout::Test).unwrap_err().is_timeout());
+    /// ctx.notify_claim(0, 0..1, Timeout::Block)?;
+    /// assert_eq!(ctx.notify_wait_claimed(0, 1, Timeout::Block)?, 1);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn notify_wait_claimed(
         &self,
         segment: SegmentId,
@@ -304,6 +361,15 @@ impl Context {
     }
 
     /// Notifications per segment of this rank (`gaspi_notification_num`).
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config { notification_num: 1024, ..Default::default() })?;
+    /// ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// assert_eq!(ctx.notification_num(), 1024);
+    /// let beyond = gaspi::Notification::new(1024, 1);
+    /// assert!(ctx.notify(ctx.rank(), 0, beyond, 0, gaspi::Timeout::Block).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn notification_num(&self) -> u32 {
         self.config.notification_num
     }

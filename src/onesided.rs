@@ -368,6 +368,19 @@ impl Context {
     /// Read `size` bytes from `src` into `dst` (`gaspi_read`). The data is
     /// in place once [`Context::wait`] on the queue returns (on the native
     /// engine, already when this call returns).
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, GroupId, Local, Remote, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_create(0, 64, GroupId::ALL, Timeout::Block, Alloc::Initialized)?;
+    /// ctx.segment::<u64>(0)?.set(0, 11 + ctx.rank() as u64);
+    /// ctx.barrier(GroupId::ALL, Timeout::Block)?;
+    /// let left = (ctx.rank() + ctx.num_ranks() - 1) % ctx.num_ranks();
+    /// ctx.read(Local::new(0, 8), Remote::new(left, 0, 0), 8, 0, Timeout::Block)?;
+    /// ctx.wait(0, Timeout::Block)?;
+    /// assert_eq!(ctx.segment::<u64>(0)?.get(1), 11 + left as u64);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn read(
         &self,
         dst: Local,
@@ -413,6 +426,19 @@ impl Context {
     /// Read `size` bytes from `src` into `dst`, then set notification `id`
     /// to 1 in the table of the local segment `dst.segment`
     /// (`gaspi_read_notify`).
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, Local, Remote, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// ctx.segment::<u64>(0)?.set(0, 5);
+    /// ctx.read_notify(Local::new(0, 8), Remote::new(ctx.rank(), 0, 0), 8, 4, 0, Timeout::Block)?;
+    /// // The local notification says the data is in place.
+    /// assert_eq!(ctx.notify_waitsome(0, 4..5, Timeout::Block)?, 4);
+    /// assert_eq!(ctx.notify_reset(0, 4)?, 1);
+    /// assert_eq!(ctx.segment::<u64>(0)?.get(1), 5);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn read_notify(
         &self,
         dst: Local,
@@ -430,6 +456,22 @@ impl Context {
     /// Set `notification` in the table of segment `segment` of `rank`
     /// (`gaspi_notify`). It is seen after every write this rank posted
     /// before it to that rank.
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, GroupId, Notification, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_create(0, 64, GroupId::ALL, Timeout::Block, Alloc::Initialized)?;
+    /// let right = (ctx.rank() + 1) % ctx.num_ranks();
+    /// // "My data for you is complete", one id per sender.
+    /// ctx.notify(right, 0, Notification::new(ctx.rank() as u32, 1), 0, Timeout::Block)?;
+    /// let left = (ctx.rank() + ctx.num_ranks() - 1) % ctx.num_ranks();
+    /// ctx.notify_waitsome(0, left as u32..left as u32 + 1, Timeout::Block)?;
+    /// assert!(matches!(
+    ///     ctx.notify(right, 0, Notification::new(0, 0), 0, Timeout::Block),
+    ///     Err(gaspi::Error::ZeroNotificationValue)
+    /// ));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn notify(
         &self,
         rank: Rank,
@@ -448,6 +490,20 @@ impl Context {
     }
 
     /// Write every element of `entries` to `rank` (`gaspi_write_list`).
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, ListEntry, Local, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 256, Alloc::Initialized)?;
+    /// let v = ctx.segment::<u8>(0)?;
+    /// v.copy_from_slice(0, b"ab");
+    /// // Scatter two bytes to offsets 100 and 200 of the target's segment 0.
+    /// let list = [ListEntry::new(Local::new(0, 0), 0, 100, 1), ListEntry::new(Local::new(0, 1), 0, 200, 1)];
+    /// ctx.write_list(ctx.rank(), &list, 0, Timeout::Block)?;
+    /// ctx.wait(0, Timeout::Block)?;
+    /// assert_eq!((v.get(100), v.get(200)), (b'a', b'b'));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn write_list(
         &self,
         rank: Rank,
@@ -463,6 +519,19 @@ impl Context {
     /// in the table of its segment `notification_segment`
     /// (`gaspi_write_list_notify`): the notification is seen after all the
     /// elements.
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, ListEntry, Local, Notification, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 256, Alloc::Initialized)?;
+    /// ctx.segment::<u8>(0)?.copy_from_slice(0, b"xy");
+    /// let list = [ListEntry::new(Local::new(0, 0), 0, 64, 2), ListEntry::new(Local::new(0, 0), 0, 128, 2)];
+    /// ctx.write_list_notify(ctx.rank(), &list, 0, Notification::new(7, 1), 0, Timeout::Block)?;
+    /// // Seeing the notification means both pieces are in place.
+    /// assert_eq!(ctx.notify_waitsome(0, 7..8, Timeout::Block)?, 7);
+    /// assert_eq!(ctx.segment::<u8>(0)?.get(129), b'y');
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn write_list_notify(
         &self,
         rank: Rank,
@@ -478,6 +547,21 @@ impl Context {
     }
 
     /// Read every element of `entries` from `rank` (`gaspi_read_list`).
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, ListEntry, Local, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 256, Alloc::Initialized)?;
+    /// let v = ctx.segment::<u8>(0)?;
+    /// v.set(100, 1);
+    /// v.set(200, 2);
+    /// // Gather offsets 100 and 200 into bytes 0 and 1.
+    /// let list = [ListEntry::new(Local::new(0, 0), 0, 100, 1), ListEntry::new(Local::new(0, 1), 0, 200, 1)];
+    /// ctx.read_list(ctx.rank(), &list, 0, Timeout::Block)?;
+    /// ctx.wait(0, Timeout::Block)?;
+    /// assert_eq!((v.get(0), v.get(1)), (1, 2));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn read_list(
         &self,
         rank: Rank,
@@ -492,6 +576,18 @@ impl Context {
     /// Read every element of `entries` from `rank`, then set notification
     /// `id` to 1 in the table of local segment `notification_segment`
     /// (`gaspi_read_list_notify`).
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, ListEntry, Local, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 256, Alloc::Initialized)?;
+    /// ctx.segment::<u8>(0)?.set(100, 9);
+    /// let list = [ListEntry::new(Local::new(0, 0), 0, 100, 1)];
+    /// ctx.read_list_notify(ctx.rank(), &list, 0, 12, 0, Timeout::Block)?;
+    /// assert_eq!(ctx.notify_waitsome(0, 12..13, Timeout::Block)?, 12);
+    /// assert_eq!(ctx.segment::<u8>(0)?.get(0), 9);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn read_list_notify(
         &self,
         rank: Rank,
@@ -507,11 +603,30 @@ impl Context {
     }
 
     /// Largest single transfer in bytes (`gaspi_transfer_size_max`).
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, Local, Remote, Timeout};
+    /// let ctx = Context::init(Config { transfer_size_max: 16, ..Default::default() })?;
+    /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// assert_eq!(ctx.transfer_size_max(), 16);
+    /// let too_big = ctx.write(Local::new(0, 0), Remote::new(ctx.rank(), 0, 32), 32, 0, Timeout::Block);
+    /// assert!(too_big.is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn transfer_size_max(&self) -> usize {
         self.config.transfer_size_max
     }
 
     /// Most elements in one list operation (`gaspi_rw_list_elem_max`).
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, ListEntry, Local, Timeout};
+    /// let ctx = Context::init(Config { rw_list_elem_max: 2, ..Default::default() })?;
+    /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// let list = vec![ListEntry::new(Local::new(0, 0), 0, 32, 1); ctx.rw_list_elem_max() as usize + 1];
+    /// assert!(matches!(ctx.write_list(ctx.rank(), &list, 0, Timeout::Block), Err(gaspi::Error::InvalidArgument(_))));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn rw_list_elem_max(&self) -> u32 {
         self.config.rw_list_elem_max
     }

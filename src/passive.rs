@@ -95,6 +95,20 @@ impl Context {
     /// `size` bytes (`gaspi_passive_receive`). Returns the sender and the
     /// message length. A message longer than `size` stays queued and the
     /// call fails with [`Error::MessageTooLarge`].
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, Local, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// // Nothing sent yet.
+    /// assert!(ctx.passive_receive(Local::new(0, 0), 64, Timeout::Test).unwrap_err().is_timeout());
+    /// ctx.segment::<u8>(0)?.copy_from_slice(0, b"too long");
+    /// ctx.passive_send(Local::new(0, 0), ctx.rank(), 8, Timeout::Block)?;
+    /// // Room for 4 bytes only: the message stays queued.
+    /// assert!(matches!(ctx.passive_receive(Local::new(0, 32), 4, Timeout::Block), Err(gaspi::Error::MessageTooLarge { .. })));
+    /// assert_eq!(ctx.passive_receive(Local::new(0, 32), 32, Timeout::Block)?, (ctx.rank(), 8));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn passive_receive(
         &self,
         dst: Local,
@@ -137,6 +151,15 @@ impl Context {
     }
 
     /// Largest passive message in bytes (`gaspi_passive_transfer_size_max`).
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, Local, Timeout};
+    /// let ctx = Context::init(Config { passive_transfer_size_max: 16, ..Default::default() })?;
+    /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// assert_eq!(ctx.passive_transfer_size_max(), 16);
+    /// assert!(ctx.passive_send(Local::new(0, 0), ctx.rank(), 17, Timeout::Block).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn passive_transfer_size_max(&self) -> usize {
         self.config.passive_transfer_size_max
     }

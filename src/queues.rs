@@ -11,7 +11,7 @@
 //!
 //! [`Config::queue_size_max`]: crate::Config::queue_size_max
 
-use crate::config::QUEUE_MAX;
+use crate::config::{Engine, QUEUE_MAX};
 use crate::context::{Context, RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::error::{Error, Result};
 use crate::types::{QueueId, Timeout};
@@ -23,38 +23,62 @@ struct Queue {
     posted: AtomicU32,
 }
 
+/// Most queues a user can have at once on `engine`: [`QUEUE_MAX`] on the
+/// native engine; one fewer on GPI-2, whose 16 queues include the
+/// runtime's own (its last), so that no wait of the runtime's (the relay's
+/// passive reads, collectives, atomics) takes a user's completions, hides
+/// the failure of a user's request, or holds a user's wait up.
+pub(crate) fn queue_max(engine: Engine) -> u32 {
+    match engine {
+        Engine::Native => QUEUE_MAX,
+        Engine::Gpi2 => QUEUE_MAX - 1,
+    }
+}
+
 /// The queues of a rank.
 #[derive(Debug)]
 pub(crate) struct Queues {
+    /// `0..QUEUE_MAX` for the user (of which `0..max` usable), then the
+    /// runtime's own ([`RESERVED_QUEUE`]).
     slots: Vec<Queue>,
+    /// Queues the user may have ([`queue_max`]).
+    max: u32,
     size_max: u32,
 }
 
 impl Queues {
-    pub(crate) fn new(num: u32, size_max: u32) -> Queues {
-        // The user's QUEUE_MAX, then the runtime's own.
+    /// `num` queues of depth `size_max`, of at most `max` (`num <= max <=
+    /// QUEUE_MAX`, checked by the configuration).
+    pub(crate) fn new(num: u32, size_max: u32, max: u32) -> Queues {
         let slots: Vec<Queue> = (0..=QUEUE_MAX).map(|_| Queue::default()).collect();
         for q in &slots[..num as usize] {
             q.exists.store(true, SeqCst);
         }
         slots[RESERVED_QUEUE as usize].exists.store(true, SeqCst);
-        Queues { slots, size_max }
+        Queues {
+            slots,
+            max,
+            size_max,
+        }
     }
 
     fn get(&self, queue: QueueId) -> Result<&Queue> {
+        let invalid = || Error::InvalidQueue {
+            queue,
+            num: self.max,
+        };
         if queue == RESERVED_QUEUE && !crate::context::in_internal() {
-            return Err(Error::InvalidQueue {
-                queue,
-                num: QUEUE_MAX,
-            });
+            return Err(invalid());
         }
         self.slots
             .get(queue as usize)
             .filter(|q| q.exists.load(SeqCst))
-            .ok_or_else(|| Error::InvalidQueue {
-                queue,
-                num: QUEUE_MAX,
-            })
+            .ok_or_else(invalid)
+    }
+
+    /// The user's queues: the first [`queue_max`].
+    fn user(&self) -> &[Queue] {
+        &self.slots[..self.max as usize]
     }
 
     /// Check that `queue` exists.
@@ -134,6 +158,17 @@ impl Context {
     /// engine they have completed already, so this only empties the count;
     /// the GPI-2 engine purges GPI-2's queue (up to `timeout`: GPI-2 takes
     /// the requests' completions, failed ones included, off the queue).
+    ///
+    /// ```
+    /// # use gaspi::{Alloc, Local, Remote, Timeout};
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// ctx.write(Local::new(0, 0), Remote::new(ctx.rank(), 0, 32), 8, 1, Timeout::Block)?;
+    /// // Give up on the queue's requests (after an error, say).
+    /// ctx.queue_purge(1, Timeout::Block)?;
+    /// assert_eq!(ctx.queue_size(1)?, 0);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn queue_purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         let q = self.queues.get(queue)?;
         if let Some(g) = &self.engine.remote {
@@ -144,26 +179,64 @@ impl Context {
     }
 
     /// Requests posted to `queue` since its last wait (`gaspi_queue_size`).
+    ///
+    /// ```
+    /// # use gaspi::{Alloc, Local, Notification, Remote, Timeout};
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// let to = Remote::new(ctx.rank(), 0, 32);
+    /// ctx.write_notify(Local::new(0, 0), to, 8, Notification::new(0, 1), 0, Timeout::Block)?;
+    /// assert_eq!(ctx.queue_size(0)?, 2); // the data and the notification
+    /// ctx.wait(0, Timeout::Block)?;
+    /// assert_eq!(ctx.queue_size(0)?, 0);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn queue_size(&self, queue: QueueId) -> Result<u32> {
         Ok(self.queues.get(queue)?.posted.load(SeqCst))
     }
 
     /// Number of existing queues (`gaspi_queue_num`).
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config { queue_num: 3, ..Default::default() })?;
+    /// assert_eq!(ctx.queue_num(), 3);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn queue_num(&self) -> u32 {
-        self.queues.slots[..QUEUE_MAX as usize]
+        self.queues
+            .user()
             .iter()
             .filter(|q| q.exists.load(SeqCst))
             .count() as u32
     }
 
     /// Depth of every queue (`gaspi_queue_size_max`).
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config { queue_size_max: 64, ..Default::default() })?;
+    /// assert_eq!(ctx.queue_size_max(), 64);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn queue_size_max(&self) -> u32 {
         self.queues.size_max
     }
 
-    /// Most queues that can exist at once (`gaspi_queue_max`).
+    /// Most queues that can exist at once (`gaspi_queue_max`): [`QUEUE_MAX`],
+    /// or one fewer on the GPI-2 engine, which keeps GPI-2's last queue for
+    /// the runtime.
+    ///
+    /// [`QUEUE_MAX`]: crate::QUEUE_MAX
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// while ctx.queue_num() < ctx.queue_max() {
+    ///     ctx.queue_create()?;
+    /// }
+    /// assert!(matches!(ctx.queue_create(), Err(gaspi::Error::TooManyQueues { .. })));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn queue_max(&self) -> u32 {
-        QUEUE_MAX
+        self.queues.max
     }
 
     /// Create a queue and return its id, the lowest free one
@@ -177,7 +250,7 @@ impl Context {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn queue_create(&self) -> Result<QueueId> {
-        for (i, q) in self.queues.slots[..QUEUE_MAX as usize].iter().enumerate() {
+        for (i, q) in self.queues.user().iter().enumerate() {
             if q.exists
                 .compare_exchange(false, true, SeqCst, SeqCst)
                 .is_ok()
@@ -186,11 +259,21 @@ impl Context {
                 return Ok(i as QueueId);
             }
         }
-        Err(Error::TooManyQueues { max: QUEUE_MAX })
+        Err(Error::TooManyQueues {
+            max: self.queues.max,
+        })
     }
 
     /// Delete a queue (`gaspi_queue_delete`). Requests on it have completed
     /// (see the module documentation), so nothing is lost.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config { queue_num: 2, ..Default::default() })?;
+    /// ctx.queue_delete(1)?;
+    /// assert!(matches!(ctx.wait(1, gaspi::Timeout::Test), Err(gaspi::Error::InvalidQueue { queue: 1, .. })));
+    /// assert_eq!(ctx.queue_create()?, 1);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn queue_delete(&self, queue: QueueId) -> Result<()> {
         let q = self.queues.get(queue)?;
         q.exists.store(false, SeqCst);

@@ -76,6 +76,16 @@ impl Context {
 
     /// Let `rank` access this rank's segment `segment`
     /// (`gaspi_segment_register`). Returns at once on the native engine.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// // Allocate, then open to every rank: segment_create without the barrier.
+    /// ctx.segment_alloc(2, 4096, gaspi::Alloc::Initialized)?;
+    /// for r in 0..ctx.num_ranks() {
+    ///     ctx.segment_register(2, r, gaspi::Timeout::Block)?;
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment_register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
         self.check_segment_id(segment)?;
         self.engine.check_rank(rank)?;
@@ -216,6 +226,15 @@ impl Context {
     /// Delete this rank's segment `segment` (`gaspi_segment_delete`). Other
     /// ranks' operations on it fail with [`Error::SegmentNotFound`]; views
     /// still held keep the memory mapped until they are dropped.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_alloc(1, 4096, gaspi::Alloc::Initialized)?;
+    /// ctx.segment_delete(1)?;
+    /// assert!(ctx.segment_list().is_empty());
+    /// assert!(matches!(ctx.segment_delete(1), Err(gaspi::Error::SegmentNotFound { .. })));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment_delete(&self, segment: SegmentId) -> Result<()> {
         self.check_segment_id(segment)?;
         self.engine.remove_segment(segment)
@@ -223,12 +242,29 @@ impl Context {
 
     /// Address of the first byte of this rank's segment `segment`
     /// (`gaspi_segment_ptr`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let p = ctx.segment_ptr(0)?;
+    /// assert_eq!(p, ctx.segment::<u8>(0)?.as_ptr());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment_ptr(&self, segment: SegmentId) -> Result<*mut u8> {
         self.check_segment_id(segment)?;
         Ok(self.engine.local_arc(segment)?.data())
     }
 
     /// Size in bytes of segment `segment` of `rank` (`gaspi_segment_size`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_create(0, 4096, gaspi::GroupId::ALL, gaspi::Timeout::Block, gaspi::Alloc::Initialized)?;
+    /// // Every member of the creating group has it, at the same size.
+    /// let right = (ctx.rank() + 1) % ctx.num_ranks();
+    /// assert_eq!(ctx.segment_size(0, right)?, 4096);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment_size(&self, segment: SegmentId, rank: Rank) -> Result<usize> {
         self.check_segment_id(segment)?;
         if let Some(g) = self.via_remote(rank) {
@@ -239,11 +275,27 @@ impl Context {
     }
 
     /// Number of segments of this rank (`gaspi_segment_num`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// ctx.segment_alloc(3, 64, gaspi::Alloc::Initialized)?;
+    /// assert_eq!(ctx.segment_num(), 2);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment_num(&self) -> usize {
         self.segment_list().len()
     }
 
     /// Ids of this rank's segments, ascending (`gaspi_segment_list`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_alloc(3, 64, gaspi::Alloc::Initialized)?;
+    /// ctx.segment_alloc(1, 64, gaspi::Alloc::Initialized)?;
+    /// assert_eq!(ctx.segment_list(), vec![1, 3]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment_list(&self) -> Vec<SegmentId> {
         let mut ids = self.engine.segment_ids();
         ids.retain(|&s| s != crate::context::RESERVED_SEGMENT);
@@ -251,12 +303,28 @@ impl Context {
     }
 
     /// Segment ids are `0..segment_max()` (`gaspi_segment_max`).
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config { segment_max: 8, ..Default::default() })?;
+    /// assert_eq!(ctx.segment_max(), 8);
+    /// assert!(matches!(ctx.segment_alloc(8, 64, gaspi::Alloc::Initialized), Err(gaspi::Error::InvalidSegmentId { .. })));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment_max(&self) -> u32 {
         self.config.segment_max
     }
 
     /// The lowest segment id not in use on this rank
     /// (`gaspi_segment_avail_local`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let free = ctx.segment_avail_local()?;
+    /// assert_eq!(free, 1);
+    /// ctx.segment_alloc(free, 64, gaspi::Alloc::Initialized)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment_avail_local(&self) -> Result<SegmentId> {
         let used = self.engine.segment_ids();
         (0..self.config.segment_max)
@@ -298,6 +366,19 @@ impl Context {
 /// Element `i` is at byte offset `i * size_of::<T>()`, which is what the
 /// one-sided operations take as offsets. A view keeps the memory mapped even
 /// if the segment is deleted.
+///
+/// ```
+/// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+/// ctx.segment_alloc(0, 1024, gaspi::Alloc::Initialized)?;
+/// let words = ctx.segment::<u32>(0)?;
+/// words.fill(7);
+/// assert_eq!(words.len(), 256);
+/// assert!(words.to_vec().iter().all(|&w| w == 7));
+/// // Element i is at byte offset i * 4 for the one-sided operations.
+/// let byte_offset_of_10 = 10 * std::mem::size_of::<u32>();
+/// assert_eq!(byte_offset_of_10, 40);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct SegmentView<T> {
     obj: Arc<SegmentObject>,
@@ -345,11 +426,26 @@ impl<T: Pod> SegmentView<T> {
     }
 
     /// Number of whole `T`s in the segment.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_alloc(0, 100, gaspi::Alloc::Initialized)?;
+    /// assert_eq!(ctx.segment::<u64>(0)?.len(), 12); // whole u64s only
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// True if not even one `T` fits.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_alloc(0, 4, gaspi::Alloc::Initialized)?;
+    /// assert!(ctx.segment::<u64>(0)?.is_empty());
+    /// assert!(!ctx.segment::<u32>(0)?.is_empty());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -364,28 +460,77 @@ impl<T: Pod> SegmentView<T> {
     }
 
     /// Element `index` (volatile load). Panics if out of range.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let flags = ctx.segment::<u64>(0)?;
+    /// // A polling loop reads memory every time.
+    /// while flags.get(0) == 0 {
+    ///     flags.set(0, 1); // (another rank would write it)
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn get(&self, index: usize) -> T {
         self.obj.load(self.offset(index, 1))
     }
 
     /// Set element `index` (volatile store). Panics if out of range.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<i32>(0)?;
+    /// v.set(3, -1);
+    /// assert_eq!(v.get(3), -1);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn set(&self, index: usize, value: T) {
         self.obj.store(self.offset(index, 1), value)
     }
 
     /// Copy `src` into elements `start..start+src.len()`.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<u16>(0)?;
+    /// v.copy_from_slice(4, &[1, 2, 3]);
+    /// assert_eq!(v.get(6), 3);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn copy_from_slice(&self, start: usize, src: &[T]) {
         self.obj
             .write_from(self.offset(start, src.len()), bytemuck::cast_slice(src))
     }
 
     /// Copy elements `start..start+dst.len()` into `dst`.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<u16>(0)?;
+    /// v.copy_from_slice(0, &[9, 8, 7]);
+    /// let mut out = [0u16; 2];
+    /// v.copy_to_slice(1, &mut out);
+    /// assert_eq!(out, [8, 7]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn copy_to_slice(&self, start: usize, dst: &mut [T]) {
         self.obj
             .read_into(self.offset(start, dst.len()), bytemuck::cast_slice_mut(dst))
     }
 
     /// All elements, copied.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 16, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<u32>(0)?;
+    /// v.set(1, 5);
+    /// assert_eq!(v.to_vec(), vec![0, 5, 0, 0]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn to_vec(&self) -> Vec<T> {
         let mut v = vec![T::zeroed(); self.len];
         self.copy_to_slice(0, &mut v);
@@ -393,6 +538,15 @@ impl<T: Pod> SegmentView<T> {
     }
 
     /// Set every element to `value`.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<f64>(0)?;
+    /// v.sub(2..4).fill(0.5);
+    /// assert_eq!(v.to_vec(), vec![0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn fill(&self, value: T) {
         const CHUNK: usize = 4096;
         let block = vec![value; CHUNK.min(self.len)];
@@ -407,6 +561,17 @@ impl<T: Pod> SegmentView<T> {
     /// The 8-byte word at byte offset `byte_offset` as an atomic, for local
     /// access to words that remote ranks update with `atomic_fetch_add` or
     /// `atomic_compare_swap`. Panics if out of range or not 8-byte aligned.
+    ///
+    /// ```
+    /// # use std::sync::atomic::Ordering;
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let counter = gaspi::Remote::new(ctx.rank(), 0, 8);
+    /// ctx.atomic_fetch_add(counter, 3, gaspi::Timeout::Block)?;
+    /// let v = ctx.segment::<u8>(0)?;
+    /// assert_eq!(v.atomic_u64(8).load(Ordering::Acquire), 3);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn atomic_u64(&self, byte_offset: usize) -> &AtomicU64 {
         assert!(
             byte_offset + 8 <= self.len * std::mem::size_of::<T>(),
@@ -416,6 +581,15 @@ impl<T: Pod> SegmentView<T> {
     }
 
     /// Pointer to the first element.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<u64>(0)?;
+    /// // A sub-view starts at its first element.
+    /// assert_eq!(v.sub(4..8).as_ptr(), v.as_ptr().wrapping_add(4));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn as_ptr(&self) -> *mut T {
         self.obj.data().wrapping_add(self.start).cast()
     }

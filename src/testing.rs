@@ -56,6 +56,26 @@ enum Role {
 }
 
 /// A job of the current test: sizes, node layout, config, time limit.
+///
+/// ```no_run
+/// // in tests/ring.rs: 2 and 4 ranks, in nodes of 2, each rank checks its data.
+/// use gaspi::testing::Job;
+/// use gaspi::{Alloc, GroupId, Local, Notification, Remote, Timeout};
+/// #[test]
+/// fn ring_write_notify() {
+///     Job::new(&[2, 4]).ppn(2).run(|ctx| {
+///         ctx.segment_create(0, 64, GroupId::ALL, Timeout::Block, Alloc::Initialized).unwrap();
+///         let (me, n) = (ctx.rank(), ctx.num_ranks());
+///         ctx.segment::<u64>(0).unwrap().set(0, me as u64);
+///         let to = Remote::new((me + 1) % n, 0, 8);
+///         ctx.write_notify(Local::new(0, 0), to, 8, Notification::new(0, 1), 0, Timeout::Block).unwrap();
+///         ctx.notify_waitsome(0, 0..1, Timeout::Block).unwrap();
+///         assert_eq!(ctx.segment::<u64>(0).unwrap().get(1), ((me + n - 1) % n) as u64);
+///         ctx.wait(0, Timeout::Block).unwrap();
+///         ctx.barrier(GroupId::ALL, Timeout::Block).unwrap();
+///     });
+/// }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Job {
     sizes: Vec<usize>,
@@ -114,6 +134,11 @@ fn dump(report: &Report) -> String {
 
 impl Job {
     /// A job run once for each number of ranks in `sizes`.
+    ///
+    /// ```no_run
+    /// // One job of 1 rank, then one of 3.
+    /// gaspi::testing::Job::new(&[1, 3]).run(|ctx| assert!(ctx.rank() < ctx.num_ranks()));
+    /// ```
     pub fn new(sizes: &[usize]) -> Job {
         Job {
             sizes: sizes.to_vec(),
@@ -124,18 +149,36 @@ impl Job {
     }
 
     /// Ranks per node (`gaspi-run --ppn`).
+    ///
+    /// ```no_run
+    /// // 6 ranks in 3 nodes of 2.
+    /// gaspi::testing::Job::new(&[6]).ppn(2).run(|ctx| assert_eq!(ctx.num_nodes(), 3));
+    /// ```
     pub fn ppn(mut self, ppn: usize) -> Job {
         self.ppn = Some(ppn);
         self
     }
 
     /// The configuration every rank initialises with.
+    ///
+    /// ```no_run
+    /// let cfg = gaspi::Config { queue_num: 2, ..Default::default() };
+    /// gaspi::testing::Job::new(&[2]).config(cfg).run(|ctx| assert_eq!(ctx.queue_num(), 2));
+    /// ```
     pub fn config(mut self, config: Config) -> Job {
         self.config = config;
         self
     }
 
     /// Stop and fail the job if it runs longer (default 120 s).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// // A hang fails the test after 10 s instead of 120 s.
+    /// gaspi::testing::Job::new(&[2]).timeout(Duration::from_secs(10)).run(|ctx| {
+    ///     ctx.barrier(gaspi::GroupId::ALL, gaspi::Timeout::Block).unwrap();
+    /// });
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Job {
         self.timeout = timeout;
         self
@@ -172,6 +215,14 @@ impl Job {
 
     /// Run `body` on every rank, for each size; every rank must return
     /// normally and the job must leave no shared memory behind.
+    ///
+    /// ```no_run
+    /// gaspi::testing::Job::new(&[4]).run(|ctx| {
+    ///     let mut sum = [0u32];
+    ///     ctx.allreduce(&[1u32], &mut sum, gaspi::ReduceOp::Sum, gaspi::GroupId::ALL, gaspi::Timeout::Block).unwrap();
+    ///     assert_eq!(sum[0], 4);
+    /// });
+    /// ```
     pub fn run(self, body: impl Fn(&Context)) {
         let index = next_job_index();
         match role(index) {
@@ -203,6 +254,17 @@ impl Job {
     /// Run `body` on every rank without creating a context for it (to test
     /// initialisation itself), then let `check` judge each job's report in
     /// the parent.
+    ///
+    /// ```no_run
+    /// // Every rank initialises by itself; the parent judges the report.
+    /// gaspi::testing::Job::new(&[2]).run_raw(
+    ///     || {
+    ///         let bad = gaspi::Config { queue_num: 0, ..Default::default() };
+    ///         assert!(gaspi::Context::init(bad).is_err());
+    ///     },
+    ///     |_, report| assert!(report.success()),
+    /// );
+    /// ```
     pub fn run_raw(self, body: impl Fn(), check: impl Fn(usize, &Report)) {
         let index = next_job_index();
         match role(index) {
@@ -224,6 +286,19 @@ impl Job {
     /// Like [`Job::run`], but `check` judges each job's report in the parent
     /// instead of requiring success (for jobs in which a rank is meant to
     /// die).
+    ///
+    /// ```no_run
+    /// // Rank 1 dies on purpose; the others must see it and end cleanly.
+    /// gaspi::testing::Job::new(&[3]).run_and_check(
+    ///     |ctx| {
+    ///         if ctx.rank() == 1 {
+    ///             std::process::abort();
+    ///         }
+    ///         let _ = ctx.barrier(gaspi::GroupId::ALL, gaspi::Timeout::ms(5_000));
+    ///     },
+    ///     |_, report| assert!(!report.ranks[1].status.success()),
+    /// );
+    /// ```
     pub fn run_and_check(self, body: impl Fn(&Context), check: impl Fn(usize, &Report)) {
         let config = self.config.clone();
         self.run_raw(

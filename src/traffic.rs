@@ -18,6 +18,16 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 /// Counts of one direction of traffic.
+///
+/// ```
+/// use gaspi::{Alloc, Config, Context, Local, Remote, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+/// ctx.write(Local::new(0, 0), Remote::new(ctx.rank(), 0, 32), 16, 0, Timeout::Block)?;
+/// let sent = ctx.traffic().intra;
+/// assert_eq!((sent.writes, sent.bytes), (1, 16));
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TrafficCounts {
     /// Writes (list elements count one each).
@@ -36,12 +46,28 @@ pub struct TrafficCounts {
 
 impl TrafficCounts {
     /// All messages: writes, reads, notifications, atomics, passive.
+    ///
+    /// ```
+    /// let c = gaspi::TrafficCounts { writes: 2, notifications: 1, ..Default::default() };
+    /// assert_eq!(c.messages(), 3);
+    /// ```
     pub fn messages(&self) -> u64 {
         self.writes + self.reads + self.notifications + self.atomics + self.passive
     }
 }
 
 /// What this rank sent, by locality of the target.
+///
+/// ```
+/// # use gaspi::{Config, Context, Notification, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+/// ctx.notify(ctx.rank(), 0, Notification::new(0, 1), 0, Timeout::Block)?;
+/// // On one node, nothing crosses a node boundary.
+/// let t: gaspi::Traffic = ctx.traffic();
+/// assert_eq!(t.inter, gaspi::TrafficCounts::default());
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Traffic {
     /// To ranks of this rank's node (itself included).
@@ -184,6 +210,16 @@ impl Context {
     }
 
     /// Start counting from zero.
+    ///
+    /// ```
+    /// # use gaspi::{Config, Context, Notification, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// ctx.notify(ctx.rank(), 0, Notification::new(0, 1), 0, Timeout::Block)?;
+    /// ctx.reset_traffic();
+    /// assert_eq!(ctx.traffic().intra.messages(), 0);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn reset_traffic(&self) {
         *lock(&self.traffic.baseline) = self.traffic.sums();
     }

@@ -4,14 +4,47 @@
 use std::time::{Duration, Instant};
 
 /// A process of the job, `0..num_ranks` (GASPI's `gaspi_rank_t`).
+///
+/// ```
+/// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+/// let left: gaspi::Rank = (ctx.rank() + ctx.num_ranks() - 1) % ctx.num_ranks();
+/// # let _ = left;
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 pub type Rank = u16;
 /// A segment id, `0..Config::segment_max` (GASPI's `gaspi_segment_id_t`).
+///
+/// ```
+/// let data: gaspi::SegmentId = 0;
+/// let flags: gaspi::SegmentId = 1;
+/// assert_ne!(data, flags);
+/// ```
 pub type SegmentId = u8;
 /// A notification id within a segment's table (GASPI's `gaspi_notification_id_t`).
+///
+/// ```
+/// // One notification id per sending rank is a common scheme.
+/// let id_of = |sender: gaspi::Rank| -> gaspi::NotificationId { sender as u32 };
+/// assert_eq!(id_of(3), 3);
+/// ```
 pub type NotificationId = u32;
 /// A notification value; never zero (GASPI's `gaspi_notification_t`).
+///
+/// ```
+/// // The iteration number (+1, never zero) as the value.
+/// let value: gaspi::NotificationValue = 41 + 1;
+/// let n = gaspi::Notification::new(0, value);
+/// assert_eq!(n.value, 42);
+/// ```
 pub type NotificationValue = u32;
 /// A queue id (GASPI's `gaspi_queue_id_t`).
+///
+/// ```
+/// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+/// let q: gaspi::QueueId = 0;
+/// ctx.wait(q, gaspi::Timeout::Block)?;
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 pub type QueueId = u8;
 
 /// A group of ranks for collectives (GASPI's `gaspi_group_t`).
@@ -26,6 +59,13 @@ pub struct GroupId(pub u8);
 
 impl GroupId {
     /// The group of all ranks (`GASPI_GROUP_ALL`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.barrier(gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    /// assert_eq!(ctx.group_size(gaspi::GroupId::ALL)?, ctx.num_ranks() as usize);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub const ALL: GroupId = GroupId(0);
 }
 
@@ -53,6 +93,11 @@ pub enum Timeout {
 
 impl Timeout {
     /// A timeout of `ms` milliseconds, as GASPI's C API counts them.
+    ///
+    /// ```
+    /// use gaspi::Timeout;
+    /// assert_eq!(Timeout::ms(1500), Timeout::After(std::time::Duration::from_millis(1500)));
+    /// ```
     pub const fn ms(ms: u64) -> Timeout {
         Timeout::After(Duration::from_millis(ms))
     }
@@ -125,6 +170,12 @@ pub struct Local {
 
 impl Local {
     /// The place `offset` bytes into local segment `segment`.
+    ///
+    /// ```
+    /// // Byte 4096 of my segment 1.
+    /// let src = gaspi::Local::new(1, 4096);
+    /// assert_eq!(src.offset, 4096);
+    /// ```
     pub const fn new(segment: SegmentId, offset: usize) -> Local {
         Local { segment, offset }
     }
@@ -149,6 +200,12 @@ pub struct Remote {
 
 impl Remote {
     /// The place `offset` bytes into segment `segment` of `rank`.
+    ///
+    /// ```
+    /// // Byte 0 of segment 2 on rank 5.
+    /// let dst = gaspi::Remote::new(5, 2, 0);
+    /// assert_eq!(dst.rank, 5);
+    /// ```
     pub const fn new(rank: Rank, segment: SegmentId, offset: usize) -> Remote {
         Remote {
             rank,
@@ -174,6 +231,11 @@ pub struct Notification {
 
 impl Notification {
     /// Notification `id` carrying `value`.
+    ///
+    /// ```
+    /// let n = gaspi::Notification::new(3, 1);
+    /// assert_eq!(n, gaspi::Notification { id: 3, value: 1 });
+    /// ```
     pub const fn new(id: NotificationId, value: NotificationValue) -> Notification {
         Notification { id, value }
     }
@@ -202,6 +264,16 @@ pub struct ListEntry {
 impl ListEntry {
     /// An entry moving `size` bytes between `local` and
     /// `remote_segment`/`remote_offset` on the target rank.
+    ///
+    /// ```
+    /// use gaspi::{ListEntry, Local};
+    /// // Two 64-byte pieces into segment 0 of the target, 1 KiB apart.
+    /// let list = [
+    ///     ListEntry::new(Local::new(0, 0), 0, 0, 64),
+    ///     ListEntry::new(Local::new(0, 64), 0, 1024, 64),
+    /// ];
+    /// assert_eq!(list.iter().map(|e| e.size).sum::<usize>(), 128);
+    /// ```
     pub const fn new(
         local: Local,
         remote_segment: SegmentId,
@@ -225,6 +297,14 @@ impl ListEntry {
 ///
 /// The native engine always hands out zeroed memory (fresh shared memory is
 /// zero), so both policies cost the same there.
+///
+/// ```
+/// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+/// use gaspi::{Alloc, GroupId, Timeout};
+/// ctx.segment_create(0, 4096, GroupId::ALL, Timeout::Block, Alloc::Initialized)?;
+/// assert_eq!(ctx.segment::<u8>(0)?.get(100), 0);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Alloc {
     /// `GASPI_MEM_UNINITIALIZED`.
@@ -235,6 +315,14 @@ pub enum Alloc {
 }
 
 /// Health of a rank, as reported by [`Context::state_vec`](crate::Context::state_vec).
+///
+/// ```
+/// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+/// let dead: Vec<usize> = ctx.state_vec().iter().enumerate()
+///     .filter(|(_, s)| **s == gaspi::RankState::Corrupt).map(|(r, _)| r).collect();
+/// assert!(dead.is_empty());
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RankState {
     /// Running, or terminated cleanly (`GASPI_STATE_HEALTHY`).

@@ -71,6 +71,16 @@ impl WindowOptions {
     /// Size of the window's notification table (default:
     /// [`Config::notification_num`]). Windows that carry no notifications
     /// can have 0 and cost no table.
+    ///
+    /// ```
+    /// use gaspi::{Config, Context, GroupId, Notification, Timeout, WindowOptions};
+    /// let ctx = Context::init(Config::default())?;
+    /// let opts = WindowOptions::default().notifications(16);
+    /// let _win = ctx.window_create_with(1, 4096, GroupId::ALL, opts, Timeout::Block)?;
+    /// // Ids past the table are refused.
+    /// assert!(ctx.notify(ctx.rank(), 1, Notification::new(16, 1), 0, Timeout::Block).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn notifications(mut self, num: u32) -> WindowOptions {
         self.notifications = Some(num);
         self
@@ -102,21 +112,51 @@ pub struct Window {
 
 impl Window {
     /// The segment id the window is on every rank of its node.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let win = ctx.window_create(3, 64, gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    /// assert_eq!(win.segment(), 3);
+    /// assert_eq!(ctx.segment_list(), vec![3]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment(&self) -> SegmentId {
         self.segment
     }
 
     /// The node the window belongs to.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let win = ctx.window_create(0, 64, gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    /// assert_eq!(win.node(), ctx.node());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn node(&self) -> usize {
         self.node
     }
 
     /// Size in bytes.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let win = ctx.window_create(0, 1000, gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    /// assert_eq!(win.len(), 1000);
+    /// assert_eq!(win.view::<u64>().len(), 125);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.obj.size()
     }
 
     /// True for a window of no bytes (never: windows have at least one).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let win = ctx.window_create(0, 8, gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    /// assert!(!win.is_empty());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.obj.size() == 0
     }
@@ -128,6 +168,18 @@ impl Window {
 
     /// Typed access to the whole window (see the module documentation for
     /// the rules of concurrent access).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let win = ctx.window_create(0, 4096, gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    /// // Each local rank fills its own share; after a node barrier all read all.
+    /// let all = win.view::<f32>();
+    /// let (share, lr) = (all.len() / ctx.local_num() as usize, ctx.local_rank() as usize);
+    /// all.sub(lr * share..(lr + 1) * share).fill(lr as f32);
+    /// ctx.node_barrier(gaspi::Timeout::Block)?;
+    /// assert_eq!(all.get(all.len() - 1), (ctx.local_num() - 1) as f32);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn view<T: Pod>(&self) -> SegmentView<T> {
         SegmentView::of(self.obj.clone())
     }
@@ -135,11 +187,25 @@ impl Window {
 
 impl Context {
     /// The node of `rank`.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert_eq!(ctx.node_of(ctx.rank()), ctx.node());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn node_of(&self, rank: Rank) -> usize {
         rank as usize / self.ranks_per_node()
     }
 
     /// The ranks of node `node`.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let mine = ctx.node_ranks(ctx.node());
+    /// assert!(mine.contains(&ctx.rank()));
+    /// assert_eq!(mine.len(), ctx.local_num() as usize);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn node_ranks(&self, node: usize) -> std::ops::Range<Rank> {
         let ppn = self.ranks_per_node();
         let first = (node * ppn).min(self.num_ranks() as usize);
@@ -152,6 +218,20 @@ impl Context {
     /// the group's members on that node and registered with every member.
     /// After it returns on all members, every member can access every
     /// node's window. On a timeout of the closing barrier, call again.
+    ///
+    /// ```
+    /// use gaspi::{Config, Context, GroupId, Local, Notification, Remote, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let win = ctx.window_create(0, 4096, GroupId::ALL, Timeout::Block)?;
+    /// // Ranks of this node see this store at once; other nodes' ranks write
+    /// // into the window with one-sided operations, offsets in the window.
+    /// win.view::<u64>().set(1, 7);
+    /// let first_of_next_node = ctx.node_ranks((ctx.node() + 1) % ctx.num_nodes()).start;
+    /// ctx.write_notify(Local::new(0, 8), Remote::new(first_of_next_node, 0, 16), 8,
+    ///                  Notification::new(ctx.rank() as u32, 1), 0, Timeout::Block)?;
+    /// ctx.notify_claim(0, 0..ctx.num_ranks() as u32, Timeout::Block)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn window_create(
         &self,
         segment: SegmentId,
@@ -163,6 +243,15 @@ impl Context {
     }
 
     /// [`Context::window_create`] with options (e.g. the table size).
+    ///
+    /// ```
+    /// use gaspi::{Config, Context, GroupId, Timeout, WindowOptions};
+    /// let ctx = Context::init(Config::default())?;
+    /// // A metadata window without a notification table.
+    /// let meta = ctx.window_create_with(2, 256, GroupId::ALL, WindowOptions::default().notifications(0), Timeout::Block)?;
+    /// assert_eq!(meta.len(), 256);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn window_create_with(
         &self,
         segment: SegmentId,
@@ -217,6 +306,16 @@ impl Context {
     }
 
     /// This rank's node window of segment `segment`.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.window_create(4, 64, gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    /// // Later, elsewhere in the program:
+    /// let win = ctx.window(4)?;
+    /// assert_eq!(win.segment(), 4);
+    /// assert!(ctx.window(5).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn window(&self, segment: SegmentId) -> Result<Window> {
         self.window_of(self.rank(), segment)
     }
@@ -224,6 +323,15 @@ impl Context {
     /// The window of segment `segment` of `rank`, which must be a rank of
     /// this rank's node ([`Error::OtherNode`] otherwise: other nodes'
     /// memory is reached with one-sided operations only).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.window_create(0, 64, gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    /// let first = ctx.node_ranks(ctx.node()).start;
+    /// // The same shared memory as my own handle.
+    /// assert_eq!(ctx.window_of(first, 0)?.view::<u8>().as_ptr(), ctx.window(0)?.view::<u8>().as_ptr());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn window_of(&self, rank: Rank, segment: SegmentId) -> Result<Window> {
         self.engine.check_rank(rank)?;
         self.check_segment_id(segment)?;

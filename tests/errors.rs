@@ -184,6 +184,17 @@ fn invalid_configurations_are_refused_at_init() {
             ] {
                 assert!(matches!(gaspi::Context::init(cfg), Err(Error::Config(_))));
             }
+            if std::env::var("GASPI_ENGINE").as_deref() == Ok("gpi2") {
+                // GPI-2's last queue is the runtime's: 16 is one too many.
+                let cfg = Config {
+                    queue_num: 16,
+                    ..Default::default()
+                };
+                match gaspi::Context::init(cfg) {
+                    Err(Error::Config(m)) => assert!(m.contains("1..=15"), "{m}"),
+                    other => panic!("expected a configuration error, got {other:?}"),
+                }
+            }
             // A valid one still works afterwards, but only once at a time.
             let ctx = gaspi::Context::init(Config::default()).unwrap();
             assert!(matches!(

@@ -42,6 +42,22 @@ use std::cell::Cell;
 use std::sync::Mutex;
 
 /// How a broadcast travels (seed 000, and the node-aware variant).
+///
+/// ```
+/// use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let win = RmaWindow::<f64>::new(&ctx, 0, 8, GroupId::ALL, Timeout::Block)?;
+/// win.broadcaster(1, Timeout::Block, |b| {
+///     if ctx.rank() == 0 {
+///         b.bcast(&[1.0; 8], 0, BcastImpl::Node, Timeout::Block)?;
+///     }
+///     b.wait_received(1, Timeout::Block)?;
+///     // A node broadcast lands once per node: read the node's copy in place.
+///     assert_eq!(b.node_copy().get(7), 1.0);
+///     Ok::<(), gaspi::Error>(())
+/// })??;
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BcastImpl {
     /// The root puts to every member in a `lock_all` epoch.
@@ -344,6 +360,20 @@ impl Drop for StopOnDrop<'_, '_> {
 
 /// The root's side of the broadcasts of a [`RmaWindow::broadcaster`]
 /// scope (seed 000's `RMABcast*` calls).
+///
+/// ```
+/// use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let win = RmaWindow::<u32>::new(&ctx, 0, 16, GroupId::ALL, Timeout::Block)?;
+/// // Every rank broadcasts its rank to element `rank` of everyone.
+/// win.broadcaster(1, Timeout::Block, |b| {
+///     b.bcast(&[ctx.rank() as u32], ctx.rank() as usize, BcastImpl::Linear, Timeout::Block)?;
+///     b.wait_received(ctx.num_ranks() as u64, Timeout::Block)?;
+///     Ok::<(), gaspi::Error>(())
+/// })??;
+/// assert_eq!(win.local().get(0), 0);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 pub struct Broadcaster<'s, 'a, T: RmaElem> {
     win: &'s RmaWindow<'a, T>,
     relay: &'s Relay<'a>,
@@ -441,6 +471,21 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
 
     /// Wait until every member (or node) has received this rank's
     /// broadcasts (`RMABcastFlush`).
+    ///
+    /// ```
+    /// # use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 4, GroupId::ALL, Timeout::Block)?;
+    /// win.broadcaster(1, Timeout::Block, |b| {
+    ///     if ctx.rank() == 0 {
+    ///         b.bcast(&[5], 0, BcastImpl::Binomial, Timeout::Block)?;
+    ///         b.flush(Timeout::Block)?;
+    ///         assert!(b.test()?); // complete at every member
+    ///     }
+    ///     Ok::<(), gaspi::Error>(())
+    /// })??;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn flush(&self, timeout: Timeout) -> Result<()> {
         self.failed()?;
         let r = self.relay;
@@ -451,6 +496,23 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
 
     /// Whether this rank's broadcasts are complete everywhere
     /// (`RMABcastTest`).
+    ///
+    /// ```
+    /// # use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 4, GroupId::ALL, Timeout::Block)?;
+    /// win.broadcaster(1, Timeout::Block, |b| {
+    ///     if ctx.rank() == 0 {
+    ///         b.bcast(&[5], 0, BcastImpl::Binomial, Timeout::Block)?;
+    ///         // Overlap: do other work until the broadcast is complete.
+    ///         while !b.test()? {
+    ///             std::hint::spin_loop();
+    ///         }
+    ///     }
+    ///     Ok::<(), gaspi::Error>(())
+    /// })??;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn test(&self) -> Result<bool> {
         self.failed()?;
         let r = self.relay;
@@ -459,12 +521,40 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
 
     /// How many broadcasts (from any root, since the scope opened) this
     /// rank can read: in its own elements, or in its node's copy.
+    ///
+    /// ```
+    /// # use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 4, GroupId::ALL, Timeout::Block)?;
+    /// win.broadcaster(1, Timeout::Block, |b| {
+    ///     assert_eq!(b.received()?, 0);
+    ///     if ctx.rank() == 0 {
+    ///         b.bcast(&[5], 0, BcastImpl::Linear, Timeout::Block)?;
+    ///     }
+    ///     b.wait_received(1, Timeout::Block)?;
+    ///     assert!(b.received()? >= 1);
+    ///     Ok::<(), gaspi::Error>(())
+    /// })??;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn received(&self) -> Result<u64> {
         let r = self.relay;
         r.words.load(r.line(self.win.ctx.rank()).plus(RECEIVED))
     }
 
     /// Wait until [`Broadcaster::received`] is at least `count`.
+    ///
+    /// ```
+    /// # use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 4, GroupId::ALL, Timeout::Block)?;
+    /// win.broadcaster(1, Timeout::Block, |b| {
+    ///     // Nothing broadcast yet: a test times out.
+    ///     assert!(b.wait_received(1, Timeout::Test).unwrap_err().is_timeout());
+    ///     Ok::<(), gaspi::Error>(())
+    /// })??;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn wait_received(&self, count: u64, timeout: Timeout) -> Result<()> {
         let r = self.relay;
         let got = r.await_counter(self.win.ctx.rank(), RECEIVED, |v| v >= count, timeout);
@@ -474,6 +564,21 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
 
     /// This node's copy of [`BcastImpl::Node`] broadcasts (the elements of
     /// the node's first member), read in place.
+    ///
+    /// ```
+    /// # use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 4, GroupId::ALL, Timeout::Block)?;
+    /// win.broadcaster(1, Timeout::Block, |b| {
+    ///     if ctx.rank() == 0 {
+    ///         b.bcast(&[1, 2, 3, 4], 0, BcastImpl::Node, Timeout::Block)?;
+    ///     }
+    ///     b.wait_received(1, Timeout::Block)?;
+    ///     assert_eq!(b.node_copy().to_vec(), vec![1, 2, 3, 4]);
+    ///     Ok::<(), gaspi::Error>(())
+    /// })??;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn node_copy(&self) -> SegmentView<T> {
         self.win
             .region_of(self.relay.leader_of(self.win.ctx.rank()))
@@ -542,6 +647,22 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     ///
     /// The threads relay on queue [`RmaOptions::relay_queue`](crate::RmaOptions::relay_queue);
     /// `f` must leave it to them.
+    ///
+    /// ```
+    /// use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u64>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// // The scope's value comes back once every broadcast is complete.
+    /// let got = win.broadcaster(1, Timeout::Block, |b| {
+    ///     if ctx.rank() == 0 {
+    ///         b.bcast(&[99], 0, BcastImpl::Binomial, Timeout::Block)?;
+    ///     }
+    ///     b.wait_received(1, Timeout::Block)?;
+    ///     Ok::<u64, gaspi::Error>(win.local().get(0))
+    /// })??;
+    /// assert_eq!(got, 99);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn broadcaster<R>(
         &self,
         control: SegmentId,

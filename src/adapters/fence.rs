@@ -44,6 +44,21 @@ use crate::types::{Deadline, Notification, Rank, Timeout};
 use std::cell::RefMut;
 
 /// How [`RmaWindow::fence`] completes an epoch (seed 003, section 3).
+///
+/// ```
+/// use gaspi::{Assert, Config, Context, FenceDesign, GroupId, RmaOptions, RmaWindow, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// // The same epoch under each design gives the same result.
+/// for (seg, design) in [FenceDesign::Notified, FenceDesign::ImmediateOpt, FenceDesign::Deferred].into_iter().enumerate() {
+///     let opts = RmaOptions { design, ..Default::default() };
+///     let win = RmaWindow::<u64>::with_options(&ctx, seg as u8, 1, GroupId::ALL, opts, Timeout::Block)?;
+///     win.fence(Assert::NOPRECEDE, Timeout::Block)?;
+///     win.put(&[seg as u64 + 1], ctx.rank(), 0)?;
+///     win.fence(Assert::NOSUCCEED, Timeout::Block)?;
+///     assert_eq!(win.local().get(0), seg as u64 + 1);
+/// }
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FenceDesign {
     /// Fence-Imm-RI: puts are notified writes; the fence exchanges how many
@@ -97,25 +112,83 @@ pub struct Assert(u8);
 
 impl Assert {
     /// No assertion (`0`).
+    ///
+    /// ```
+    /// assert!(!gaspi::Assert::NONE.contains(gaspi::Assert::NOPUT));
+    /// ```
     pub const NONE: Assert = Assert(0);
     /// `MPI_MODE_NOPRECEDE`: the fence completes no operations (every
     /// member passes it).
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// // The first fence opens the first epoch.
+    /// win.fence(Assert::NOPRECEDE, Timeout::Block)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub const NOPRECEDE: Assert = Assert(1);
     /// `MPI_MODE_NOSUCCEED`: no operations follow; the epoch ends (every
     /// member passes it).
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// win.fence(Assert::NOPRECEDE, Timeout::Block)?;
+    /// win.fence(Assert::NOSUCCEED, Timeout::Block)?;
+    /// // No epoch after the last fence.
+    /// assert!(win.put(&[1], ctx.rank(), 0).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub const NOSUCCEED: Assert = Assert(2);
     /// `MPI_MODE_NOSTORE`: the local window was not updated by local stores
     /// since the last synchronisation.
+    ///
+    /// ```
+    /// let a = gaspi::Assert::NOSTORE | gaspi::Assert::NOPUT;
+    /// assert!(a.contains(gaspi::Assert::NOSTORE));
+    /// ```
     pub const NOSTORE: Assert = Assert(4);
     /// `MPI_MODE_NOPUT`: the local window will not be updated by puts or
     /// accumulates until the next fence.
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// win.fence(Assert::NOPRECEDE | Assert::NOPUT, Timeout::Block)?;
+    /// let mut v = [0u32];
+    /// win.get(&mut v, ctx.rank(), 0)?; // reads only in this epoch
+    /// win.fence(Assert::NOSUCCEED, Timeout::Block)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub const NOPUT: Assert = Assert(8);
     /// `MPI_MODE_NOCHECK` (for [`RmaWindow::lock`] and
     /// [`RmaWindow::lock_all`]): no conflicting lock is held or requested,
     /// so the lock protocol is skipped.
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// // The program knows nobody else locks: skip the lock protocol.
+    /// win.lock_all(Assert::NOCHECK, Timeout::Block)?;
+    /// win.unlock_all()?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub const NOCHECK: Assert = Assert(16);
 
     /// Whether every assertion of `other` is in `self`.
+    ///
+    /// ```
+    /// use gaspi::Assert;
+    /// let a = Assert::NOPRECEDE | Assert::NOPUT;
+    /// assert!(a.contains(Assert::NOPUT));
+    /// assert!(a.contains(Assert::NOPRECEDE | Assert::NOPUT));
+    /// assert!(!a.contains(Assert::NOPUT | Assert::NOSTORE));
+    /// ```
     pub fn contains(self, other: Assert) -> bool {
         self.0 & other.0 == other.0
     }

@@ -47,6 +47,21 @@ use std::sync::atomic::Ordering::SeqCst;
 
 /// The lock type of [`RmaWindow::lock`] (`MPI_LOCK_EXCLUSIVE`,
 /// `MPI_LOCK_SHARED`).
+///
+/// ```
+/// use gaspi::{Assert, Config, Context, GroupId, LockType, RmaWindow, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let win = RmaWindow::<u64>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+/// // Readers share the target, a writer has it alone.
+/// win.lock(LockType::Shared, 0, Assert::NONE, Timeout::Block)?;
+/// let mut v = [0u64];
+/// win.get(&mut v, 0, 0)?;
+/// win.unlock(0)?;
+/// win.lock(LockType::Exclusive, 0, Assert::NONE, Timeout::Block)?;
+/// win.put(&[v[0] + 1], 0, 0)?;
+/// win.unlock(0)?;
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockType {
     /// `MPI_LOCK_EXCLUSIVE`: no other rank holds a lock on the target.
@@ -242,6 +257,18 @@ impl<T: RmaElem> RmaWindow<'_, T> {
 
     /// `MPI_Win_unlock(target)`: complete every operation to `target` at
     /// origin and target, then release the lock.
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, LockType, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// win.lock(LockType::Exclusive, ctx.rank(), Assert::NONE, Timeout::Block)?;
+    /// win.put(&[3], ctx.rank(), 0)?;
+    /// win.unlock(ctx.rank())?; // the put is complete at the target
+    /// assert_eq!(win.local().get(0), 3);
+    /// assert!(win.unlock(ctx.rank()).is_err()); // not locked any more
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn unlock(&self, target: Rank) -> Result<()> {
         let index = self.member_index(target)?;
         let mut st = self.state()?;
@@ -266,6 +293,16 @@ impl<T: RmaElem> RmaWindow<'_, T> {
 
     /// `MPI_Win_unlock_all()`: complete every operation, then release the
     /// `lock_all`.
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// win.lock_all(Assert::NONE, Timeout::Block)?;
+    /// win.accumulate(&[1], 0, 0, gaspi::AccumulateOp::Sum)?;
+    /// win.unlock_all()?; // complete everywhere
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn unlock_all(&self) -> Result<()> {
         let mut st = self.state()?;
         let held = st
@@ -312,6 +349,19 @@ impl<T: RmaElem> RmaWindow<'_, T> {
 
     /// `MPI_Win_flush_all()`: every operation this rank issued is complete
     /// at origin and target.
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u64>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// win.lock_all(Assert::NONE, Timeout::Block)?;
+    /// for r in 0..ctx.num_ranks() {
+    ///     win.accumulate(&[1], r, 0, gaspi::AccumulateOp::Sum)?;
+    /// }
+    /// win.flush_all()?; // every accumulate is complete, the epoch goes on
+    /// win.unlock_all()?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn flush_all(&self) -> Result<()> {
         let mut st = self.state()?;
         if !st.passive.active() {
@@ -326,17 +376,53 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     /// `target` may be reused. Every call here copies its origin data
     /// before returning, so this checks the epoch and has nothing to wait
     /// for beyond what [`RmaWindow::flush`] does.
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u64>::new(&ctx, 0, 4, GroupId::ALL, Timeout::Block)?;
+    /// win.lock_all(Assert::NONE, Timeout::Block)?;
+    /// let mut buf = vec![1u64; 4];
+    /// win.put(&buf, 0, 0)?;
+    /// win.flush_local(0)?;
+    /// buf.fill(2); // the origin buffer may be reused
+    /// win.unlock_all()?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn flush_local(&self, target: Rank) -> Result<()> {
         self.flush(target)
     }
 
     /// `MPI_Win_flush_local_all()`: see [`RmaWindow::flush_local`].
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u64>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// win.lock_all(Assert::NONE, Timeout::Block)?;
+    /// win.put(&[1], 0, 0)?;
+    /// win.flush_local_all()?;
+    /// win.unlock_all()?;
+    /// assert!(win.flush_local_all().is_err()); // outside an epoch
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn flush_local_all(&self) -> Result<()> {
         self.flush_all()
     }
 
     /// `MPI_Win_sync()`: order this rank's local loads and stores to the
     /// window with the accesses of other ranks (a full memory fence).
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// win.lock_all(Assert::NONE, Timeout::Block)?;
+    /// win.local().set(0, 5); // a local store ...
+    /// win.sync(); // ... ordered before what others do next
+    /// win.unlock_all()?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn sync(&self) {
         std::sync::atomic::fence(SeqCst);
     }

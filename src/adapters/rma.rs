@@ -29,6 +29,20 @@ use crate::windows::WindowOptions;
 use std::cell::{RefCell, RefMut};
 
 /// The operation of an accumulate (`MPI_Op` of `MPI_Accumulate`).
+///
+/// ```
+/// use gaspi::{AccumulateOp, Assert, Config, Context, GroupId, RmaWindow, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let win = RmaWindow::<u32>::new(&ctx, 0, 2, GroupId::ALL, Timeout::Block)?;
+/// win.fence(Assert::NOPRECEDE, Timeout::Block)?;
+/// win.accumulate(&[1 << (ctx.rank() % 32)], 0, 0, AccumulateOp::Bor)?;
+/// win.accumulate(&[ctx.rank() as u32], 0, 1, AccumulateOp::Max)?;
+/// win.fence(Assert::NOSUCCEED, Timeout::Block)?;
+/// if ctx.rank() == 0 {
+///     assert_eq!(win.local().get(1), ctx.num_ranks() as u32 - 1);
+/// }
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccumulateOp {
     /// `MPI_SUM`; integers wrap around.
@@ -63,6 +77,12 @@ impl AccumulateOp {
 
 /// Element types of an [`RmaWindow`]: `i32`, `u32`, `i64`, `u64`, `f32`,
 /// `f64` (MPI's predefined integer and floating-point types).
+///
+/// ```
+/// use gaspi::{AccumulateOp, RmaElem};
+/// assert_eq!(<u32 as RmaElem>::bitwise(AccumulateOp::Bxor, 6, 3), Some(5));
+/// assert_eq!(<f64 as RmaElem>::bitwise(AccumulateOp::Band, 1.0, 1.0), None);
+/// ```
 pub trait RmaElem: Reducible {
     /// `a op b` for the bitwise operations; `None` for floating-point
     /// types, which MPI does not define them for.
@@ -271,6 +291,14 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// segment `segment`, with the default (notified) fence design
     /// (`MPI_Win_allocate`). Collective over `group`; the elements start
     /// zeroed.
+    ///
+    /// ```
+    /// use gaspi::{Config, Context, GroupId, RmaWindow, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<i64>::new(&ctx, 0, 100, GroupId::ALL, Timeout::Block)?;
+    /// assert_eq!(win.local().to_vec(), vec![0; 100]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn new(
         ctx: &'a Context,
         segment: SegmentId,
@@ -379,21 +407,55 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     }
 
     /// Elements per member.
+    ///
+    /// ```
+    /// # use gaspi::{Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<f32>::new(&ctx, 0, 10, GroupId::ALL, Timeout::Block)?;
+    /// assert_eq!(win.len(), 10);
+    /// assert_eq!(win.local().len(), 10);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// True if the members expose no elements.
+    ///
+    /// ```
+    /// # use gaspi::{Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<f32>::new(&ctx, 0, 0, GroupId::ALL, Timeout::Block)?;
+    /// assert!(win.is_empty());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// The segment (a node-shared window) holding the window.
+    ///
+    /// ```
+    /// # use gaspi::{Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u32>::new(&ctx, 12, 1, GroupId::ALL, Timeout::Block)?;
+    /// assert_eq!(win.segment(), 12);
+    /// assert!(ctx.window(12).is_ok());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment(&self) -> SegmentId {
         self.segment
     }
 
     /// The fence design of this window.
+    ///
+    /// ```
+    /// # use gaspi::{Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// assert_eq!(win.design(), gaspi::FenceDesign::Notified);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn design(&self) -> FenceDesign {
         self.opts.design
     }
@@ -402,6 +464,19 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// access to the local window memory). The same epoch rules as in MPI
     /// apply: a local store and a remote access to the same element in one
     /// epoch race.
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u64>::new(&ctx, 0, 4, GroupId::ALL, Timeout::Block)?;
+    /// win.local().set(2, 8); // a local store, before the first epoch
+    /// win.fence(Assert::NOPRECEDE, Timeout::Block)?;
+    /// let mut v = [0u64];
+    /// win.get(&mut v, ctx.rank(), 2)?;
+    /// assert_eq!(v[0], 8);
+    /// win.fence(Assert::NOSUCCEED, Timeout::Block)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn local(&self) -> SegmentView<T> {
         self.region_of(self.ctx.rank())
     }
@@ -485,6 +560,19 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
 
     /// Put `src` into elements `disp..` of `target` (`MPI_Put`). Complete
     /// at the target after the closing fence; `src` may be reused at once.
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u32>::new(&ctx, 0, 8, GroupId::ALL, Timeout::Block)?;
+    /// let right = (ctx.rank() + 1) % ctx.num_ranks();
+    /// win.fence(Assert::NOPRECEDE, Timeout::Block)?;
+    /// win.put(&[1, 2, 3], right, 5)?;
+    /// assert!(win.put(&[1, 2, 3, 4], right, 5).is_err()); // past the end
+    /// win.fence(Assert::NOSUCCEED, Timeout::Block)?;
+    /// assert_eq!(win.local().get(7), 3);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn put(&self, src: &[T], target: Rank, disp: usize) -> Result<()> {
         let mut st = self.state()?;
         self.check(&mut st, "put", target, disp, src.len())?;
@@ -502,6 +590,20 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// Read elements `disp..disp + dst.len()` of `target` into `dst`
     /// (`MPI_Get` followed by `MPI_Win_flush_local`: the data is in `dst`
     /// when the call returns, in every fence design).
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u64>::new(&ctx, 0, 2, GroupId::ALL, Timeout::Block)?;
+    /// win.local().set(1, ctx.rank() as u64);
+    /// let left = (ctx.rank() + ctx.num_ranks() - 1) % ctx.num_ranks();
+    /// win.fence(Assert::NOPRECEDE, Timeout::Block)?;
+    /// let mut v = [0u64];
+    /// win.get(&mut v, left, 1)?;
+    /// win.fence(Assert::NOSUCCEED, Timeout::Block)?;
+    /// assert_eq!(v[0], left as u64);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn get(&self, dst: &mut [T], target: Rank, disp: usize) -> Result<()> {
         let mut st = self.state()?;
         self.check(&mut st, "get", target, disp, dst.len())?;
@@ -511,6 +613,19 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// Combine `src` into elements `disp..` of `target` with `op`
     /// (`MPI_Accumulate`), atomically per element with respect to every
     /// other accumulate.
+    ///
+    /// ```
+    /// # use gaspi::{AccumulateOp, Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<f64>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// win.fence(Assert::NOPRECEDE, Timeout::Block)?;
+    /// win.accumulate(&[0.5], 0, 0, AccumulateOp::Sum)?;
+    /// win.fence(Assert::NOSUCCEED, Timeout::Block)?;
+    /// if ctx.rank() == 0 {
+    ///     assert_eq!(win.local().get(0), 0.5 * ctx.num_ranks() as f64);
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn accumulate(&self, src: &[T], target: Rank, disp: usize, op: AccumulateOp) -> Result<()> {
         check_op::<T>(op)?;
         let mut st = self.state()?;
@@ -530,6 +645,18 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// Fetch elements `disp..` of `target` into `result`, then combine
     /// `src` into them with `op`, as one atomic step per element
     /// (`MPI_Get_accumulate`; done at once in every design).
+    ///
+    /// ```
+    /// # use gaspi::{AccumulateOp, Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<i32>::new(&ctx, 0, 2, GroupId::ALL, Timeout::Block)?;
+    /// win.lock_all(Assert::NONE, Timeout::Block)?;
+    /// let mut old = [0i32; 2];
+    /// win.get_accumulate(&[1, -1], &mut old, 0, 0, AccumulateOp::Sum)?;
+    /// win.unlock_all()?;
+    /// assert!(old[0] >= 0 && old[0] == -old[1]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn get_accumulate(
         &self,
         src: &[T],
@@ -554,6 +681,18 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// One-element [`RmaWindow::get_accumulate`]: returns the old value of
     /// element `disp` of `target` and combines `value` into it
     /// (`MPI_Fetch_and_op`).
+    ///
+    /// ```
+    /// # use gaspi::{AccumulateOp, Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u64>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// win.lock_all(Assert::NONE, Timeout::Block)?;
+    /// // A shared ticket counter on rank 0: every rank gets a distinct ticket.
+    /// let ticket = win.fetch_and_op(1, 0, 0, AccumulateOp::Sum)?;
+    /// win.unlock_all()?;
+    /// assert!(ticket < ctx.num_ranks() as u64);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn fetch_and_op(&self, value: T, target: Rank, disp: usize, op: AccumulateOp) -> Result<T> {
         let mut old = [T::zeroed()];
         self.get_accumulate(&[value], &mut old, target, disp, op)?;
@@ -563,6 +702,20 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// Replace element `disp` of `target` by `value` if it equals
     /// `compare` (bitwise), atomically; returns the old value
     /// (`MPI_Compare_and_swap`).
+    ///
+    /// ```
+    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
+    /// win.lock_all(Assert::NONE, Timeout::Block)?;
+    /// // Exactly one rank sees 0 and becomes the leader.
+    /// let me = ctx.rank() as u32;
+    /// let before = win.compare_and_swap(me + 1, 0, 0, 0)?;
+    /// win.unlock_all()?;
+    /// let leader = if before == 0 { me } else { before - 1 };
+    /// assert!(leader < ctx.num_ranks() as u32);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn compare_and_swap(&self, value: T, compare: T, target: Rank, disp: usize) -> Result<T> {
         let mut st = self.state()?;
         self.check(&mut st, "compare_and_swap", target, disp, 1)?;

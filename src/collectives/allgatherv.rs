@@ -42,6 +42,19 @@ use bytemuck::Pod;
 use std::marker::PhantomData;
 
 /// Options of an [`Allgatherv`].
+///
+/// ```
+/// use gaspi::{Allgatherv, AllgathervOptions, Config, Context, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let n = ctx.num_ranks() as usize;
+/// // 4 KiB blocks (512 u64s) on queue 1.
+/// let opts = AllgathervOptions { block_bytes: 4096, queue: 1 };
+/// let counts = vec![1000; n];
+/// let displs = gaspi::plan::displacements(&counts);
+/// let ag = Allgatherv::<u64>::with_options(&ctx, 0, &counts, &displs, opts, Timeout::Block)?;
+/// assert_eq!(ag.plan().block_elems, 512);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AllgathervOptions {
     /// Target size of a block in bytes (default 64 KiB): smaller blocks
@@ -106,6 +119,19 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     /// Collectively prepare an allgatherv of `counts[r]` elements from rank
     /// `r` placed at element `displs[r]` of the result, using segment id
     /// `segment` for the node-shared result window on every rank.
+    ///
+    /// ```
+    /// use gaspi::{Allgatherv, Config, Context, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// // Contributions in reverse rank order in the result.
+    /// let counts = vec![2; n];
+    /// let displs: Vec<usize> = (0..n).map(|r| 2 * (n - 1 - r)).collect();
+    /// let mut ag = Allgatherv::<i64>::new(&ctx, 1, &counts, &displs, Timeout::Block)?;
+    /// let out = ag.run(&[ctx.rank() as i64; 2], Timeout::Block)?;
+    /// assert_eq!(out.get(2 * (n - 1)), 0);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn new(
         ctx: &'a Context,
         segment: SegmentId,
@@ -124,6 +150,18 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     }
 
     /// [`Allgatherv::new`] with options.
+    ///
+    /// ```
+    /// use gaspi::{Allgatherv, AllgathervOptions, Config, Context, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let counts = vec![1 << 16; ctx.num_ranks() as usize];
+    /// let displs = gaspi::plan::displacements(&counts);
+    /// // Smaller blocks start the pipeline sooner.
+    /// let opts = AllgathervOptions { block_bytes: 16 << 10, ..Default::default() };
+    /// let mut ag = Allgatherv::<u8>::with_options(&ctx, 0, &counts, &displs, opts, Timeout::Block)?;
+    /// ag.run(&vec![1u8; 1 << 16], Timeout::Block)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn with_options(
         ctx: &'a Context,
         segment: SegmentId,
@@ -176,11 +214,35 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     }
 
     /// The plan this allgatherv executes.
+    ///
+    /// ```
+    /// # use gaspi::{Allgatherv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let counts = vec![10; ctx.num_ranks() as usize];
+    /// let displs = gaspi::plan::displacements(&counts);
+    /// let ag = Allgatherv::<u32>::new(&ctx, 0, &counts, &displs, Timeout::Block)?;
+    /// // What one call sends between nodes.
+    /// let per_call = ag.plan().inter_node_messages();
+    /// assert_eq!(per_call, ag.plan().total_blocks() * (ctx.num_nodes() - 1));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn plan(&self) -> &AllgathervPlan {
         &self.plan
     }
 
     /// The result of the last call: the node's window.
+    ///
+    /// ```
+    /// # use gaspi::{Allgatherv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let counts = vec![1; ctx.num_ranks() as usize];
+    /// let displs = gaspi::plan::displacements(&counts);
+    /// let mut ag = Allgatherv::<u32>::new(&ctx, 0, &counts, &displs, Timeout::Block)?;
+    /// ag.run(&[7], Timeout::Block)?;
+    /// // Later: the last result, still in the window.
+    /// assert_eq!(ag.result().get(ctx.rank() as usize), 7);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn result(&self) -> SegmentView<T> {
         self.window.view()
     }
@@ -188,6 +250,23 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     /// Gather every rank's `send` (its `counts[rank]` elements) into the
     /// node's result window and return a view of it. On a timeout, call
     /// again (with the same `send`) to continue where it stopped.
+    ///
+    /// ```
+    /// use gaspi::{Allgatherv, Config, Context, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let counts = vec![4; n];
+    /// let displs = gaspi::plan::displacements(&counts);
+    /// let mut ag = Allgatherv::<f64>::new(&ctx, 0, &counts, &displs, Timeout::Block)?;
+    /// for it in 0..3 {
+    ///     let mine = [(ctx.rank() as f64 + 1.0) * (it as f64 + 1.0); 4];
+    ///     let all = ag.run(&mine, Timeout::Block)?;
+    ///     for r in 0..n {
+    ///         assert_eq!(all.get(4 * r), (r as f64 + 1.0) * (it as f64 + 1.0));
+    ///     }
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn run(&mut self, send: &[T], timeout: Timeout) -> Result<SegmentView<T>> {
         let count = self.plan.counts[self.ctx.rank() as usize];
         if send.len() != count {
@@ -214,6 +293,19 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     /// [`Allgatherv::run`], then copy the result into `recv` (which must
     /// hold the whole result): the private-buffer variant, one more read of
     /// the result per rank.
+    ///
+    /// ```
+    /// # use gaspi::{Allgatherv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let counts = vec![1; n];
+    /// let displs = gaspi::plan::displacements(&counts);
+    /// let mut ag = Allgatherv::<u16>::new(&ctx, 0, &counts, &displs, Timeout::Block)?;
+    /// let mut mine = vec![0u16; n];
+    /// ag.run_into(&[ctx.rank()], &mut mine, Timeout::Block)?;
+    /// assert_eq!(mine, (0..n as u16).collect::<Vec<_>>());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn run_into(&mut self, send: &[T], recv: &mut [T], timeout: Timeout) -> Result<()> {
         let view = self.run(send, timeout)?;
         if recv.len() < view.len() {
@@ -318,6 +410,17 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     }
 
     /// The segment id of the result window.
+    ///
+    /// ```
+    /// # use gaspi::{Allgatherv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let counts = vec![1; ctx.num_ranks() as usize];
+    /// # let displs = gaspi::plan::displacements(&counts);
+    /// let ag = Allgatherv::<u8>::new(&ctx, 9, &counts, &displs, Timeout::Block)?;
+    /// assert_eq!(ag.segment(), 9);
+    /// assert!(ctx.window(9)?.len() >= counts.iter().sum::<usize>());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn segment(&self) -> SegmentId {
         self.segment
     }

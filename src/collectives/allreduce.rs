@@ -22,6 +22,15 @@ use crate::types::{GroupId, Timeout};
 use bytemuck::Pod;
 
 /// A reduction operation of the typed allreduce (`gaspi_operation_t`).
+///
+/// ```
+/// use gaspi::{Config, Context, GroupId, ReduceOp, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let mut out = [0i32; 1];
+/// ctx.allreduce(&[-(ctx.rank() as i32)], &mut out, ReduceOp::Min, GroupId::ALL, Timeout::Block)?;
+/// assert_eq!(out[0], -(ctx.num_ranks() as i32 - 1));
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
     /// Smallest element (`GASPI_OP_MIN`); for floats `f64::min` (a NaN
@@ -76,6 +85,15 @@ mod sealed {
 
 /// Element types of the typed allreduce (`gaspi_datatype_t`): `i32`,
 /// `u32`, `i64`, `u64`, `f32`, `f64`.
+///
+/// ```
+/// use gaspi::{ReduceOp, Reducible};
+/// fn total<T: Reducible>(xs: &[T]) -> T {
+///     xs.iter().copied().reduce(|a, b| T::reduce(ReduceOp::Sum, a, b)).unwrap()
+/// }
+/// assert_eq!(total(&[1.5f32, 2.5]), 4.0);
+/// assert_eq!(<u64 as Reducible>::GASPI_TYPE, "GASPI_TYPE_ULONG");
+/// ```
 pub trait Reducible: Pod + sealed::Sealed {
     /// The GASPI name of the type, e.g. `GASPI_TYPE_DOUBLE`.
     const GASPI_TYPE: &'static str;
@@ -270,6 +288,16 @@ impl Context {
     /// [`Context::allreduce`] over the ranks of this rank's node
     /// ([`Context::node_group`]): a node-local reduction of small values
     /// through shared memory.
+    ///
+    /// ```
+    /// # use gaspi::{Config, Context, ReduceOp, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// // How many ranks of my node have work left?
+    /// let mut busy = [0u32];
+    /// ctx.node_allreduce(&[1u32], &mut busy, ReduceOp::Sum, Timeout::Block)?;
+    /// assert_eq!(busy[0], ctx.local_num() as u32);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn node_allreduce<T: Reducible>(
         &self,
         send: &[T],
@@ -281,11 +309,26 @@ impl Context {
     }
 
     /// Most elements of a typed allreduce (`gaspi_allreduce_elem_max`).
+    ///
+    /// ```
+    /// # use gaspi::{Config, Context, GroupId, ReduceOp, Timeout};
+    /// let ctx = Context::init(Config { allreduce_elem_max: 4, ..Default::default() })?;
+    /// assert_eq!(ctx.allreduce_elem_max(), 4);
+    /// let mut out = [0u64; 5];
+    /// assert!(ctx.allreduce(&[1; 5], &mut out, ReduceOp::Sum, GroupId::ALL, Timeout::Block).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn allreduce_elem_max(&self) -> u32 {
         self.config.allreduce_elem_max
     }
 
     /// Bytes of a user-defined allreduce (`gaspi_allreduce_buf_size`).
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config { allreduce_buf_size: 64, ..Default::default() })?;
+    /// assert_eq!(ctx.allreduce_buf_size(), 64);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn allreduce_buf_size(&self) -> usize {
         self.config.allreduce_buf_size
     }

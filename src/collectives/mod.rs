@@ -350,6 +350,13 @@ impl Context {
 
     /// Barrier over the ranks of this rank's node: a barrier on
     /// [`Context::node_group`], in shared memory, cheaper than the global one.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// // Everything my node's ranks stored into a window before is visible now.
+    /// ctx.node_barrier(gaspi::Timeout::Block)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn node_barrier(&self, timeout: Timeout) -> Result<()> {
         self.barrier(self.node_group(), timeout)
     }
@@ -384,6 +391,17 @@ impl Context {
     }
 
     /// Add `rank` to the uncommitted group `group` (`gaspi_group_add`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// // The even ranks.
+    /// let g = ctx.group_create()?;
+    /// for r in (0..ctx.num_ranks()).step_by(2) {
+    ///     ctx.group_add(g, r)?;
+    /// }
+    /// assert!(matches!(ctx.group_add(g, 0), Err(gaspi::Error::GroupMismatch { .. })));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn group_add(&self, group: GroupId, rank: Rank) -> Result<()> {
         self.engine.check_rank(rank)?;
         self.group_slot(group, |slot| match slot {
@@ -408,6 +426,17 @@ impl Context {
     /// Commit `group` together with its other members (`gaspi_group_commit`).
     /// Every member must have added the same ranks, this rank among them.
     /// On timeout, call again to keep waiting.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let g = ctx.group_create()?;
+    /// for r in 0..ctx.num_ranks() {
+    ///     ctx.group_add(g, r)?;
+    /// }
+    /// ctx.group_commit(g, gaspi::Timeout::ms(10_000))?;
+    /// ctx.barrier(g, gaspi::Timeout::Block)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn group_commit(&self, group: GroupId, timeout: Timeout) -> Result<()> {
         let deadline = timeout.deadline();
         let me = self.rank();
@@ -598,6 +627,14 @@ impl Context {
 
     /// Delete `group` (`gaspi_group_delete`). [`GroupId::ALL`] cannot be
     /// deleted.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let g = ctx.group_create()?;
+    /// ctx.group_delete(g)?;
+    /// assert!(ctx.group_delete(gaspi::GroupId::ALL).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn group_delete(&self, group: GroupId) -> Result<()> {
         if group == GroupId::ALL || group.0 as u32 == self.config.group_max {
             return Err(Error::InvalidArgument(
@@ -616,6 +653,15 @@ impl Context {
 
     /// Number of groups of this rank, [`GroupId::ALL`] included
     /// (`gaspi_group_num`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let before = ctx.group_num();
+    /// let g = ctx.group_create()?;
+    /// assert_eq!(ctx.group_num(), before + 1);
+    /// # ctx.group_delete(g)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn group_num(&self) -> usize {
         let user = self.config.group_max as usize;
         lock(&self.groups.table)[..user]
@@ -625,11 +671,24 @@ impl Context {
     }
 
     /// Number of members of `group` (`gaspi_group_size`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// assert_eq!(ctx.group_size(gaspi::GroupId::ALL)?, ctx.num_ranks() as usize);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn group_size(&self, group: GroupId) -> Result<usize> {
         self.group_ranks(group).map(|m| m.len())
     }
 
     /// Members of `group`, ascending (`gaspi_group_ranks`).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let all: Vec<gaspi::Rank> = (0..ctx.num_ranks()).collect();
+    /// assert_eq!(ctx.group_ranks(gaspi::GroupId::ALL)?, all);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn group_ranks(&self, group: GroupId) -> Result<Vec<Rank>> {
         self.group_slot(group, |slot| {
             slot.as_ref()
@@ -639,6 +698,12 @@ impl Context {
     }
 
     /// Most groups this rank can have at once (`gaspi_group_max`).
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config { group_max: 4, ..Default::default() })?;
+    /// assert_eq!(ctx.group_max(), 4);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub fn group_max(&self) -> u32 {
         self.config.group_max
     }

@@ -22,6 +22,13 @@
 use super::plan::{AllgathervPlan, Dissemination, Layout, binomial_children, displacements};
 
 /// Machine parameters (LogGP plus what the algorithms add).
+///
+/// ```
+/// use gaspi::model::{CostParams, Model};
+/// // A cluster: 1.5 us latency, 12.5 GB/s links.
+/// let p = CostParams { latency_us: 1.5, gap_per_byte_us: 1.0 / 12_500.0, ..CostParams::this_machine() };
+/// assert!(Model::new(p).allreduce(64, 1, 8) > Model::new(CostParams::this_machine()).allreduce(64, 1, 8));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CostParams {
     /// `L`: latency of a message between nodes.
@@ -48,6 +55,11 @@ impl CostParams {
     /// `o_r` = 5 us (a binomial broadcast of 8 B to one other rank costs
     /// 5.9 us against 0.5 us for the linear one). A cluster's are passed
     /// explicitly (`gaspi-bench model --latency-us ...`).
+    ///
+    /// ```
+    /// let p = gaspi::model::CostParams::this_machine();
+    /// assert!(p.latency_us > 0.0 && p.gap_per_byte_us > 0.0);
+    /// ```
     pub fn this_machine() -> CostParams {
         CostParams {
             latency_us: 0.4,
@@ -66,6 +78,13 @@ impl CostParams {
 }
 
 /// The models, for one set of parameters.
+///
+/// ```
+/// use gaspi::model::{CostParams, Model};
+/// let mut m = Model::new(CostParams::this_machine());
+/// m.block_bytes = 16 << 10;
+/// assert!(m.allgatherv(16, 4, 1 << 24) > 0.0);
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Model {
     /// The machine.
@@ -76,6 +95,12 @@ pub struct Model {
 
 impl Model {
     /// Models for machine `p`, with the collectives' default options.
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// assert_eq!(m.block_bytes, gaspi::AllgathervOptions::default().block_bytes);
+    /// ```
     pub fn new(p: CostParams) -> Model {
         Model {
             p,
@@ -89,6 +114,13 @@ impl Model {
     /// charged on its busiest link (the blocks node 0 writes and forwards,
     /// counted from the block table) plus the pipeline's fill (a block's
     /// `nodes - 1` hops).
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// // One node: only the local copy.
+    /// assert!(m.allgatherv(1, 4, 1 << 20) < m.allgatherv(4, 4, 1 << 20));
+    /// ```
     pub fn allgatherv(&self, nodes: usize, ppn: usize, total: usize) -> f64 {
         let p = &self.p;
         let ranks = nodes * ppn;
@@ -128,6 +160,14 @@ impl Model {
     /// rank's fraction, then `floor(log2 n)` steps plus one round for the
     /// partial reductions (sent alongside, combined at the end), each a
     /// message of the fraction and its reduction.
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// // log2 steps: 1024 nodes cost about twice 32.
+    /// let (t32, t1024) = (m.allreduce_dissemination(32, 1, 8), m.allreduce_dissemination(1024, 1, 8));
+    /// assert!(t1024 < 2.5 * t32);
+    /// ```
     pub fn allreduce_dissemination(&self, nodes: usize, ppn: usize, bytes: usize) -> f64 {
         let p = &self.p;
         let frac = bytes.div_ceil(ppn);
@@ -139,6 +179,13 @@ impl Model {
 
     /// The allreduce ring (reduce-scatter then allgather) of `bytes` over
     /// `nodes` nodes of `ppn` ranks: `2 (n - 1)` steps of `bytes / (n ppn)`.
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// // Large messages: the ring beats the dissemination.
+    /// assert!(m.allreduce_ring(16, 1, 64 << 20) < m.allreduce_dissemination(16, 1, 64 << 20));
+    /// ```
     pub fn allreduce_ring(&self, nodes: usize, ppn: usize, bytes: usize) -> f64 {
         let p = &self.p;
         let frac = bytes.div_ceil(ppn);
@@ -152,6 +199,13 @@ impl Model {
     }
 
     /// The better of the two allreduce algorithms (what `Auto` aims at).
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// let t = m.allreduce(16, 1, 8);
+    /// assert_eq!(t, m.allreduce_dissemination(16, 1, 8).min(m.allreduce_ring(16, 1, 8)));
+    /// ```
     pub fn allreduce(&self, nodes: usize, ppn: usize, bytes: usize) -> f64 {
         self.allreduce_dissemination(nodes, ppn, bytes)
             .min(self.allreduce_ring(nodes, ppn, bytes))
@@ -162,6 +216,13 @@ impl Model {
     /// description and request: `o + m G + 2q`), each child notices the
     /// request (`o_r`) and relays; the time is the latest arrival in the
     /// tree the broadcast uses, plus the done counter's atomic.
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// // Logarithmic depth: 4096 ranks cost far less than 16 times 256.
+    /// assert!(m.bcast_binomial(4096, 8) < 4.0 * m.bcast_binomial(256, 8));
+    /// ```
     pub fn bcast_binomial(&self, ranks: usize, bytes: usize) -> f64 {
         let p = &self.p;
         let send = p.overhead_us + bytes as f64 * p.gap_per_byte_us + 2.0 * p.atomic_us;
@@ -180,6 +241,13 @@ impl Model {
 
     /// The linear RMA broadcast (seed 000): the root puts to every other
     /// rank in turn inside `lock_all`.
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// // Two ranks: one put, cheaper than waking a relay.
+    /// assert!(m.bcast_linear(2, 8) < m.bcast_binomial(2, 8));
+    /// ```
     pub fn bcast_linear(&self, ranks: usize, bytes: usize) -> f64 {
         let p = &self.p;
         let send = p.overhead_us + bytes as f64 * p.gap_per_byte_us;

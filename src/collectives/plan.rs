@@ -9,6 +9,14 @@ use std::fmt::Write as _;
 
 /// The shape of the job for a collective: `nodes` nodes of consecutive
 /// ranks, `ppn` per node (the last may have fewer).
+///
+/// ```
+/// use gaspi::plan::Layout;
+/// // 7 ranks, 3 per node: nodes of 3, 3 and 1.
+/// let l = Layout { ranks: 7, ppn: 3 };
+/// assert_eq!(l.nodes(), 3);
+/// assert_eq!(l.node_ranks(2), 6..7);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Number of ranks.
@@ -19,17 +27,29 @@ pub struct Layout {
 
 impl Layout {
     /// Number of nodes.
+    ///
+    /// ```
+    /// assert_eq!(gaspi::plan::Layout { ranks: 8, ppn: 4 }.nodes(), 2);
+    /// ```
     pub fn nodes(&self) -> usize {
         self.ranks.div_ceil(self.ppn)
     }
 
     /// The ranks of `node`.
+    ///
+    /// ```
+    /// assert_eq!(gaspi::plan::Layout { ranks: 6, ppn: 2 }.node_ranks(1), 2..4);
+    /// ```
     pub fn node_ranks(&self, node: usize) -> std::ops::Range<usize> {
         let first = (node * self.ppn).min(self.ranks);
         first..(first + self.ppn).min(self.ranks)
     }
 
     /// The node of `rank`.
+    ///
+    /// ```
+    /// assert_eq!(gaspi::plan::Layout { ranks: 6, ppn: 2 }.node_of(5), 2);
+    /// ```
     pub fn node_of(&self, rank: usize) -> usize {
         rank / self.ppn
     }
@@ -38,6 +58,13 @@ impl Layout {
 /// One block of an allgatherv: `len` elements of rank `source`'s
 /// contribution, at element `offset` of the result. Its id is its index in
 /// [`AllgathervPlan::blocks`] and its notification id.
+///
+/// ```
+/// use gaspi::plan::{AllgathervPlan, Block, Layout};
+/// // Rank 0 contributes 3 elements, in blocks of at most 2.
+/// let plan = AllgathervPlan::new(Layout { ranks: 2, ppn: 1 }, &[3, 1], &[0, 3], 2, 1024);
+/// assert_eq!(plan.blocks[1], Block { source: 0, offset: 2, len: 1 });
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Block {
     /// The rank whose data it is.
@@ -50,6 +77,13 @@ pub struct Block {
 
 /// Which of its node's blocks a rank writes to the next node: `count`
 /// blocks from index `first` of the node's block list.
+///
+/// ```
+/// use gaspi::plan::{AllgathervPlan, Layout, Share};
+/// // One node of 2 ranks, 3 blocks: local rank 0 writes two, rank 1 one.
+/// let plan = AllgathervPlan::new(Layout { ranks: 2, ppn: 2 }, &[2, 1], &[0, 2], 1, 1024);
+/// assert_eq!(plan.shares, vec![Share { first: 0, count: 2 }, Share { first: 2, count: 1 }]);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Share {
     /// Index of the first block within the node's blocks.
@@ -67,6 +101,15 @@ pub struct Share {
 /// evenly among its ranks: local rank `l` of `L` writes
 /// `(T + L - l - 1) / L` of the node's `T` blocks, starting after the
 /// shares of the lower local ranks. No block mixes two ranks' data.
+///
+/// ```
+/// use gaspi::plan::{AllgathervPlan, Layout};
+/// let plan = AllgathervPlan::new(Layout { ranks: 4, ppn: 2 }, &[4, 3, 2, 1], &[0, 4, 7, 9], 2, 1024);
+/// assert_eq!(plan.total_blocks(), 2 + 2 + 1 + 1);
+/// // Node 0 holds blocks 0..4 and shares them out evenly.
+/// assert_eq!((plan.sends(0), plan.sends(1)), (0..2, 2..4));
+/// print!("{}", plan.table());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AllgathervPlan {
     /// The job's shape.
@@ -114,6 +157,15 @@ impl AllgathervPlan {
     /// with blocks of about `block_elems` elements, enlarged if needed so
     /// that there are at most `max_blocks` blocks (the notification ids
     /// available).
+    ///
+    /// ```
+    /// use gaspi::plan::{AllgathervPlan, Layout, displacements};
+    /// let counts = [1000, 1000];
+    /// // Only 12 ids: mSize grows so that the blocks fit.
+    /// let plan = AllgathervPlan::new(Layout { ranks: 2, ppn: 1 }, &counts, &displacements(&counts), 10, 12);
+    /// assert!(plan.total_blocks() <= 12);
+    /// assert!(plan.block_elems >= 200);
+    /// ```
     pub fn new(
         layout: Layout,
         counts: &[usize],
@@ -179,11 +231,23 @@ impl AllgathervPlan {
     }
 
     /// Number of blocks.
+    ///
+    /// ```
+    /// use gaspi::plan::{AllgathervPlan, Layout};
+    /// let plan = AllgathervPlan::new(Layout { ranks: 2, ppn: 1 }, &[3, 1], &[0, 3], 2, 1024);
+    /// assert_eq!(plan.total_blocks(), 3);
+    /// ```
     pub fn total_blocks(&self) -> usize {
         self.blocks.len()
     }
 
     /// The block ids `rank` writes to the next node.
+    ///
+    /// ```
+    /// use gaspi::plan::{AllgathervPlan, Layout};
+    /// let plan = AllgathervPlan::new(Layout { ranks: 2, ppn: 1 }, &[3, 1], &[0, 3], 2, 1024);
+    /// assert_eq!((plan.sends(0), plan.sends(1)), (0..2, 2..3));
+    /// ```
     pub fn sends(&self, rank: usize) -> std::ops::Range<usize> {
         let base = self.node_first[self.layout.node_of(rank)];
         let s = self.shares[rank];
@@ -191,12 +255,26 @@ impl AllgathervPlan {
     }
 
     /// Blocks a node receives from other nodes.
+    ///
+    /// ```
+    /// use gaspi::plan::{AllgathervPlan, Layout};
+    /// let plan = AllgathervPlan::new(Layout { ranks: 2, ppn: 1 }, &[3, 1], &[0, 3], 2, 1024);
+    /// assert_eq!((plan.received_by(0), plan.received_by(1)), (1, 2));
+    /// ```
     pub fn received_by(&self, node: usize) -> usize {
         self.total_blocks() - (self.node_first[node + 1] - self.node_first[node])
     }
 
     /// Whether a node that received block `id` passes it on: unless the
     /// next node is the block's own (then every node has it).
+    ///
+    /// ```
+    /// use gaspi::plan::{AllgathervPlan, Layout};
+    /// // Three nodes of one rank, one block each.
+    /// let plan = AllgathervPlan::new(Layout { ranks: 3, ppn: 1 }, &[1, 1, 1], &[0, 1, 2], 1, 1024);
+    /// assert!(plan.forwards(1, 0)); // node 1 passes node 0's block on to node 2
+    /// assert!(!plan.forwards(2, 0)); // node 2's next is node 0, the block's own
+    /// ```
     pub fn forwards(&self, node: usize, id: usize) -> bool {
         let nodes = self.layout.nodes();
         (node + 1) % nodes != self.layout.node_of(self.blocks[id].source)
@@ -204,11 +282,23 @@ impl AllgathervPlan {
 
     /// Cost model: block messages that cross a node boundary in one call:
     /// every block crosses `nodes - 1` boundaries once.
+    ///
+    /// ```
+    /// use gaspi::plan::{AllgathervPlan, Layout};
+    /// let plan = AllgathervPlan::new(Layout { ranks: 3, ppn: 1 }, &[1, 1, 1], &[0, 1, 2], 1, 1024);
+    /// assert_eq!(plan.inter_node_messages(), 3 * 2);
+    /// ```
     pub fn inter_node_messages(&self) -> usize {
         self.total_blocks() * (self.layout.nodes() - 1)
     }
 
     /// The block table as text, for review and snapshot tests.
+    ///
+    /// ```
+    /// use gaspi::plan::{AllgathervPlan, Layout};
+    /// let plan = AllgathervPlan::new(Layout { ranks: 2, ppn: 1 }, &[3, 1], &[0, 3], 2, 1024);
+    /// assert!(plan.table().starts_with("2 ranks, 1 per node, 2 nodes; mSize 2 elements; 3 blocks"));
+    /// ```
     pub fn table(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
@@ -243,6 +333,13 @@ impl AllgathervPlan {
 /// Children of relative position `pos` in a binomial tree of `p`
 /// positions rooted at 0, largest subtree first (the RMA broadcast's tree,
 /// seed 000; the cost model walks the same tree).
+///
+/// ```
+/// use gaspi::plan::binomial_children;
+/// assert_eq!(binomial_children(0, 8), vec![4, 2, 1]);
+/// assert_eq!(binomial_children(4, 8), vec![6, 5]);
+/// assert!(binomial_children(7, 8).is_empty());
+/// ```
 pub fn binomial_children(pos: usize, p: usize) -> Vec<usize> {
     let mut mask = 1;
     while mask < p && pos & mask == 0 {
@@ -258,6 +355,12 @@ pub fn binomial_children(pos: usize, p: usize) -> Vec<usize> {
 /// One message of a dissemination: at `step`, `from` sends to `to` the
 /// reduction of `span` consecutive inputs ending at `from` (`partial`:
 /// sent out of band, to be combined after the regular steps).
+///
+/// ```
+/// use gaspi::plan::{Dissemination, Message};
+/// let first = Dissemination::new(4).messages(1)[0];
+/// assert_eq!(first, Message { step: 0, from: 1, to: 2, span: 1, partial: false });
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Message {
     /// The step after which the value is available at the sender (0: its
@@ -283,6 +386,13 @@ pub struct Message {
 /// holds after step `j` is also sent, at once and out of band, to
 /// `i + D_j` with `D_j = sum_{k=j+1}^{l} c_k 2^k`; the receiver combines
 /// these partials after its `l` steps, which completes its `n` inputs.
+///
+/// ```
+/// use gaspi::plan::Dissemination;
+/// // 7 = 4 + 2 + 1: two regular steps, partials of 2 inputs (D = 4) and of 1 (D = 6).
+/// let d = Dissemination::new(7);
+/// assert_eq!((d.steps, d.partials.clone()), (2, vec![(1, 4), (0, 6)]));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dissemination {
     /// Participants.
@@ -296,6 +406,13 @@ pub struct Dissemination {
 
 impl Dissemination {
     /// The schedule for `n >= 1` participants.
+    ///
+    /// ```
+    /// use gaspi::plan::Dissemination;
+    /// let d = Dissemination::new(8);
+    /// assert_eq!(d.steps, 3);
+    /// assert!(d.partials.is_empty());
+    /// ```
     pub fn new(n: usize) -> Dissemination {
         assert!(n >= 1);
         let steps = usize::BITS - 1 - n.leading_zeros();
@@ -312,6 +429,14 @@ impl Dissemination {
 
     /// Every message of one allreduce, in the order a participant issues
     /// them: partials when their value is ready, regular sends by step.
+    ///
+    /// ```
+    /// use gaspi::plan::Dissemination;
+    /// // Participant 0 of 3 (= 2 + 1): its own input to 2 at once (partial,
+    /// // D_0 = 2), and step 0 to 1.
+    /// let to: Vec<(usize, bool)> = Dissemination::new(3).messages(0).iter().map(|m| (m.to, m.partial)).collect();
+    /// assert_eq!(to, vec![(2, true), (1, false)]);
+    /// ```
     pub fn messages(&self, from: usize) -> Vec<Message> {
         let n = self.n;
         let mut out = Vec::new();
@@ -341,11 +466,21 @@ impl Dissemination {
     }
 
     /// Messages per allreduce and participant (cost model).
+    ///
+    /// ```
+    /// use gaspi::plan::Dissemination;
+    /// assert_eq!(Dissemination::new(11).messages_per_participant(), 3 + 2);
+    /// ```
     pub fn messages_per_participant(&self) -> usize {
         self.steps as usize + self.partials.len()
     }
 
     /// The schedule as text, for review and snapshot tests.
+    ///
+    /// ```
+    /// let s = gaspi::plan::Dissemination::new(3).schedule();
+    /// assert!(s.contains("partial 0: 0 -> 2 reduction of inputs [0]"), "{s}");
+    /// ```
     pub fn schedule(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(

@@ -157,9 +157,9 @@ fn ms(t: Timeout) -> sys::gaspi_timeout_t {
     }
 }
 
-/// Our queue as a GPI-2 queue: user queues one to one, the runtime's own
-/// queue on the last GPI-2 queue (shared with user queue 15 if a program
-/// uses all sixteen: waits on it then also wait for the other's requests).
+/// Our queue as a GPI-2 queue: user queues (`0..15` on this engine, see
+/// `queues::queue_max`) one to one, the runtime's own queue on the last
+/// GPI-2 queue, which is the runtime's alone.
 fn queue_of(q: QueueId) -> sys::gaspi_queue_id_t {
     q.min(QUEUES as u8 - 1)
 }

@@ -41,6 +41,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// What happens to the ranks' standard output and error.
+///
+/// ```
+/// use gaspi::launcher::{Launch, Output};
+/// let report = Launch::new("sh", 2).args(["-c", "echo rank $GASPI_RANK"]).output(Output::Capture).run()?;
+/// assert_eq!(report.ranks[1].stdout, b"rank 1\n");
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Output {
     /// Ranks write straight to the launcher's stdout/stderr (rank 0 also
@@ -54,6 +61,15 @@ pub enum Output {
 }
 
 /// How the launcher places ranks on the CPUs it may use.
+///
+/// ```
+/// use gaspi::launcher::{Binding, Launch, Output};
+/// // 4 ranks on 2 CPUs: ranks 0 and 2 share CPU 0 under Spread.
+/// assert_eq!(Binding::Spread.cpus(&[0, 1], 2, 4), vec![0]);
+/// let report = Launch::new("sh", 2).args(["-c", "true"]).binding(Binding::None).output(Output::Capture).run()?;
+/// assert!(report.success());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Binding {
     /// Let the kernel place and move the ranks.
@@ -116,6 +132,21 @@ impl Binding {
 }
 
 /// A job to start: `ranks` copies of a program.
+///
+/// ```
+/// use gaspi::launcher::{Launch, Output};
+/// use std::time::Duration;
+/// // Any program can be a rank; GASPI programs find their rank in the environment.
+/// let report = Launch::new("sh", 3)
+///     .args(["-c", "exit $((GASPI_RANK == 2 ? 7 : 0))"])
+///     .timeout(Duration::from_secs(60))
+///     .output(Output::Capture)
+///     .run()?;
+/// assert!(!report.success());
+/// assert_eq!(report.first_failure().map(|o| o.rank), Some(2));
+/// assert_eq!(report.exit_code(), 7);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Launch {
     program: PathBuf,
@@ -203,6 +234,15 @@ impl Drop for Gpi2Setup {
 }
 
 /// How one rank ended.
+///
+/// ```
+/// use gaspi::launcher::{Launch, Output};
+/// let report = Launch::new("sh", 2).args(["-c", "echo oops >&2; exit 1"]).output(Output::Capture).run()?;
+/// let first = &report.ranks[0];
+/// assert_eq!((first.rank, first.stderr.as_slice()), (0, &b"oops\n"[..]));
+/// assert!(!first.status.success());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct RankOutcome {
     /// The rank.
     pub rank: Rank,
@@ -233,6 +273,15 @@ impl std::fmt::Debug for RankOutcome {
 }
 
 /// How a job ended.
+///
+/// ```
+/// use gaspi::launcher::{Launch, Output};
+/// let report = Launch::new("sh", 2).args(["-c", "true"]).output(Output::Capture).run()?;
+/// assert!(report.success() && !report.timed_out);
+/// assert_eq!(report.ranks.len(), 2);
+/// assert!(report.left_after_cleanup.is_empty());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Report {
     /// The job's token (names its shared-memory objects).
@@ -255,6 +304,12 @@ pub struct Report {
 }
 
 /// The variable that turns on [`Launch::emulate_hosts`].
+///
+/// ```
+/// // `GASPI_EMULATE_HOSTS=1 gaspi-run --engine gpi2 --ppn 2 ...` runs each
+/// // node of 2 ranks as a host of its own.
+/// assert_eq!(gaspi::launcher::EMULATE_HOSTS_VAR, "GASPI_EMULATE_HOSTS");
+/// ```
 pub const EMULATE_HOSTS_VAR: &str = "GASPI_EMULATE_HOSTS";
 
 /// The token of the host whose first rank is `first` in a job of emulated
@@ -264,6 +319,13 @@ pub(crate) fn host_token(token: &str, first: usize) -> String {
 }
 
 /// "exited with status 3", "was killed by signal 9 (SIGKILL)".
+///
+/// ```
+/// use std::os::unix::process::ExitStatusExt;
+/// use gaspi::launcher::describe_status;
+/// assert_eq!(describe_status(std::process::ExitStatus::from_raw(3 << 8)), "exited with status 3");
+/// assert!(describe_status(std::process::ExitStatus::from_raw(9)).contains("SIGKILL"));
+/// ```
 pub fn describe_status(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(c), _) => format!("exited with status {c}"),
@@ -280,6 +342,13 @@ fn status_code(status: ExitStatus) -> i32 {
 
 impl Report {
     /// The first rank (in time) that exited unsuccessfully.
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// let report = Launch::new("sh", 2).args(["-c", "exit $GASPI_RANK"]).output(Output::Capture).run()?;
+    /// assert_eq!(report.first_failure().map(|o| o.rank), Some(1));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn first_failure(&self) -> Option<&RankOutcome> {
         self.exit_order
             .iter()
@@ -288,6 +357,12 @@ impl Report {
     }
 
     /// True if every rank exited with status 0.
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// assert!(Launch::new("sh", 2).args(["-c", "exit 0"]).output(Output::Capture).run()?.success());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn success(&self) -> bool {
         !self.timed_out && self.ranks.iter().all(|o| o.status.success())
     }
@@ -295,6 +370,15 @@ impl Report {
     /// The launcher's exit code: 124 after a timeout, 128+N after signal N
     /// to the launcher, else the status of the first rank that failed
     /// (128+N if it was killed by signal N), else 0.
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// use std::time::Duration;
+    /// let slow = Launch::new("sh", 1).args(["-c", "exec sleep 30"]).timeout(Duration::from_millis(200)).output(Output::Capture).run()?;
+    /// assert!(slow.timed_out);
+    /// assert_eq!(slow.exit_code(), 124);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn exit_code(&self) -> i32 {
         if self.timed_out {
             124
@@ -308,6 +392,13 @@ impl Report {
 
 impl Launch {
     /// `ranks` copies of `program`.
+    ///
+    /// ```
+    /// use gaspi::launcher::Launch;
+    /// // Four copies of a GASPI program (built beforehand).
+    /// let job = Launch::new("target/release/examples/ring", 4);
+    /// # let _ = job;
+    /// ```
     pub fn new(program: impl AsRef<Path>, ranks: usize) -> Launch {
         Launch {
             program: program.as_ref().to_path_buf(),
@@ -358,18 +449,40 @@ impl Launch {
     /// gives each rank what GPI-2 reads (`GASPI_SOCKET`, `GASPI_MFILE`, a
     /// machine file naming this host once per rank) and a free port range,
     /// so a GPI-2-engine job starts on one machine without ssh.
+    ///
+    /// ```no_run
+    /// use gaspi::launcher::Launch;
+    /// // Needs a build with feature `gpi2` and GPI-2 installed.
+    /// let report = Launch::new("target/release/examples/ring", 4).engine(gaspi::Engine::Gpi2).run()?;
+    /// # let _ = report;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn engine(mut self, engine: Engine) -> Launch {
         self.engine = engine;
         self
     }
 
     /// How ranks are placed on CPUs (default [`Binding::Block`]).
+    ///
+    /// ```
+    /// use gaspi::launcher::{Binding, Launch, Output};
+    /// let report = Launch::new("sh", 2).args(["-c", "true"]).binding(Binding::Spread).output(Output::Capture).run()?;
+    /// assert!(report.success());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn binding(mut self, binding: Binding) -> Launch {
         self.binding = binding;
         self
     }
 
     /// Arguments for every rank.
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// let report = Launch::new("sh", 1).args(["-c", "echo \"$0\"", "arg0"]).output(Output::Capture).run()?;
+    /// assert_eq!(report.ranks[0].stdout, b"arg0\n");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Launch {
         self.args
             .extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
@@ -377,6 +490,13 @@ impl Launch {
     }
 
     /// An extra environment variable for every rank.
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// let report = Launch::new("sh", 1).args(["-c", "echo $GASPI_WAIT"]).env("GASPI_WAIT", "yield").output(Output::Capture).run()?;
+    /// assert_eq!(report.ranks[0].stdout, b"yield\n");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Launch {
         self.envs
             .push((key.as_ref().to_os_string(), value.as_ref().to_os_string()));
@@ -384,6 +504,15 @@ impl Launch {
     }
 
     /// Run a different program as rank 0 (GPI-2's `gaspi_run -b`).
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// // Rank 0 runs `echo`, the others `sh`, with the same arguments.
+    /// let report = Launch::new("sh", 2).first_program("echo").args(["-c", "exit 0"]).output(Output::Capture).run()?;
+    /// assert_eq!(report.ranks[0].stdout, b"-c exit 0\n");
+    /// assert!(report.success());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn first_program(mut self, program: impl AsRef<Path>) -> Launch {
         self.first_program = Some(program.as_ref().to_path_buf());
         self
@@ -391,12 +520,27 @@ impl Launch {
 
     /// Ranks per node: consecutive ranks form nodes of `ppn` (default: all
     /// ranks on one node).
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// let report = Launch::new("sh", 4).args(["-c", "echo $GASPI_PPN"]).ppn(2).output(Output::Capture).run()?;
+    /// assert_eq!(report.ranks[3].stdout, b"2\n");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn ppn(mut self, ppn: usize) -> Launch {
         self.ppn = Some(ppn);
         self
     }
 
     /// Stop the job if it runs longer than this.
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// use std::time::Duration;
+    /// let report = Launch::new("sh", 2).args(["-c", "exec sleep 30"]).timeout(Duration::from_millis(100)).output(Output::Capture).run()?;
+    /// assert!(report.timed_out && report.ranks.iter().all(|o| o.stopped_by_launcher));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn timeout(mut self, timeout: Duration) -> Launch {
         self.timeout = Some(timeout);
         self
@@ -404,18 +548,46 @@ impl Launch {
 
     /// After a rank fails, how long the others may run on before they are
     /// stopped (default 2 s).
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// use std::time::Duration;
+    /// // Rank 0 fails; rank 1 is stopped 100 ms later instead of sleeping on.
+    /// let report = Launch::new("sh", 2)
+    ///     .args(["-c", "[ $GASPI_RANK = 0 ] && exit 1; exec sleep 30"])
+    ///     .grace(Duration::from_millis(100))
+    ///     .output(Output::Capture)
+    ///     .run()?;
+    /// assert!(report.ranks[1].stopped_by_launcher);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn grace(mut self, grace: Duration) -> Launch {
         self.grace = grace;
         self
     }
 
     /// Where the ranks' output goes.
+    ///
+    /// ```no_run
+    /// use gaspi::launcher::{Launch, Output};
+    /// // Every line as "[rank] line" on the launcher's own output.
+    /// Launch::new("target/release/examples/ring", 4).output(Output::Tagged).run()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn output(mut self, output: Output) -> Launch {
         self.output = output;
         self
     }
 
     /// Report failures, timeouts and stops on stderr as they happen.
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// // Says on stderr that rank 0 exited with status 3.
+    /// let report = Launch::new("sh", 1).args(["-c", "exit 3"]).verbose(true).output(Output::Capture).run()?;
+    /// assert_eq!(report.exit_code(), 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn verbose(mut self, verbose: bool) -> Launch {
         self.verbose = verbose;
         self
@@ -423,6 +595,14 @@ impl Launch {
 
     /// Catch SIGINT, SIGTERM and SIGHUP and stop the job cleanly instead of
     /// dying (for launcher programs; changes process-wide signal handling).
+    ///
+    /// ```no_run
+    /// use gaspi::launcher::Launch;
+    /// // A launcher program: Ctrl-C stops the ranks and cleans up.
+    /// let report = Launch::new("target/release/examples/ring", 4).forward_signals(true).run()?;
+    /// std::process::exit(report.exit_code());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn forward_signals(mut self, on: bool) -> Launch {
         self.forward_signals = on;
         self
@@ -482,6 +662,14 @@ impl Launch {
     ///
     /// Errors only if the job could not be set up or started (a missing
     /// program, no shared memory); how the ranks ended is in the [`Report`].
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// assert!(Launch::new("no-such-program-here", 1).output(Output::Capture).run().is_err());
+    /// let report = Launch::new("sh", 2).args(["-c", "true"]).output(Output::Capture).run()?;
+    /// assert_eq!(report.exit_order.len(), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn run(&self) -> io::Result<Report> {
         if self.ranks == 0 || self.ranks > Rank::MAX as usize {
             return Err(io::Error::new(
@@ -839,6 +1027,14 @@ impl Supervisor<'_> {
 
 /// The host names in a GPI-2 machinefile: one per line, `#` comments and
 /// blank lines ignored.
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("machinefile-doc-{}", std::process::id()));
+/// std::fs::write(&path, "# two hosts\nnode01\n\nnode02 slots=2\n")?;
+/// assert_eq!(gaspi::launcher::read_machinefile(&path)?, vec!["node01", "node02"]);
+/// std::fs::remove_file(&path)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn read_machinefile(path: &Path) -> io::Result<Vec<String>> {
     let text = std::fs::read_to_string(path)?;
     Ok(text
@@ -850,6 +1046,12 @@ pub fn read_machinefile(path: &Path) -> io::Result<Vec<String>> {
 }
 
 /// Whether `host` names this machine.
+///
+/// ```
+/// use gaspi::launcher::is_local_host;
+/// assert!(is_local_host("localhost") && is_local_host("127.0.0.1"));
+/// assert!(!is_local_host("some-other-host.example"));
+/// ```
 pub fn is_local_host(host: &str) -> bool {
     let me = sys::hostname();
     let short = me.split('.').next().unwrap_or(&me);

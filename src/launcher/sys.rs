@@ -170,6 +170,11 @@ pub(crate) fn drain_signals(fd: BorrowedFd<'_>) -> Vec<i32> {
 }
 
 /// The name of a signal, e.g. "SIGKILL".
+///
+/// ```
+/// assert_eq!(gaspi::launcher::signal_name(9), "SIGKILL");
+/// assert_eq!(gaspi::launcher::signal_name(15), "SIGTERM");
+/// ```
 pub fn signal_name(signal: i32) -> &'static str {
     match signal {
         libc::SIGHUP => "SIGHUP",
