@@ -37,6 +37,7 @@ fn option_sets() -> Vec<(&'static str, AllreduceOptions)> {
             AllreduceOptions {
                 algorithm: AllreduceAlgorithm::Dissemination,
                 replicate_max: usize::MAX,
+                node_replicate_max: usize::MAX,
                 ..small
             },
         ),
@@ -45,6 +46,7 @@ fn option_sets() -> Vec<(&'static str, AllreduceOptions)> {
             AllreduceOptions {
                 algorithm: AllreduceAlgorithm::Dissemination,
                 replicate_max: 0,
+                node_replicate_max: 0,
                 ..small
             },
         ),
@@ -53,6 +55,7 @@ fn option_sets() -> Vec<(&'static str, AllreduceOptions)> {
             AllreduceOptions {
                 algorithm: AllreduceAlgorithm::Ring,
                 replicate_max: 0,
+                node_replicate_max: 0,
                 ..small
             },
         ),
@@ -143,7 +146,9 @@ fn every_layout(sizes: &[usize], iterations: usize) {
 
 #[test]
 fn small_messages_on_every_layout() {
-    every_layout(&[1, 7, 100], 10);
+    // 400 u64s (3,200 bytes) lie between the replicated thresholds of one
+    // node (2 KiB) and of several (4 KiB).
+    every_layout(&[1, 7, 100, 400], 10);
 }
 
 #[test]

@@ -22,7 +22,7 @@ pub struct Bench<'a> {
     pub ppn: usize,
     /// Repetitions per size (`--iters`), or the benchmark's default.
     pub iters: Option<usize>,
-    /// Options of the node-window allreduce (`--replicate-max`, `--ring-min`).
+    /// Options of the node-window allreduce (`--replicate-max`, `--node-replicate-max`, `--ring-min`).
     pub allreduce: gaspi::AllreduceOptions,
 }
 

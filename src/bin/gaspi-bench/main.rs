@@ -70,6 +70,7 @@ Options:
   --iters K          repetitions per size (default: by size)
   --impl I,J         implementations side by side (allreduce, allgatherv)
   --replicate-max B  allreduce: largest message every local rank reduces whole (default 4K)
+  --node-replicate-max B  the same for a job of one node (default 2K)
   --ring-min B       allreduce auto: smallest message for the ring (default 128K)
   --dist D,E         allgatherv data distributions
   --pattern P,Q      fence communication patterns
@@ -266,6 +267,10 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
             "--replicate-max" => {
                 a.allreduce.replicate_max =
                     parse_size(it.next().ok_or("--replicate-max needs a value")?)?
+            }
+            "--node-replicate-max" => {
+                a.allreduce.node_replicate_max =
+                    parse_size(it.next().ok_or("--node-replicate-max needs a value")?)?
             }
             "--ring-min" => {
                 a.allreduce.ring_min = parse_size(it.next().ok_or("--ring-min needs a value")?)?
