@@ -1185,30 +1185,15 @@ fn relay_loop(sh: &Shared) {
             busy |= pump(b.segment, &b.obj, 0..IDS) > 0;
         }
         let reserved = crate::context::RESERVED_SEGMENT;
-        let mut passive = None;
         if bound.iter().any(|b| b.segment == reserved) {
+            if let Some(intake) = lock(&sh.intake).as_mut() {
+                busy |= intake.step(sh.page, sh.passive_cap);
+            }
             if let Some(watch) = lock(&sh.watch).as_mut() {
                 busy |= watch.step(sh.leaving.load(SeqCst), corrupt_ranks);
             }
-            // A receiver may be at it (`passive_pump`): then not this round.
-            let intake = match sh.intake.try_lock() {
-                Ok(g) => Some(g),
-                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                Err(std::sync::TryLockError::WouldBlock) => None,
-            };
-            if let Some(mut intake) = intake {
-                if let Some(work) = intake.as_mut().and_then(passive::Intake::next) {
-                    passive = Some((intake, work));
-                }
-            }
         }
-        // Serve outside the lock: reading from a sender may take long.
         drop(bound);
-        if let Some((mut intake, work)) = passive {
-            if let Some(i) = intake.as_mut() {
-                busy |= i.serve(work, sh.page, sh.passive_cap);
-            }
-        }
         nap = if busy { FAST } else { (nap * 2).min(SLOW) };
         std::thread::sleep(nap);
     }

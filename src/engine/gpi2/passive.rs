@@ -204,16 +204,9 @@ impl Gpi2 {
         let Ok(mut intake) = self.shared.intake.try_lock() else {
             return false;
         };
-        let Some(i) = intake.as_mut() else {
-            return false;
-        };
-        let Some(work) = i.next() else {
-            return false;
-        };
-        // The read from the sender may take long (a dead sender: up to
-        // RELAY_WAIT); segments can come and go meanwhile.
-        drop(bound);
-        i.serve(work, self.shared.page, self.shared.passive_cap)
+        intake
+            .as_mut()
+            .is_some_and(|i| i.step(self.shared.page, self.shared.passive_cap))
     }
 
     /// Wait for the acknowledgement of this process's message to `rank`.
@@ -270,29 +263,10 @@ pub(super) fn notify_all(ranks: &[Rank], id: NotificationId, value: u32) {
     unsafe { sys::gaspi_wait(q, ms(RELAY_WAIT)) };
 }
 
-/// A passive message the relay moves on: (sender, length).
-pub(super) enum Work {
-    /// Read into the landing area before, waiting for room in the inbox.
-    Held(Rank, usize),
-    /// A new request, still in the sender's outbox.
-    Request(Rank, usize),
-}
-
 impl Intake {
-    /// The next passive work: the held message, else a request taken from
-    /// GPI-2's table. Reading that table needs the reserved segment bound:
-    /// call under the `bound` lock, then [`Intake::serve`] without it.
-    pub(super) fn next(&mut self) -> Option<Work> {
-        if let Some((sender, len)) = self.held {
-            return Some(Work::Held(sender, len));
-        }
-        let (id, value) = take(REQUEST, self.nranks)?;
-        Some(Work::Request((id - REQUEST) as Rank, value as usize))
-    }
-
-    /// Deliver `work` into the inbox (reading a request from its sender
-    /// first) and acknowledge it. Returns whether anything happened.
-    pub(super) fn serve(&mut self, work: Work, page: usize, cap: usize) -> bool {
+    /// One round of the relay: deliver a held message, or take the next
+    /// request. Returns whether anything happened.
+    pub(super) fn step(&mut self, page: usize, cap: usize) -> bool {
         let landing = OUTBOX + outbox_bytes(cap);
         // SAFETY: the landing area (`cap` bytes, `len <= cap`) lies inside
         // the leaked scratch allocation and only the holder of the intake
@@ -300,17 +274,18 @@ impl Intake {
         // which have completed when a message is held or offered.
         let area =
             |len: usize| unsafe { std::slice::from_raw_parts((page + landing) as *const u8, len) };
-        let (sender, len) = match work {
-            Work::Held(sender, len) => {
-                if !self.inbox.offer(sender, area(len)) {
-                    return false;
-                }
-                self.held = None;
-                notify_all(&[sender], ACK, DELIVERED);
-                return true;
+        if let Some((sender, len)) = self.held {
+            if !self.inbox.offer(sender, area(len)) {
+                return false;
             }
-            Work::Request(sender, len) => (sender, len),
+            self.held = None;
+            notify_all(&[sender], ACK, DELIVERED);
+            return true;
+        }
+        let Some((id, value)) = take(REQUEST, self.nranks) else {
+            return false;
         };
+        let (sender, len) = ((id - REQUEST) as Rank, value as usize);
         if len > cap.min(self.inbox.max_message()) {
             notify_all(&[sender], ACK, REFUSED);
             return true;
