@@ -72,6 +72,18 @@ impl Engine {
             _ => None,
         }
     }
+
+    /// Most queues a user can have at once on this engine: [`QUEUE_MAX`]
+    /// natively; one fewer on GPI-2, whose 16 queues include the runtime's
+    /// own (its last), so that no wait of the runtime's (the relay's
+    /// passive reads, collectives, atomics) takes a user's completions,
+    /// hides the failure of a user's request, or holds a user's wait up.
+    pub(crate) fn queue_max(self) -> u32 {
+        match self {
+            Engine::Native => QUEUE_MAX,
+            Engine::Gpi2 => QUEUE_MAX - 1,
+        }
+    }
 }
 
 /// How a rank waits for something that has not happened yet.
@@ -193,14 +205,29 @@ impl Config {
     /// ```
     /// let bad = gaspi::Config { passive_transfer_size_max: 0, ..Default::default() };
     /// assert!(matches!(bad.validate(), Err(gaspi::Error::Config(m)) if m.contains("passive_transfer_size_max")));
+    /// // GPI-2's last queue is the runtime's.
+    /// let all = gaspi::Config { queue_num: gaspi::QUEUE_MAX, ..Default::default() };
+    /// assert!(all.validate().is_ok());
+    /// let gpi2 = gaspi::Config { engine: gaspi::Engine::Gpi2, ..all };
+    /// assert!(matches!(gpi2.validate(), Err(gaspi::Error::Config(m)) if m.contains("1..=15")));
     /// ```
     pub fn validate(&self) -> Result<()> {
         fn check(ok: bool, msg: String) -> Result<()> {
             if ok { Ok(()) } else { Err(Error::Config(msg)) }
         }
+        let queues = self.engine.queue_max();
         check(
-            (1..=QUEUE_MAX).contains(&self.queue_num),
-            format!("queue_num {} must be in 1..={QUEUE_MAX}", self.queue_num),
+            (1..=queues).contains(&self.queue_num),
+            format!(
+                "queue_num {} must be in 1..={queues} on the {:?} engine{}",
+                self.queue_num,
+                self.engine,
+                if queues < QUEUE_MAX {
+                    format!(" (it has {QUEUE_MAX} queues; the runtime keeps the last)")
+                } else {
+                    String::new()
+                }
+            ),
         )?;
         check(
             (1..=QUEUE_SIZE_LIMIT).contains(&self.queue_size_max),

@@ -354,15 +354,6 @@ impl Context {
     #[cfg(feature = "gpi2")]
     fn init_gpi2(mut config: Config) -> Result<Context> {
         config.validate()?;
-        let queues = crate::queues::queue_max(Engine::Gpi2);
-        if config.queue_num > queues {
-            return Err(Error::Config(format!(
-                "queue_num {} must be in 1..={queues} on the GPI-2 engine \
-                 (GPI-2 has {} queues; the runtime keeps the last)",
-                config.queue_num,
-                crate::config::QUEUE_MAX
-            )));
-        }
         // GPI-2 has 255 segment ids; the runtime takes the last two.
         config.segment_max = config
             .segment_max
@@ -477,7 +468,7 @@ impl Context {
                 queues: Queues::new(
                     config.queue_num,
                     config.queue_size_max,
-                    crate::queues::queue_max(config.engine),
+                    config.engine.queue_max(),
                 ),
                 groups: Groups::new(config.group_max as usize),
                 traffic: Default::default(),

@@ -11,7 +11,7 @@
 //!
 //! [`Config::queue_size_max`]: crate::Config::queue_size_max
 
-use crate::config::{Engine, QUEUE_MAX};
+use crate::config::QUEUE_MAX;
 use crate::context::{Context, RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::error::{Error, Result};
 use crate::types::{QueueId, Timeout};
@@ -23,25 +23,13 @@ struct Queue {
     posted: AtomicU32,
 }
 
-/// Most queues a user can have at once on `engine`: [`QUEUE_MAX`] on the
-/// native engine; one fewer on GPI-2, whose 16 queues include the
-/// runtime's own (its last), so that no wait of the runtime's (the relay's
-/// passive reads, collectives, atomics) takes a user's completions, hides
-/// the failure of a user's request, or holds a user's wait up.
-pub(crate) fn queue_max(engine: Engine) -> u32 {
-    match engine {
-        Engine::Native => QUEUE_MAX,
-        Engine::Gpi2 => QUEUE_MAX - 1,
-    }
-}
-
 /// The queues of a rank.
 #[derive(Debug)]
 pub(crate) struct Queues {
     /// `0..QUEUE_MAX` for the user (of which `0..max` usable), then the
     /// runtime's own ([`RESERVED_QUEUE`]).
     slots: Vec<Queue>,
-    /// Queues the user may have ([`queue_max`]).
+    /// Queues the user may have (`Engine::queue_max`).
     max: u32,
     size_max: u32,
 }
@@ -76,7 +64,7 @@ impl Queues {
             .ok_or_else(invalid)
     }
 
-    /// The user's queues: the first [`queue_max`].
+    /// The user's queues: the first `max`.
     fn user(&self) -> &[Queue] {
         &self.slots[..self.max as usize]
     }
