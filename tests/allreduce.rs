@@ -23,7 +23,9 @@ fn layouts() -> Vec<(usize, usize)> {
 
 /// The option sets every layout runs: the defaults, then each algorithm
 /// forced with small fractions and blocks so that small messages split,
-/// pipeline and cross several blocks.
+/// pipeline and cross several blocks. Replicated calls of the direct
+/// exchange (and of one node) run both with one reduction per node and
+/// with one per rank, whatever this machine's cores would choose.
 fn option_sets() -> Vec<(&'static str, AllreduceOptions)> {
     let small = AllreduceOptions {
         fraction_min: 64,
@@ -63,6 +65,15 @@ fn option_sets() -> Vec<(&'static str, AllreduceOptions)> {
             "direct",
             AllreduceOptions {
                 algorithm: AllreduceAlgorithm::Direct,
+                share_reduction: Some(false),
+                ..small
+            },
+        ),
+        (
+            "direct, shared reduction",
+            AllreduceOptions {
+                algorithm: AllreduceAlgorithm::Direct,
+                share_reduction: Some(true),
                 ..small
             },
         ),
@@ -147,12 +158,14 @@ fn every_layout(sizes: &[usize], iterations: usize) {
 #[test]
 fn small_messages_on_every_layout() {
     // 400 u64s (3,200 bytes) lie between the replicated thresholds of one
-    // node (2 KiB) and of several (4 KiB).
+    // node (2 KiB; 8 KiB when its ranks share cores) and of several (4 KiB).
     every_layout(&[1, 7, 100, 400], 10);
 }
 
 #[test]
 fn large_messages_on_every_layout() {
+    // 1,000 u64s (8,000 bytes): replicated on one node whose ranks share
+    // cores, split otherwise.
     every_layout(&[1000, 5000], 3);
 }
 
@@ -235,7 +248,7 @@ fn floating_point_tolerance_and_bit_identity() {
                         let (everywhere, in_node) = identical(ctx, &bits);
                         assert!(in_node, "{name}, {ranks}/{ppn}: ranks of one node differ");
                         // Ring and direct: the same bits everywhere.
-                        if name == "ring" || name == "direct" || ctx.num_nodes() == 1 {
+                        if name == "ring" || name.starts_with("direct") || ctx.num_nodes() == 1 {
                             assert!(everywhere, "{name}, {ranks}/{ppn}: ranks differ");
                         }
                     }
@@ -243,6 +256,49 @@ fn floating_point_tolerance_and_bit_identity() {
                     barrier(ctx);
                 }
             }
+        });
+    }
+}
+
+/// One reduction per node (`share_reduction: Some(true)`), one per rank
+/// (`Some(false)`) and ranks of one node deciding differently give the
+/// same bits, call after call, into the window and into the caller's
+/// buffer.
+#[test]
+fn shared_and_own_reductions_agree_bit_for_bit() {
+    for (ranks, ppn) in [(4, 2), (8, 4), (6, 3), (3, 3), (5, 2)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let me = ctx.rank() as usize;
+            let len = 300;
+            let opts = |share: bool| AllreduceOptions {
+                algorithm: AllreduceAlgorithm::Direct,
+                share_reduction: Some(share),
+                ..Default::default()
+            };
+            let mut shared = Allreduce::<f64>::with_options(ctx, 36, len, opts(true), B).unwrap();
+            let mut own = Allreduce::<f64>::with_options(ctx, 37, len, opts(false), B).unwrap();
+            let mut mixed =
+                Allreduce::<f64>::with_options(ctx, 38, len, opts(me % 2 == 0), B).unwrap();
+            let mut into = vec![0f64; len];
+            for it in 0..50 {
+                let mine: Vec<f64> = (0..len).map(|i| float_input(me, it, i)).collect();
+                let bits = |v: Vec<f64>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                let a = bits(shared.run(&mine, ReduceOp::Sum, B).unwrap().to_vec());
+                let b = bits(own.run(&mine, ReduceOp::Sum, B).unwrap().to_vec());
+                let c = bits(mixed.run(&mine, ReduceOp::Sum, B).unwrap().to_vec());
+                shared.run_into(&mine, &mut into, ReduceOp::Sum, B).unwrap();
+                let d = bits(into.clone());
+                assert_eq!(a, b, "{ranks}/{ppn}, iteration {it}: shared vs own");
+                assert_eq!(a, c, "{ranks}/{ppn}, iteration {it}: shared vs mixed");
+                assert_eq!(a, d, "{ranks}/{ppn}, iteration {it}: shared into a buffer");
+                let (everywhere, _) = identical(ctx, &a);
+                assert!(everywhere, "{ranks}/{ppn}, iteration {it}: ranks differ");
+                let want: f64 = (0..ranks).map(|r| float_input(r, it, 7)).sum();
+                let got = f64::from_bits(a[7]);
+                assert!((got - want).abs() <= 1e-12 * want.abs(), "{got} vs {want}");
+            }
+            drop((shared, own, mixed));
+            barrier(ctx);
         });
     }
 }

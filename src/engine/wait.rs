@@ -207,6 +207,18 @@ impl Patience<'_> {
         self.awake.load(Relaxed) <= self.policy.spin_while_awake && !HELPER.with(|h| h.get())
     }
 
+    /// Whether more ranks are awake than there are cores for spinning
+    /// (always in the yield and block wait modes, never in spin mode).
+    pub(crate) fn oversubscribed(&self) -> bool {
+        self.shares_cores(self.awake.load(Relaxed))
+    }
+
+    /// Whether `ranks` awake ranks would be more than there are cores for
+    /// spinning.
+    pub(crate) fn shares_cores(&self, ranks: u32) -> bool {
+        ranks > self.policy.spin_while_awake
+    }
+
     /// Wait until `poll` returns `Some`, the deadline passes
     /// ([`Error::Timeout`]) or `check` reports an error (a failed rank).
     ///

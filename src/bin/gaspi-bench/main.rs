@@ -71,6 +71,11 @@ Options:
   --impl I,J         implementations side by side (allreduce, allgatherv)
   --replicate-max B  allreduce: largest message every local rank reduces whole (default 4K)
   --node-replicate-max B  the same for a job of one node (default 2K)
+  --shared-node-replicate-max B  the same for a job of one node whose ranks
+                     share cores (one rank reduces for all; default 8K)
+  --share-reduction S  allreduce, replicated: one local rank reduces for its node
+                     (yes), every rank for itself (no), or yes while ranks share
+                     cores (auto, the default)
   --ring-min B       allreduce auto: smallest message for the ring (default 128K)
   --dist D,E         allgatherv data distributions
   --pattern P,Q      fence communication patterns
@@ -271,6 +276,20 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
             "--node-replicate-max" => {
                 a.allreduce.node_replicate_max =
                     parse_size(it.next().ok_or("--node-replicate-max needs a value")?)?
+            }
+            "--share-reduction" => {
+                a.allreduce.share_reduction = match it.next().map(String::as_str) {
+                    Some("auto") => None,
+                    Some("yes") => Some(true),
+                    Some("no") => Some(false),
+                    _ => return Err("--share-reduction is auto, yes or no".into()),
+                }
+            }
+            "--shared-node-replicate-max" => {
+                a.allreduce.shared_node_replicate_max = parse_size(
+                    it.next()
+                        .ok_or("--shared-node-replicate-max needs a value")?,
+                )?
             }
             "--ring-min" => {
                 a.allreduce.ring_min = parse_size(it.next().ok_or("--ring-min needs a value")?)?

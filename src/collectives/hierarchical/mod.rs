@@ -15,7 +15,13 @@
 //!    which share the same node-local rank id").
 //!    - **Replicated** (small messages): one instance per local rank, each
 //!      over the whole message. Every rank computes the whole result; no
-//!      rank waits for another after its own instance.
+//!      rank waits for another after its own instance. With the direct
+//!      exchange or on one node, while the node's ranks share cores, the
+//!      first local rank to see every input reduces them once for the
+//!      whole node into its window and the others wait for that (a
+//!      *shared reduction*, [`AllreduceOptions::share_reduction`]): ranks
+//!      that take turns on a core would otherwise each spend their turn on
+//!      the same reduction.
 //!    - **Split** (larger messages): the message is cut into fractions,
 //!      one per local rank (`message size / local ranks`, fractions of at
 //!      least [`AllreduceOptions::fraction_min`] bytes); each rank reduces
@@ -36,15 +42,15 @@
 //!      plus `log2 n` steps; `nodes - 1` messages per rank, so
 //!      [`AllreduceAlgorithm::Auto`] takes it while that is no more than
 //!      the dissemination's `steps + partials`.
-//! 4. The result lies in the node's window: the whole message (split), or
-//!    each rank's own copy (replicated).
+//! 4. The result lies in the node's window: the whole message (split or
+//!    shared reduction), or each rank's own copy (replicated).
 //!
 //! # Determinism
 //! Each value is reduced in a fixed order. The same inputs give
 //! bit-identical results call after call and run after run.
-//! - Ring and direct: every block is reduced once (ring) or every rank
-//!   reduces all inputs in rank order (direct), so **every rank gets
-//!   bit-identical results**, floating point included.
+//! - Ring and direct: every block is reduced once (ring) or all inputs are
+//!   reduced in rank order (direct, by every rank or once per node), so
+//!   **every rank gets bit-identical results**, floating point included.
 //! - Dissemination: every rank of a node gets bit-identical results (split:
 //!   one copy per node; replicated: the same operations on the same
 //!   values); ranks of *different* nodes combine the node values in
@@ -122,12 +128,20 @@ pub struct AllreduceOptions {
     /// direct exchange and the split one the exchange between nodes plus a
     /// node barrier (default 4 KiB).
     pub replicate_max: usize,
-    /// [`AllreduceOptions::replicate_max`] for a job of one node, where
-    /// the split call costs only a node barrier and saves every rank from
-    /// reading every other rank's whole input (default 2 KiB: measured
-    /// with 2, 4 and 8 ranks, splitting was 10-15% faster at 4 KiB and
-    /// slower at 2 KiB; see the README's allreduce figures).
+    /// [`AllreduceOptions::replicate_max`] for a job of one node whose
+    /// ranks each reduce for themselves, where the split call costs only a
+    /// node barrier and saves every rank from reading every other rank's
+    /// whole input (default 2 KiB: measured with 2, 4 and 8 ranks,
+    /// splitting was 10-15% faster at 4 KiB and slower at 2 KiB; see the
+    /// README's allreduce figures).
     pub node_replicate_max: usize,
+    /// [`AllreduceOptions::node_replicate_max`] for a job of one node
+    /// whose ranks share cores, where one rank reduces a replicated call
+    /// for all ([`AllreduceOptions::share_reduction`]; chosen at creation
+    /// if every rank expects it): the split call then saves less (default
+    /// 8 KiB: with 4 and 8 ranks on 2 cores the shared reduction was 20-35%
+    /// faster than splitting at 4 and 8 KiB, and slower at 16 KiB).
+    pub shared_node_replicate_max: usize,
     /// Smallest fraction of a split message, in bytes.
     pub fraction_min: usize,
     /// [`AllreduceAlgorithm::Auto`] uses the ring from this many bytes on.
@@ -136,6 +150,16 @@ pub struct AllreduceOptions {
     pub block_bytes: usize,
     /// The queue the collective posts on.
     pub queue: QueueId,
+    /// Whether one local rank reduces a replicated call's whole result for
+    /// its node, in the node's window, while the others wait for it
+    /// (`Some(true)`), or every local rank reduces it for itself
+    /// (`Some(false)`). `None` (default): shared while more ranks are awake
+    /// than there are cores, or the wait mode is yield or block (ranks that
+    /// share a core run one after the other, so a reduction saved is time
+    /// saved); own reductions while every rank has a core (they run side
+    /// by side). Replicated calls with the direct exchange or on one node
+    /// only; the results are bit-identical either way.
+    pub share_reduction: Option<bool>,
 }
 
 impl Default for AllreduceOptions {
@@ -144,10 +168,12 @@ impl Default for AllreduceOptions {
             algorithm: AllreduceAlgorithm::Auto,
             replicate_max: 4 << 10,
             node_replicate_max: 2 << 10,
+            shared_node_replicate_max: 8 << 10,
             fraction_min: 1 << 10,
             ring_min: 128 << 10,
             block_bytes: 128 << 10,
             queue: 0,
+            share_reduction: None,
         }
     }
 }
@@ -196,6 +222,10 @@ struct Areas {
     input_parities: usize,
     /// Results, one column space wide.
     result: usize,
+    /// The node's shared result of a replicated call that one local rank
+    /// reduces for all ([`NodeReduce::share_reduction`]): `[cap]` bytes,
+    /// or none with one rank per node.
+    shared: usize,
     /// Dissemination values after steps `0..steps`: `[step][cols]`.
     run: usize,
     /// Dissemination receive slots: `[parity][slot][cols]`.
@@ -271,6 +301,8 @@ struct Progress {
     len: usize,
     elem: usize,
     stage: Stage,
+    /// The result is the node's shared one ([`NodeReduce::share_reduction`]).
+    shared: bool,
 }
 
 /// The node-aware reduction engine: a window, its areas, and the call
@@ -317,6 +349,14 @@ impl NodeReduce {
         };
         let nodes = layout.nodes();
         let slots = layout.ppn.min(layout.ranks);
+        let opts = AllreduceOptions {
+            node_replicate_max: if nodes == 1 && Self::expect_shared(ctx, &opts, timeout)? {
+                opts.shared_node_replicate_max
+            } else {
+                opts.node_replicate_max
+            },
+            ..opts
+        };
         let dis = Dissemination::new(nodes);
         let dis_messages = dis.messages_per_participant();
         // The choices of every size a call may have: `choose` changes only
@@ -361,10 +401,13 @@ impl NodeReduce {
         let input_parities = if replicated_cap > 0 { 2 } else { 1 };
         let recv_slots = dis_messages;
         // Bytes 0..64*slots: each local rank's arrival word, a cache line
-        // each (the calls it has put its input in for).
-        let inputs = 64 * slots;
+        // each (the calls it has put its input in for); then the shared
+        // reduction's claim and done words, a line each.
+        let inputs = 64 * (slots + 2);
         let result = a(inputs + input_parities * slots * cap);
-        let run = a(result + cols);
+        let shared = a(result + cols);
+        let shared_cap = if slots > 1 { replicated_cap } else { 0 };
+        let run = a(shared + shared_cap);
         let recv = a(run + if dissem { dis.steps as usize * cols } else { 0 });
         let ring = a(recv + if dissem { 2 * recv_slots * cols } else { 0 });
         let direct = a(ring + if ring_used { cap } else { 0 });
@@ -383,6 +426,7 @@ impl NodeReduce {
             inputs,
             input_parities,
             result,
+            shared,
             run,
             recv,
             ring,
@@ -419,6 +463,30 @@ impl NodeReduce {
             progress: None,
             plan: None,
         })
+    }
+
+    /// Whether the ranks of a job of one node will share the reduction of
+    /// replicated calls ([`AllreduceOptions::share_reduction`], by default
+    /// when the job has more ranks than cores): agreed among all ranks, as
+    /// every rank must choose the same threshold between replicated and
+    /// split calls.
+    fn expect_shared(ctx: &Context, opts: &AllreduceOptions, timeout: Timeout) -> Result<bool> {
+        if ctx.num_ranks() < 2 {
+            return Ok(false);
+        }
+        if let Some(share) = opts.share_reduction {
+            return Ok(share);
+        }
+        let mine = ctx.engine.patience().shares_cores(ctx.num_ranks().into()) as u32;
+        let mut all = [0u32];
+        ctx.allreduce(
+            &[mine],
+            &mut all,
+            super::ReduceOp::Min,
+            crate::GroupId::ALL,
+            timeout,
+        )?;
+        Ok(all[0] == 1)
     }
 
     /// The rank that runs instance `inst` on `node`.
@@ -558,6 +626,7 @@ impl NodeReduce {
                 len: send.len(),
                 elem,
                 stage: Stage::Start,
+                shared: false,
             },
             Some(p) if p.len == send.len() && p.elem == elem => p,
             Some(p) => {
@@ -578,13 +647,13 @@ impl NodeReduce {
         let plan = self.plan.take().expect("plan was just made");
         let direct = recv.filter(|_| self.own_result(&plan));
         let in_recv = direct.is_some();
-        let r = self.advance(ctx, &plan, &mut progress.stage, send, f, direct, deadline);
+        let r = self.advance(ctx, &plan, &mut progress, send, f, direct, deadline);
         let out = match r {
             Ok(()) => {
                 self.calls += 1;
                 Ok(Output {
                     in_recv,
-                    ..self.output(ctx, &plan)
+                    ..self.output(ctx, &plan, progress.shared)
                 })
             }
             Err(e) => {
@@ -603,9 +672,11 @@ impl NodeReduce {
         plan.choice.replicated && (plan.choice.inter == Inter::Direct || self.layout.nodes() == 1)
     }
 
-    fn output(&self, ctx: &Context, plan: &CallPlan) -> Output {
+    fn output(&self, ctx: &Context, plan: &CallPlan, shared: bool) -> Output {
         let bytes = plan.len * plan.elem;
-        let start = if plan.choice.replicated {
+        let start = if shared {
+            self.areas.shared
+        } else if plan.choice.replicated {
             self.areas.result + plan.instances[ctx.local_rank() as usize].col
         } else {
             self.areas.result
@@ -621,7 +692,7 @@ impl NodeReduce {
         &self,
         ctx: &Context,
         plan: &CallPlan,
-        stage: &mut Stage,
+        progress: &mut Progress,
         send: &[T],
         f: &F,
         mut direct: Option<&mut [T]>,
@@ -629,6 +700,7 @@ impl NodeReduce {
     ) -> Result<()> {
         let parity = (self.calls % 2) as usize;
         let tag = tag(self.calls);
+        let stage = &mut progress.stage;
         loop {
             match *stage {
                 Stage::Start => {
@@ -650,7 +722,28 @@ impl NodeReduce {
                     if self.own_result(plan) {
                         // One wait for every input, local and remote.
                         self.await_inputs(ctx, plan, parity, tag, deadline)?;
-                        self.reduce_own(ctx, plan, parity, f, direct.as_deref_mut());
+                        progress.shared = self.share_reduction(ctx);
+                        if progress.shared {
+                            self.reduce_shared(ctx, plan, parity, f, deadline)?;
+                            if let Some(out) = direct.as_deref_mut() {
+                                // SAFETY: the shared result of this call is
+                                // complete (`reduce_shared` returned) and
+                                // not written again before this rank has
+                                // put in its input of the next call.
+                                out.copy_from_slice(unsafe {
+                                    self.obj.as_slice::<T>(self.areas.shared, plan.len)
+                                });
+                            }
+                        } else {
+                            let inst = &plan.instances[ctx.local_rank() as usize];
+                            let out = match direct.as_deref_mut() {
+                                Some(out) => out,
+                                // SAFETY: this rank's result column,
+                                // written by it only.
+                                None => unsafe { self.column(self.areas.result, inst) },
+                            };
+                            self.reduce_all(ctx, plan, parity, f, out);
+                        }
                         *stage = Stage::Instances {
                             idx: idx + 1,
                             cursor: 0,
@@ -727,16 +820,16 @@ impl NodeReduce {
         Ok(())
     }
 
-    /// A rank's own whole result (replicated, direct or one node), once
+    /// The whole result (replicated, direct or one node), once
     /// [`NodeReduce::await_inputs`] returned: reduce every rank's input in
-    /// rank order into `recv` or the rank's result column.
-    fn reduce_own<T: Pod, F: Fn(&T, &T) -> T>(
+    /// rank order into `out`.
+    fn reduce_all<T: Pod, F: Fn(&T, &T) -> T>(
         &self,
         ctx: &Context,
         plan: &CallPlan,
         parity: usize,
         f: &F,
-        recv: Option<&mut [T]>,
+        out: &mut [T],
     ) {
         let node = ctx.node_ranks(ctx.node());
         let len = plan.len;
@@ -755,15 +848,62 @@ impl NodeReduce {
             // after this call).
             unsafe { self.obj.as_slice::<T>(at, len) }
         };
-        let inst = &plan.instances[ctx.local_rank() as usize];
-        let out = match recv {
-            Some(out) => out,
-            // SAFETY: this rank's result column, written by it only.
-            None => unsafe { self.column(self.areas.result, inst) },
-        };
         with_slices(self.layout.ranks, input, |inputs| {
             reduce_slices(out, inputs, f)
         });
+    }
+
+    /// Whether one local rank reduces this call's whole result for the
+    /// node ([`NodeReduce::reduce_shared`]) instead of every local rank
+    /// reducing it for itself ([`AllreduceOptions::share_reduction`]; by
+    /// default when more ranks are awake than there are cores). With a
+    /// core for each rank the ranks' own reductions run side by side, and
+    /// waiting for another rank's would only add its latency. The ranks of
+    /// a node may decide differently: each result is the same reduction in
+    /// the same order.
+    fn share_reduction(&self, ctx: &Context) -> bool {
+        self.slots > 1
+            && ctx.local_num() > 1
+            && self
+                .opts
+                .share_reduction
+                .unwrap_or_else(|| ctx.engine.patience().oversubscribed())
+    }
+
+    /// The node's shared reduction of a call whose inputs have all arrived:
+    /// the first local rank to claim the call reduces every input, in rank
+    /// order, into the shared result and marks it done; the others wait for
+    /// that. Bit-identical to [`NodeReduce::reduce_all`]'s result.
+    fn reduce_shared<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        f: &F,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let call = self.calls + 1;
+        let claim = self.obj.atomic_u64(64 * self.slots);
+        let done = self.obj.atomic_u64(64 * (self.slots + 1));
+        let ww = self.obj.notifications().ww;
+        if claim.fetch_max(call, SeqCst) < call {
+            // SAFETY: only the rank that claimed call `call` writes the
+            // shared result, and nobody reads it meanwhile: readers of the
+            // previous call's result have all put in their inputs of this
+            // call (`await_inputs` saw them), and readers of this call's
+            // wait for `done`.
+            let out = unsafe { self.obj.as_mut_slice::<T>(self.areas.shared, plan.len) };
+            self.reduce_all(ctx, plan, parity, f, out);
+            done.store(call, SeqCst);
+            ww.wake();
+            return Ok(());
+        }
+        ctx.engine.patience().wait(
+            ww,
+            deadline,
+            || (done.load(SeqCst) >= call).then_some(()),
+            || ctx.engine.faults(),
+        )
     }
 
     /// Wait until every rank of the node has put in its input of this call
