@@ -274,6 +274,11 @@ impl Native {
             .filter(|_| self.host.len() < self.nranks())
     }
 
+    /// How many ranks run on this rank's host (share its memory and cores).
+    pub(crate) fn host_ranks(&self) -> usize {
+        self.host.len()
+    }
+
     /// Whether `rank` runs on this rank's host (shares its memory).
     pub(crate) fn same_host(&self, rank: Rank) -> bool {
         self.host.contains(&rank)

@@ -71,8 +71,9 @@ Options:
   --impl I,J         implementations side by side (allreduce, allgatherv)
   --replicate-max B  allreduce: largest message every local rank reduces whole (default 4K)
   --node-replicate-max B  the same for a job of one node (default 2K)
-  --shared-node-replicate-max B  the same for a job of one node whose ranks
-                     share cores (one rank reduces for all; default 8K)
+  --shared-replicate-max B  --replicate-max while ranks share cores (each node
+                     sends one partial, one rank reduces for all; default 32K)
+  --shared-node-replicate-max B  the same for a job of one node (default 8K)
   --share-reduction S  allreduce, replicated: one local rank reduces for its node
                      (yes), every rank for itself (no), or yes while ranks share
                      cores (auto, the default)
@@ -284,6 +285,10 @@ fn parse(args: &[String]) -> Result<Option<Args>, String> {
                     Some("no") => Some(false),
                     _ => return Err("--share-reduction is auto, yes or no".into()),
                 }
+            }
+            "--shared-replicate-max" => {
+                a.allreduce.shared_replicate_max =
+                    parse_size(it.next().ok_or("--shared-replicate-max needs a value")?)?
             }
             "--shared-node-replicate-max" => {
                 a.allreduce.shared_node_replicate_max = parse_size(

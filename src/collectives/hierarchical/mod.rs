@@ -126,7 +126,8 @@ pub struct AllreduceOptions {
     /// rank (replicated); larger ones are split among the local ranks.
     /// For jobs of several nodes, where the replicated call needs one
     /// direct exchange and the split one the exchange between nodes plus a
-    /// node barrier (default 4 KiB).
+    /// node barrier (default 4 KiB; while ranks share cores,
+    /// [`AllreduceOptions::shared_replicate_max`]).
     pub replicate_max: usize,
     /// [`AllreduceOptions::replicate_max`] for a job of one node whose
     /// ranks each reduce for themselves, where the split call costs only a
@@ -135,12 +136,19 @@ pub struct AllreduceOptions {
     /// splitting was 10-15% faster at 4 KiB and slower at 2 KiB; see the
     /// README's allreduce figures).
     pub node_replicate_max: usize,
+    /// [`AllreduceOptions::replicate_max`] for the direct exchange of ranks
+    /// that share cores ([`AllreduceOptions::share_reduction`], agreed at
+    /// creation): each node then sends one partial result and reduces
+    /// once, so replicated calls stay cheap for longer (default 32 KiB:
+    /// with 2 nodes of 2 ranks on 2 cores they were 30% faster than split
+    /// calls at 8 KiB and 12% at 32 KiB).
+    pub shared_replicate_max: usize,
     /// [`AllreduceOptions::node_replicate_max`] for a job of one node
     /// whose ranks share cores, where one rank reduces a replicated call
-    /// for all ([`AllreduceOptions::share_reduction`]; chosen at creation
-    /// if every rank expects it): the split call then saves less (default
-    /// 8 KiB: with 4 and 8 ranks on 2 cores the shared reduction was 20-35%
-    /// faster than splitting at 4 and 8 KiB, and slower at 16 KiB).
+    /// for all ([`AllreduceOptions::share_reduction`], agreed at creation):
+    /// the split call then saves less (default 8 KiB: with 4 and 8 ranks
+    /// on 2 cores the shared reduction was 20-35% faster than splitting at
+    /// 4 and 8 KiB, and slower at 16 KiB).
     pub shared_node_replicate_max: usize,
     /// Smallest fraction of a split message, in bytes.
     pub fraction_min: usize,
@@ -168,6 +176,7 @@ impl Default for AllreduceOptions {
             algorithm: AllreduceAlgorithm::Auto,
             replicate_max: 4 << 10,
             node_replicate_max: 2 << 10,
+            shared_replicate_max: 32 << 10,
             shared_node_replicate_max: 8 << 10,
             fraction_min: 1 << 10,
             ring_min: 128 << 10,
@@ -318,6 +327,8 @@ pub(crate) struct NodeReduce {
     dis: Dissemination,
     /// Instance slots: the most ranks a node has.
     slots: usize,
+    /// Direct calls exchange node partials ([`NodeReduce::own_partials`]).
+    node_partials: bool,
     calls: u64,
     progress: Option<Progress>,
     plan: Option<CallPlan>,
@@ -349,16 +360,30 @@ impl NodeReduce {
         };
         let nodes = layout.nodes();
         let slots = layout.ppn.min(layout.ranks);
+        let dis = Dissemination::new(nodes);
+        let dis_messages = dis.messages_per_participant();
+        // Ranks that share cores share the reduction: replicated calls on
+        // one node, and direct exchanges of node partials between nodes,
+        // then pay off up to larger sizes.
+        let shared = slots > 1 && cap > 0 && Self::expect_shared(ctx, &opts, timeout)?;
+        let direct = match opts.algorithm {
+            AllreduceAlgorithm::Auto => nodes - 1 <= dis_messages,
+            a => a == AllreduceAlgorithm::Direct,
+        };
+        let node_partials = shared && nodes > 1 && direct;
         let opts = AllreduceOptions {
-            node_replicate_max: if nodes == 1 && Self::expect_shared(ctx, &opts, timeout)? {
+            node_replicate_max: if shared {
                 opts.shared_node_replicate_max
             } else {
                 opts.node_replicate_max
             },
+            replicate_max: if node_partials {
+                opts.shared_replicate_max
+            } else {
+                opts.replicate_max
+            },
             ..opts
         };
-        let dis = Dissemination::new(nodes);
-        let dis_messages = dis.messages_per_participant();
         // The choices of every size a call may have: `choose` changes only
         // at the thresholds, so these sizes cover them all.
         let smallest = if fixed { cap } else { 0 };
@@ -402,8 +427,9 @@ impl NodeReduce {
         let recv_slots = dis_messages;
         // Bytes 0..64*slots: each local rank's arrival word, a cache line
         // each (the calls it has put its input in for); then the shared
-        // reduction's claim and done words, a line each.
-        let inputs = 64 * (slots + 2);
+        // reduction's claim and done words and the node partial's claim
+        // and ready words, a line each.
+        let inputs = 64 * (slots + 4);
         let result = a(inputs + input_parities * slots * cap);
         let shared = a(result + cols);
         let shared_cap = if slots > 1 { replicated_cap } else { 0 };
@@ -459,6 +485,7 @@ impl NodeReduce {
             layout,
             dis,
             slots,
+            node_partials,
             calls: 0,
             progress: None,
             plan: None,
@@ -474,10 +501,10 @@ impl NodeReduce {
         if ctx.num_ranks() < 2 {
             return Ok(false);
         }
-        if let Some(share) = opts.share_reduction {
-            return Ok(share);
-        }
-        let mine = ctx.engine.patience().shares_cores(ctx.num_ranks().into()) as u32;
+        let host = ctx.engine.host_ranks().min(u32::MAX as usize) as u32;
+        let mine = opts
+            .share_reduction
+            .unwrap_or_else(|| ctx.engine.patience().shares_cores(host)) as u32;
         let mut all = [0u32];
         ctx.allreduce(
             &[mine],
@@ -580,6 +607,7 @@ impl NodeReduce {
             return 0;
         }
         match plan.choice.inter {
+            Inter::Direct if self.node_partials => nodes * (nodes - 1),
             Inter::Direct => self.layout.ranks as u64 * (nodes - 1),
             Inter::Ring => plan
                 .instances
@@ -709,7 +737,7 @@ impl NodeReduce {
                     self.obj.write_from(at, bytemuck::cast_slice(send));
                     self.arrival(local).store(self.calls + 1, SeqCst);
                     self.obj.notifications().ww.wake();
-                    if plan.choice.inter == Inter::Direct {
+                    if plan.choice.inter == Inter::Direct && !self.node_partials {
                         self.send_direct(ctx, plan, parity, tag, deadline)?;
                     }
                     *stage = Stage::Instances { idx: 0, cursor: 0 };
@@ -717,6 +745,34 @@ impl NodeReduce {
                 Stage::Instances { idx, cursor } => {
                     if idx == plan.mine.len() {
                         *stage = Stage::Closing;
+                        continue;
+                    }
+                    if self.own_result(plan) && self.node_partials {
+                        let mut c = cursor;
+                        if c == 0 {
+                            c = if self.claim_partial(ctx, plan, parity, f) {
+                                1
+                            } else {
+                                2
+                            };
+                            *stage = Stage::Instances { idx, cursor: c };
+                        }
+                        if c == 1 {
+                            self.send_partial(ctx, plan, parity, tag, deadline)?;
+                            *stage = Stage::Instances { idx, cursor: 2 };
+                        }
+                        self.reduce_partials(ctx, plan, parity, tag, f, deadline)?;
+                        progress.shared = true;
+                        if let Some(out) = direct.as_deref_mut() {
+                            // SAFETY: as below.
+                            out.copy_from_slice(unsafe {
+                                self.obj.as_slice::<T>(self.areas.shared, plan.len)
+                            });
+                        }
+                        *stage = Stage::Instances {
+                            idx: idx + 1,
+                            cursor: 0,
+                        };
                         continue;
                     }
                     if self.own_result(plan) {
@@ -900,6 +956,135 @@ impl NodeReduce {
         }
         ctx.engine.patience().wait(
             ww,
+            deadline,
+            || (done.load(SeqCst) >= call).then_some(()),
+            || ctx.engine.faults(),
+        )
+    }
+
+    /// Node partials: if every local rank has put in its input of this
+    /// call and this rank is the first to claim the call's partial, reduce
+    /// the node's inputs in local-rank order into this node's partial slot
+    /// (the direct area's entry of this node, which no other node writes)
+    /// and mark it ready. The last local rank to arrive always sees every
+    /// input, so some rank claims it.
+    fn claim_partial<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        f: &F,
+    ) -> bool {
+        let call = self.calls + 1;
+        let local_num = ctx.local_num() as usize;
+        if !(0..local_num).all(|l| self.arrival(l).load(SeqCst) >= call) {
+            return false;
+        }
+        if self
+            .obj
+            .atomic_u64(64 * (self.slots + 2))
+            .fetch_max(call, SeqCst)
+            >= call
+        {
+            return false;
+        }
+        let len = plan.len;
+        // SAFETY: the node's inputs were written before their ranks counted
+        // themselves in, which this rank saw, and are not written again
+        // before every rank of the job has finished this call.
+        let input = |l: usize| unsafe { self.obj.as_slice::<T>(self.input_at(l), len) };
+        // SAFETY: only the claimant writes this node's partial slot of this
+        // parity; the reducers of the call two back have read it (every
+        // local rank has finished that call), and remote writes of the
+        // previous call's partial went out before that call ended.
+        let out = unsafe {
+            self.obj
+                .as_mut_slice::<T>(self.direct_at(parity, ctx.node()), len)
+        };
+        with_slices(local_num, input, |inputs| reduce_slices(out, inputs, f));
+        self.obj
+            .atomic_u64(64 * (self.slots + 3))
+            .store(call, SeqCst);
+        self.obj.notifications().ww.wake();
+        true
+    }
+
+    /// Node partials: write this node's partial into every other node's
+    /// window (its entry of this node), notified with `tag`.
+    fn send_partial(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        tag: u32,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let me = ctx.node();
+        let at = self.direct_at(parity, me);
+        let n = Notification::new(self.direct_id(parity, me), tag);
+        for q in (0..self.layout.nodes()).filter(|&q| q != me) {
+            let to = self.owner(q, ctx.local_rank() as usize);
+            self.post(ctx, to, (at, at, plan.len * plan.elem), n, deadline)?;
+        }
+        Ok(())
+    }
+
+    /// Node partials: once this node's partial is ready and every other
+    /// node's has arrived, the first local rank to claim the call reduces
+    /// them in node order into the shared result; every other rank waits
+    /// for that.
+    fn reduce_partials<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        tag: u32,
+        f: &F,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let call = self.calls + 1;
+        let nodes = self.layout.nodes();
+        let me = ctx.node();
+        let claim = self.obj.atomic_u64(64 * self.slots);
+        let done = self.obj.atomic_u64(64 * (self.slots + 1));
+        let ready = self.obj.atomic_u64(64 * (self.slots + 3));
+        let table = self.obj.notifications();
+        let ids = self.direct_id(parity, 0)..self.direct_id(parity, nodes);
+        let arrived = |q: usize| {
+            let v = table.values[self.direct_id(parity, q) as usize].load(SeqCst);
+            crate::notifications::tag_reached(v, tag)
+        };
+        let patience = ctx.engine.patience();
+        let all_in = patience.wait(
+            table.ww,
+            deadline,
+            || {
+                if done.load(SeqCst) >= call {
+                    return Some(false);
+                }
+                ctx.engine.pump(self.segment, &self.obj, ids.clone());
+                let all =
+                    ready.load(SeqCst) >= call && (0..nodes).filter(|&q| q != me).all(arrived);
+                all.then_some(true)
+            },
+            || ctx.engine.faults(),
+        )?;
+        if all_in && claim.fetch_max(call, SeqCst) < call {
+            let len = plan.len;
+            // SAFETY: every node's partial of this call is complete (ready,
+            // or its notification seen) and not written again before
+            // every rank of the job has finished this call.
+            let input =
+                |q: usize| unsafe { self.obj.as_slice::<T>(self.direct_at(parity, q), len) };
+            // SAFETY: as in `reduce_shared`.
+            let out = unsafe { self.obj.as_mut_slice::<T>(self.areas.shared, len) };
+            with_slices(nodes, input, |inputs| reduce_slices(out, inputs, f));
+            done.store(call, SeqCst);
+            table.ww.wake();
+            return Ok(());
+        }
+        patience.wait(
+            table.ww,
             deadline,
             || (done.load(SeqCst) >= call).then_some(()),
             || ctx.engine.faults(),
