@@ -41,16 +41,26 @@
 //!      inputs itself, in rank order. One round instead of a node phase
 //!      plus `log2 n` steps; `nodes - 1` messages per rank, so
 //!      [`AllreduceAlgorithm::Auto`] takes it while that is no more than
-//!      the dissemination's `steps + partials`.
+//!      the dissemination's `steps + partials`. While the job's ranks
+//!      share cores (agreed by all ranks when the allreduce is created),
+//!      the direct exchange sends **node partials** instead: the last local
+//!      rank to put in its input reduces the node's inputs in local-rank
+//!      order and writes that one partial into each other node's window,
+//!      and the first local rank to see every node's partial reduces them
+//!      in node order into the node's window (`nodes - 1` messages per
+//!      node, one reduction per node; replicated up to
+//!      [`AllreduceOptions::shared_replicate_max`]).
 //! 4. The result lies in the node's window: the whole message (split or
 //!    shared reduction), or each rank's own copy (replicated).
 //!
 //! # Determinism
 //! Each value is reduced in a fixed order. The same inputs give
 //! bit-identical results call after call and run after run.
-//! - Ring and direct: every block is reduced once (ring) or all inputs are
-//!   reduced in rank order (direct, by every rank or once per node), so
-//!   **every rank gets bit-identical results**, floating point included.
+//! - Ring and direct: every block is reduced once (ring), all inputs are
+//!   reduced in rank order (direct, by every rank or once per node), or
+//!   every node's partial (its inputs in local-rank order) is reduced in
+//!   node order (direct with node partials), so **every rank gets
+//!   bit-identical results**, floating point included.
 //! - Dissemination: every rank of a node gets bit-identical results (split:
 //!   one copy per node; replicated: the same operations on the same
 //!   values); ranks of *different* nodes combine the node values in
@@ -166,7 +176,15 @@ pub struct AllreduceOptions {
     /// share a core run one after the other, so a reduction saved is time
     /// saved); own reductions while every rank has a core (they run side
     /// by side). Replicated calls with the direct exchange or on one node
-    /// only; the results are bit-identical either way.
+    /// only; each rank decides per call, and the results are bit-identical
+    /// either way.
+    ///
+    /// If every rank expects sharing when the allreduce is created
+    /// (`Some(true)`, or `None` with more ranks on its host than cores),
+    /// a job of several nodes also exchanges node partials in the direct
+    /// exchange (see the module documentation): one message per node pair
+    /// and a result in node-partial order, still bit-identical on every
+    /// rank.
     pub share_reduction: Option<bool>,
 }
 
