@@ -345,7 +345,7 @@ pub(crate) struct NodeReduce {
     dis: Dissemination,
     /// Instance slots: the most ranks a node has.
     slots: usize,
-    /// Direct calls exchange node partials ([`NodeReduce::own_partials`]).
+    /// Direct calls exchange node partials ([`NodeReduce::claim_partial`]).
     node_partials: bool,
     calls: u64,
     progress: Option<Progress>,
@@ -756,7 +756,8 @@ impl NodeReduce {
                     self.arrival(local).store(self.calls + 1, SeqCst);
                     self.obj.notifications().ww.wake();
                     if plan.choice.inter == Inter::Direct && !self.node_partials {
-                        self.send_direct(ctx, plan, parity, tag, deadline)?;
+                        let entry = ctx.rank() as usize;
+                        self.send_direct(ctx, plan, parity, tag, (at, entry), deadline)?;
                     }
                     *stage = Stage::Instances { idx: 0, cursor: 0 };
                 }
@@ -776,7 +777,9 @@ impl NodeReduce {
                             *stage = Stage::Instances { idx, cursor: c };
                         }
                         if c == 1 {
-                            self.send_partial(ctx, plan, parity, tag, deadline)?;
+                            let node = ctx.node();
+                            let from = self.direct_at(parity, node);
+                            self.send_direct(ctx, plan, parity, tag, (from, node), deadline)?;
                             *stage = Stage::Instances { idx, cursor: 2 };
                         }
                         self.reduce_partials(ctx, plan, parity, tag, f, deadline)?;
@@ -871,22 +874,24 @@ impl NodeReduce {
         self.areas.direct_ids + (parity * self.layout.ranks + rank) as u32
     }
 
-    /// Direct exchange: write this rank's input (just put in its slot)
-    /// into every other node's window, through the rank with the same local
-    /// rank there (or that node's last).
+    /// Direct exchange: write the call's message at `from` into every other
+    /// node's window as its direct entry `entry` (this rank's input, just
+    /// put in its slot, as entry `rank`; or this node's partial as entry
+    /// `node`), through the rank with the same local rank there (or that
+    /// node's last), notified with `tag`.
+    #[allow(clippy::too_many_arguments)]
     fn send_direct(
         &self,
         ctx: &Context,
         plan: &CallPlan,
         parity: usize,
         tag: u32,
+        (from, entry): (usize, usize),
         deadline: Deadline,
     ) -> Result<()> {
-        let me = ctx.rank() as usize;
         let bytes = plan.len * plan.elem;
-        let from = self.input_at(ctx.local_rank() as usize);
-        let to_at = self.direct_at(parity, me);
-        let n = Notification::new(self.direct_id(parity, me), tag);
+        let to_at = self.direct_at(parity, entry);
+        let n = Notification::new(self.direct_id(parity, entry), tag);
         for q in (0..self.layout.nodes()).filter(|&q| q != ctx.node()) {
             let to = self.owner(q, ctx.local_rank() as usize);
             self.post(ctx, to, (from, to_at, bytes), n, deadline)?;
@@ -956,6 +961,21 @@ impl NodeReduce {
         f: &F,
         deadline: Deadline,
     ) -> Result<()> {
+        self.reduce_once(ctx, plan.len, deadline, |out: &mut [T]| {
+            self.reduce_all(ctx, plan, parity, f, out)
+        })
+    }
+
+    /// Claim this call's shared result: the first local rank to claim it
+    /// runs `reduce` on it and marks it done; the others wait for that.
+    /// Callers make sure that whatever `reduce` reads is complete.
+    fn reduce_once<T: Pod>(
+        &self,
+        ctx: &Context,
+        len: usize,
+        deadline: Deadline,
+        reduce: impl FnOnce(&mut [T]),
+    ) -> Result<()> {
         let call = self.calls + 1;
         let claim = self.obj.atomic_u64(64 * self.slots);
         let done = self.obj.atomic_u64(64 * (self.slots + 1));
@@ -964,10 +984,9 @@ impl NodeReduce {
             // SAFETY: only the rank that claimed call `call` writes the
             // shared result, and nobody reads it meanwhile: readers of the
             // previous call's result have all put in their inputs of this
-            // call (`await_inputs` saw them), and readers of this call's
-            // wait for `done`.
-            let out = unsafe { self.obj.as_mut_slice::<T>(self.areas.shared, plan.len) };
-            self.reduce_all(ctx, plan, parity, f, out);
+            // call (the claimant saw them before it claimed), and readers
+            // of this call's wait for `done`.
+            reduce(unsafe { self.obj.as_mut_slice::<T>(self.areas.shared, len) });
             done.store(call, SeqCst);
             ww.wake();
             return Ok(());
@@ -1027,26 +1046,6 @@ impl NodeReduce {
         true
     }
 
-    /// Node partials: write this node's partial into every other node's
-    /// window (its entry of this node), notified with `tag`.
-    fn send_partial(
-        &self,
-        ctx: &Context,
-        plan: &CallPlan,
-        parity: usize,
-        tag: u32,
-        deadline: Deadline,
-    ) -> Result<()> {
-        let me = ctx.node();
-        let at = self.direct_at(parity, me);
-        let n = Notification::new(self.direct_id(parity, me), tag);
-        for q in (0..self.layout.nodes()).filter(|&q| q != me) {
-            let to = self.owner(q, ctx.local_rank() as usize);
-            self.post(ctx, to, (at, at, plan.len * plan.elem), n, deadline)?;
-        }
-        Ok(())
-    }
-
     /// Node partials: once this node's partial is ready and every other
     /// node's has arrived, the first local rank to claim the call reduces
     /// them in node order into the shared result; every other rank waits
@@ -1063,7 +1062,6 @@ impl NodeReduce {
         let call = self.calls + 1;
         let nodes = self.layout.nodes();
         let me = ctx.node();
-        let claim = self.obj.atomic_u64(64 * self.slots);
         let done = self.obj.atomic_u64(64 * (self.slots + 1));
         let ready = self.obj.atomic_u64(64 * (self.slots + 3));
         let table = self.obj.notifications();
@@ -1072,8 +1070,7 @@ impl NodeReduce {
             let v = table.values[self.direct_id(parity, q) as usize].load(SeqCst);
             crate::notifications::tag_reached(v, tag)
         };
-        let patience = ctx.engine.patience();
-        let all_in = patience.wait(
+        let all_in = ctx.engine.patience().wait(
             table.ww,
             deadline,
             || {
@@ -1087,26 +1084,17 @@ impl NodeReduce {
             },
             || ctx.engine.faults(),
         )?;
-        if all_in && claim.fetch_max(call, SeqCst) < call {
-            let len = plan.len;
-            // SAFETY: every node's partial of this call is complete (ready,
-            // or its notification seen) and not written again before
-            // every rank of the job has finished this call.
-            let input =
-                |q: usize| unsafe { self.obj.as_slice::<T>(self.direct_at(parity, q), len) };
-            // SAFETY: as in `reduce_shared`.
-            let out = unsafe { self.obj.as_mut_slice::<T>(self.areas.shared, len) };
-            with_slices(nodes, input, |inputs| reduce_slices(out, inputs, f));
-            done.store(call, SeqCst);
-            table.ww.wake();
-            return Ok(());
+        if !all_in {
+            return Ok(()); // done
         }
-        patience.wait(
-            table.ww,
-            deadline,
-            || (done.load(SeqCst) >= call).then_some(()),
-            || ctx.engine.faults(),
-        )
+        let len = plan.len;
+        // SAFETY: every node's partial of this call is complete (ready, or
+        // its notification seen) and not written again before every rank
+        // of the job has finished this call.
+        let input = |q: usize| unsafe { self.obj.as_slice::<T>(self.direct_at(parity, q), len) };
+        self.reduce_once(ctx, len, deadline, |out: &mut [T]| {
+            with_slices(nodes, input, |inputs| reduce_slices(out, inputs, f))
+        })
     }
 
     /// Wait until every rank of the node has put in its input of this call
