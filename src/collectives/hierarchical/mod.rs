@@ -785,10 +785,7 @@ impl NodeReduce {
                         self.reduce_partials(ctx, plan, parity, tag, f, deadline)?;
                         progress.shared = true;
                         if let Some(out) = direct.as_deref_mut() {
-                            // SAFETY: as below.
-                            out.copy_from_slice(unsafe {
-                                self.obj.as_slice::<T>(self.areas.shared, plan.len)
-                            });
+                            self.copy_shared(out);
                         }
                         *stage = Stage::Instances {
                             idx: idx + 1,
@@ -803,13 +800,7 @@ impl NodeReduce {
                         if progress.shared {
                             self.reduce_shared(ctx, plan, parity, f, deadline)?;
                             if let Some(out) = direct.as_deref_mut() {
-                                // SAFETY: the shared result of this call is
-                                // complete (`reduce_shared` returned) and
-                                // not written again before this rank has
-                                // put in its input of the next call.
-                                out.copy_from_slice(unsafe {
-                                    self.obj.as_slice::<T>(self.areas.shared, plan.len)
-                                });
+                                self.copy_shared(out);
                             }
                         } else {
                             let inst = &plan.instances[ctx.local_rank() as usize];
@@ -966,6 +957,21 @@ impl NodeReduce {
         })
     }
 
+    /// Copy this call's shared result, once it is done, into `out`.
+    fn copy_shared<T: Pod>(&self, out: &mut [T]) {
+        // SAFETY: the shared result of this call is complete (the caller
+        // saw it done) and not written again before this rank has put in
+        // its input of the next call.
+        out.copy_from_slice(unsafe { self.obj.as_slice::<T>(self.areas.shared, out.len()) });
+    }
+
+    /// The node's control word `k` after the arrival words, a line each:
+    /// 0 shared result claimed, 1 shared result done, 2 node partial
+    /// claimed, 3 node partial ready (each the last call it holds for).
+    fn word(&self, k: usize) -> &AtomicU64 {
+        self.obj.atomic_u64(64 * (self.slots + k))
+    }
+
     /// Claim this call's shared result: the first local rank to claim it
     /// runs `reduce` on it and marks it done; the others wait for that.
     /// Callers make sure that whatever `reduce` reads is complete.
@@ -977,8 +983,8 @@ impl NodeReduce {
         reduce: impl FnOnce(&mut [T]),
     ) -> Result<()> {
         let call = self.calls + 1;
-        let claim = self.obj.atomic_u64(64 * self.slots);
-        let done = self.obj.atomic_u64(64 * (self.slots + 1));
+        let claim = self.word(0);
+        let done = self.word(1);
         let ww = self.obj.notifications().ww;
         if claim.fetch_max(call, SeqCst) < call {
             // SAFETY: only the rank that claimed call `call` writes the
@@ -1017,12 +1023,7 @@ impl NodeReduce {
         if !(0..local_num).all(|l| self.arrival(l).load(SeqCst) >= call) {
             return false;
         }
-        if self
-            .obj
-            .atomic_u64(64 * (self.slots + 2))
-            .fetch_max(call, SeqCst)
-            >= call
-        {
+        if self.word(2).fetch_max(call, SeqCst) >= call {
             return false;
         }
         let len = plan.len;
@@ -1039,9 +1040,7 @@ impl NodeReduce {
                 .as_mut_slice::<T>(self.direct_at(parity, ctx.node()), len)
         };
         with_slices(local_num, input, |inputs| reduce_slices(out, inputs, f));
-        self.obj
-            .atomic_u64(64 * (self.slots + 3))
-            .store(call, SeqCst);
+        self.word(3).store(call, SeqCst);
         self.obj.notifications().ww.wake();
         true
     }
@@ -1062,8 +1061,8 @@ impl NodeReduce {
         let call = self.calls + 1;
         let nodes = self.layout.nodes();
         let me = ctx.node();
-        let done = self.obj.atomic_u64(64 * (self.slots + 1));
-        let ready = self.obj.atomic_u64(64 * (self.slots + 3));
+        let done = self.word(1);
+        let ready = self.word(3);
         let table = self.obj.notifications();
         let ids = self.direct_id(parity, 0)..self.direct_id(parity, nodes);
         let arrived = |q: usize| {
