@@ -13,65 +13,29 @@
 //! window's word through the same rank everywhere.
 
 use crate::context::Context;
-use crate::engine::remote::AtomicOp;
+use crate::context::traffic::Op;
+use crate::engine::transport::AtomicOp;
 use crate::error::{Error, Result};
-use crate::onesided::{check_range, check_within};
-use crate::traffic::Op;
 use crate::types::{Remote, Timeout};
 
 impl Context {
     /// An atomic on a word of a window that a rank of the target's node may
     /// be waiting on (a lock hand-off): the target node's waiters are woken
     /// after it, as a posted notification wakes them.
-    /// GPI-2, when atomics must go through it: in a job of several nodes.
-    pub(crate) fn atomics_via_transport(&self) -> Option<&crate::engine::remote::Gpi2> {
-        self.engine.remote.as_ref().filter(|_| self.num_nodes() > 1)
-    }
-
     pub(crate) fn atomic_wake(&self, at: Remote, op: AtomicOp) -> Result<u64> {
         self.atomic_op(at, true, op, Timeout::Block)
     }
 
-    /// `op` on the word `at`: a hardware atomic, or, once a GPI-2 job has
-    /// several nodes, a GPI-2 atomic whatever the node (GPI-2's atomics do
-    /// not exclude the CPU's: see `engine::gpi2`). With `wake`, the
-    /// waiters of the word's node are woken after it.
+    /// `op` on the word `at` (one engine call: a hardware atomic, or the
+    /// transport's). With `wake`, the waiters of the word's node are woken
+    /// after it.
     fn atomic_op(&self, at: Remote, wake: bool, op: AtomicOp, timeout: Timeout) -> Result<u64> {
         if at.offset % 8 != 0 {
             return Err(Error::MisalignedAtomic { offset: at.offset });
         }
         self.check_segment_id(at.segment)?;
         self.engine.check_rank(at.rank)?;
-        let inter = self.is_inter(at.rank);
-        let old = match self.atomics_via_transport() {
-            Some(g) if inter => {
-                let size = self.remote_segment_size(g, at.rank, at.segment)?;
-                check_within(size, at.rank, at.segment, at.offset, 8)?;
-                let old = g.atomic(at.rank, at.segment, at.offset, op, timeout)?;
-                if wake {
-                    g.ring(at.rank, at.segment, crate::context::RESERVED_QUEUE)?;
-                }
-                old
-            }
-            Some(g) => self.engine.run(|pin| {
-                let obj = self.engine.target(pin, at.rank, at.segment)?;
-                check_range(obj, at.rank, at.segment, at.offset, 8)?;
-                let old = g.atomic(at.rank, at.segment, at.offset, op, timeout)?;
-                if wake {
-                    obj.notifications().ww.wake();
-                }
-                Ok(old)
-            })?,
-            None => self.engine.run(|pin| {
-                let obj = self.engine.target(pin, at.rank, at.segment)?;
-                check_range(obj, at.rank, at.segment, at.offset, 8)?;
-                let old = op.apply(obj.atomic_u64(at.offset));
-                if wake {
-                    obj.notifications().ww.wake();
-                }
-                Ok(old)
-            })?,
-        };
+        let old = self.engine.atomic(at, op, wake, timeout)?;
         self.traffic.count(self.is_inter(at.rank), Op::Atomic, 1, 0);
         Ok(old)
     }

@@ -1,7 +1,11 @@
-//! The GASPI configuration (`gaspi_config_t`), set before `Context::init`.
+//! The GASPI configuration (`gaspi_config_t`), set before `Context::init`,
+//! with the environment's overrides, and the ids the runtime keeps for
+//! itself.
 
+use crate::env;
 use crate::error::{Error, Result};
-use crate::types::Timeout;
+use crate::types::{QueueId, SegmentId, Timeout};
+use std::cell::Cell;
 
 /// Hard limit on queues (GPI-2's `GASPI_MAX_QP`).
 ///
@@ -48,6 +52,7 @@ pub const NOTIFICATION_LIMIT: u32 = 1 << 24;
 /// assert_eq!(gaspi::Config::default().engine, gaspi::Engine::Native);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Engine {
     /// Ranks on one machine sharing memory; nodes (`--ppn`) are emulated.
     #[default]
@@ -303,4 +308,52 @@ impl Config {
         self.allreduce_buf_size
             .max(self.allreduce_elem_max as usize * 8)
     }
+}
+
+impl Config {
+    /// `self` with the environment's overrides (`GASPI_WAIT`,
+    /// `GASPI_ENGINE`).
+    pub(crate) fn with_env(mut self) -> Result<Config> {
+        if let Ok(w) = std::env::var(env::WAIT) {
+            self.wait_mode = WaitMode::parse(&w).ok_or_else(|| {
+                Error::Environment(format!("{}={w}: use auto, spin, yield or block", env::WAIT))
+            })?;
+        }
+        if let Ok(e) = std::env::var(env::ENGINE) {
+            self.engine = Engine::parse(&e).ok_or_else(|| {
+                Error::Environment(format!("{}={e}: use native or gpi2", env::ENGINE))
+            })?;
+        }
+        Ok(self)
+    }
+}
+
+/// The segment id the runtime keeps for itself (the windows of its
+/// collectives over all ranks): user ids are `0..segment_max`, at most
+/// `0..255`.
+pub(crate) const RESERVED_SEGMENT: SegmentId = 255;
+/// The queue the runtime keeps for itself, after the user's `0..QUEUE_MAX`.
+pub(crate) const RESERVED_QUEUE: QueueId = QUEUE_MAX as u8;
+
+thread_local! {
+    /// Set while the runtime itself posts on its reserved segment and queue.
+    static INTERNAL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` with the reserved segment and queue usable: the collectives over
+/// all ranks post their one-sided operations there, apart from the user's.
+pub(crate) fn internal<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            INTERNAL.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(INTERNAL.with(|c| c.replace(true)));
+    f()
+}
+
+/// Whether the calling thread is inside [`internal`].
+pub(crate) fn in_internal() -> bool {
+    INTERNAL.with(|c| c.get())
 }

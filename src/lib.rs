@@ -46,25 +46,36 @@
 // lookup, so errors are built lazily even where clippy finds it needless.
 #![allow(clippy::unnecessary_lazy_evaluations)]
 
-mod adapters;
-mod atomics;
-mod collectives;
+// The layers, bottom up (ARCHITECTURE.md; each imports only from those
+// above it in this list, which tests/layers.rs checks).
+// Vocabulary:
 mod config;
-mod context;
-mod engine;
+pub mod env;
 mod error;
+mod sys;
+mod types;
+// The engine: mapped memory, wake-ups, job control, transports.
+mod engine;
+// The launcher.
 pub mod launcher;
-#[cfg(feature = "mpi")]
-mod mpi_interop;
+// The context: the state a rank holds.
+mod context;
+// The GASPI chapters (`impl Context`).
+mod atomics;
 mod notifications;
 mod onesided;
 mod passive;
 mod queues;
 mod segments;
-pub mod testing;
 mod traffic;
-mod types;
 mod windows;
+// Collectives on windows, MPI-semantic adapters, start-up.
+mod adapters;
+mod collectives;
+#[cfg(feature = "mpi")]
+mod mpi_interop;
+mod start;
+pub mod testing;
 
 pub use adapters::{
     AccumulateOp, Assert, BcastImpl, Broadcaster, FenceDesign, LockDesign, LockType, RmaElem,
@@ -78,11 +89,11 @@ pub use config::{
     Config, Engine, GROUP_LIMIT, NOTIFICATION_LIMIT, QUEUE_MAX, QUEUE_SIZE_LIMIT, SEGMENT_LIMIT,
     WaitMode,
 };
-pub use context::{Context, env};
+pub use context::Context;
+pub use context::traffic::{Traffic, TrafficCounts};
 pub use error::{Error, Result};
 pub use notifications::NotifyCounts;
 pub use segments::SegmentView;
-pub use traffic::{Traffic, TrafficCounts};
 pub use types::{
     Alloc, GroupId, ListEntry, Local, Notification, NotificationId, NotificationValue, QueueId,
     Rank, RankState, Remote, SegmentId, Timeout,

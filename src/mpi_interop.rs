@@ -26,7 +26,9 @@
 //! `gaspi.<token>.*` may stay in `/dev/shm`; a normal end removes them.
 
 use crate::config::Config;
-use crate::context::{Context, job_spec};
+use crate::context::Context;
+use crate::engine::job::new_token;
+use crate::engine::start::job_spec;
 use crate::error::{Error, Result};
 use mpi::topology::Communicator;
 use mpi::traits::Root;
@@ -65,7 +67,7 @@ impl Context {
         }
         let mut token = [0u8; TOKEN_BYTES];
         if rank == 0 {
-            let t = crate::engine::job::new_token();
+            let t = new_token();
             token[..t.len()].copy_from_slice(t.as_bytes());
         }
         comm.process_at_rank(0).broadcast_into(&mut token[..]);

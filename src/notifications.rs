@@ -11,9 +11,9 @@
 use crate::context::Context;
 use crate::engine::notify::{Counters, NotificationTable};
 use crate::engine::segment::SegmentObject;
+use crate::engine::transfer::check_notification_id;
 use crate::error::{Error, Result};
-use crate::onesided::check_notification_id;
-use crate::types::{NotificationId, NotificationValue, SegmentId, Timeout};
+use crate::types::{Deadline, NotificationId, NotificationValue, SegmentId, Timeout};
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
@@ -312,7 +312,7 @@ impl Context {
         segment: SegmentId,
         id: NotificationId,
         tag: NotificationValue,
-        deadline: crate::types::Deadline,
+        deadline: Deadline,
     ) -> Result<()> {
         let obj = self.local_table(segment)?;
         check_notification_id(&obj, id)?;

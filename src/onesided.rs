@@ -3,163 +3,24 @@
 //!
 //! Every operation checks all its arguments before it moves a byte: a list
 //! with one bad element posts nothing. Then it takes its entries on the
-//! queue ([`Error::QueueFull`] if they do not fit) and executes. On the
-//! native engine the data has reached the target when the call returns, and
-//! a notification is stored after its data with release ordering, so a rank
-//! that sees the notification sees the data.
+//! queue ([`Error::QueueFull`] if they do not fit) and executes (one call
+//! into the engine, `engine/transfer.rs`). On mapped memory the data has
+//! reached the target when the call returns, and a notification is stored
+//! after its data, so a rank that sees the notification sees the data.
 
 use crate::context::Context;
-use crate::engine::Lookup;
-use crate::engine::epoch::Pin;
-use crate::engine::remote::{Gpi2, IDS, Post, Transfer};
-use crate::engine::segment::SegmentObject;
+use crate::context::traffic::Op;
+use crate::engine::transfer::Direction;
 use crate::error::{Error, Result};
-use crate::traffic::Op;
 use crate::types::{
     ListEntry, Local, Notification, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout,
 };
 
-/// Which way the data of a transfer moves.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Direction {
-    /// Local segment to the target's (write).
-    Put,
-    /// Target's segment to the local one (read).
-    Get,
-}
-
-/// A transfer with both segments resolved and both ranges checked.
-struct Checked<'p> {
-    local: &'p SegmentObject,
-    local_offset: usize,
-    remote: &'p SegmentObject,
-    remote_offset: usize,
-    size: usize,
-}
-
-/// The checked transfers of one operation: single operations, the common
-/// case, need no allocation.
-enum CheckedList<'p> {
-    One([Checked<'p>; 1]),
-    Many(Vec<Checked<'p>>),
-}
-
-impl<'p> CheckedList<'p> {
-    fn as_slice(&self) -> &[Checked<'p>] {
-        match self {
-            CheckedList::One(c) => c,
-            CheckedList::Many(v) => v,
-        }
-    }
-}
-
-/// Check that `offset + size` lies within `obj` (segment `segment` of `rank`).
-pub(crate) fn check_range(
-    obj: &SegmentObject,
-    rank: Rank,
-    segment: SegmentId,
-    offset: usize,
-    size: usize,
-) -> Result<()> {
-    check_within(obj.size(), rank, segment, offset, size)
-}
-
-/// Check that `offset + size` lies within `segment_size` bytes (segment
-/// `segment` of `rank`, as this rank maps it or as the transport knows it).
-pub(crate) fn check_within(
-    segment_size: usize,
-    rank: Rank,
-    segment: SegmentId,
-    offset: usize,
-    size: usize,
-) -> Result<()> {
-    match offset.checked_add(size) {
-        Some(end) if end <= segment_size => Ok(()),
-        _ => Err(Error::OutOfBounds {
-            rank,
-            segment,
-            offset,
-            size,
-            segment_size,
-        }),
-    }
-}
-
-/// Check a notification id against the table of `obj`.
-pub(crate) fn check_notification_id(obj: &SegmentObject, id: NotificationId) -> Result<()> {
-    if id < obj.notification_num() {
-        Ok(())
-    } else {
-        Err(Error::InvalidNotificationId {
-            id,
-            num: obj.notification_num(),
-        })
-    }
-}
-
 impl Context {
-    /// The checks of a transfer that do not depend on where the target is:
-    /// its size, both segment ids, and the local range; returns the local
-    /// segment.
-    fn check_local<'p>(
-        &'p self,
-        pin: &'p Pin<'_>,
-        local: Local,
-        remote_segment: SegmentId,
-        size: usize,
-    ) -> Result<&'p SegmentObject> {
-        if size > self.config.transfer_size_max {
-            return Err(Error::TransferTooLarge {
-                size,
-                max: self.config.transfer_size_max,
-            });
-        }
-        self.check_segment_id(local.segment)?;
-        self.check_segment_id(remote_segment)?;
-        let l = self.engine.local(pin, local.segment)?;
-        check_range(l, self.rank(), local.segment, local.offset, size)?;
-        Ok(l)
-    }
-
-    fn check_transfer<'p>(
-        &'p self,
-        pin: &'p Pin<'_>,
-        local: Local,
-        remote: Remote,
-        size: usize,
-    ) -> std::result::Result<Checked<'p>, Lookup> {
-        let l = self.check_local(pin, local, remote.segment, size)?;
-        let r = self.engine.target(pin, remote.rank, remote.segment)?;
-        check_range(r, remote.rank, remote.segment, remote.offset, size)?;
-        Ok(Checked {
-            local: l,
-            local_offset: local.offset,
-            remote: r,
-            remote_offset: remote.offset,
-            size,
-        })
-    }
-
-    /// The table a notification goes to, checked: segment `segment` of
-    /// `rank`, id in range, value non-zero.
-    fn check_notification<'p>(
-        &'p self,
-        pin: &'p Pin<'_>,
-        rank: Rank,
-        segment: SegmentId,
-        n: Notification,
-    ) -> std::result::Result<&'p SegmentObject, Lookup> {
-        if n.value == 0 {
-            return Err(Error::ZeroNotificationValue.into());
-        }
-        self.check_segment_id(segment)?;
-        let obj = self.engine.target(pin, rank, segment)?;
-        check_notification_id(obj, n.id)?;
-        Ok(obj)
-    }
-
-    /// The one routine behind every one-sided operation: check everything,
-    /// reserve the queue entries, move the data, then post the notification.
+    /// The API's checks of one-sided operations with `rank` (GASPI's
+    /// argument checks before the engine call): the queue, the rank, every
+    /// transfer's size and both segment ids, the notification's segment id;
+    /// then one engine call, then the traffic count.
     fn transfer(
         &self,
         rank: Rank,
@@ -170,11 +31,23 @@ impl Context {
     ) -> Result<()> {
         self.queues.check(queue)?;
         self.engine.check_rank(rank)?;
-        if let Some(g) = self.via_remote(rank) {
-            self.transfer_remote(g, rank, entries, dir, notify, queue)?;
-        } else {
-            self.transfer_here(rank, entries, dir, notify, queue)?;
+        for e in entries {
+            if e.size > self.config.transfer_size_max {
+                return Err(Error::TransferTooLarge {
+                    size: e.size,
+                    max: self.config.transfer_size_max,
+                });
+            }
+            self.check_segment_id(e.local.segment)?;
+            self.check_segment_id(e.remote_segment)?;
         }
+        if let Some((_, seg, _)) = notify {
+            self.check_segment_id(seg)?;
+        }
+        self.engine
+            .transfer(rank, entries, dir, notify, queue, |n| {
+                self.queues.reserve(queue, n)
+            })?;
         let inter = self.is_inter(rank);
         if !entries.is_empty() {
             let op = match dir {
@@ -189,145 +62,6 @@ impl Context {
             self.traffic.count(inter, Op::Notify, 1, 0);
         }
         Ok(())
-    }
-
-    /// The transport to `rank` when it is on another node and the engine
-    /// has one (GPI-2); `None` for load/store.
-    pub(crate) fn via_remote(&self, rank: Rank) -> Option<&Gpi2> {
-        self.engine.remote.as_ref().filter(|_| self.is_inter(rank))
-    }
-
-    /// Size of `rank`'s segment `segment` as the transport knows it.
-    ///
-    /// GPI-2 knows the segments registered with this rank, and keeps a
-    /// deleted one's registration. For a rank of this host the directory
-    /// tells a missing or deleted segment ([`Error::SegmentNotFound`]) from
-    /// one not registered with this rank ([`Error::SegmentNotRegistered`]);
-    /// for a rank of another host neither is visible: an unknown segment
-    /// is [`Error::SegmentNotRegistered`], and an access to a segment its
-    /// owner deleted is not detected (as in GPI-2; the owner keeps such
-    /// memory until it terminates, so the access does no harm).
-    pub(crate) fn remote_segment_size(
-        &self,
-        g: &Gpi2,
-        rank: Rank,
-        segment: SegmentId,
-    ) -> Result<usize> {
-        if self.engine.same_host(rank) && self.engine.entry(rank, segment).is_none() {
-            return Err(Error::SegmentNotFound { rank, segment });
-        }
-        g.remote_size(rank, segment)
-            .ok_or(Error::SegmentNotRegistered { rank, segment })
-    }
-
-    /// [`Context::transfer`] to another node through the transport: the
-    /// same checks, against the sizes the transport knows; GPI-2 orders
-    /// the notification after the data (see `engine::gpi2`).
-    fn transfer_remote(
-        &self,
-        g: &Gpi2,
-        rank: Rank,
-        entries: &[ListEntry],
-        dir: Direction,
-        notify: Option<(Rank, SegmentId, Notification)>,
-        queue: QueueId,
-    ) -> Result<()> {
-        // Failures of other hosts' ranks reach this host's control block
-        // through the GPI-2 engine's failure watch.
-        self.engine.check_alive(rank)?;
-        let list = self.engine.run(|pin| {
-            entries
-                .iter()
-                .map(|e| {
-                    self.check_local(pin, e.local, e.remote_segment, e.size)?;
-                    let size = self.remote_segment_size(g, rank, e.remote_segment)?;
-                    check_within(size, rank, e.remote_segment, e.remote_offset, e.size)?;
-                    Ok(Transfer {
-                        local: (e.local.segment, e.local.offset as u64),
-                        remote: (e.remote_segment, e.remote_offset as u64),
-                        size: e.size as u64,
-                    })
-                })
-                .collect::<std::result::Result<Vec<_>, Lookup>>()
-        })?;
-        let post = match (dir, notify) {
-            (_, Some((_, _, n))) if n.value == 0 => return Err(Error::ZeroNotificationValue),
-            (Direction::Put, Some((r, seg, n))) => {
-                self.check_segment_id(seg)?;
-                self.remote_segment_size(g, r, seg)?;
-                // The target's table: as large as ours of the same segment
-                // (windows are made collectively), at most what GPI-2 carries.
-                let num = self
-                    .engine
-                    .local_arc(seg)
-                    .map_or(self.config.notification_num, |o| o.notification_num())
-                    .min(IDS);
-                if n.id >= num {
-                    return Err(Error::InvalidNotificationId { id: n.id, num });
-                }
-                Post::Write(Some((seg, n.id, n.value)))
-            }
-            (Direction::Put, None) => Post::Write(None),
-            (Direction::Get, Some((_, seg, n))) => {
-                let obj = self.engine.local_arc(seg)?;
-                check_notification_id(&obj, n.id)?;
-                if n.id >= IDS {
-                    return Err(Error::InvalidNotificationId { id: n.id, num: IDS });
-                }
-                Post::Read(Some((seg, n.id)))
-            }
-            (Direction::Get, None) => Post::Read(None),
-        };
-        self.queues
-            .reserve(queue, entries.len() as u32 + notify.is_some() as u32)?;
-        g.post(rank, &list, post, queue)
-    }
-
-    /// [`Context::transfer`] within the node (or on the native engine):
-    /// copies and a notification store.
-    fn transfer_here(
-        &self,
-        rank: Rank,
-        entries: &[ListEntry],
-        dir: Direction,
-        notify: Option<(Rank, SegmentId, Notification)>,
-        queue: QueueId,
-    ) -> Result<()> {
-        self.engine.run(|pin| {
-            let checked = match entries {
-                [e] => {
-                    CheckedList::One([self.check_transfer(pin, e.local, e.remote(rank), e.size)?])
-                }
-                _ => CheckedList::Many(
-                    entries
-                        .iter()
-                        .map(|e| self.check_transfer(pin, e.local, e.remote(rank), e.size))
-                        .collect::<std::result::Result<_, _>>()?,
-                ),
-            };
-            let target = match notify {
-                Some((r, seg, n)) => Some((self.check_notification(pin, r, seg, n)?, n)),
-                None => None,
-            };
-            self.queues
-                .reserve(queue, entries.len() as u32 + target.is_some() as u32)?;
-            for c in checked.as_slice() {
-                match dir {
-                    Direction::Put => {
-                        c.local
-                            .copy_to(c.local_offset, c.remote, c.remote_offset, c.size)
-                    }
-                    Direction::Get => {
-                        c.remote
-                            .copy_to(c.remote_offset, c.local, c.local_offset, c.size)
-                    }
-                }
-            }
-            if let Some((obj, n)) = target {
-                obj.notifications().post(n.id, n.value);
-            }
-            Ok(())
-        })
     }
 
     fn check_list(&self, entries: &[ListEntry]) -> Result<()> {

@@ -11,11 +11,11 @@
 //! [`Config::passive_transfer_size_max`]: crate::Config::passive_transfer_size_max
 
 use crate::context::Context;
+use crate::context::traffic::Op;
 use crate::engine::segment::Span;
+use crate::engine::transfer::check_range;
 use crate::error::{Error, Result};
-use crate::onesided::check_range;
-use crate::traffic::Op;
-use crate::types::{Deadline, Local, Rank, Timeout};
+use crate::types::{Local, Rank, Timeout};
 
 impl Context {
     /// Send `size` bytes at `src` to `rank`'s inbox (`gaspi_passive_send`).
@@ -50,17 +50,9 @@ impl Context {
         let obj = self.engine.local_arc(src.segment)?;
         check_range(&obj, self.rank(), src.segment, src.offset, size)?;
         self.engine.check_alive(rank)?;
-        // To another host (GPI-2 engine) the receiver pulls the message.
-        let remote = self
+        let max = self
             .engine
-            .cross_host()
-            .filter(|_| !self.engine.same_host(rank));
-        let inbox = match remote {
-            Some(_) => None,
-            None => Some(self.engine.peer_inbox(rank)?),
-        };
-        let max = inbox
-            .map_or(usize::MAX, |i| i.max_message())
+            .passive_capacity(rank)?
             .min(self.config.passive_transfer_size_max);
         if size == 0 || size > max {
             return Err(Error::InvalidArgument(format!(
@@ -73,19 +65,7 @@ impl Context {
             off: src.offset,
             len: size,
         };
-        let deadline = timeout.deadline();
-        let alive = |r| self.engine.check_alive(r);
-        match (remote, inbox) {
-            // SAFETY: the span was checked against the segment, which
-            // `obj` keeps mapped for the call.
-            (Some(g), _) => unsafe { g.passive_send(rank, msg.ptr(), size, deadline, alive)? },
-            (None, Some(inbox)) => {
-                inbox.send(self.rank(), msg, &self.engine.patience(), deadline, || {
-                    alive(rank)
-                })?
-            }
-            (None, None) => unreachable!("an inbox on this host"),
-        }
+        self.engine.passive_send(rank, msg, timeout.deadline())?;
         self.traffic
             .count(self.is_inter(rank), Op::Passive, 1, size as u64);
         Ok(())
@@ -128,26 +108,7 @@ impl Context {
             off: dst.offset,
             len: size,
         };
-        let inbox = self.engine.inbox();
-        let faults = || self.engine.faults();
-        let Some(g) = self.engine.cross_host() else {
-            return inbox.receive(into, &self.engine.patience(), timeout.deadline(), faults);
-        };
-        // Other hosts' messages come through GPI-2: take them while waiting.
-        crate::engine::poll_with_naps(
-            timeout.deadline(),
-            crate::engine::remote::PASSIVE_NAP,
-            || {
-                let into = Span { ..into };
-                match inbox.receive(into, &self.engine.patience(), Deadline::Now, faults) {
-                    Err(Error::Timeout) => {
-                        g.passive_pump();
-                        Ok(None)
-                    }
-                    done => done.map(Some),
-                }
-            },
-        )
+        self.engine.passive_receive(into, timeout.deadline())
     }
 
     /// Largest passive message in bytes (`gaspi_passive_transfer_size_max`).

@@ -11,88 +11,11 @@
 //!
 //! [`Config::queue_size_max`]: crate::Config::queue_size_max
 
-use crate::config::QUEUE_MAX;
-use crate::context::{Context, RESERVED_QUEUE, RESERVED_SEGMENT};
+use crate::config::RESERVED_SEGMENT;
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::types::{QueueId, Timeout};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
-
-#[derive(Debug, Default)]
-struct Queue {
-    exists: AtomicBool,
-    posted: AtomicU32,
-}
-
-/// The queues of a rank.
-#[derive(Debug)]
-pub(crate) struct Queues {
-    /// `0..QUEUE_MAX` for the user (of which `0..max` usable), then the
-    /// runtime's own ([`RESERVED_QUEUE`]).
-    slots: Vec<Queue>,
-    /// Queues the user may have (`Engine::queue_max`).
-    max: u32,
-    size_max: u32,
-}
-
-impl Queues {
-    /// `num` queues of depth `size_max`, of at most `max` (`num <= max <=
-    /// QUEUE_MAX`, checked by the configuration).
-    pub(crate) fn new(num: u32, size_max: u32, max: u32) -> Queues {
-        let slots: Vec<Queue> = (0..=QUEUE_MAX).map(|_| Queue::default()).collect();
-        for q in &slots[..num as usize] {
-            q.exists.store(true, SeqCst);
-        }
-        slots[RESERVED_QUEUE as usize].exists.store(true, SeqCst);
-        Queues {
-            slots,
-            max,
-            size_max,
-        }
-    }
-
-    fn get(&self, queue: QueueId) -> Result<&Queue> {
-        let invalid = || Error::InvalidQueue {
-            queue,
-            num: self.max,
-        };
-        if queue == RESERVED_QUEUE && !crate::context::in_internal() {
-            return Err(invalid());
-        }
-        self.slots
-            .get(queue as usize)
-            .filter(|q| q.exists.load(SeqCst))
-            .ok_or_else(invalid)
-    }
-
-    /// The user's queues: the first `max`.
-    fn user(&self) -> &[Queue] {
-        &self.slots[..self.max as usize]
-    }
-
-    /// Check that `queue` exists.
-    pub(crate) fn check(&self, queue: QueueId) -> Result<()> {
-        self.get(queue).map(|_| ())
-    }
-
-    /// Account for `n` requests on `queue`, or fail with `QueueFull`.
-    pub(crate) fn reserve(&self, queue: QueueId, n: u32) -> Result<()> {
-        let q = self.get(queue)?;
-        let mut cur = q.posted.load(SeqCst);
-        loop {
-            if cur.saturating_add(n) > self.size_max {
-                return Err(Error::QueueFull {
-                    queue,
-                    posted: cur,
-                    max: self.size_max,
-                });
-            }
-            match q.posted.compare_exchange_weak(cur, cur + n, SeqCst, SeqCst) {
-                Ok(_) => return Ok(()),
-                Err(now) => cur = now,
-            }
-        }
-    }
-}
+use std::sync::atomic::Ordering::SeqCst;
 
 impl Context {
     /// Wait until every request posted to `queue` has completed locally
@@ -107,20 +30,7 @@ impl Context {
     /// ```
     pub fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         let q = self.queues.get(queue)?;
-        if let Some(g) = &self.engine.remote {
-            let deadline = timeout.deadline();
-            loop {
-                match g.wait(queue, deadline.timeout()) {
-                    // Requests to ranks whose failure the user acknowledged
-                    // are given up, as on one host, where they completed.
-                    Err(Error::RankFailed { .. })
-                        if g.corrupt_ranks()
-                            .iter()
-                            .all(|&r| self.engine.acknowledged(r)) => {}
-                    done => break done?,
-                }
-            }
-        }
+        self.engine.wait(queue, timeout)?;
         q.posted.store(0, SeqCst);
         Ok(())
     }
@@ -131,15 +41,12 @@ impl Context {
     /// unlock need this; GASPI's `wait` promises local completion only).
     /// The native engine completes writes when they are posted; the GPI-2
     /// engine reads one byte back from every other-node rank written to
-    /// (see `Gpi2::flush`).
+    /// (see the GPI-2 transport's `flush`).
     pub(crate) fn flush(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         self.wait(queue, timeout)?;
-        match &self.engine.remote {
-            // The runtime's window exists on every rank of a job of
-            // several nodes, registered with every rank.
-            Some(g) if self.num_nodes() > 1 => g.flush(queue, (RESERVED_SEGMENT, 0), timeout),
-            _ => Ok(()),
-        }
+        // The runtime's window exists on every rank of a job of several
+        // nodes, registered with every rank.
+        self.engine.flush(queue, (RESERVED_SEGMENT, 0), timeout)
     }
 
     /// Discard the requests of `queue` (`gaspi_queue_purge`). On the native
@@ -159,9 +66,7 @@ impl Context {
     /// ```
     pub fn queue_purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         let q = self.queues.get(queue)?;
-        if let Some(g) = &self.engine.remote {
-            g.purge(queue, timeout)?;
-        }
+        self.engine.purge(queue, timeout)?;
         q.posted.store(0, SeqCst);
         Ok(())
     }

@@ -15,8 +15,10 @@
 //! element access are safe; borrowing the memory as a Rust slice is
 //! `unsafe`, because other ranks may write it at any time.
 
+use crate::config::{RESERVED_SEGMENT, in_internal};
 use crate::context::Context;
 use crate::engine::segment::{SegmentObject, Shape};
+use crate::engine::shm::page_size;
 use crate::error::{Error, Result};
 use crate::types::{Alloc, GroupId, Rank, SegmentId, Timeout};
 use bytemuck::Pod;
@@ -26,7 +28,7 @@ use std::sync::atomic::AtomicU64;
 
 impl Context {
     pub(crate) fn check_segment_id(&self, segment: SegmentId) -> Result<()> {
-        let reserved = segment == crate::context::RESERVED_SEGMENT && crate::context::in_internal();
+        let reserved = segment == RESERVED_SEGMENT && in_internal();
         if (segment as u32) < self.config.segment_max || reserved {
             Ok(())
         } else {
@@ -89,13 +91,7 @@ impl Context {
     pub fn segment_register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
         self.check_segment_id(segment)?;
         self.engine.check_rank(rank)?;
-        self.engine.local_arc(segment)?.register(rank);
-        // Other nodes' ranks reach it through GPI-2; so do this node's
-        // once atomics go through it (see `Context::atomics_via_transport`).
-        if let Some(g) = self.atomics_via_transport().filter(|_| rank != self.rank()) {
-            g.register(segment, rank, timeout)?;
-        }
-        Ok(())
+        self.engine.register(segment, rank, timeout)
     }
 
     /// Collectively create segment `segment` of `size` bytes on every member
@@ -188,7 +184,7 @@ impl Context {
     ) -> Result<()> {
         self.check_segment_id(segment)?;
         Self::check_segment_size(size)?;
-        let page = crate::engine::shm::page_size();
+        let page = page_size();
         if pointer.is_null() || pointer as usize % page != 0 || size % page != 0 {
             return Err(Error::InvalidArgument(format!(
                 "segment_bind needs memory aligned to and sized in pages of {page} bytes \
@@ -267,10 +263,6 @@ impl Context {
     /// ```
     pub fn segment_size(&self, segment: SegmentId, rank: Rank) -> Result<usize> {
         self.check_segment_id(segment)?;
-        if let Some(g) = self.via_remote(rank) {
-            self.engine.check_rank(rank)?;
-            return self.remote_segment_size(g, rank, segment);
-        }
         self.engine.segment_size(rank, segment)
     }
 
@@ -298,7 +290,7 @@ impl Context {
     /// ```
     pub fn segment_list(&self) -> Vec<SegmentId> {
         let mut ids = self.engine.segment_ids();
-        ids.retain(|&s| s != crate::context::RESERVED_SEGMENT);
+        ids.retain(|&s| s != RESERVED_SEGMENT);
         ids
     }
 

@@ -46,7 +46,7 @@
 //! ([`Error::OtherNode`]) and [`Context::traffic`] counts inter-node
 //! operations apart from intra-node ones.
 
-use crate::config::Config;
+use crate::config::{Config, NOTIFICATION_LIMIT};
 use crate::context::Context;
 use crate::engine::job::{ObjectId, ObjectKind};
 use crate::engine::segment::{SegmentKey, SegmentObject};
@@ -262,10 +262,10 @@ impl Context {
     ) -> Result<Window> {
         Self::check_segment_size(size)?;
         let notifications = options.table_size(&self.config);
-        if notifications > crate::config::NOTIFICATION_LIMIT {
+        if notifications > NOTIFICATION_LIMIT {
             return Err(Error::Config(format!(
                 "a window has at most {} notifications",
-                crate::config::NOTIFICATION_LIMIT
+                NOTIFICATION_LIMIT
             )));
         }
         let members = self.committed_members(group)?;

@@ -353,6 +353,7 @@ fn queues_are_created_and_deleted() {
         let max = match ctx.engine() {
             gaspi::Engine::Native => 16,
             gaspi::Engine::Gpi2 => 15,
+            e => panic!("no queue limit known for {e:?}"),
         };
         assert_eq!(ctx.queue_max(), max);
         let mut made = Vec::new();

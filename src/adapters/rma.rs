@@ -835,7 +835,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// Whether writes to other nodes are counted notifications: in the
     /// designs that count, unless GPI-2 carries them (see the fence docs).
     pub(super) fn counting(&self) -> bool {
-        self.opts.design.counts() && self.ctx.engine.remote.is_none()
+        self.opts.design.counts() && self.ctx.engine.counts_each_notification()
     }
 
     /// How many counted writes storing `n` elements on another node takes.

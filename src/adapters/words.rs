@@ -11,8 +11,8 @@
 //! least every 10 ms once asleep.
 
 use crate::context::Context;
-use crate::engine::remote::AtomicOp;
 use crate::engine::segment::SegmentObject;
+use crate::engine::transport::AtomicOp;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
 use crate::types::{Deadline, Rank, Remote, SegmentId, Timeout};
@@ -63,10 +63,10 @@ impl<'a> Words<'a> {
         self.ctx.node_of(w.rank) == self.ctx.node()
     }
 
-    /// Whether `w` changes by a CPU atomic: on this node, unless GPI-2
-    /// applies every atomic (a job of several nodes under it).
+    /// Whether `w` changes by a CPU atomic: on this node, unless the
+    /// transport applies every atomic (a job of several nodes under GPI-2).
     fn hardware(&self, w: Word) -> bool {
-        self.local(w) && self.ctx.atomics_via_transport().is_none()
+        self.local(w) && self.ctx.engine.cpu_atomics()
     }
 
     fn remote(&self, w: Word) -> Remote {

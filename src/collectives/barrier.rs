@@ -1,14 +1,17 @@
 //! `gaspi_barrier`, flat (one shared counter per group) and node-aware
 //! (over all ranks of a job of several nodes).
 
-use super::Pending;
-use crate::context::Context;
+use super::hierarchical::{AllreduceOptions, NodeReduce};
+use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT, internal};
+use crate::context::groups::{CollState, Committed, GroupSync, Pending};
+use crate::context::{AllNodes, Context};
+use crate::engine::lock;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, GroupId, Timeout};
 
 /// Whose failure ends a wait in a barrier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Watch {
+pub(crate) enum FaultScope {
     /// The group's members.
     Members,
     /// Every rank: for node barriers inside a collective over all ranks,
@@ -28,10 +31,10 @@ impl Context {
     /// In a job of several nodes the barrier over [`GroupId::ALL`] is
     /// node-aware: the node's ranks count themselves in through shared
     /// memory, the first rank of each node runs a dissemination (with the
-    /// partial steps of seed 002) with the other nodes' first ranks by
+    /// partial steps of Simmendinger et al.'s dissemination) with the other nodes' first ranks by
     /// notifications, and a node barrier releases the node. No rank maps
     /// another node's memory. Other groups use one shared counter, or,
-    /// when their members are on several hosts (GPI-2 engine), GPI-2's
+    /// when their members are on several hosts, the transport's (GPI-2's)
     /// barrier.
     ///
     /// ```
@@ -44,41 +47,38 @@ impl Context {
         let mut st = c.state()?;
         let deadline = timeout.deadline();
         if group == GroupId::ALL && self.num_nodes() > 1 {
-            let mut nodes = super::lock(&self.all_nodes);
+            let mut nodes = lock(&self.all_nodes);
             if let Some(nr) = nodes.as_mut() {
                 match st.pending {
                     None | Some(Pending::NodeBarrier) => {}
                     Some(_) => return Err(Error::ActiveCollective { group }),
                 }
                 st.pending = Some(Pending::NodeBarrier);
-                crate::context::internal(|| {
-                    nr.run::<u8, _>(self, &[], &|a, _| *a, None, deadline)
-                })?;
+                nr.barrier(self, deadline)?;
                 st.pending = None;
                 return Ok(());
             }
         }
-        self.flat_barrier(&c, &mut st, deadline, Watch::Members)
+        self.flat_barrier(&c, &mut st, deadline, FaultScope::Members)
     }
 
     /// The barrier of one shared counter over `c`'s members.
     pub(crate) fn flat_barrier(
         &self,
-        c: &super::Committed,
-        st: &mut super::CollState,
+        c: &Committed,
+        st: &mut CollState,
         deadline: Deadline,
-        watch: Watch,
+        scope: FaultScope,
     ) -> Result<()> {
         let shared = match &c.sync {
-            super::GroupSync::Shared(shared) => shared,
-            super::GroupSync::Remote(id) => {
+            GroupSync::Shared(shared) => shared,
+            GroupSync::Hosts(id) => {
                 match st.pending {
-                    None | Some(Pending::RemoteBarrier) => {}
+                    None | Some(Pending::HostBarrier) => {}
                     Some(_) => return Err(Error::ActiveCollective { group: c.id }),
                 }
-                st.pending = Some(Pending::RemoteBarrier);
-                let g = self.engine.cross_host().expect("a job spanning hosts");
-                self.remote_sliced(&c.members, deadline, true, |t| g.barrier(*id, t))?;
+                st.pending = Some(Pending::HostBarrier);
+                self.engine.host_barrier(*id, &c.members, deadline)?;
                 st.pending = None;
                 return Ok(());
             }
@@ -89,16 +89,47 @@ impl Context {
             Some(_) => return Err(Error::ActiveCollective { group: c.id }),
         };
         st.pending = Some(Pending::Barrier { generation });
-        self.await_generation(shared, generation, &c.members, watch, deadline)?;
+        self.await_generation(shared, generation, &c.members, scope, deadline)?;
         st.pending = None;
         Ok(())
     }
 
     /// The node barrier of a collective over all ranks: fails as soon as
-    /// any rank has failed (see [`Watch::Everyone`]).
+    /// any rank has failed (see [`FaultScope::Everyone`]).
     pub(crate) fn node_barrier_watching_all(&self, deadline: Deadline) -> Result<()> {
         let c = self.committed(self.node_group())?;
         let mut st = c.state()?;
-        self.flat_barrier(&c, &mut st, deadline, Watch::Everyone)
+        self.flat_barrier(&c, &mut st, deadline, FaultScope::Everyone)
+    }
+
+    /// With several nodes, the node-aware barrier over all ranks: a window
+    /// on the reserved segment (at init, where every rank takes part).
+    pub(crate) fn create_node_collectives(&self) -> Result<()> {
+        if self.num_nodes() < 2 {
+            return Ok(());
+        }
+        let opts = AllreduceOptions {
+            queue: RESERVED_QUEUE,
+            ..Default::default()
+        };
+        let nr = internal(|| {
+            NodeReduce::create(
+                self,
+                RESERVED_SEGMENT,
+                0,
+                true,
+                opts,
+                self.config.init_timeout,
+            )
+        })?;
+        *lock(&self.all_nodes) = Some(Box::new(nr));
+        Ok(())
+    }
+}
+
+/// The node-aware barrier is an allreduce of nothing over all ranks.
+impl AllNodes for NodeReduce {
+    fn barrier(&mut self, ctx: &Context, deadline: Deadline) -> Result<()> {
+        internal(|| self.run::<u8, _>(ctx, &[], &|a, _| *a, None, deadline)).map(|_| ())
     }
 }

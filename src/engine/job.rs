@@ -170,6 +170,20 @@ pub(crate) fn group_object(token: &str, leader: usize, key: u64, epoch: u32) -> 
     format!("gaspi.{token}.g{leader}.{key:016x}.{epoch}")
 }
 
+/// The host of `rank` when hosts are blocks of `per_host` ranks: its
+/// first rank and its number of ranks.
+#[cfg(feature = "gpi2")]
+pub(crate) fn host_of(rank: usize, nranks: usize, per_host: usize) -> (usize, usize) {
+    let first = rank / per_host * per_host;
+    (first, per_host.min(nranks - first))
+}
+
+/// The token of the host whose first rank is `first` in a job of emulated
+/// hosts (what its ranks' shared-memory objects are named after).
+pub(crate) fn host_token(token: &str, first: usize) -> String {
+    format!("{token}h{first}")
+}
+
 /// Remove every object of the job `token`. Returns how many were removed.
 pub(crate) fn sweep(token: &str) -> usize {
     shm::list(&prefix(token))

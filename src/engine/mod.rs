@@ -1,101 +1,73 @@
-//! The native engine: ranks on one machine as processes sharing memory.
+//! The engine: ranks as processes, each mapping the memory of the ranks of
+//! its host, and a [`Transport`] to the ranks of other hosts.
 //!
-//! Every rank maps the segments of the others. A write is a copy into the
-//! target's segment object, a notification a `SeqCst` store into its table
-//! after the data, a read a copy out of it, an atomic a hardware atomic on
-//! the target word. Nothing goes through a server or another rank.
+//! Every rank maps the segments of the others on its host. A write is a
+//! copy into the target's segment object, a notification a `SeqCst` store
+//! into its table after the data, a read a copy out of it, an atomic a
+//! hardware atomic on the target word. Nothing goes through a server or
+//! another rank.
 //!
-//! The public API (`Context` and its modules) does argument checking and
-//! GASPI bookkeeping (queues, groups) and asks this engine for two things:
-//! the mapped segment object of any (rank, segment), and the wake-up,
-//! failure and inbox machinery. An engine for ranks on other machines would
-//! answer the first question for remote ranks with a transport instead of a
-//! mapping; the public API does not change.
+//! The GASPI API (`Context` and its chapters) checks its arguments, keeps
+//! GASPI's bookkeeping (queues, groups), and then makes one call into this
+//! engine ([`Native`]), as GPI-2's `pgaspi_*` calls end in one
+//! `pgaspi_dev_*` call. The engine answers from its mappings where it can
+//! and asks its transport (chosen once, in [`start`]) where it cannot; the
+//! API never sees which.
 //!
-//! The crate's `unsafe` code for memory lives in this module's children:
-//! [`shm`] (mappings), [`futex`], [`epoch`] (deferred reclamation), and the
-//! copy helpers of [`segment`], [`inbox`] and [`group`], each next to the
-//! bounds it relies on. The only other `unsafe` blocks are the launcher's
-//! system calls (`launcher/sys.rs`) and the public `unsafe fn`s of segment
-//! binding and slice views, which forward their callers' promises.
+//! # Files
+//! - [`start`]: who this process is in which job, and the one place that
+//!   picks the transport;
+//! - this file: [`Native`], joining and leaving the job, failures;
+//! - [`directory`]: this rank's segments and its mappings of the other
+//!   ranks' (what a lookup borrows, and how stale mappings are replaced);
+//! - [`transfer`], [`messages`], [`hosts`]: one-sided operations and
+//!   atomics, passive messages, groups spanning hosts — each mapped here or
+//!   carried by the transport;
+//! - the memory modules: [`shm`] (mappings), [`segment`], [`notify`],
+//!   [`inbox`], [`group`], [`job`] (the shared objects), [`epoch`]
+//!   (deferred reclamation), [`futex`] and [`wait`] (waiting);
+//! - [`transport`] (the trait) and its implementation `gpi2/`.
+//!
+//! The engine's `unsafe` code lives in the memory modules, each block next
+//! to the bounds it relies on, and in `gpi2/` (calls into GPI-2's C API).
 
+pub(crate) mod directory;
 pub(crate) mod epoch;
 pub(crate) mod futex;
 #[cfg(feature = "gpi2")]
 pub(crate) mod gpi2;
 pub(crate) mod group;
+pub(crate) mod hosts;
 pub(crate) mod inbox;
 pub(crate) mod job;
+pub(crate) mod messages;
 pub(crate) mod notify;
-pub(crate) mod remote;
 pub(crate) mod segment;
 pub(crate) mod shm;
+pub(crate) mod start;
+pub(crate) mod transfer;
+pub(crate) mod transport;
 pub(crate) mod wait;
 
-use crate::config::Config;
+use crate::config::{Config, Engine};
 use crate::error::{Error, Result};
-use crate::types::{Deadline, Rank, SegmentId};
-use epoch::{Epochs, Pin, Published};
+use crate::types::{Deadline, Rank};
+use directory::Tables;
 use inbox::Inbox;
-use job::{JobBlock, ObjectId, ObjectKind};
-use remote::Gpi2;
-use segment::{SegmentKey, SegmentObject};
-use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use job::JobBlock;
+use start::JobSpec;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use transport::Transport;
 use wait::{Patience, Waiter};
 
-/// Who this process is in which job, as the launcher (or the caller) says.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct JobSpec {
-    pub(crate) token: String,
-    pub(crate) rank: Rank,
-    pub(crate) nranks: usize,
-    pub(crate) ppn: usize,
-    /// A launcher supervises the ranks (marks failures, cleans up).
-    pub(crate) launched: bool,
-    /// CPUs the job runs on.
-    pub(crate) cores: usize,
-    /// Ranks that join this machine's control block: all of them, except
-    /// under GPI-2's own launcher, where each host has a block of its own.
-    pub(crate) attach: usize,
-    /// The first of the `attach` ranks (this host's first rank).
-    pub(crate) host_first: usize,
-}
-
-/// An object of another rank (a segment, or a window of another node) as
-/// this rank mapped it.
-#[derive(Debug)]
-struct PeerSegment {
-    obj: SegmentObject,
-    registered: AtomicBool,
-}
-
-type PeerRow = Box<[Published<PeerSegment>]>;
-
-/// Why a lookup under a pin did not produce a segment.
-#[derive(Debug)]
-pub(crate) enum Lookup {
-    /// A real error for the caller.
-    Fail(Error),
-    /// This rank's mapping of the peer's segment is missing or stale:
-    /// remap it (unpinned) and run the operation again.
-    Remap { rank: Rank, segment: SegmentId },
-}
-
-impl From<Error> for Lookup {
-    fn from(e: Error) -> Lookup {
-        Lookup::Fail(e)
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Keeps a helper thread counted as awake (see [`Native::count_thread`]).
-pub(crate) struct AwakeThread<'a>(&'a std::sync::atomic::AtomicU32);
+pub(crate) struct AwakeThread<'a>(&'a AtomicU32);
 
 impl Drop for AwakeThread<'_> {
     fn drop(&mut self) {
@@ -114,48 +86,53 @@ impl Drop for Native {
     }
 }
 
+/// The state of a rank in a job: a rank's `job::RUNNING`, ... as the API
+/// reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Health {
+    Running,
+    Terminated,
+    Failed,
+}
+
 /// This rank's attachment to a job.
 #[derive(Debug)]
 pub(crate) struct Native {
-    pub(crate) job: JobBlock,
-    pub(crate) rank: Rank,
+    job: JobBlock,
+    rank: Rank,
+    /// Ranks per node (consecutive ranks form a node).
+    ppn: usize,
     waiter: Waiter,
     launched: bool,
-    /// Readers of the two tables below pin these for one operation.
-    epochs: Epochs,
-    /// This rank's segments; creation and deletion hold `local_writer`.
-    local: Box<[Published<SegmentObject>]>,
-    local_writer: Mutex<()>,
-    /// Objects of other ranks as mapped here, by owner and segment id (a
-    /// node's window is mapped once, whichever of its ranks is addressed);
-    /// remaps hold `peer_writer`.
-    peers: Box<[OnceLock<PeerRow>]>,
-    peer_writer: Mutex<()>,
+    /// This rank's segments and its mappings of the other ranks'.
+    tables: Tables,
     inbox: Inbox,
     /// The ranks of this host (they share memory with this rank); the
     /// others are reached through the transport only.
     host: std::ops::Range<Rank>,
-    /// Deleted segments that ranks of other hosts may still write to.
-    retired: Mutex<Vec<Arc<SegmentObject>>>,
-    peer_inboxes: Box<[OnceLock<Inbox>]>,
     /// Failed ranks the user has acknowledged, and how many.
     acknowledged: Mutex<Vec<Rank>>,
     acknowledged_count: AtomicU64,
-    /// Numbers this rank's next segment object.
-    next_object: AtomicU64,
     started: Instant,
     last_probe_ms: AtomicU64,
-    /// The transport to other nodes (GPI-2 engine), if any.
-    pub(crate) remote: Option<Gpi2>,
+    /// The size of a segment's notification table ([`Config`]).
+    notification_num: u32,
+    /// The way to ranks this process cannot map, if the job has one.
+    transport: Option<Box<dyn Transport>>,
 }
 
 impl Native {
     /// Join the job described by `spec`: map its control block (creating it
     /// if no launcher did), record this process, create the inbox and wait
-    /// until every rank has done the same.
-    pub(crate) fn attach(spec: &JobSpec, config: &Config, remote: Option<Gpi2>) -> Result<Native> {
+    /// until every rank of this host has done the same. `transport`, if
+    /// given, is the job's way to other hosts, already started.
+    pub(crate) fn attach(
+        spec: &JobSpec,
+        config: &Config,
+        transport: Option<Box<dyn Transport>>,
+    ) -> Result<Native> {
         let deadline = config.init_timeout.deadline();
-        let job = open_job(spec, deadline)?;
+        let job = start::open_job(spec, deadline)?;
         if job.nranks() != spec.nranks {
             return Err(Error::Environment(format!(
                 "GASPI_NRANKS is {} but job {} has {} ranks",
@@ -195,25 +172,18 @@ impl Native {
         let native = Native {
             waiter: Waiter::new(config.wait_mode, spec.cores),
             rank: spec.rank,
+            ppn: spec.ppn,
             launched: spec.launched,
-            epochs: Epochs::default(),
-            local: (0..job::SEGMENT_SLOTS)
-                .map(|_| Published::default())
-                .collect(),
-            local_writer: Mutex::new(()),
-            peers: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
-            peer_writer: Mutex::new(()),
+            tables: Tables::new(spec.nranks),
             inbox,
             host: spec.host_first as Rank..(spec.host_first + spec.attach) as Rank,
-            retired: Mutex::new(Vec::new()),
-            peer_inboxes: (0..spec.nranks).map(|_| OnceLock::new()).collect(),
             acknowledged: Mutex::new(Vec::new()),
             acknowledged_count: AtomicU64::new(0),
-            next_object: AtomicU64::new(1),
             started: Instant::now(),
             last_probe_ms: AtomicU64::new(0),
+            notification_num: config.notification_num,
             job,
-            remote,
+            transport,
         };
 
         // Init barrier: every rank has recorded itself and made its inbox.
@@ -245,6 +215,57 @@ impl Native {
         Ok(native)
     }
 
+    /// Give the job its transport once it has joined (a transport whose
+    /// start needs the job first).
+    #[cfg(feature = "gpi2")]
+    pub(crate) fn set_transport(&mut self, transport: Box<dyn Transport>) {
+        self.transport = Some(transport);
+    }
+
+    /// The transport, if the job has one (for the engine's own files).
+    fn transport(&self) -> Option<&dyn Transport> {
+        self.transport.as_deref()
+    }
+
+    /// The transport, if the job spans hosts: what this host cannot map.
+    fn across_hosts(&self) -> Option<&dyn Transport> {
+        self.transport().filter(|_| self.host.len() < self.nranks())
+    }
+
+    /// The transport, if `rank` is on another node and the job has one:
+    /// then every operation with `rank` goes through it (also inside a
+    /// host, where nodes are emulated), else through the mappings.
+    fn to_node_of(&self, rank: Rank) -> Option<&dyn Transport> {
+        self.transport()
+            .filter(|_| self.node_of(rank) != self.node_of(self.rank))
+    }
+
+    /// The transport, if atomics must go through it: once a job with a
+    /// transport has several nodes, every atomic does, on this node too
+    /// (a transport's atomics need not exclude the CPU's).
+    fn for_atomics(&self) -> Option<&dyn Transport> {
+        self.transport().filter(|_| self.ppn < self.nranks())
+    }
+
+    /// Whether atomics on this node's words are the CPU's (no transport
+    /// applies them, see [`Native::for_atomics`]).
+    pub(crate) fn cpu_atomics(&self) -> bool {
+        self.for_atomics().is_none()
+    }
+
+    /// The engine this rank runs on.
+    pub(crate) fn kind(&self) -> Engine {
+        self.transport().map_or(Engine::Native, |t| t.kind())
+    }
+
+    /// Whether every notification posted into a window counts once in its
+    /// `posted` counter, from any rank (see
+    /// [`Transport::counts_each_notification`]).
+    pub(crate) fn counts_each_notification(&self) -> bool {
+        self.transport()
+            .is_none_or(|t| t.counts_each_notification())
+    }
+
     /// The wait policy with the job's count of awake ranks.
     pub(crate) fn patience(&self) -> Patience<'_> {
         self.waiter.with(&self.job.header().awake)
@@ -262,16 +283,23 @@ impl Native {
         AwakeThread(awake)
     }
 
+    /// This rank.
+    pub(crate) fn rank(&self) -> Rank {
+        self.rank
+    }
+
     pub(crate) fn nranks(&self) -> usize {
         self.job.nranks()
     }
 
-    /// The transport, if the job spans several hosts: groups with members
-    /// on other hosts then live in GPI-2 (no shared memory reaches them).
-    pub(crate) fn cross_host(&self) -> Option<&Gpi2> {
-        self.remote
-            .as_ref()
-            .filter(|_| self.host.len() < self.nranks())
+    /// Ranks per node.
+    pub(crate) fn ppn(&self) -> usize {
+        self.ppn
+    }
+
+    /// The node of `rank`.
+    pub(crate) fn node_of(&self, rank: Rank) -> usize {
+        rank as usize / self.ppn
     }
 
     /// How many ranks run on this rank's host (share its memory and cores).
@@ -284,9 +312,10 @@ impl Native {
         self.host.contains(&rank)
     }
 
-    /// Whether `members` reach beyond this rank's host.
+    /// Whether a group of `members` lives in the transport: it reaches
+    /// beyond this rank's host (no shared memory reaches all of them).
     pub(crate) fn spans_hosts(&self, members: &[Rank]) -> bool {
-        members.iter().any(|r| !self.host.contains(r))
+        self.across_hosts().is_some() && members.iter().any(|r| !self.host.contains(r))
     }
 
     pub(crate) fn token(&self) -> &str {
@@ -305,11 +334,21 @@ impl Native {
         }
     }
 
+    /// How `rank` stands (as this host's control block says; other hosts'
+    /// failures are marked there too).
+    pub(crate) fn health(&self, rank: Rank) -> Health {
+        match self.job.slot(rank as usize).state.load(SeqCst) {
+            job::FAILED => Health::Failed,
+            job::TERMINATED => Health::Terminated,
+            _ => Health::Running,
+        }
+    }
+
     /// Fail if `rank` cannot take communication (failed or terminated).
     pub(crate) fn check_alive(&self, rank: Rank) -> Result<()> {
-        match self.job.slot(rank as usize).state.load(SeqCst) {
-            job::FAILED => Err(Error::RankFailed { rank }),
-            job::TERMINATED if rank != self.rank => Err(Error::RankTerminated { rank }),
+        match self.health(rank) {
+            Health::Failed => Err(Error::RankFailed { rank }),
+            Health::Terminated if rank != self.rank => Err(Error::RankTerminated { rank }),
             _ => Ok(()),
         }
     }
@@ -364,13 +403,13 @@ impl Native {
         members.iter().try_for_each(|&r| self.check_alive(r))
     }
 
-    /// Accept the current failures: blocking calls stop reporting them.
-    /// Returns every failed rank.
     /// Whether the user acknowledged the failure of `rank`.
     pub(crate) fn acknowledged(&self, rank: Rank) -> bool {
         lock(&self.acknowledged).contains(&rank)
     }
 
+    /// Accept the current failures: blocking calls stop reporting them.
+    /// Returns every failed rank.
     pub(crate) fn acknowledge_failures(&self) -> Vec<Rank> {
         let failed: Vec<Rank> = self
             .job
@@ -384,320 +423,15 @@ impl Native {
         failed
     }
 
-    /// Run `op` pinned, so that it can borrow segment objects from the
-    /// tables without reference counting. If a lookup asks for a remap,
-    /// remap unpinned and run `op` again: `op` must not have done anything
-    /// visible before its lookups succeeded.
-    #[inline]
-    pub(crate) fn run<R>(
-        &self,
-        mut op: impl FnMut(&Pin<'_>) -> std::result::Result<R, Lookup>,
-    ) -> Result<R> {
-        loop {
-            let outcome = {
-                let pin = self.epochs.pin();
-                op(&pin)
-            };
-            match outcome {
-                Ok(r) => return Ok(r),
-                Err(Lookup::Fail(e)) => return Err(e),
-                Err(Lookup::Remap { rank, segment }) => self.remap(rank, segment)?,
-            }
-        }
-    }
-
-    /// This rank's segment `seg`, borrowed for the pin.
-    #[inline]
-    pub(crate) fn local<'p>(
-        &'p self,
-        pin: &'p Pin<'_>,
-        seg: SegmentId,
-    ) -> Result<&'p SegmentObject> {
-        self.local[seg as usize]
-            .get(pin)
-            .ok_or_else(|| Error::SegmentNotFound {
-                rank: self.rank,
-                segment: seg,
-            })
-    }
-
-    /// This rank's segment `seg`, to keep beyond a pin (views, blocking waits).
-    pub(crate) fn local_arc(&self, seg: SegmentId) -> Result<Arc<SegmentObject>> {
-        let pin = self.epochs.pin();
-        self.local[seg as usize]
-            .get_arc(&pin)
-            .ok_or_else(|| Error::SegmentNotFound {
-                rank: self.rank,
-                segment: seg,
-            })
-    }
-
-    /// The object backing segment `seg` of `rank`, as its directory says.
-    pub(crate) fn entry(&self, rank: Rank, seg: SegmentId) -> Option<ObjectId> {
-        let word = self.job.slot(rank as usize).segments[seg as usize]
-            .object
-            .load(SeqCst);
-        ObjectId::unpack(word)
-    }
-
-    /// Segment `seg` of `rank` (this rank included), checked for existence,
-    /// registration with this rank, and the owner's health.
-    #[inline]
-    pub(crate) fn target<'p>(
-        &'p self,
-        pin: &'p Pin<'_>,
-        rank: Rank,
-        seg: SegmentId,
-    ) -> std::result::Result<&'p SegmentObject, Lookup> {
-        if rank == self.rank {
-            return Ok(self.local(pin, seg)?);
-        }
-        self.check_rank(rank)?;
-        self.check_alive(rank)?;
-        let Some(id) = self.entry(rank, seg) else {
-            // Deleted: drop our mapping of it (remap does, then reports it
-            // gone), so that its owner's memory can be freed.
-            let stale = self.peer_row(rank)[seg as usize]
-                .get(pin)
-                .is_some_and(|p| p.obj.id().owner == rank);
-            return Err(if stale {
-                Lookup::Remap { rank, segment: seg }
-            } else {
-                Error::SegmentNotFound { rank, segment: seg }.into()
-            });
-        };
-        // A window of this rank's node is this rank's segment too.
-        if let Some(own) = self.local[seg as usize].get(pin).filter(|o| o.id() == id) {
-            return Ok(own);
-        }
-        match self.peer_row(id.owner)[seg as usize].get(pin) {
-            Some(p) if p.obj.id() == id => {
-                if !p.registered.load(SeqCst) {
-                    if !p.obj.is_registered(self.rank) {
-                        return Err(Error::SegmentNotRegistered { rank, segment: seg }.into());
-                    }
-                    p.registered.store(true, SeqCst);
-                }
-                Ok(&p.obj)
-            }
-            _ => Err(Lookup::Remap { rank, segment: seg }),
-        }
-    }
-
-    fn peer_row(&self, owner: Rank) -> &PeerRow {
-        self.peers[owner as usize].get_or_init(|| {
-            (0..job::SEGMENT_SLOTS)
-                .map(|_| Published::default())
-                .collect()
-        })
-    }
-
-    /// Map the object now backing segment `seg` of `rank`, replacing a
-    /// stale mapping. Must not be called while pinned.
-    fn remap(&self, rank: Rank, seg: SegmentId) -> Result<()> {
-        let _w = lock(&self.peer_writer);
-        let Some(id) = self.entry(rank, seg) else {
-            let cell = &self.peer_row(rank)[seg as usize];
-            let stale = cell
-                .get(&self.epochs.pin())
-                .is_some_and(|p| p.obj.id().owner == rank);
-            if stale {
-                cell.replace(None, &self.epochs);
-            }
-            return Err(Error::SegmentNotFound { rank, segment: seg });
-        };
-        let cell = &self.peer_row(id.owner)[seg as usize];
-        if cell
-            .get(&self.epochs.pin())
-            .is_some_and(|p| p.obj.id() == id)
-        {
-            return Ok(()); // another thread did it
-        }
-        let key = SegmentKey {
-            token: self.token(),
-            segment: seg,
-            id,
-        };
-        let obj = match SegmentObject::open(&key) {
-            Ok(o) => o,
-            // Deleted between our look at the directory and the open.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(Error::SegmentNotFound { rank, segment: seg });
-            }
-            Err(e) => {
-                return Err(Error::system(
-                    format!("mapping segment {seg} of rank {rank}"),
-                    e,
-                ));
-            }
-        };
-        let fresh = PeerSegment {
-            obj,
-            registered: AtomicBool::new(false),
-        };
-        cell.replace(Some(Arc::new(fresh)), &self.epochs);
-        Ok(())
-    }
-
-    /// Size of segment `seg` of `rank` as its directory says.
-    pub(crate) fn segment_size(&self, rank: Rank, seg: SegmentId) -> Result<usize> {
-        self.check_rank(rank)?;
-        if self.entry(rank, seg).is_none() {
-            return Err(Error::SegmentNotFound { rank, segment: seg });
-        }
-        let entry = &self.job.slot(rank as usize).segments[seg as usize];
-        Ok(entry.size.load(SeqCst) as usize)
-    }
-
-    /// Make `seg` a new segment of this rank from the object `make` creates
-    /// under the key it is given.
-    pub(crate) fn add_segment(
-        &self,
-        seg: SegmentId,
-        make: impl FnOnce(&SegmentKey) -> io::Result<SegmentObject>,
-    ) -> Result<()> {
-        let _w = lock(&self.local_writer);
-        self.check_free(seg)?;
-        let key = SegmentKey {
-            token: self.token(),
-            segment: seg,
-            id: ObjectId {
-                kind: ObjectKind::Segment,
-                owner: self.rank,
-                number: self.next_object.fetch_add(1, SeqCst),
-            },
-        };
-        let obj = make(&key).map_err(|e| {
-            Error::system(format!("creating the shared memory of segment {seg}"), e)
-        })?;
-        obj.register(self.rank);
-        let obj = self.install(seg, obj);
-        self.bind_remote(seg, &obj, false)
-    }
-
-    /// Make `obj` (a window of this rank's node) this rank's segment `seg`.
-    pub(crate) fn add_window(&self, seg: SegmentId, obj: SegmentObject) -> Result<()> {
-        let _w = lock(&self.local_writer);
-        self.check_free(seg)?;
-        let obj = self.install(seg, obj);
-        self.bind_remote(seg, &obj, true)
-    }
-
-    /// Bind a new segment or window as the transport's segment too; undo
-    /// the segment if that fails.
-    fn bind_remote(&self, seg: SegmentId, obj: &Arc<SegmentObject>, window: bool) -> Result<()> {
-        let Some(g) = &self.remote else {
-            return Ok(());
-        };
-        g.bind(seg, obj, window).inspect_err(|_| {
-            let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
-            entry.object.store(0, SeqCst);
-            if let Some(o) = self.local[seg as usize].replace(None, &self.epochs) {
-                if o.id().owner == self.rank && !window {
-                    o.unlink();
-                }
-            }
-        })
-    }
-
-    fn check_free(&self, seg: SegmentId) -> Result<()> {
-        if self.local[seg as usize].get(&self.epochs.pin()).is_some() {
-            return Err(Error::SegmentExists { segment: seg });
-        }
-        Ok(())
-    }
-
-    /// Publish `obj` as segment `seg`: in the local table, then in the
-    /// directory where peers find it. Callers hold `local_writer`.
-    fn install(&self, seg: SegmentId, obj: SegmentObject) -> Arc<SegmentObject> {
-        let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
-        let id = obj.id();
-        entry.size.store(obj.size() as u64, SeqCst);
-        let obj = Arc::new(obj);
-        self.local[seg as usize].replace(Some(obj.clone()), &self.epochs);
-        entry.object.store(id.pack(), SeqCst);
-        obj
-    }
-
-    /// Delete segment `seg` of this rank (for a window, this rank's use of
-    /// it; its creator also removes its name).
-    pub(crate) fn remove_segment(&self, seg: SegmentId) -> Result<()> {
-        let _w = lock(&self.local_writer);
-        let entry = &self.job.slot(self.rank as usize).segments[seg as usize];
-        if entry.object.swap(0, SeqCst) == 0 {
-            return Err(Error::SegmentNotFound {
-                rank: self.rank,
-                segment: seg,
-            });
-        }
-        if let Some(g) = &self.remote {
-            g.unbind(seg);
-        }
-        if let Some(obj) = self.local[seg as usize].replace(None, &self.epochs) {
-            if obj.id().owner == self.rank {
-                obj.unlink();
-            }
-            // A rank of another host cannot see the deletion and may still
-            // write through GPI-2 (its device writes straight into this
-            // memory): keep the memory until this rank terminates.
-            if self.remote.is_some()
-                && (0..self.nranks() as Rank).any(|r| !self.same_host(r) && obj.is_registered(r))
-            {
-                lock(&self.retired).push(obj);
-            }
-        }
-        Ok(())
-    }
-
-    /// Open the window `key` that this node's leader creates, waiting until
-    /// `deadline` for it to appear; fails if a rank of `node` dies first.
-    pub(crate) fn open_window(
-        &self,
-        key: &SegmentKey,
-        node: &[Rank],
-        deadline: Deadline,
-    ) -> Result<SegmentObject> {
-        poll_with_backoff(deadline, || {
-            self.member_faults(node)?;
-            match SegmentObject::open(key) {
-                Ok(o) => Ok(Some(o)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(Error::system(
-                    format!("opening the window of segment {}", key.segment),
-                    e,
-                )),
-            }
-        })
-    }
-
-    /// Move notifications `ids` of segment `seg` (object `obj`) that came
-    /// from other nodes through the transport into `obj`'s table; nothing
-    /// on the native engine.
-    #[inline]
-    pub(crate) fn pump(&self, seg: SegmentId, obj: &SegmentObject, ids: std::ops::Range<u32>) {
-        if let Some(g) = &self.remote {
-            g.pump(seg, obj, ids);
-        }
-    }
-
-    /// Ids of this rank's segments, ascending.
-    pub(crate) fn segment_ids(&self) -> Vec<SegmentId> {
-        let pin = self.epochs.pin();
-        (0..job::SEGMENT_SLOTS)
-            .filter(|&s| self.local[s].get(&pin).is_some())
-            .map(|s| s as SegmentId)
-            .collect()
-    }
-
     /// This rank's inbox.
     pub(crate) fn inbox(&self) -> &Inbox {
         &self.inbox
     }
 
-    /// Start the GPI-2 relay's work for other hosts: their passive
-    /// messages to this rank, failures across hosts.
-    pub(crate) fn enable_remote_relay(&self) -> Result<()> {
-        if let Some(g) = self.cross_host() {
+    /// Start the transport's work for other hosts: their passive messages
+    /// to this rank, failures across hosts.
+    pub(crate) fn enable_relay(&self) -> Result<()> {
+        if let Some(t) = self.across_hosts() {
             let inbox = Inbox::open(self.token(), self.rank as usize)
                 .map_err(|e| Error::system("mapping the passive inbox for the relay", e))?;
             let block = JobBlock::try_open(self.token())
@@ -705,25 +439,9 @@ impl Native {
                 .flatten()
                 .ok_or_else(|| Error::Environment("the job control block vanished".into()))?;
             let host = self.host.start as usize..self.host.end as usize;
-            g.relay_enable(inbox, block, host, !self.launched);
+            t.relay_enable(inbox, block, host, !self.launched);
         }
         Ok(())
-    }
-
-    /// The inbox of `rank`, a rank of this host, mapped on first use.
-    pub(crate) fn peer_inbox(&self, rank: Rank) -> Result<&Inbox> {
-        debug_assert!(self.same_host(rank), "the inbox of another host's rank");
-        if rank == self.rank {
-            return Ok(&self.inbox);
-        }
-        let cell = &self.peer_inboxes[rank as usize];
-        if let Some(i) = cell.get() {
-            return Ok(i);
-        }
-        let inbox = Inbox::open(self.token(), rank as usize)
-            .map_err(|e| Error::system(format!("mapping the passive inbox of rank {rank}"), e))?;
-        let _ = cell.set(inbox);
-        Ok(cell.get().expect("set above"))
     }
 
     /// Leave the job: delete this rank's segments and inbox, record the new
@@ -748,12 +466,12 @@ impl Native {
             h.terminated.fetch_add(1, SeqCst);
             h.ww.advance();
         }
-        if let Some(g) = &self.remote {
-            g.term(failed, h.failed.load(SeqCst) > 0);
+        if let Some(t) = self.transport() {
+            t.term(failed, h.failed.load(SeqCst) > 0);
         }
         if !self.launched {
             // This host's ranks only: other hosts' failures are marked here
-            // too (the GPI-2 engine's failure watch).
+            // too (the transport's failure watch).
             let done = self.host.clone().all(|r| {
                 let state = self.job.slot(r as usize).state.load(SeqCst);
                 state == job::TERMINATED || state == job::FAILED
@@ -793,25 +511,4 @@ pub(crate) fn poll_with_naps<T>(
         }
         nap = (nap * 2).min(longest);
     }
-}
-
-fn open_job(spec: &JobSpec, deadline: Deadline) -> Result<JobBlock> {
-    let token = &spec.token;
-    if !spec.launched {
-        // No launcher made the block: the first rank to get here does.
-        match JobBlock::create(token, spec.nranks, spec.ppn, None) {
-            Ok(b) => return Ok(b),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(Error::system("creating the job control block", e)),
-        }
-    }
-    poll_with_backoff(deadline, || {
-        JobBlock::try_open(token).map_err(|e| Error::system(format!("opening job {token}"), e))
-    })
-    .map_err(|e| match e {
-        Error::Timeout => Error::Environment(format!(
-            "job {token} does not exist (was its launcher stopped?)"
-        )),
-        e => e,
-    })
 }

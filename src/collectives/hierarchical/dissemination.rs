@@ -1,11 +1,13 @@
-//! The dissemination with partial reductions between nodes (seed 002,
+//! The dissemination with partial reductions between nodes (Simmendinger et al.,
 //! section III; the schedule is [`Dissemination`](crate::plan::Dissemination)).
 //! Each participant sends the value it holds after step `k` to `p + 2^k`
 //! and, if `n` has bit `j = k`, out of band to `p + D_j`; it combines what
 //! it receives in a fixed order: `value(k + 1) = received(k) op value(k)`,
 //! then each partial folded in from the left.
 
-use super::{CallPlan, NodeReduce, fold_from, tag};
+use super::call_plan::CallPlan;
+use super::kernels::{fold_from, tag};
+use super::node_reduce::NodeReduce;
 use crate::context::Context;
 use crate::error::Result;
 use crate::types::{Deadline, Notification};
@@ -95,7 +97,7 @@ impl NodeReduce {
                 // SAFETY: value(0) is this instance's column of run[0] (or,
                 // on one node, of the result), written by this rank only and
                 // sent only after this write.
-                let out = unsafe { self.obj.as_mut_slice::<T>(value(0), n) };
+                let out = unsafe { self.mem.write::<T>(value(0), n) };
                 self.reduce_node(ctx, inst, out, f);
                 send_after(0)?;
             } else {
@@ -111,15 +113,15 @@ impl NodeReduce {
                     // only, and the one written here is not being sent
                     // (it is sent after this write, by `send_after`).
                     unsafe {
-                        let r = self.obj.as_slice::<T>(recv, n);
+                        let r = self.mem.read::<T>(recv, n);
                         if slot < steps {
-                            let prev = self.obj.as_slice::<T>(value(slot), n);
-                            let out = self.obj.as_mut_slice::<T>(value(slot + 1), n);
+                            let prev = self.mem.read::<T>(value(slot), n);
+                            let out = self.mem.write::<T>(value(slot + 1), n);
                             for ((o, a), b) in out.iter_mut().zip(r).zip(prev) {
                                 *o = f(a, b);
                             }
                         } else {
-                            fold_from(self.obj.as_mut_slice::<T>(result, n), r, f);
+                            fold_from(self.mem.write::<T>(result, n), r, f);
                         }
                     }
                 }

@@ -5,43 +5,14 @@
 //! (`nodes - 1` hops) and the complete block is written into the next
 //! node's result area, which passes it on (`nodes - 1` hops more).
 
-use super::{CallPlan, Instance, NodeReduce, fold_from, fold_into, split_range, tag};
+use super::call_plan::{CallPlan, Instance, RingEvent, RingKind, RingPlan, split_range};
+use super::kernels::{fold_from, fold_into, tag};
+use super::node_reduce::NodeReduce;
 use crate::context::Context;
 use crate::error::Result;
 use crate::types::{Deadline, Notification};
 use bytemuck::Pod;
 use std::ops::Range;
-
-/// One receive event of a ring instance: block `elems` (global id `g`)
-/// arrives; `rs_step`: the reduce-scatter step (`1..nodes`) or `None` in the
-/// allgather; `forward`: whether to pass it on.
-#[derive(Clone, Debug)]
-struct RingEvent {
-    elems: Range<usize>,
-    id: u32,
-    kind: RingKind,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RingKind {
-    /// Reduce-scatter: combine with the local value, pass on.
-    Reduce,
-    /// Reduce-scatter, last step: the block is complete; start its
-    /// allgather.
-    Complete,
-    /// Allgather: the complete block arrived; pass it on.
-    Forward,
-    /// Allgather, last hop.
-    Last,
-}
-
-/// The blocks of one ring instance as this node sees them.
-#[derive(Clone, Debug, Default)]
-pub(super) struct RingPlan {
-    /// Blocks of this node's own chunk: sent first.
-    first: Vec<(Range<usize>, u32)>,
-    events: Vec<RingEvent>,
-}
 
 impl NodeReduce {
     /// The ring plans of this node for the instances `mine`, block ids
@@ -210,19 +181,11 @@ impl NodeReduce {
                 // node's contribution to the block was sent.
                 let out = match e.kind {
                     RingKind::Reduce => unsafe {
-                        fold_into(
-                            self.obj.as_mut_slice::<T>(r, n),
-                            self.obj.as_slice::<T>(l, n),
-                            f,
-                        );
+                        fold_into(self.mem.write::<T>(r, n), self.mem.read::<T>(l, n), f);
                         Some((r, false))
                     },
                     RingKind::Complete => unsafe {
-                        fold_from(
-                            self.obj.as_mut_slice::<T>(l, n),
-                            self.obj.as_slice::<T>(r, n),
-                            f,
-                        );
+                        fold_from(self.mem.write::<T>(l, n), self.mem.read::<T>(r, n), f);
                         Some((l, true))
                     },
                     RingKind::Forward => Some((l, true)),

@@ -29,11 +29,14 @@
 //! that arrives before a receive. Ids [`ACK`] and up lie past the ids a
 //! window relays, so nothing else reads them.
 
-use super::{Gpi2, SCRATCH, SCRATCH_BYTES, check, corrupt, lock, ms, queue_of, sid};
-use crate::context::{RESERVED_QUEUE, RESERVED_SEGMENT};
+use super::Gpi2;
+use super::codes::{SCRATCH, SCRATCH_BYTES, check, corrupt, ms, queue_of, sid};
+use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
-use crate::engine::remote::{IDS, PASSIVE_NAP};
+use crate::engine::lock;
+use crate::engine::segment::Span;
+use crate::engine::transport::{IDS, PASSIVE_NAP};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, NotificationId, Rank, Timeout};
 use gpi2_sys as sys;
@@ -103,7 +106,7 @@ impl Gpi2 {
     /// into `inbox` (this rank's inbox, mapped again for the relay) and
     /// watch for failures (see `watch.rs`) over `block`, this host's
     /// control block (ranks `host`; `probe`: look for dead processes).
-    pub(crate) fn relay_enable(
+    pub(super) fn relay_enable(
         &self,
         inbox: Inbox,
         block: JobBlock,
@@ -119,19 +122,16 @@ impl Gpi2 {
         *lock(&self.shared.watch) = Some(super::watch::Watch::new(block, host, me, probe));
     }
 
-    /// Send the `len` bytes at `msg` to the inbox of `rank`, on another
-    /// host, until `deadline`; `alive` checks a receiver.
-    ///
-    /// # Safety
-    /// `msg` is valid for reads of `len` bytes for the call.
-    pub(crate) unsafe fn passive_send(
+    /// Send the message `msg` to the inbox of `rank`, on another host,
+    /// until `deadline`; `alive` checks a receiver.
+    pub(super) fn passive_send(
         &self,
         rank: Rank,
-        msg: *const u8,
-        len: usize,
+        msg: Span<'_>,
         deadline: Deadline,
-        alive: impl Fn(Rank) -> Result<()>,
+        alive: &dyn Fn(Rank) -> Result<()>,
     ) -> Result<()> {
+        let len = msg.len;
         if len > self.passive_cap {
             return Err(Error::InvalidArgument(format!(
                 "a passive message has at most {} bytes, got {len}",
@@ -149,7 +149,7 @@ impl Gpi2 {
         if let Some(before) = outbox.unacked {
             // Whatever became of that message, the outbox is free once
             // answered, or once its receiver is dead.
-            match self.await_ack(before, deadline, &alive) {
+            match self.await_ack(before, deadline, alive) {
                 Ok(_) | Err(Error::RankFailed { .. } | Error::RankTerminated { .. }) => {}
                 Err(e) => return Err(e),
             }
@@ -163,9 +163,10 @@ impl Gpi2 {
         // lies inside the leaked scratch allocation (`scratch_bytes`), is
         // written only under the `outbox` lock and
         // read by a receiver only between this notification and its
-        // acknowledgement; the caller vouches for `msg`.
+        // acknowledgement; `msg` is a checked span of a segment that its
+        // borrow keeps mapped, and no Rust reference covers either range.
         unsafe {
-            std::ptr::copy_nonoverlapping(msg, (self.page + OUTBOX) as *mut u8, len);
+            std::ptr::copy_nonoverlapping(msg.ptr(), (self.page + OUTBOX) as *mut u8, len);
         }
         let q = queue_of(RESERVED_QUEUE);
         // SAFETY: plain call; the id is inside GPI-2's table (see `start`).
@@ -182,7 +183,7 @@ impl Gpi2 {
         check("gaspi_notify", code, Some(rank))?;
         outbox.unacked = Some(rank);
         self.wait(RESERVED_QUEUE, deadline.timeout())?;
-        let answer = self.await_ack(rank, deadline, &alive)?;
+        let answer = self.await_ack(rank, deadline, alive)?;
         outbox.unacked = None;
         match answer {
             REFUSED => Err(Error::InvalidArgument(format!(
@@ -196,7 +197,7 @@ impl Gpi2 {
     /// Take passive messages from other hosts now, if the relay is not
     /// at it (a receiver waiting for one does, rather than wait for the
     /// relay's next round). Returns whether one was taken.
-    pub(crate) fn passive_pump(&self) -> bool {
+    pub(super) fn passive_pump(&self) -> bool {
         let bound = lock(&self.shared.bound);
         if !bound.iter().any(|b| b.segment == RESERVED_SEGMENT) {
             return false;
@@ -214,7 +215,7 @@ impl Gpi2 {
         &self,
         rank: Rank,
         deadline: Deadline,
-        alive: &impl Fn(Rank) -> Result<()>,
+        alive: &dyn Fn(Rank) -> Result<()>,
     ) -> Result<u32> {
         crate::engine::poll_with_naps(deadline, PASSIVE_NAP, || {
             alive(rank)?;

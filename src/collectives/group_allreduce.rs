@@ -7,127 +7,21 @@
 //! floating point included, and the same inputs give the same output run
 //! after run.
 //!
-//! A group whose members are on several hosts (GPI-2 engine) reduces
-//! through GPI-2's allreduce instead, in a tree of adjacent member ranges
+//! A group whose members are on several hosts reduces through the
+//! transport's allreduce instead (GPI-2's), in a tree of adjacent member ranges
 //! (`(c0 op c1) op (c2 op c3)` for four members), each step with the lower
 //! range first: results are still bit-identical on every member and run
 //! after run, and `op` still need not be commutative, but floating-point
 //! sums are grouped differently than on one host (the operation must be
 //! associative, up to rounding, either way).
 
-use super::{GroupSync, Pending};
+use super::barrier::FaultScope;
+use super::reduce_op::{ReduceOp, Reducible};
 use crate::context::Context;
+use crate::context::groups::{GroupSync, Pending};
 use crate::error::{Error, Result};
 use crate::types::{GroupId, Timeout};
 use bytemuck::Pod;
-
-/// A reduction operation of the typed allreduce (`gaspi_operation_t`).
-///
-/// ```
-/// use gaspi::{Config, Context, GroupId, ReduceOp, Timeout};
-/// let ctx = Context::init(Config::default())?;
-/// let mut out = [0i32; 1];
-/// ctx.allreduce(&[-(ctx.rank() as i32)], &mut out, ReduceOp::Min, GroupId::ALL, Timeout::Block)?;
-/// assert_eq!(out[0], -(ctx.num_ranks() as i32 - 1));
-/// # Ok::<(), gaspi::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    /// Smallest element (`GASPI_OP_MIN`); for floats `f64::min` (a NaN
-    /// loses against a number).
-    Min,
-    /// Largest element (`GASPI_OP_MAX`); for floats `f64::max`.
-    Max,
-    /// Sum (`GASPI_OP_SUM`); integers wrap around on overflow.
-    Sum,
-    /// Product (an extension of GASPI's operations); integers wrap around
-    /// on overflow.
-    Prod,
-}
-
-/// Run `$body` with `$f` bound to the closure of `$op` on `$t`, so that
-/// the operation is fixed at compile time inside the reduction loops.
-macro_rules! with_op {
-    ($op:expr, $t:ty, |$f:ident| $body:expr) => {
-        match $op {
-            $crate::ReduceOp::Min => {
-                let $f = |a: &$t, b: &$t| {
-                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Min, *a, *b)
-                };
-                $body
-            }
-            $crate::ReduceOp::Max => {
-                let $f = |a: &$t, b: &$t| {
-                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Max, *a, *b)
-                };
-                $body
-            }
-            $crate::ReduceOp::Sum => {
-                let $f = |a: &$t, b: &$t| {
-                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Sum, *a, *b)
-                };
-                $body
-            }
-            $crate::ReduceOp::Prod => {
-                let $f = |a: &$t, b: &$t| {
-                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Prod, *a, *b)
-                };
-                $body
-            }
-        }
-    };
-}
-pub(crate) use with_op;
-
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// Element types of the typed allreduce (`gaspi_datatype_t`): `i32`,
-/// `u32`, `i64`, `u64`, `f32`, `f64`.
-///
-/// ```
-/// use gaspi::{ReduceOp, Reducible};
-/// fn total<T: Reducible>(xs: &[T]) -> T {
-///     xs.iter().copied().reduce(|a, b| T::reduce(ReduceOp::Sum, a, b)).unwrap()
-/// }
-/// assert_eq!(total(&[1.5f32, 2.5]), 4.0);
-/// assert_eq!(<u64 as Reducible>::GASPI_TYPE, "GASPI_TYPE_ULONG");
-/// ```
-pub trait Reducible: Pod + sealed::Sealed {
-    /// The GASPI name of the type, e.g. `GASPI_TYPE_DOUBLE`.
-    const GASPI_TYPE: &'static str;
-    /// Combine two elements.
-    fn reduce(op: ReduceOp, a: Self, b: Self) -> Self;
-}
-
-/// `Reducible` for `$t`, named `$name`, with `$sum` as its sum.
-macro_rules! reducible {
-    ($($t:ty => $name:literal, $sum:expr, $prod:expr);* $(;)?) => {$(
-        impl sealed::Sealed for $t {}
-        impl Reducible for $t {
-            const GASPI_TYPE: &'static str = $name;
-            #[inline(always)]
-            fn reduce(op: ReduceOp, a: Self, b: Self) -> Self {
-                match op {
-                    ReduceOp::Min => a.min(b),
-                    ReduceOp::Max => a.max(b),
-                    ReduceOp::Sum => $sum(a, b),
-                    ReduceOp::Prod => $prod(a, b),
-                }
-            }
-        }
-    )*};
-}
-
-reducible! {
-    i32 => "GASPI_TYPE_INT", i32::wrapping_add, i32::wrapping_mul;
-    u32 => "GASPI_TYPE_UINT", u32::wrapping_add, u32::wrapping_mul;
-    i64 => "GASPI_TYPE_LONG", i64::wrapping_add, i64::wrapping_mul;
-    u64 => "GASPI_TYPE_ULONG", u64::wrapping_add, u64::wrapping_mul;
-    f32 => "GASPI_TYPE_FLOAT", |a: f32, b: f32| a + b, |a: f32, b: f32| a * b;
-    f64 => "GASPI_TYPE_DOUBLE", |a: f64, b: f64| a + b, |a: f64, b: f64| a * b;
-}
 
 impl Context {
     /// Reduce `send` element-wise with `op` over every member of `group`;
@@ -203,7 +97,7 @@ impl Context {
         let bytes = std::mem::size_of_val(send);
         let limit = match &c.sync {
             GroupSync::Shared(shared) => shared.slot_bytes(),
-            GroupSync::Remote(_) => usize::MAX,
+            GroupSync::Hosts(_) => usize::MAX,
         }
         .min(self.config.allreduce_slot_bytes());
         if bytes > limit {
@@ -214,14 +108,13 @@ impl Context {
         let mut st = c.state()?;
         let shared = match &c.sync {
             GroupSync::Shared(shared) => shared,
-            GroupSync::Remote(id) => {
+            GroupSync::Hosts(id) => {
                 match st.pending {
                     None => {}
-                    Some(Pending::RemoteAllreduce { bytes: b }) if b == bytes => {}
+                    Some(Pending::HostAllreduce { bytes: b }) if b == bytes => {}
                     Some(_) => return Err(Error::ActiveCollective { group }),
                 }
-                st.pending = Some(Pending::RemoteAllreduce { bytes });
-                let g = self.engine.cross_host().expect("a job spanning hosts");
+                st.pending = Some(Pending::HostAllreduce { bytes });
                 let n = recv.len();
                 let (mut a, mut b) = (vec![T::zeroed(); n], vec![T::zeroed(); n]);
                 let mut combine = |lo: &[u8], hi: &[u8], out: &mut [u8]| {
@@ -233,16 +126,15 @@ impl Context {
                     }
                     out.copy_from_slice(bytemuck::cast_slice(&a));
                 };
-                self.remote_sliced(&c.members, timeout.deadline(), true, |t| {
-                    g.allreduce_ordered(
-                        *id,
-                        c.index,
-                        bytemuck::cast_slice(send),
-                        bytemuck::cast_slice_mut(recv),
-                        &mut combine,
-                        t,
-                    )
-                })?;
+                self.engine.host_allreduce(
+                    *id,
+                    &c.members,
+                    c.index,
+                    bytemuck::cast_slice(send),
+                    bytemuck::cast_slice_mut(recv),
+                    &mut combine,
+                    timeout.deadline(),
+                )?;
                 st.pending = None;
                 return Ok(());
             }
@@ -270,7 +162,7 @@ impl Context {
             shared,
             generation,
             &c.members,
-            super::barrier::Watch::Members,
+            FaultScope::Members,
             timeout.deadline(),
         )?;
         st.pending = None;

@@ -1,0 +1,75 @@
+//! What one call of a given size does: its instances (element ranges
+//! reduced over the node, then with the same instance of every node),
+//! which of them this rank runs, and their ring blocks.
+
+use super::options::Choice;
+use std::ops::Range;
+
+/// Element range `r` cut into `parts` near-equal parts: part `part`.
+/// Borders fall on cache lines where the element size allows.
+pub(super) fn split_range(r: Range<usize>, parts: usize, part: usize, elem: usize) -> Range<usize> {
+    let align = if elem > 0 && elem <= 64 && 64 % elem == 0 {
+        64 / elem
+    } else {
+        1
+    };
+    let len = r.end - r.start;
+    let at = |k: usize| {
+        let x = (len * k / parts).div_ceil(align) * align;
+        r.start + x.min(len)
+    };
+    at(part)..at(part + 1)
+}
+
+/// One instance of a call: an element range of the message, reduced over
+/// the node and then with the same instance of every node.
+#[derive(Clone, Debug)]
+pub(super) struct Instance {
+    pub(super) elems: Range<usize>,
+    /// Byte offset of its column within a column space.
+    pub(super) col: usize,
+}
+
+/// What a call of a given size does.
+#[derive(Clone, Debug)]
+pub(super) struct CallPlan {
+    pub(super) len: usize,
+    pub(super) elem: usize,
+    pub(super) choice: Choice,
+    pub(super) instances: Vec<Instance>,
+    /// Instances this rank runs, ascending.
+    pub(super) mine: Vec<usize>,
+    /// Per instance of `mine`: its ring plan (empty without ring).
+    pub(super) rings: Vec<RingPlan>,
+}
+
+/// One receive event of a ring instance: block `elems` (global id `g`)
+/// arrives; `rs_step`: the reduce-scatter step (`1..nodes`) or `None` in the
+/// allgather; `forward`: whether to pass it on.
+#[derive(Clone, Debug)]
+pub(super) struct RingEvent {
+    pub(super) elems: Range<usize>,
+    pub(super) id: u32,
+    pub(super) kind: RingKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RingKind {
+    /// Reduce-scatter: combine with the local value, pass on.
+    Reduce,
+    /// Reduce-scatter, last step: the block is complete; start its
+    /// allgather.
+    Complete,
+    /// Allgather: the complete block arrived; pass it on.
+    Forward,
+    /// Allgather, last hop.
+    Last,
+}
+
+/// The blocks of one ring instance as this node sees them.
+#[derive(Clone, Debug, Default)]
+pub(super) struct RingPlan {
+    /// Blocks of this node's own chunk: sent first.
+    pub(super) first: Vec<(Range<usize>, u32)>,
+    pub(super) events: Vec<RingEvent>,
+}

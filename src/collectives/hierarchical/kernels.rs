@@ -1,0 +1,55 @@
+//! The element-wise loops of the reductions, and the call tag.
+
+/// The notification value that tags call `call` (never 0).
+pub(super) fn tag(call: u64) -> u32 {
+    ((call % u32::MAX as u64) + 1) as u32
+}
+
+/// Run `body` on the slices `input(0..n)`, gathered without allocating
+/// for up to 16 of them (the usual node or job of a small call).
+pub(super) fn with_slices<'s, T: 's, R>(
+    n: usize,
+    input: impl Fn(usize) -> &'s [T],
+    body: impl FnOnce(&[&'s [T]]) -> R,
+) -> R {
+    const ON_STACK: usize = 16;
+    if n <= ON_STACK {
+        let mut slices: [&[T]; ON_STACK] = [&[]; ON_STACK];
+        for (k, s) in slices[..n].iter_mut().enumerate() {
+            *s = input(k);
+        }
+        body(&slices[..n])
+    } else {
+        body(&(0..n).map(input).collect::<Vec<_>>())
+    }
+}
+
+/// `out = f(...f(f(inputs[0], inputs[1]), inputs[2])...)` element-wise, a
+/// block at a time (the block stays in L1 while every input is folded in).
+pub(super) fn reduce_slices<T: Copy, F: Fn(&T, &T) -> T>(out: &mut [T], inputs: &[&[T]], f: &F) {
+    const BLOCK: usize = 1024;
+    let Some((first, rest)) = inputs.split_first() else {
+        return;
+    };
+    for (b, o) in out.chunks_mut(BLOCK).enumerate() {
+        let at = b * BLOCK..b * BLOCK + o.len();
+        o.copy_from_slice(&first[at.clone()]);
+        for input in rest {
+            fold_into(o, &input[at.clone()], f);
+        }
+    }
+}
+
+/// `acc[k] = f(acc[k], b[k])`: `acc` holds the earlier inputs.
+pub(super) fn fold_into<T, F: Fn(&T, &T) -> T>(acc: &mut [T], b: &[T], f: &F) {
+    for (x, y) in acc.iter_mut().zip(b) {
+        *x = f(x, y);
+    }
+}
+
+/// `acc[k] = f(a[k], acc[k])`: `a` holds the earlier inputs.
+pub(super) fn fold_from<T, F: Fn(&T, &T) -> T>(acc: &mut [T], a: &[T], f: &F) {
+    for (x, y) in acc.iter_mut().zip(a) {
+        *x = f(y, x);
+    }
+}

@@ -1,0 +1,75 @@
+//! The node reduction's window memory: the only place where the
+//! collectives touch a window's bytes directly, outside the engine's
+//! one-sided operations.
+//!
+//! Every rank of a node maps the same window, and ranks of other nodes
+//! write into it through the engine, so a slice of it is a promise about
+//! what the others do meanwhile. [`NodeMemory::read`] and
+//! [`NodeMemory::write`] are therefore `unsafe`; each call in this folder
+//! states, in its `SAFETY` comment, the step of the call protocol that
+//! keeps writers away (slots alternating by call parity, claims on call
+//! numbers, notifications seen before a read). Words and copies need no
+//! such promise: they are atomics, and copies that no reference covers.
+
+use crate::engine::notify::NotificationTable;
+use crate::engine::segment::SegmentObject;
+use crate::windows::Window;
+use bytemuck::Pod;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+/// A node's window, as the node reduction uses it.
+#[derive(Debug)]
+pub(super) struct NodeMemory {
+    obj: Arc<SegmentObject>,
+}
+
+impl NodeMemory {
+    pub(super) fn new(window: &Window) -> NodeMemory {
+        NodeMemory {
+            obj: window.object().clone(),
+        }
+    }
+
+    /// The object, for the engine's calls on it (relaying notifications).
+    pub(super) fn object(&self) -> &SegmentObject {
+        &self.obj
+    }
+
+    /// The window's notification table.
+    pub(super) fn table(&self) -> NotificationTable<'_> {
+        self.obj.notifications()
+    }
+
+    /// The 8-byte word at byte `at` (8-byte aligned), as an atomic.
+    pub(super) fn word(&self, at: usize) -> &AtomicU64 {
+        self.obj.atomic_u64(at)
+    }
+
+    /// Copy `bytes` to byte `at`.
+    pub(super) fn put(&self, at: usize, bytes: &[u8]) {
+        self.obj.write_from(at, bytes)
+    }
+
+    /// `len` elements at byte `at`, to read.
+    ///
+    /// # Safety
+    /// No rank of any node, and no other thread, writes these bytes while
+    /// the slice lives.
+    pub(super) unsafe fn read<T: Pod>(&self, at: usize, len: usize) -> &[T] {
+        // SAFETY: forwarded to the caller; bounds and alignment are checked
+        // by the object (a panic, never an access outside the window).
+        unsafe { self.obj.as_slice(at, len) }
+    }
+
+    /// `len` elements at byte `at`, to write.
+    ///
+    /// # Safety
+    /// Nothing else (any rank, any thread, any other slice) reads or
+    /// writes these bytes while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn write<T: Pod>(&self, at: usize, len: usize) -> &mut [T] {
+        // SAFETY: as `read`, with exclusivity promised by the caller.
+        unsafe { self.obj.as_mut_slice(at, len) }
+    }
+}

@@ -1,0 +1,596 @@
+//! The node-aware reduction engine: one window, its areas, and the calls
+//! that run on it, planned by size and resumable after a timeout.
+
+use super::areas::Areas;
+use super::call_plan::{CallPlan, Instance, split_range};
+use super::kernels::tag;
+use super::memory::NodeMemory;
+use super::options::{AllreduceAlgorithm, AllreduceOptions, Choice, Inter, choose};
+use crate::collectives::plan::{Dissemination, Layout};
+use crate::collectives::post;
+use crate::collectives::reduce_op::ReduceOp;
+use crate::config::NOTIFICATION_LIMIT;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::types::{Deadline, GroupId, Notification, Rank, SegmentId, Timeout};
+use crate::windows::{Window, WindowOptions};
+use bytemuck::Pod;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+/// Where a call stopped (to resume after a timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stage {
+    Start,
+    /// Instance `mine[idx]`, action `cursor`.
+    Instances {
+        idx: usize,
+        cursor: usize,
+    },
+    Closing,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Progress {
+    len: usize,
+    elem: usize,
+    stage: Stage,
+    /// The result is the node's shared one ([`NodeReduce::share_reduction`]).
+    shared: bool,
+}
+
+/// The node-aware reduction engine: a window, its areas, and the call
+/// counter. Untyped; each call brings its element type and operation.
+#[derive(Debug)]
+pub(crate) struct NodeReduce {
+    pub(super) segment: SegmentId,
+    pub(super) window: Window,
+    pub(super) mem: NodeMemory,
+    pub(super) areas: Areas,
+    pub(super) opts: AllreduceOptions,
+    pub(super) layout: Layout,
+    pub(super) dis: Dissemination,
+    /// Instance slots: the most ranks a node has.
+    pub(super) slots: usize,
+    /// Direct calls exchange node partials (`NodeReduce::claim_partial`).
+    pub(super) node_partials: bool,
+    pub(super) calls: u64,
+    pub(super) progress: Option<Progress>,
+    pub(super) plan: Option<CallPlan>,
+}
+
+/// Where the result of a call is: bytes `range` of the window, or the
+/// caller's receive buffer.
+#[derive(Clone, Debug)]
+pub(crate) struct ResultPlace {
+    pub(crate) range: Range<usize>,
+    pub(crate) in_recv: bool,
+}
+
+impl NodeReduce {
+    /// Collectively create the engine on segment `segment` for messages of
+    /// up to `cap` bytes. With `fixed`, every call has exactly `cap` bytes
+    /// (areas for other sizes are left out).
+    pub(crate) fn create(
+        ctx: &Context,
+        segment: SegmentId,
+        cap: usize,
+        fixed: bool,
+        opts: AllreduceOptions,
+        timeout: Timeout,
+    ) -> Result<NodeReduce> {
+        let layout = Layout {
+            ranks: ctx.num_ranks() as usize,
+            ppn: ctx.ranks_per_node(),
+        };
+        let nodes = layout.nodes();
+        let slots = layout.ppn.min(layout.ranks);
+        let dis = Dissemination::new(nodes);
+        let dis_messages = dis.messages_per_participant();
+        // Ranks that share cores share the reduction: replicated calls on
+        // one node, and direct exchanges of node partials between nodes,
+        // then pay off up to larger sizes.
+        let shared = slots > 1 && cap > 0 && Self::expect_shared(ctx, &opts, timeout)?;
+        let direct = match opts.algorithm {
+            AllreduceAlgorithm::Auto => nodes - 1 <= dis_messages,
+            a => a == AllreduceAlgorithm::Direct,
+        };
+        let node_partials = shared && nodes > 1 && direct;
+        let opts = AllreduceOptions {
+            node_replicate_max: if shared {
+                opts.shared_node_replicate_max
+            } else {
+                opts.node_replicate_max
+            },
+            replicate_max: if node_partials {
+                opts.shared_replicate_max
+            } else {
+                opts.replicate_max
+            },
+            ..opts
+        };
+        // The choices of every size a call may have: `choose` changes only
+        // at the thresholds, so these sizes cover them all.
+        let smallest = if fixed { cap } else { 0 };
+        let mut sizes = vec![smallest, cap];
+        let (rm, nrm) = (opts.replicate_max, opts.node_replicate_max);
+        for t in [
+            1,
+            rm,
+            rm.saturating_add(1),
+            nrm,
+            nrm.saturating_add(1),
+            opts.ring_min,
+        ] {
+            sizes.push(t.clamp(smallest, cap));
+        }
+        let choices: Vec<(usize, Choice)> = sizes
+            .iter()
+            .map(|&b| (b, choose(&opts, b, nodes, dis_messages)))
+            .collect();
+        let any = |p: &dyn Fn(&Choice) -> bool| choices.iter().any(|(_, c)| p(c));
+        let largest = |p: &dyn Fn(&Choice) -> bool| {
+            choices
+                .iter()
+                .filter(|(_, c)| p(c))
+                .map(|&(b, _)| b)
+                .max()
+                .unwrap_or(0)
+        };
+        let replicated_cap = largest(&|c| c.replicated);
+        let multi = nodes > 1;
+        let dissem = multi && any(&|c| c.inter == Inter::Dissemination);
+        let ring_used = multi && any(&|c| c.inter == Inter::Ring);
+        let direct_cap = if multi {
+            largest(&|c| c.inter == Inter::Direct)
+        } else {
+            0
+        };
+        let a = |x: usize| x.div_ceil(64) * 64;
+        let cols = cap.max(slots * replicated_cap);
+        let input_parities = if replicated_cap > 0 { 2 } else { 1 };
+        let recv_slots = dis_messages;
+        // Bytes 0..64*slots: each local rank's arrival word, a cache line
+        // each (the calls it has put its input in for); then the shared
+        // reduction's claim and done words and the node partial's claim
+        // and ready words, a line each.
+        let inputs = 64 * (slots + 4);
+        let result = a(inputs + input_parities * slots * cap);
+        let shared = a(result + cols);
+        let shared_cap = if slots > 1 { replicated_cap } else { 0 };
+        let run = a(shared + shared_cap);
+        let recv = a(run + if dissem { dis.steps as usize * cols } else { 0 });
+        let ring = a(recv + if dissem { 2 * recv_slots * cols } else { 0 });
+        let direct = a(ring + if ring_used { cap } else { 0 });
+        let total = a(direct + 2 * layout.ranks * direct_cap).max(64);
+        // Ring blocks: at most one partial block per chunk beyond full ones.
+        let dis_ids = 2 * recv_slots * slots;
+        let direct_ids = if direct_cap > 0 { 2 * layout.ranks } else { 0 };
+        let budget = NOTIFICATION_LIMIT as usize - dis_ids - direct_ids;
+        let mut block = opts.block_bytes.max(64);
+        let ring_blocks = |block: usize| cap.div_ceil(block) + slots * nodes;
+        while ring_used && 2 * ring_blocks(block) > budget {
+            block *= 2;
+        }
+        let ring_blocks = if ring_used { ring_blocks(block) } else { 0 };
+        let areas = Areas {
+            inputs,
+            input_parities,
+            result,
+            shared,
+            run,
+            recv,
+            ring,
+            direct,
+            direct_cap,
+            cols,
+            cap,
+            ring_blocks,
+            ring_ids: dis_ids as u32,
+            direct_ids: (dis_ids + 2 * ring_blocks) as u32,
+        };
+        let table = (dis_ids + 2 * ring_blocks + direct_ids).max(1) as u32;
+        let window = ctx.window_create_with(
+            segment,
+            total,
+            GroupId::ALL,
+            WindowOptions::default().notifications(table),
+            timeout,
+        )?;
+        let mem = NodeMemory::new(&window);
+        Ok(NodeReduce {
+            segment,
+            window,
+            mem,
+            areas,
+            opts: AllreduceOptions {
+                block_bytes: block,
+                ..opts
+            },
+            layout,
+            dis,
+            slots,
+            node_partials,
+            calls: 0,
+            progress: None,
+            plan: None,
+        })
+    }
+
+    /// Whether the ranks of a job of one node will share the reduction of
+    /// replicated calls ([`AllreduceOptions::share_reduction`], by default
+    /// when the job has more ranks than cores): agreed among all ranks, as
+    /// every rank must choose the same threshold between replicated and
+    /// split calls.
+    fn expect_shared(ctx: &Context, opts: &AllreduceOptions, timeout: Timeout) -> Result<bool> {
+        if ctx.num_ranks() < 2 {
+            return Ok(false);
+        }
+        let host = ctx.engine.host_ranks().min(u32::MAX as usize) as u32;
+        let mine = opts
+            .share_reduction
+            .unwrap_or_else(|| ctx.engine.patience().shares_cores(host)) as u32;
+        let mut all = [0u32];
+        ctx.allreduce(&[mine], &mut all, ReduceOp::Min, GroupId::ALL, timeout)?;
+        Ok(all[0] == 1)
+    }
+
+    /// The rank that runs instance `inst` on `node`.
+    pub(super) fn owner(&self, node: usize, inst: usize) -> Rank {
+        let r = self.layout.node_ranks(node);
+        (r.start + inst % r.len()) as Rank
+    }
+
+    /// The plan of a call of `len` elements of `elem` bytes.
+    fn plan_for(&self, ctx: &Context, len: usize, elem: usize) -> CallPlan {
+        let bytes = len * elem;
+        let nodes = self.layout.nodes();
+        let choice = choose(
+            &self.opts,
+            bytes,
+            nodes,
+            self.dis.messages_per_participant(),
+        );
+        let instances: Vec<Instance> = if choice.replicated {
+            (0..self.slots)
+                .map(|i| Instance {
+                    elems: 0..len,
+                    col: i * bytes,
+                })
+                .collect()
+        } else {
+            let k = (bytes / self.opts.fraction_min.max(1)).clamp(1, self.slots);
+            (0..k)
+                .map(|i| {
+                    let elems = split_range(0..len, k, i, elem);
+                    Instance {
+                        col: elems.start * elem,
+                        elems,
+                    }
+                })
+                .collect()
+        };
+        let local = ctx.local_rank() as usize;
+        let local_num = ctx.local_num() as usize;
+        let mine: Vec<usize> = if choice.inter == Inter::Direct || nodes == 1 {
+            // Nothing to run with other nodes: each rank for itself.
+            if choice.replicated || local < instances.len() {
+                vec![local]
+            } else {
+                Vec::new()
+            }
+        } else {
+            (0..instances.len())
+                .filter(|&i| i % local_num == local)
+                .collect()
+        };
+        let rings = if choice.inter == Inter::Ring && nodes > 1 {
+            self.ring_plans(&instances, &mine, ctx.node(), elem)
+        } else {
+            Vec::new()
+        };
+        CallPlan {
+            len,
+            elem,
+            choice,
+            instances,
+            mine,
+            rings,
+        }
+    }
+
+    /// Local rank `local`'s arrival word: how many calls it has put its
+    /// input in for. Only that rank writes it (a plain store, no
+    /// read-modify-write on a line everyone polls).
+    pub(super) fn arrival(&self, local: usize) -> &AtomicU64 {
+        self.mem.word(64 * local)
+    }
+
+    /// The segment the window is.
+    pub(crate) fn segment(&self) -> SegmentId {
+        self.segment
+    }
+
+    /// The window.
+    pub(crate) fn window(&self) -> &Window {
+        &self.window
+    }
+
+    /// Inter-node messages of one call of `len` elements of `elem` bytes,
+    /// summed over all ranks: the cost model the tests check against the
+    /// traffic counters.
+    pub(crate) fn inter_node_messages(&self, ctx: &Context, len: usize, elem: usize) -> u64 {
+        let plan = self.plan_for(ctx, len, elem);
+        let nodes = self.layout.nodes() as u64;
+        if nodes < 2 {
+            return 0;
+        }
+        match plan.choice.inter {
+            Inter::Direct if self.node_partials => nodes * (nodes - 1),
+            Inter::Direct => self.layout.ranks as u64 * (nodes - 1),
+            Inter::Ring => plan
+                .instances
+                .iter()
+                .map(|inst| {
+                    2 * (nodes - 1) * self.ring_block_count(inst, nodes as usize, elem) as u64
+                })
+                .sum(),
+            Inter::Dissemination => {
+                plan.instances.len() as u64 * nodes * self.dis.messages_per_participant() as u64
+            }
+        }
+    }
+
+    /// Run one call: reduce `send` with `f` over all ranks. Resumes a call
+    /// that timed out (which must have had the same length and type).
+    ///
+    /// With `recv`, a call whose result is this rank's own (replicated,
+    /// direct or one node) is reduced straight into it
+    /// ([`ResultPlace::in_recv`]): no result in the window, no copy.
+    pub(crate) fn run<T: Pod, F: Fn(&T, &T) -> T>(
+        &mut self,
+        ctx: &Context,
+        send: &[T],
+        f: &F,
+        recv: Option<&mut [T]>,
+        deadline: Deadline,
+    ) -> Result<ResultPlace> {
+        let elem = std::mem::size_of::<T>();
+        let bytes = std::mem::size_of_val(send);
+        if bytes > self.areas.cap {
+            return Err(Error::InvalidArgument(format!(
+                "allreduce of {bytes} bytes: this allreduce takes at most {}",
+                self.areas.cap
+            )));
+        }
+        if std::mem::align_of::<T>() > 64 {
+            return Err(Error::InvalidArgument(
+                "allreduce elements must be aligned to at most 64 bytes".into(),
+            ));
+        }
+        let mut progress = match self.progress.take() {
+            None => Progress {
+                len: send.len(),
+                elem,
+                stage: Stage::Start,
+                shared: false,
+            },
+            Some(p) if p.len == send.len() && p.elem == elem => p,
+            Some(p) => {
+                self.progress = Some(p);
+                return Err(Error::InvalidArgument(
+                    "an allreduce that timed out must be called again with the same length and type"
+                        .into(),
+                ));
+            }
+        };
+        let fresh = match &self.plan {
+            Some(p) => p.len != send.len() || p.elem != elem,
+            None => true,
+        };
+        if fresh {
+            self.plan = Some(self.plan_for(ctx, send.len(), elem));
+        }
+        let plan = self.plan.take().expect("plan was just made");
+        let direct = recv.filter(|_| self.own_result(&plan));
+        let in_recv = direct.is_some();
+        let r = self.advance(ctx, &plan, &mut progress, send, f, direct, deadline);
+        let out = match r {
+            Ok(()) => {
+                self.calls += 1;
+                Ok(ResultPlace {
+                    in_recv,
+                    ..self.output(ctx, &plan, progress.shared)
+                })
+            }
+            Err(e) => {
+                self.progress = Some(progress);
+                Err(e)
+            }
+        };
+        self.plan = Some(plan);
+        out
+    }
+
+    /// Whether this rank computes its result on its own from inputs that
+    /// are all present when it starts (so it can reduce straight into the
+    /// caller's buffer: a timeout never leaves half a result there).
+    pub(super) fn own_result(&self, plan: &CallPlan) -> bool {
+        plan.choice.replicated && (plan.choice.inter == Inter::Direct || self.layout.nodes() == 1)
+    }
+
+    fn output(&self, ctx: &Context, plan: &CallPlan, shared: bool) -> ResultPlace {
+        let bytes = plan.len * plan.elem;
+        let start = if shared {
+            self.areas.shared
+        } else if plan.choice.replicated {
+            self.areas.result + plan.instances[ctx.local_rank() as usize].col
+        } else {
+            self.areas.result
+        };
+        ResultPlace {
+            range: start..start + bytes,
+            in_recv: false,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn advance<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        progress: &mut Progress,
+        send: &[T],
+        f: &F,
+        mut direct: Option<&mut [T]>,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let parity = (self.calls % 2) as usize;
+        let tag = tag(self.calls);
+        let stage = &mut progress.stage;
+        loop {
+            match *stage {
+                Stage::Start => {
+                    let local = ctx.local_rank() as usize;
+                    let at = self.input_at(local);
+                    self.mem.put(at, bytemuck::cast_slice(send));
+                    self.arrival(local).store(self.calls + 1, SeqCst);
+                    self.mem.table().ww.wake();
+                    if plan.choice.inter == Inter::Direct && !self.node_partials {
+                        let entry = ctx.rank() as usize;
+                        self.send_direct(ctx, plan, parity, tag, (at, entry), deadline)?;
+                    }
+                    *stage = Stage::Instances { idx: 0, cursor: 0 };
+                }
+                Stage::Instances { idx, cursor } => {
+                    if idx == plan.mine.len() {
+                        *stage = Stage::Closing;
+                        continue;
+                    }
+                    if self.own_result(plan) && self.node_partials {
+                        let mut c = cursor;
+                        if c == 0 {
+                            c = if self.claim_partial(ctx, plan, parity, f) {
+                                1
+                            } else {
+                                2
+                            };
+                            *stage = Stage::Instances { idx, cursor: c };
+                        }
+                        if c == 1 {
+                            let node = ctx.node();
+                            let from = self.direct_at(parity, node);
+                            self.send_direct(ctx, plan, parity, tag, (from, node), deadline)?;
+                            *stage = Stage::Instances { idx, cursor: 2 };
+                        }
+                        self.reduce_partials(ctx, plan, parity, tag, f, deadline)?;
+                        progress.shared = true;
+                        if let Some(out) = direct.as_deref_mut() {
+                            self.copy_shared(out);
+                        }
+                        *stage = Stage::Instances {
+                            idx: idx + 1,
+                            cursor: 0,
+                        };
+                        continue;
+                    }
+                    if self.own_result(plan) {
+                        // One wait for every input, local and remote.
+                        self.await_inputs(ctx, plan, parity, tag, deadline)?;
+                        progress.shared = self.share_reduction(ctx);
+                        if progress.shared {
+                            self.reduce_shared(ctx, plan, parity, f, deadline)?;
+                            if let Some(out) = direct.as_deref_mut() {
+                                self.copy_shared(out);
+                            }
+                        } else {
+                            let inst = &plan.instances[ctx.local_rank() as usize];
+                            let out = match direct.as_deref_mut() {
+                                Some(out) => out,
+                                // SAFETY: this rank's result column,
+                                // written by it only.
+                                None => unsafe { self.column(self.areas.result, inst) },
+                            };
+                            self.reduce_all(ctx, plan, parity, f, out);
+                        }
+                        *stage = Stage::Instances {
+                            idx: idx + 1,
+                            cursor: 0,
+                        };
+                        continue;
+                    }
+                    if idx == 0 && cursor == 0 {
+                        self.await_inputs(ctx, plan, parity, tag, deadline)?;
+                    }
+                    let mut c = cursor;
+                    let r = if !plan.rings.is_empty() {
+                        self.ring(ctx, plan, idx, &mut c, f, deadline)
+                    } else {
+                        self.disseminate(ctx, plan, idx, parity, &mut c, f, deadline)
+                    };
+                    *stage = Stage::Instances { idx, cursor: c };
+                    r?;
+                    *stage = Stage::Instances {
+                        idx: idx + 1,
+                        cursor: 0,
+                    };
+                }
+                Stage::Closing => {
+                    if !plan.choice.replicated {
+                        ctx.node_barrier_watching_all(deadline)?;
+                    }
+                    if plan.len > 0 && self.layout.nodes() > 1 {
+                        ctx.wait(self.opts.queue, deadline.timeout())?;
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Byte offset of local rank `local`'s input slot in this call: slots
+    /// alternate by call parity if there are two sets.
+    pub(super) fn input_at(&self, local: usize) -> usize {
+        let parity = (self.calls % self.areas.input_parities as u64) as usize;
+        self.areas.inputs + (parity * self.slots + local) * self.areas.cap
+    }
+
+    /// Byte offset of rank `rank`'s input in the direct area (parity
+    /// `parity`).
+    pub(super) fn direct_at(&self, parity: usize, rank: usize) -> usize {
+        self.areas.direct + (parity * self.layout.ranks + rank) * self.areas.direct_cap
+    }
+
+    /// Notification id of rank `rank`'s direct input (parity `parity`).
+    pub(super) fn direct_id(&self, parity: usize, rank: usize) -> u32 {
+        self.areas.direct_ids + (parity * self.layout.ranks + rank) as u32
+    }
+
+    /// This instance's column of the area at `area`, as a slice.
+    ///
+    /// # Safety
+    /// Only the instance's owner (this rank) accesses it during the call,
+    /// and no remote write targets it: the caller's protocol says why.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn column<T: Pod>(&self, area: usize, inst: &Instance) -> &mut [T] {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.mem.write::<T>(area + inst.col, inst.elems.len()) }
+    }
+
+    pub(super) fn post(
+        &self,
+        ctx: &Context,
+        to: Rank,
+        bytes: (usize, usize, usize),
+        n: Notification,
+        deadline: Deadline,
+    ) -> Result<()> {
+        post(ctx, self.segment, self.opts.queue, to, bytes, n, deadline)
+    }
+
+    /// Wait for notification `id` of the window and take it.
+    pub(super) fn await_id(&self, ctx: &Context, id: u32, deadline: Deadline) -> Result<u32> {
+        ctx.notify_claim(self.segment, id..id + 1, deadline.timeout())
+            .map(|(_, v)| v)
+    }
+}

@@ -1,0 +1,154 @@
+//! The options of the node-aware allreduce, and the choice of algorithm a
+//! call of a given size makes.
+
+use crate::types::QueueId;
+
+/// The algorithm between nodes.
+///
+/// ```
+/// use gaspi::{Allreduce, AllreduceAlgorithm, AllreduceOptions, Config, Context, ReduceOp, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let opts = AllreduceOptions { algorithm: AllreduceAlgorithm::Dissemination, ..Default::default() };
+/// let mut ar = Allreduce::<u64>::with_options(&ctx, 0, 1, opts, Timeout::Block)?;
+/// let max = ar.run(&[ctx.rank() as u64], ReduceOp::Max, Timeout::Block)?;
+/// assert_eq!(max.get(0), ctx.num_ranks() as u64 - 1);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AllreduceAlgorithm {
+    /// Direct exchange for small messages on few nodes, else dissemination
+    /// below [`AllreduceOptions::ring_min`] bytes, ring from there on.
+    #[default]
+    Auto,
+    /// Always the dissemination with partial reductions.
+    Dissemination,
+    /// Always the pipelined ring (reduce-scatter + allgather), split.
+    Ring,
+    /// Always the direct exchange, replicated.
+    Direct,
+}
+
+/// Options of an [`Allreduce`](super::Allreduce).
+///
+/// ```
+/// use gaspi::{AllreduceAlgorithm, AllreduceOptions};
+/// let opts = AllreduceOptions { algorithm: AllreduceAlgorithm::Ring, ..Default::default() };
+/// assert_eq!(opts.queue, 0);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllreduceOptions {
+    /// Which algorithm runs between nodes.
+    pub algorithm: AllreduceAlgorithm,
+    /// Messages up to this many bytes are reduced whole by every local
+    /// rank (replicated); larger ones are split among the local ranks.
+    /// For jobs of several nodes, where the replicated call needs one
+    /// direct exchange and the split one the exchange between nodes plus a
+    /// node barrier (default 4 KiB; while ranks share cores,
+    /// [`AllreduceOptions::shared_replicate_max`]).
+    pub replicate_max: usize,
+    /// [`AllreduceOptions::replicate_max`] for a job of one node whose
+    /// ranks each reduce for themselves, where the split call costs only a
+    /// node barrier and saves every rank from reading every other rank's
+    /// whole input (default 2 KiB: measured with 2, 4 and 8 ranks,
+    /// splitting was 10-15% faster at 4 KiB and slower at 2 KiB; see the
+    /// README's allreduce figures).
+    pub node_replicate_max: usize,
+    /// [`AllreduceOptions::replicate_max`] for the direct exchange of ranks
+    /// that share cores ([`AllreduceOptions::share_reduction`], agreed at
+    /// creation): each node then sends one partial result and reduces
+    /// once, so replicated calls stay cheap for longer (default 32 KiB:
+    /// with 2 nodes of 2 ranks on 2 cores they were 30% faster than split
+    /// calls at 8 KiB and 12% at 32 KiB).
+    pub shared_replicate_max: usize,
+    /// [`AllreduceOptions::node_replicate_max`] for a job of one node
+    /// whose ranks share cores, where one rank reduces a replicated call
+    /// for all ([`AllreduceOptions::share_reduction`], agreed at creation):
+    /// the split call then saves less (default 8 KiB: with 4 and 8 ranks
+    /// on 2 cores the shared reduction was 20-35% faster than splitting at
+    /// 4 and 8 KiB, and slower at 16 KiB).
+    pub shared_node_replicate_max: usize,
+    /// Smallest fraction of a split message, in bytes.
+    pub fraction_min: usize,
+    /// [`AllreduceAlgorithm::Auto`] uses the ring from this many bytes on.
+    pub ring_min: usize,
+    /// Pipelining block of the ring, in bytes.
+    pub block_bytes: usize,
+    /// The queue the collective posts on.
+    pub queue: QueueId,
+    /// Whether one local rank reduces a replicated call's whole result for
+    /// its node, in the node's window, while the others wait for it
+    /// (`Some(true)`), or every local rank reduces it for itself
+    /// (`Some(false)`). `None` (default): shared while more ranks are awake
+    /// than there are cores, or the wait mode is yield or block (ranks that
+    /// share a core run one after the other, so a reduction saved is time
+    /// saved); own reductions while every rank has a core (they run side
+    /// by side). Replicated calls with the direct exchange or on one node
+    /// only; each rank decides per call, and the results are bit-identical
+    /// either way.
+    ///
+    /// If every rank expects sharing when the allreduce is created
+    /// (`Some(true)`, or `None` with more ranks on its host than cores),
+    /// a job of several nodes also exchanges node partials in the direct
+    /// exchange (see the module documentation): one message per node pair
+    /// and a result in node-partial order, still bit-identical on every
+    /// rank.
+    pub share_reduction: Option<bool>,
+}
+
+impl Default for AllreduceOptions {
+    fn default() -> AllreduceOptions {
+        AllreduceOptions {
+            algorithm: AllreduceAlgorithm::Auto,
+            replicate_max: 4 << 10,
+            node_replicate_max: 2 << 10,
+            shared_replicate_max: 32 << 10,
+            shared_node_replicate_max: 8 << 10,
+            fraction_min: 1 << 10,
+            ring_min: 128 << 10,
+            block_bytes: 128 << 10,
+            queue: 0,
+            share_reduction: None,
+        }
+    }
+}
+
+/// What runs between nodes in one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Inter {
+    Direct,
+    Dissemination,
+    Ring,
+}
+
+/// How a call of some size runs: replicated or split, and between nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Choice {
+    pub(super) replicated: bool,
+    pub(super) inter: Inter,
+}
+
+/// The choice for a call of `bytes` bytes on `nodes` nodes (see the module
+/// documentation); `dis_messages` is what the dissemination sends per
+/// participant.
+pub(super) fn choose(
+    opts: &AllreduceOptions,
+    bytes: usize,
+    nodes: usize,
+    dis_messages: usize,
+) -> Choice {
+    use AllreduceAlgorithm as A;
+    let replicate_max = if nodes == 1 {
+        opts.node_replicate_max
+    } else {
+        opts.replicate_max
+    };
+    let small = bytes > 0 && bytes <= replicate_max;
+    let (replicated, inter) = match opts.algorithm {
+        A::Direct if bytes > 0 => (true, Inter::Direct),
+        A::Ring if bytes > 0 => (false, Inter::Ring),
+        A::Auto if small && nodes - 1 <= dis_messages => (true, Inter::Direct),
+        A::Auto if !small && bytes >= opts.ring_min && nodes > 1 => (false, Inter::Ring),
+        _ => (small, Inter::Dissemination),
+    };
+    Choice { replicated, inter }
+}

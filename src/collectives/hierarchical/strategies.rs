@@ -1,0 +1,316 @@
+//! The replicated reductions of a call whose result is every rank's own
+//! (direct exchange, or one node): each rank reduces every input itself,
+//! one rank reduces them once for its node (shared reduction), or each
+//! node sends one partial (node partials); and the direct exchange that
+//! brings the other nodes' inputs.
+
+use super::call_plan::{CallPlan, Instance};
+use super::kernels::{reduce_slices, with_slices};
+use super::node_reduce::NodeReduce;
+use super::options::Inter;
+use crate::context::Context;
+use crate::error::Result;
+use crate::notifications::tag_reached;
+use crate::types::{Deadline, Notification, Rank};
+use bytemuck::Pod;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+impl NodeReduce {
+    /// Direct exchange: write the call's message at `from` into every other
+    /// node's window as its direct entry `entry` (this rank's input, just
+    /// put in its slot, as entry `rank`; or this node's partial as entry
+    /// `node`), through the rank with the same local rank there (or that
+    /// node's last), notified with `tag`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_direct(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        tag: u32,
+        (from, entry): (usize, usize),
+        deadline: Deadline,
+    ) -> Result<()> {
+        let bytes = plan.len * plan.elem;
+        let to_at = self.direct_at(parity, entry);
+        let n = Notification::new(self.direct_id(parity, entry), tag);
+        for q in (0..self.layout.nodes()).filter(|&q| q != ctx.node()) {
+            let to = self.owner(q, ctx.local_rank() as usize);
+            self.post(ctx, to, (from, to_at, bytes), n, deadline)?;
+        }
+        Ok(())
+    }
+
+    /// The whole result (replicated, direct or one node), once
+    /// [`NodeReduce::await_inputs`] returned: reduce every rank's input in
+    /// rank order into `out`.
+    pub(super) fn reduce_all<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        f: &F,
+        out: &mut [T],
+    ) {
+        let node = ctx.node_ranks(ctx.node());
+        let len = plan.len;
+        let input = |r: usize| {
+            let at = if node.contains(&(r as Rank)) {
+                self.input_at(r - node.start as usize)
+            } else {
+                self.direct_at(parity, r)
+            };
+            // SAFETY: every input was written before its notification
+            // (other nodes) or before its rank counted itself in (this
+            // node), both of which `await_inputs` saw, and is not written
+            // again before every rank of the job has finished this call
+            // (slots alternate by call parity, and a rank two calls ahead
+            // has seen this node's inputs of the call in between, sent
+            // after this call).
+            unsafe { self.mem.read::<T>(at, len) }
+        };
+        with_slices(self.layout.ranks, input, |inputs| {
+            reduce_slices(out, inputs, f)
+        });
+    }
+
+    /// Whether one local rank reduces this call's whole result for the
+    /// node ([`NodeReduce::reduce_shared`]) instead of every local rank
+    /// reducing it for itself ([`AllreduceOptions::share_reduction`]; by
+    /// default when more ranks are awake than there are cores). With a
+    /// core for each rank the ranks' own reductions run side by side, and
+    /// waiting for another rank's would only add its latency. The ranks of
+    /// a node may decide differently: each result is the same reduction in
+    /// the same order.
+    pub(super) fn share_reduction(&self, ctx: &Context) -> bool {
+        self.slots > 1
+            && ctx.local_num() > 1
+            && self
+                .opts
+                .share_reduction
+                .unwrap_or_else(|| ctx.engine.patience().oversubscribed())
+    }
+
+    /// The node's shared reduction of a call whose inputs have all arrived:
+    /// the first local rank to claim the call reduces every input, in rank
+    /// order, into the shared result and marks it done; the others wait for
+    /// that. Bit-identical to [`NodeReduce::reduce_all`]'s result.
+    pub(super) fn reduce_shared<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        f: &F,
+        deadline: Deadline,
+    ) -> Result<()> {
+        self.reduce_once(ctx, plan.len, deadline, |out: &mut [T]| {
+            self.reduce_all(ctx, plan, parity, f, out)
+        })
+    }
+
+    /// Copy this call's shared result, once it is done, into `out`.
+    pub(super) fn copy_shared<T: Pod>(&self, out: &mut [T]) {
+        // SAFETY: the shared result of this call is complete (the caller
+        // saw it done) and not written again before this rank has put in
+        // its input of the next call.
+        out.copy_from_slice(unsafe { self.mem.read::<T>(self.areas.shared, out.len()) });
+    }
+
+    /// The node's control word `k` after the arrival words, a line each:
+    /// 0 shared result claimed, 1 shared result done, 2 node partial
+    /// claimed, 3 node partial ready (each the last call it holds for).
+    pub(super) fn word(&self, k: usize) -> &AtomicU64 {
+        self.mem.word(64 * (self.slots + k))
+    }
+
+    /// Claim this call's shared result: the first local rank to claim it
+    /// runs `reduce` on it and marks it done; the others wait for that.
+    /// Callers make sure that whatever `reduce` reads is complete.
+    pub(super) fn reduce_once<T: Pod>(
+        &self,
+        ctx: &Context,
+        len: usize,
+        deadline: Deadline,
+        reduce: impl FnOnce(&mut [T]),
+    ) -> Result<()> {
+        let call = self.calls + 1;
+        let claim = self.word(0);
+        let done = self.word(1);
+        let ww = self.mem.table().ww;
+        if claim.fetch_max(call, SeqCst) < call {
+            // SAFETY: only the rank that claimed call `call` writes the
+            // shared result, and nobody reads it meanwhile: readers of the
+            // previous call's result have all put in their inputs of this
+            // call (the claimant saw them before it claimed), and readers
+            // of this call's wait for `done`.
+            reduce(unsafe { self.mem.write::<T>(self.areas.shared, len) });
+            done.store(call, SeqCst);
+            ww.wake();
+            return Ok(());
+        }
+        ctx.engine.patience().wait(
+            ww,
+            deadline,
+            || (done.load(SeqCst) >= call).then_some(()),
+            || ctx.engine.faults(),
+        )
+    }
+
+    /// Node partials: if every local rank has put in its input of this
+    /// call and this rank is the first to claim the call's partial, reduce
+    /// the node's inputs in local-rank order into this node's partial slot
+    /// (the direct area's entry of this node, which no other node writes)
+    /// and mark it ready. The last local rank to arrive always sees every
+    /// input, so some rank claims it.
+    pub(super) fn claim_partial<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        f: &F,
+    ) -> bool {
+        let call = self.calls + 1;
+        let local_num = ctx.local_num() as usize;
+        if !(0..local_num).all(|l| self.arrival(l).load(SeqCst) >= call) {
+            return false;
+        }
+        if self.word(2).fetch_max(call, SeqCst) >= call {
+            return false;
+        }
+        let len = plan.len;
+        // SAFETY: the node's inputs were written before their ranks counted
+        // themselves in, which this rank saw, and are not written again
+        // before every rank of the job has finished this call.
+        let input = |l: usize| unsafe { self.mem.read::<T>(self.input_at(l), len) };
+        // SAFETY: only the claimant writes this node's partial slot of this
+        // parity; the reducers of the call two back have read it (every
+        // local rank has finished that call), and remote writes of the
+        // previous call's partial went out before that call ended.
+        let out = unsafe { self.mem.write::<T>(self.direct_at(parity, ctx.node()), len) };
+        with_slices(local_num, input, |inputs| reduce_slices(out, inputs, f));
+        self.word(3).store(call, SeqCst);
+        self.mem.table().ww.wake();
+        true
+    }
+
+    /// Node partials: once this node's partial is ready and every other
+    /// node's has arrived, the first local rank to claim the call reduces
+    /// them in node order into the shared result; every other rank waits
+    /// for that.
+    pub(super) fn reduce_partials<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        tag: u32,
+        f: &F,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let call = self.calls + 1;
+        let nodes = self.layout.nodes();
+        let me = ctx.node();
+        let done = self.word(1);
+        let ready = self.word(3);
+        let table = self.mem.table();
+        let ids = self.direct_id(parity, 0)..self.direct_id(parity, nodes);
+        let arrived = |q: usize| {
+            let v = table.values[self.direct_id(parity, q) as usize].load(SeqCst);
+            tag_reached(v, tag)
+        };
+        let all_in = ctx.engine.patience().wait(
+            table.ww,
+            deadline,
+            || {
+                if done.load(SeqCst) >= call {
+                    return Some(false);
+                }
+                ctx.engine
+                    .pump(self.segment, self.mem.object(), ids.clone());
+                let all =
+                    ready.load(SeqCst) >= call && (0..nodes).filter(|&q| q != me).all(arrived);
+                all.then_some(true)
+            },
+            || ctx.engine.faults(),
+        )?;
+        if !all_in {
+            return Ok(()); // done
+        }
+        let len = plan.len;
+        // SAFETY: every node's partial of this call is complete (ready, or
+        // its notification seen) and not written again before every rank
+        // of the job has finished this call.
+        let input = |q: usize| unsafe { self.mem.read::<T>(self.direct_at(parity, q), len) };
+        self.reduce_once(ctx, len, deadline, |out: &mut [T]| {
+            with_slices(nodes, input, |inputs| reduce_slices(out, inputs, f))
+        })
+    }
+
+    /// Wait until every rank of the node has put in its input of this call
+    /// and, with the direct exchange, every rank of the other nodes has
+    /// written its input here (its notification holds `tag`): one wait, so
+    /// a rank that has to wait at all yields for everything at once.
+    ///
+    /// Like every wait of a collective over all ranks, it fails as soon as
+    /// any rank has failed: a local rank that gave up on a call because a
+    /// remote one died would otherwise be waited for forever.
+    pub(super) fn await_inputs(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        tag: u32,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let call = self.calls + 1;
+        let local_num = ctx.local_num() as usize;
+        let node = ctx.node_ranks(ctx.node());
+        let ranks = self.layout.ranks;
+        let remote = plan.choice.inter == Inter::Direct && self.layout.nodes() > 1;
+        let ids = self.direct_id(parity, 0)..self.direct_id(parity, ranks);
+        let table = self.mem.table();
+        let arrived = |r: usize| {
+            let v = table.values[self.direct_id(parity, r) as usize].load(SeqCst);
+            tag_reached(v, tag)
+        };
+        ctx.engine.patience().wait(
+            table.ww,
+            deadline,
+            || {
+                let here = (0..local_num).all(|l| self.arrival(l).load(SeqCst) >= call);
+                let there = !remote || {
+                    ctx.engine
+                        .pump(self.segment, self.mem.object(), ids.clone());
+                    (0..ranks)
+                        .filter(|&r| !node.contains(&(r as Rank)))
+                        .all(arrived)
+                };
+                (here && there).then_some(())
+            },
+            || ctx.engine.faults(),
+        )
+    }
+
+    /// Reduce the node's inputs over `inst`'s elements into `out`, in
+    /// local-rank order.
+    pub(super) fn reduce_node<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        ctx: &Context,
+        inst: &Instance,
+        out: &mut [T],
+        f: &F,
+    ) {
+        let n = inst.elems.len();
+        if n == 0 {
+            return;
+        }
+        let skip = inst.elems.start * std::mem::size_of::<T>();
+        // SAFETY: the inputs were written before their ranks counted
+        // themselves in, and nobody writes them again until every rank of
+        // the node has finished the call (input slots alternate by parity
+        // for replicated calls; a split call ends with a node barrier).
+        let input = |l: usize| unsafe { self.mem.read::<T>(self.input_at(l) + skip, n) };
+        with_slices(ctx.local_num() as usize, input, |inputs| {
+            reduce_slices(out, inputs, f)
+        });
+    }
+}

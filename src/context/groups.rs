@@ -1,0 +1,249 @@
+//! A rank's groups (`gaspi_group_*` state): the member lists being built,
+//! commits in progress, committed groups with the state of their
+//! collectives, and what names the shared objects of commits and windows.
+
+use crate::engine::group::GroupShared;
+use crate::error::{Error, Result};
+use crate::types::{GroupId, Rank, SegmentId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A collective that was started on a group and has not completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pending {
+    Barrier {
+        generation: u32,
+    },
+    /// The node-aware barrier over all ranks.
+    NodeBarrier,
+    /// The transport's barrier of a group spanning hosts.
+    HostBarrier,
+    /// The transport's allreduce of a group spanning hosts.
+    HostAllreduce {
+        bytes: usize,
+    },
+    Allreduce {
+        generation: u32,
+        parity: usize,
+        bytes: usize,
+    },
+}
+
+/// Per-group state of the collectives, owned by one caller at a time.
+#[derive(Debug, Default)]
+pub(crate) struct CollState {
+    pub(crate) pending: Option<Pending>,
+    pub(crate) allreduce_calls: u64,
+}
+
+/// A committed group as this rank sees it.
+#[derive(Debug)]
+pub(crate) struct Committed {
+    pub(crate) id: GroupId,
+    pub(crate) members: Vec<Rank>,
+    /// This rank's position in `members`.
+    pub(crate) index: usize,
+    pub(crate) sync: GroupSync,
+    state: Mutex<CollState>,
+}
+
+/// Where a committed group's barrier and allreduce run.
+#[derive(Debug)]
+pub(crate) enum GroupSync {
+    /// Members on one host: an object in its shared memory.
+    Shared(Arc<GroupShared>),
+    /// Members on several hosts: the transport's twin of the same id,
+    /// which no shared memory needs.
+    Hosts(u8),
+}
+
+impl Committed {
+    pub(crate) fn new(id: GroupId, members: Vec<Rank>, index: usize, sync: GroupSync) -> Committed {
+        Committed {
+            id,
+            members,
+            index,
+            sync,
+            state: Mutex::new(CollState::default()),
+        }
+    }
+
+    /// The collective state, or `ActiveCollective` if another thread runs a
+    /// collective on this group now.
+    pub(crate) fn state(&self) -> Result<MutexGuard<'_, CollState>> {
+        match self.state.try_lock() {
+            Ok(g) => Ok(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                Err(Error::ActiveCollective { group: self.id })
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum GroupEntry {
+    /// Being defined with `group_add`.
+    Building(Vec<Rank>),
+    /// Commit started: waiting for the leader's object.
+    Opening {
+        members: Vec<Rank>,
+        epoch: u32,
+    },
+    /// Commit started: arrived at the commit barrier.
+    Committing {
+        members: Vec<Rank>,
+        shared: Arc<GroupShared>,
+        generation: u32,
+    },
+    /// Commit of a group spanning hosts started: members added to the
+    /// transport's twin, whose commit may need calling again.
+    HostsCommitting(Vec<Rank>),
+    Committed(Arc<Committed>),
+}
+
+impl GroupEntry {
+    pub(crate) fn members(&self) -> &[Rank] {
+        match self {
+            GroupEntry::Building(m)
+            | GroupEntry::Opening { members: m, .. }
+            | GroupEntry::Committing { members: m, .. }
+            | GroupEntry::HostsCommitting(m) => m,
+            GroupEntry::Committed(c) => &c.members,
+        }
+    }
+}
+
+/// The groups of a rank.
+#[derive(Debug)]
+pub(crate) struct Groups {
+    /// User groups `0..max` (0: all ranks), then the node group at `max`.
+    table: Mutex<Vec<Option<GroupEntry>>>,
+    /// Windows made per segment id and node member list: names the next.
+    windows: Mutex<HashMap<(SegmentId, Vec<Rank>), u64>>,
+    /// How often each member list was committed: names the next commit.
+    epochs: Mutex<HashMap<Vec<Rank>, u32>>,
+    /// A `segment_create` whose closing barrier timed out.
+    pending_create: Mutex<Option<(SegmentId, GroupId)>>,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Groups {
+    pub(crate) fn new(max: usize) -> Groups {
+        Groups {
+            table: Mutex::new((0..=max).map(|_| None).collect()),
+            windows: Mutex::new(HashMap::new()),
+            epochs: Mutex::new(HashMap::new()),
+            pending_create: Mutex::new(None),
+        }
+    }
+
+    /// How many windows of segment id `segment` this rank made with the
+    /// node members `node`.
+    pub(crate) fn window_count(&self, segment: SegmentId, node: &[Rank]) -> u64 {
+        lock(&self.windows)
+            .get(&(segment, node.to_vec()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Count one more such window.
+    pub(crate) fn count_window(&self, segment: SegmentId, node: &[Rank]) {
+        *lock(&self.windows)
+            .entry((segment, node.to_vec()))
+            .or_insert(0) += 1;
+    }
+
+    pub(crate) fn take_pending_create(&self, segment: SegmentId, group: GroupId) -> bool {
+        let mut p = lock(&self.pending_create);
+        if *p == Some((segment, group)) {
+            *p = None;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub(crate) fn set_pending_create(&self, segment: SegmentId, group: GroupId) {
+        *lock(&self.pending_create) = Some((segment, group));
+    }
+
+    /// At term: drop every group; a leader whose commit never completed
+    /// removes the object's name.
+    pub(crate) fn release_all(&self, rank: Rank) {
+        let mut t = lock(&self.table);
+        for e in t.iter_mut() {
+            if let Some(e) = e.take() {
+                release(rank, e);
+            }
+        }
+    }
+
+    /// Run `f` on the entry of `group` under the table lock.
+    pub(crate) fn slot<R>(
+        &self,
+        group: GroupId,
+        f: impl FnOnce(&mut Option<GroupEntry>) -> Result<R>,
+    ) -> Result<R> {
+        let mut t = lock(&self.table);
+        let slot = t
+            .get_mut(group.0 as usize)
+            .ok_or_else(|| Error::InvalidGroup { group })?;
+        f(slot)
+    }
+
+    /// Groups of the user (`0..max`) that exist.
+    pub(crate) fn user_count(&self, max: usize) -> usize {
+        lock(&self.table)[..max]
+            .iter()
+            .filter(|e| e.is_some())
+            .count()
+    }
+
+    /// The lowest free user group id `1..max`, taken as a group being
+    /// built (`make` runs first, and may refuse).
+    pub(crate) fn create(
+        &self,
+        max: usize,
+        make: impl FnOnce(u8) -> Result<()>,
+    ) -> Result<Option<u8>> {
+        let mut t = lock(&self.table);
+        let Some(free) = t[..max]
+            .iter()
+            .skip(1)
+            .position(|e| e.is_none())
+            .map(|p| p + 1)
+        else {
+            return Ok(None);
+        };
+        make(free as u8)?;
+        t[free] = Some(GroupEntry::Building(Vec::new()));
+        Ok(Some(free as u8))
+    }
+
+    /// The commit epoch of `members` to use now: how often this member list
+    /// was committed before (names the shared object of this commit).
+    pub(crate) fn next_epoch(&self, members: &[Rank]) -> u32 {
+        let mut epochs = lock(&self.epochs);
+        let e = epochs.entry(members.to_vec()).or_insert(0);
+        let epoch = *e;
+        *e += 1;
+        epoch
+    }
+}
+
+/// Drop the entry `e` of this rank (`rank`); a leader whose commit never
+/// completed removes the object's name.
+pub(crate) fn release(rank: Rank, e: GroupEntry) {
+    if let GroupEntry::Committing {
+        members, shared, ..
+    } = e
+    {
+        if members[0] == rank {
+            shared.unlink();
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! One-sided calls through GPI-2: transfers and their notifications,
+//! atomics, queue completion, flush and purge.
+
+use super::Gpi2;
+use super::codes::{DOORBELL, SCRATCH, check, corrupt_ranks, ms, queue_of, sid};
+use crate::engine::lock;
+use crate::engine::transport::{AtomicOp, Post, Transfer};
+use crate::error::{Error, Result};
+use crate::types::{QueueId, Rank, SegmentId, Timeout};
+use gpi2_sys as sys;
+
+impl Gpi2 {
+    /// Post the transfers `list` with `rank` (writes or reads), and the
+    /// notification `notify` after them.
+    pub(crate) fn post(
+        &self,
+        rank: Rank,
+        list: &[Transfer],
+        post: Post,
+        queue: QueueId,
+    ) -> Result<()> {
+        let q = queue_of(queue);
+        let t = sys::GASPI_BLOCK;
+        let mapped: Vec<Transfer>;
+        let list = if list.iter().any(|x| x.local.0 == 255 || x.remote.0 == 255) {
+            mapped = list
+                .iter()
+                .map(|x| Transfer {
+                    local: (sid(x.local.0), x.local.1),
+                    remote: (sid(x.remote.0), x.remote.1),
+                    size: x.size,
+                })
+                .collect();
+            &mapped[..]
+        } else {
+            list
+        };
+        let post = match post {
+            Post::Write(Some((seg, id, v))) => Post::Write(Some((sid(seg), id, v))),
+            Post::Read(Some((seg, id))) => Post::Read(Some((sid(seg), id))),
+            p => p,
+        };
+        let code = match (list, post) {
+            ([], Post::Write(Some((seg, id, v)))) => {
+                // SAFETY: plain call with checked arguments.
+                unsafe { sys::gaspi_notify(seg, rank, id, v, q, t) }
+            }
+            ([x], Post::Write(None)) => {
+                // SAFETY: both ranges checked against the segments.
+                unsafe {
+                    sys::gaspi_write(
+                        x.local.0, x.local.1, rank, x.remote.0, x.remote.1, x.size, q, t,
+                    )
+                }
+            }
+            ([x], Post::Write(Some((seg, id, v)))) if seg == x.remote.0 => {
+                // SAFETY: as above; the notification goes to x's segment.
+                unsafe {
+                    sys::gaspi_write_notify(
+                        x.local.0, x.local.1, rank, x.remote.0, x.remote.1, x.size, id, v, q, t,
+                    )
+                }
+            }
+            ([x], Post::Read(None)) => {
+                // SAFETY: both ranges checked against the segments.
+                unsafe {
+                    sys::gaspi_read(
+                        x.local.0, x.local.1, rank, x.remote.0, x.remote.1, x.size, q, t,
+                    )
+                }
+            }
+            ([x], Post::Read(Some((seg, id)))) if seg == x.local.0 => {
+                // SAFETY: as above; the notification is set in x's local segment.
+                unsafe {
+                    sys::gaspi_read_notify(
+                        x.local.0, x.local.1, rank, x.remote.0, x.remote.1, x.size, id, q, t,
+                    )
+                }
+            }
+            (many, post) => {
+                let n = many.len() as u32;
+                let mut ls: Vec<_> = many.iter().map(|x| x.local.0).collect();
+                let mut lo: Vec<_> = many.iter().map(|x| x.local.1).collect();
+                let mut rs: Vec<_> = many.iter().map(|x| x.remote.0).collect();
+                let mut ro: Vec<_> = many.iter().map(|x| x.remote.1).collect();
+                let mut sz: Vec<_> = many.iter().map(|x| x.size).collect();
+                let (ls, lo, rs, ro, sz) = (
+                    ls.as_mut_ptr(),
+                    lo.as_mut_ptr(),
+                    rs.as_mut_ptr(),
+                    ro.as_mut_ptr(),
+                    sz.as_mut_ptr(),
+                );
+                // SAFETY (each arm): five arrays of `n` elements, alive for
+                // the call (GPI-2 copies them into its queue entries).
+                unsafe {
+                    match post {
+                        Post::Write(None) => {
+                            sys::gaspi_write_list(n, ls, lo, rank, rs, ro, sz, q, t)
+                        }
+                        Post::Write(Some((seg, id, v))) => sys::gaspi_write_list_notify(
+                            n, ls, lo, rank, rs, ro, sz, seg, id, v, q, t,
+                        ),
+                        Post::Read(None) => sys::gaspi_read_list(n, ls, lo, rank, rs, ro, sz, q, t),
+                        Post::Read(Some((seg, id))) => {
+                            sys::gaspi_read_list_notify(n, ls, lo, rank, rs, ro, sz, seg, id, q, t)
+                        }
+                    }
+                }
+            }
+        };
+        check("gaspi_write/read", code, Some(rank)).map_err(|e| match e {
+            Error::QueueFull { .. } => Error::QueueFull {
+                queue,
+                posted: self.queue_size(queue),
+                max: self.queue_size_max(),
+            },
+            e => e,
+        })?;
+        if let Post::Write(_) = post {
+            lock(&self.unflushed)[q as usize].insert(rank);
+        }
+        Ok(())
+    }
+
+    fn queue_size(&self, queue: QueueId) -> u32 {
+        let mut n = 0;
+        // SAFETY: out pointer to a local.
+        unsafe { sys::gaspi_queue_size(queue_of(queue), &mut n) };
+        n
+    }
+
+    fn queue_size_max(&self) -> u32 {
+        let mut n = 0;
+        // SAFETY: out pointer to a local.
+        unsafe { sys::gaspi_queue_size_max(&mut n) };
+        n
+    }
+
+    /// Wake the waiters of `rank`'s node on window `segment` (after an
+    /// atomic on it): the doorbell notification, relayed as a wake-up.
+    pub(crate) fn ring(&self, rank: Rank, segment: SegmentId, queue: QueueId) -> Result<()> {
+        self.post(rank, &[], Post::Write(Some((segment, DOORBELL, 1))), queue)?;
+        // Nobody else waits for these requests.
+        self.wait(queue, Timeout::Block)
+    }
+
+    /// A GPI-2 atomic on the word at `offset` of `rank`'s `segment`.
+    pub(crate) fn atomic(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        offset: usize,
+        op: AtomicOp,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        let mut old = 0u64;
+        let off = offset as u64;
+        // SAFETY (both arms): out pointer to a local; offset checked.
+        let code = unsafe {
+            match op {
+                AtomicOp::FetchAdd(v) => {
+                    sys::gaspi_atomic_fetch_add(sid(segment), off, rank, v, &mut old, ms(timeout))
+                }
+                AtomicOp::CompareSwap { old: c, new } => sys::gaspi_atomic_compare_swap(
+                    sid(segment),
+                    off,
+                    rank,
+                    c,
+                    new,
+                    &mut old,
+                    ms(timeout),
+                ),
+            }
+        };
+        check("gaspi_atomic", code, Some(rank))?;
+        Ok(old)
+    }
+
+    /// Remote completion: wait for `queue`, then make every write posted
+    /// to it since the last flush visible at its target. `gaspi_wait` only
+    /// promises local completion (GPI-2's TCP device completes a write once
+    /// it is in the socket), so a rank that learns of the write through
+    /// another path (a lock handed over, a third rank) could read the old
+    /// data. A one-byte read from each target written to, on the same
+    /// queue, completes only after the writes before it: GPI-2 sends every
+    /// request to a rank over one connection that the target serves in
+    /// order (TCP), or one queue pair that executes in order (InfiniBand:
+    /// a read does not pass earlier writes on its queue pair).
+    /// `remote` is (segment, offset) of a byte that every rank has
+    /// registered with every other.
+    pub(crate) fn flush(
+        &self,
+        queue: QueueId,
+        remote: (SegmentId, u64),
+        timeout: Timeout,
+    ) -> Result<()> {
+        let q = queue_of(queue) as usize;
+        self.wait(queue, timeout)?;
+        let ranks = std::mem::take(&mut lock(&self.unflushed)[q]);
+        let read = Transfer {
+            local: (SCRATCH, 0),
+            remote,
+            size: 1,
+        };
+        let done = || {
+            for &r in &ranks {
+                loop {
+                    match self.post(r, &[read], Post::Read(None), queue) {
+                        Err(Error::QueueFull { .. }) => self.wait(queue, timeout)?,
+                        res => break res?,
+                    }
+                }
+            }
+            self.wait(queue, timeout)
+        };
+        done().inspect_err(|_| lock(&self.unflushed)[q].extend(&ranks))
+    }
+
+    /// Wait until the requests posted on `queue` have completed locally
+    /// (`gaspi_wait`).
+    /// A request that failed (its target died) ends the wait with
+    /// [`Error::RankFailed`] naming a rank GPI-2's state vector marks
+    /// corrupt; GPI-2 has taken that request off the queue, so waiting
+    /// again waits for the others.
+    pub(crate) fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        // SAFETY: plain call.
+        let code = unsafe { sys::gaspi_wait(queue_of(queue), ms(timeout)) };
+        match self.corrupt_ranks().first() {
+            Some(&rank) if code == sys::GASPI_ERROR => Err(Error::RankFailed { rank }),
+            _ => check("gaspi_wait", code, None),
+        }
+    }
+
+    /// Discard the requests of `queue` (`gaspi_queue_purge`).
+    pub(crate) fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        // SAFETY: plain call.
+        let code = unsafe { sys::gaspi_queue_purge(queue_of(queue), ms(timeout)) };
+        check("gaspi_queue_purge", code, None)
+    }
+
+    /// Ranks GPI-2's state vector marks corrupt (a request to them failed).
+    pub(crate) fn corrupt_ranks(&self) -> Vec<Rank> {
+        corrupt_ranks()
+    }
+}

@@ -1,0 +1,287 @@
+//! Groups spanning hosts live in GPI-2: a twin of each of our groups (same
+//! id), its commit, barrier, and an allreduce that keeps member order.
+
+use super::Gpi2;
+use super::codes::{check, ms};
+use crate::engine::lock;
+use crate::engine::transport::Combine;
+use crate::error::{Error, Result};
+use crate::types::{Rank, Timeout};
+use gpi2_sys as sys;
+use std::collections::BTreeMap;
+
+/// What GPI-2's group of one of our ids holds.
+///
+/// GPI-2 cannot tell two incarnations of a group apart: re-creating a group
+/// resets its collective counters and buffers, and `gaspi_group_commit`
+/// checks only the size and the xor of the member list. A member still
+/// finishing the last collective of the old incarnation then takes the
+/// first one of the new incarnation for it (its sync byte has the same
+/// value at the same place), and a member committing early fetches the
+/// buffer address of a peer's old incarnation, which that peer frees
+/// later. So a group committed across hosts is never deleted while it may
+/// serve again: our delete keeps it, and committing the same member list
+/// under the same id again reuses it; its counters go on, every member's
+/// buffers stay where they were, and the commit only refreshes the
+/// addresses. A group is deleted in GPI-2 only when its id is committed
+/// with another member list (GPI-2's check then keeps the incarnations
+/// apart: members wait until every peer has the new list) or when it is
+/// in an unknown state (members added but never committed, a collective
+/// that timed out and was abandoned).
+#[derive(Debug)]
+pub(super) struct Twin {
+    /// Members added to it, ascending; empty: none yet.
+    members: Vec<Rank>,
+    /// Whether it may be kept at our delete and serve a later commit: no
+    /// members yet, or committed with no collective left unfinished.
+    reusable: bool,
+}
+
+impl Twin {
+    pub(super) fn empty() -> Twin {
+        Twin {
+            members: Vec::new(),
+            reusable: true,
+        }
+    }
+}
+
+impl Gpi2 {
+    /// Make sure GPI-2 has a twin of our new group `id` (groups spanning
+    /// hosts live in GPI-2): one kept from an earlier group of this id, or
+    /// a new one. GPI-2 and we both hand out the lowest free id and kept
+    /// twins sit on ids free on our side, so the ids stay equal; a
+    /// mismatch is an error, never a silent mix-up.
+    pub(crate) fn group_create(&self, id: u8) -> Result<()> {
+        let mut twins = lock(&self.twins);
+        if twins.contains_key(&id) {
+            return Ok(());
+        }
+        Self::twin_create(id)?;
+        twins.insert(id, Twin::empty());
+        Ok(())
+    }
+
+    /// `gaspi_group_create`, checked to give `id`.
+    fn twin_create(id: u8) -> Result<()> {
+        let mut g: sys::gaspi_group_t = 0;
+        // SAFETY: out pointer to a local.
+        check(
+            "gaspi_group_create",
+            unsafe { sys::gaspi_group_create(&mut g) },
+            None,
+        )?;
+        if g != id {
+            // SAFETY: plain call on the group GPI-2 just created.
+            unsafe { sys::gaspi_group_delete(g) };
+            return Err(Error::Engine {
+                call: "gaspi_group_create",
+                code: sys::GASPI_ERR_INV_GROUP,
+                name: "GPI-2 gave the group another id than ours",
+            });
+        }
+        Ok(())
+    }
+
+    /// `gaspi_group_delete`.
+    fn twin_delete(id: u8) {
+        // SAFETY: plain call; an unknown group gives an error.
+        let _ = unsafe { sys::gaspi_group_delete(id) };
+    }
+
+    /// Our group `id` was deleted: keep its twin if it may serve again
+    /// (see [`Twin`]), else delete it in GPI-2.
+    pub(crate) fn group_delete(&self, id: u8) {
+        let mut twins = lock(&self.twins);
+        if twins.get(&id).is_some_and(|t| !t.reusable) {
+            twins.remove(&id);
+            Self::twin_delete(id);
+        }
+    }
+
+    /// Prepare GPI-2's twin of group `id` for a commit with `members`: a
+    /// twin committed with these members before is reused as it is, an
+    /// empty one gets them added, any other is replaced. If adding fails,
+    /// the twin is left empty, so a retry adds every member again.
+    pub(crate) fn group_prepare(&self, id: u8, members: &[Rank]) -> Result<()> {
+        let mut twins = lock(&self.twins);
+        let twin = twins.get(&id).ok_or(Error::Engine {
+            call: "gaspi_group_add",
+            code: sys::GASPI_ERR_INV_GROUP,
+            name: "GPI-2 has no twin of this group",
+        })?;
+        if twin.reusable && twin.members == members {
+            return Ok(());
+        }
+        if !twin.members.is_empty() {
+            Self::twin_renew(&mut twins, id)?;
+        }
+        let added = members.iter().try_for_each(|&m| {
+            // SAFETY: plain call.
+            check(
+                "gaspi_group_add",
+                unsafe { sys::gaspi_group_add(id, m) },
+                Some(m),
+            )
+        });
+        if let Err(e) = added {
+            Self::twin_renew(&mut twins, id)?;
+            return Err(e);
+        }
+        twins.insert(
+            id,
+            Twin {
+                members: members.to_vec(),
+                reusable: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// Replace the twin of `id` by a new, empty one.
+    fn twin_renew(twins: &mut BTreeMap<u8, Twin>, id: u8) -> Result<()> {
+        twins.remove(&id);
+        Self::twin_delete(id);
+        Self::twin_create(id)?;
+        twins.insert(id, Twin::empty());
+        Ok(())
+    }
+
+    /// Commit GPI-2's group `id` (`gaspi_group_commit`: call again after
+    /// a timeout). Committing a reused twin again fetches every peer's
+    /// buffer address afresh and changes nothing else.
+    pub(crate) fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
+        // SAFETY: plain call.
+        check(
+            "gaspi_group_commit",
+            unsafe { sys::gaspi_group_commit(id, ms(timeout)) },
+            None,
+        )?;
+        self.twin_settled(id, true);
+        Ok(())
+    }
+
+    /// Record whether the twin of `id` is between collectives.
+    fn twin_settled(&self, id: u8, settled: bool) {
+        if let Some(t) = lock(&self.twins).get_mut(&id) {
+            t.reusable = settled;
+        }
+    }
+
+    /// GPI-2's barrier over group `id` (call again after a timeout).
+    pub(crate) fn barrier(&self, id: u8, timeout: Timeout) -> Result<()> {
+        self.twin_settled(id, false);
+        // SAFETY: plain call.
+        check(
+            "gaspi_barrier",
+            unsafe { sys::gaspi_barrier(id, ms(timeout)) },
+            None,
+        )?;
+        self.twin_settled(id, true);
+        Ok(())
+    }
+
+    /// Allreduce over GPI-2's group `id` that combines contributions in
+    /// member order, so that every member gets the same bits and `combine`
+    /// need not be commutative: `combine(lower, upper, out)` reduces two
+    /// partial results of adjacent member ranges.
+    ///
+    /// GPI-2's `gaspi_allreduce_user` is recursive doubling (after pairing
+    /// ranks `2i, 2i + 1` when the group size is not a power of two): each
+    /// step combines two partial results of adjacent, aligned ranges of
+    /// members, but passes them as (own, received), whichever is lower.
+    /// Each contribution therefore travels as one element, a header word
+    /// with the first member index it covers, then the data: the callback
+    /// puts the lower range first. `index` is this rank's position in the
+    /// group. `send` and `recv` have the same length, at most
+    /// [`Gpi2::allreduce_bytes`].
+    pub(crate) fn allreduce_ordered(
+        &self,
+        id: u8,
+        index: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        combine: &mut Combine<'_>,
+        timeout: Timeout,
+    ) -> Result<()> {
+        const HEADER: usize = 8;
+        let len = send.len();
+        let mut mine = vec![0u8; HEADER + len];
+        mine[..HEADER].copy_from_slice(&(index as u64).to_ne_bytes());
+        mine[HEADER..].copy_from_slice(send);
+        let mut out = vec![0u8; HEADER + len];
+        self.twin_settled(id, false);
+        struct Reduction<'a> {
+            combine: &'a mut Combine<'a>,
+            len: usize,
+            panic: Option<Box<dyn std::any::Any + Send>>,
+        }
+        unsafe extern "C" fn op(
+            one: sys::gaspi_pointer_t,
+            two: sys::gaspi_pointer_t,
+            res: sys::gaspi_pointer_t,
+            state: sys::gaspi_reduce_state_t,
+            _num: sys::gaspi_number_t,
+            _size: sys::gaspi_size_t,
+            _timeout: sys::gaspi_timeout_t,
+        ) -> sys::gaspi_return_t {
+            // SAFETY: `state` is the `Reduction` passed to gaspi_allreduce_user
+            // below, alive and not otherwise borrowed during the call; GPI-2
+            // passes three distinct buffers of one element (HEADER + len
+            // bytes) each.
+            let (st, one, two, res) = unsafe {
+                let st = &mut *(state as *mut Reduction<'_>);
+                let n = HEADER + st.len;
+                (
+                    st,
+                    std::slice::from_raw_parts(one as *const u8, n),
+                    std::slice::from_raw_parts(two as *const u8, n),
+                    std::slice::from_raw_parts_mut(res as *mut u8, n),
+                )
+            };
+            let first = |b: &[u8]| u64::from_ne_bytes(b[..HEADER].try_into().expect("8 bytes"));
+            let (lo, hi) = if first(one) <= first(two) {
+                (one, two)
+            } else {
+                (two, one)
+            };
+            res[..HEADER].copy_from_slice(&lo[..HEADER]);
+            let (lo, hi, out) = (&lo[HEADER..], &hi[HEADER..], &mut res[HEADER..]);
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                (st.combine)(lo, hi, out)
+            })) {
+                Ok(()) => sys::GASPI_SUCCESS,
+                Err(p) => {
+                    st.panic = Some(p);
+                    sys::GASPI_ERROR
+                }
+            }
+        }
+        let mut state = Reduction {
+            combine,
+            len,
+            panic: None,
+        };
+        // SAFETY: one element of HEADER + len bytes in `mine` and `out`,
+        // which outlive the call; `state` is what `op` expects.
+        let code = unsafe {
+            sys::gaspi_allreduce_user(
+                mine.as_mut_ptr().cast(),
+                out.as_mut_ptr().cast(),
+                1,
+                (HEADER + len) as u64,
+                Some(op),
+                (&mut state as *mut Reduction<'_>).cast(),
+                id,
+                ms(timeout),
+            )
+        };
+        if let Some(p) = state.panic.take() {
+            std::panic::resume_unwind(p);
+        }
+        check("gaspi_allreduce_user", code, None)?;
+        self.twin_settled(id, true);
+        recv.copy_from_slice(&out[HEADER..]);
+        Ok(())
+    }
+}

@@ -1,0 +1,309 @@
+//! The GPI-2 transport (feature `gpi2`): operations whose target is on
+//! another node go through GPI-2; everything inside a node stays on
+//! the engine's shared memory (the load/store path of DART-MPI: Zhou, Idrees,
+//! Gracia, Euro-Par 2015).
+//!
+//! # Segments
+//! Every segment and every node-shared window of this rank is also bound
+//! as the GPI-2 segment of the same id (`gaspi_segment_bind` on the same
+//! memory), and registered (`gaspi_segment_register`) with the ranks of
+//! other nodes it is registered with. A window is bound by every rank of
+//! its node, on the one shared mapping: a remote write addressed to any of
+//! them lands once, in the node's memory.
+//!
+//! # Notifications across nodes (shared notifications)
+//! GPI-2 keeps each rank's notification table in that process's private
+//! memory, so a `gaspi_write_notify` from another node sets a value that
+//! only its target process can see. The engine moves such values into the
+//! table our waiters watch (the node-shared one for a window) — it *relays*
+//! them:
+//!
+//! 1. the sender posts `gaspi_write_notify(data, id, value)` on one queue:
+//!    GPI-2 guarantees that the notification becomes visible at the target
+//!    only after the data (the one ordering GASPI promises; a second write
+//!    on the same queue would not be ordered after the first);
+//! 2. in the target process, whoever relays — the rank itself while it
+//!    waits (it pumps the ids it waits for), or its relay thread for
+//!    windows (every id, so that the other ranks of the node see
+//!    notifications addressed to a rank that is not waiting) — takes the
+//!    value with `gaspi_notify_reset` (an atomic swap in GPI-2) and only
+//!    then posts it into our table with a `SeqCst` store, which wakes the
+//!    node's waiters;
+//! 3. a waiter that reads our table (`SeqCst`) therefore happens-after the
+//!    relay's reset, which happens-after GPI-2 wrote the notification,
+//!    which is after the data: it sees the data.
+//!
+//! Nothing here needs GPI-2 features beyond its main branch. Relaying
+//! keeps GASPI's semantics with one difference: two notifications with the
+//! same id that arrive before a relay count once in a window's
+//! `posted` counter (the value is overwritten either way, as in GASPI).
+//!
+//! # Atomics across nodes
+//! GPI-2's atomics are atomic only with respect to each other, applied by
+//! the target's device: its TCP device thread does a plain read, compare
+//! and store, and an InfiniBand adapter's atomics do not exclude the CPU's.
+//! So once a job has several nodes, every atomic goes through GPI-2, on
+//! this node too: a CPU atomic by a rank of the target's node could lose
+//! a GPI-2 atomic's update, or the reverse. (Loads stay plain: the device
+//! stores whole words.) A word must be addressed through the same rank by
+//! everyone (its owner, for the adapters' protocol words; the rank named
+//! in the call for the user's), which the TCP device needs to serialise
+//! them. The waiters of the target's node are woken by the requester
+//! itself on its node, or by a notification on the reserved id
+//! [`DOORBELL`], which the relay turns into a wake-up.
+//!
+//! # Passive messages across hosts
+//! Pulled by the receiver's relay thread from the sender's outbox, with
+//! notifications past the relayed ids (see `gpi2/passive.rs`).
+//!
+//! # Remote completion
+//! `gaspi_wait` completes writes locally (GPI-2's TCP device: once in the
+//! socket). `flush` adds remote completion for MPI's flush and
+//! unlock: a one-byte read from every rank written to, on the same queue.
+//!
+//! # Launching
+//! GPI-2 reads `GASPI_RANK`, `GASPI_NRANKS`, `GASPI_SOCKET` (the rank on
+//! its host) and `GASPI_MFILE` (the machine file); its own `gaspi_run`
+//! sets them (ssh, Slurm), and so does our `gaspi-run --engine gpi2` on one
+//! machine, without ssh. `GASPI_GPI2_PORT` moves GPI-2's ports (so that several
+//! jobs can share a machine).
+//!
+//! # Files
+//! [`start`] (starting GPI-2, joining the job it describes), `codes` (ids,
+//! timeouts, errors), `segments`, `calls` (one-sided calls, completion),
+//! `notify` (relaying notifications), `relay` (the thread), `groups`,
+//! `passive`, `watch` (failures across hosts).
+
+mod calls;
+mod codes;
+mod groups;
+mod notify;
+mod passive;
+mod relay;
+mod segments;
+pub(crate) mod start;
+mod watch;
+
+use crate::config::Engine;
+use crate::engine::inbox::Inbox;
+use crate::engine::job::JobBlock;
+use crate::engine::lock;
+use crate::engine::segment::{SegmentObject, Span};
+use crate::engine::transport::{AtomicOp, Combine, Post, Transfer, Transport};
+use crate::error::Result;
+use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
+use codes::{QUEUES, states};
+use gpi2_sys as sys;
+use groups::Twin;
+use relay::Shared;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// How long a leaving rank waits for the others at its last barrier.
+const TERM_BARRIER_MS: u64 = 30_000;
+
+/// Where this process stands in the GPI-2 job.
+#[derive(Clone, Copy, Debug)]
+struct Placement {
+    rank: Rank,
+    nranks: usize,
+    /// Ranks GPI-2 places on this host (by machine-file host name).
+    local_num: usize,
+    /// This rank's position among them.
+    local_rank: usize,
+}
+
+/// This rank's GPI-2 side.
+pub(crate) struct Gpi2 {
+    placement: Placement,
+    shared: Arc<Shared>,
+    relay: Mutex<Option<JoinHandle<()>>>,
+    terminated: AtomicBool,
+    /// Per GPI-2 queue, the ranks written to since its last
+    /// `flush`.
+    unflushed: Mutex<Vec<BTreeSet<Rank>>>,
+    /// GPI-2 segment ids whose table of remote descriptions exists in this
+    /// process (see `remote_size`); taken by binds too.
+    described: Mutex<[u64; 4]>,
+    /// The scratch page (also what `describe` binds for a moment).
+    page: usize,
+    /// GPI-2's groups twinning ours, by id (see `group_prepare`).
+    twins: Mutex<BTreeMap<u8, Twin>>,
+    /// Passive messages to other hosts.
+    outbox: Mutex<passive::Outbox>,
+    /// Largest passive message.
+    passive_cap: usize,
+}
+
+impl std::fmt::Debug for Gpi2 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpi2")
+            .field("placement", &self.placement)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gpi2 {
+    /// Leave GPI-2: drain the queues (briefly), wait at a barrier of
+    /// every rank (up to [`TERM_BARRIER_MS`]; skipped when a rank is known
+    /// dead: `peers_failed`, or GPI-2's state vector), stop the relay, then
+    /// `gaspi_proc_term`. After a failure of this rank only the relay is
+    /// stopped.
+    ///
+    /// The barrier keeps a rank that finished from tearing down its
+    /// connections while its last writes are on their way (GPI-2's wait is
+    /// local completion: a closed socket may drop them) or while its relay
+    /// is still needed by the other ranks of its node.
+    pub(super) fn leave(&self, failed: bool, peers_failed: bool) {
+        if self.terminated.swap(true, SeqCst) {
+            return;
+        }
+        self.shared.leaving.store(true, SeqCst);
+        if !failed {
+            for q in 0..QUEUES {
+                // SAFETY: plain call.
+                let _ = unsafe { sys::gaspi_wait(q as u8, 2_000) };
+            }
+            // Not with a dead rank: the barrier could only time out.
+            if !peers_failed && !states().contains(&sys::GASPI_STATE_CORRUPT) {
+                // SAFETY: plain call. A timeout (a rank that stays much
+                // longer) only ends the wait.
+                let _ = unsafe { sys::gaspi_barrier(sys::GASPI_GROUP_ALL, TERM_BARRIER_MS) };
+            }
+        }
+        self.shared.stop.store(true, SeqCst);
+        if let Some(h) = lock(&self.relay).take() {
+            let _ = h.join();
+        }
+        lock(&self.shared.bound).clear();
+        if failed {
+            return;
+        }
+        // SAFETY: plain call; nothing of ours uses GPI-2 after it.
+        let _ = unsafe { sys::gaspi_proc_term(10_000) };
+    }
+}
+
+impl Transport for Gpi2 {
+    fn kind(&self) -> Engine {
+        Engine::Gpi2
+    }
+
+    fn counts_each_notification(&self) -> bool {
+        // The relay moves notifications into the node's table after the
+        // fact: two with the same id between two moves count once.
+        false
+    }
+
+    fn bind(&self, segment: SegmentId, obj: &Arc<SegmentObject>, window: bool) -> Result<()> {
+        Gpi2::bind(self, segment, obj, window)
+    }
+
+    fn unbind(&self, segment: SegmentId) {
+        Gpi2::unbind(self, segment)
+    }
+
+    fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
+        Gpi2::register(self, segment, rank, timeout)
+    }
+
+    fn remote_size(&self, rank: Rank, segment: SegmentId) -> Option<usize> {
+        Gpi2::remote_size(self, rank, segment)
+    }
+
+    fn post(&self, rank: Rank, list: &[Transfer], post: Post, queue: QueueId) -> Result<()> {
+        Gpi2::post(self, rank, list, post, queue)
+    }
+
+    fn ring(&self, rank: Rank, segment: SegmentId, queue: QueueId) -> Result<()> {
+        Gpi2::ring(self, rank, segment, queue)
+    }
+
+    fn atomic(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        offset: usize,
+        op: AtomicOp,
+        timeout: Timeout,
+    ) -> Result<u64> {
+        Gpi2::atomic(self, rank, segment, offset, op, timeout)
+    }
+
+    fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        Gpi2::wait(self, queue, timeout)
+    }
+
+    fn flush(&self, queue: QueueId, remote: (SegmentId, u64), timeout: Timeout) -> Result<()> {
+        Gpi2::flush(self, queue, remote, timeout)
+    }
+
+    fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        Gpi2::purge(self, queue, timeout)
+    }
+
+    fn pump(&self, segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>) {
+        notify::pump(segment, obj, ids);
+    }
+
+    fn corrupt_ranks(&self) -> Vec<Rank> {
+        codes::corrupt_ranks()
+    }
+
+    fn passive_send(
+        &self,
+        rank: Rank,
+        msg: Span<'_>,
+        deadline: Deadline,
+        alive: &dyn Fn(Rank) -> Result<()>,
+    ) -> Result<()> {
+        Gpi2::passive_send(self, rank, msg, deadline, alive)
+    }
+
+    fn passive_pump(&self) -> bool {
+        Gpi2::passive_pump(self)
+    }
+
+    fn relay_enable(&self, inbox: Inbox, block: JobBlock, host: Range<usize>, probe: bool) {
+        Gpi2::relay_enable(self, inbox, block, host, probe)
+    }
+
+    fn group_create(&self, id: u8) -> Result<()> {
+        Gpi2::group_create(self, id)
+    }
+
+    fn group_delete(&self, id: u8) {
+        Gpi2::group_delete(self, id)
+    }
+
+    fn group_prepare(&self, id: u8, members: &[Rank]) -> Result<()> {
+        Gpi2::group_prepare(self, id, members)
+    }
+
+    fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
+        Gpi2::group_commit(self, id, timeout)
+    }
+
+    fn barrier(&self, id: u8, timeout: Timeout) -> Result<()> {
+        Gpi2::barrier(self, id, timeout)
+    }
+
+    fn allreduce_ordered(
+        &self,
+        id: u8,
+        index: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        combine: &mut Combine<'_>,
+        timeout: Timeout,
+    ) -> Result<()> {
+        Gpi2::allreduce_ordered(self, id, index, send, recv, combine, timeout)
+    }
+
+    fn term(&self, failed: bool, peers_failed: bool) {
+        self.leave(failed, peers_failed)
+    }
+}

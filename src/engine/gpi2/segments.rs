@@ -1,0 +1,89 @@
+//! Our segments and windows as GPI-2 segments: binding, registration,
+//! and the sizes of other ranks' segments.
+
+use super::Gpi2;
+use super::codes::{check, ms, sid};
+use super::relay::Bound;
+use crate::engine::lock;
+use crate::engine::segment::SegmentObject;
+use crate::error::Result;
+use crate::types::{Rank, SegmentId, Timeout};
+use gpi2_sys as sys;
+use std::sync::Arc;
+
+impl Gpi2 {
+    /// Bind `obj`, this rank's segment or its node's window `segment`, as
+    /// GPI-2 segment `segment`; a window's table is relayed.
+    pub(crate) fn bind(
+        &self,
+        segment: SegmentId,
+        obj: &Arc<SegmentObject>,
+        window: bool,
+    ) -> Result<()> {
+        // GPI-2 refuses empty segments; one byte past an empty one is never
+        // accessed (every range is checked against our size first).
+        let size = obj.size().max(1) as u64;
+        let mut described = lock(&self.described);
+        // SAFETY: the memory is the object's mapping, which stays mapped
+        // until `unbind` (called before the object is dropped).
+        let code = unsafe { sys::gaspi_segment_bind(sid(segment), obj.data().cast(), size, 0) };
+        check("gaspi_segment_bind", code, None)?;
+        let id = sid(segment);
+        described[id as usize / 64] |= 1 << (id % 64);
+        drop(described);
+        lock(&self.shared.bound).push(Bound {
+            segment,
+            obj: obj.clone(),
+            window,
+        });
+        Ok(())
+    }
+
+    /// Undo [`Gpi2::bind`].
+    pub(crate) fn unbind(&self, segment: SegmentId) {
+        lock(&self.shared.bound).retain(|r| r.segment != segment);
+        // SAFETY: plain call; a segment that is not bound gives an error.
+        let _ = unsafe { sys::gaspi_segment_delete(sid(segment)) };
+    }
+
+    /// Let `rank` (on another node) access segment `segment`.
+    pub(crate) fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
+        // SAFETY: plain call.
+        let code = unsafe { sys::gaspi_segment_register(sid(segment), rank, ms(timeout)) };
+        check("gaspi_segment_register", code, Some(rank))
+    }
+
+    /// Size of segment `segment` of `rank` as GPI-2 knows it (registered
+    /// with this rank), or `None`.
+    pub(crate) fn remote_size(&self, rank: Rank, segment: SegmentId) -> Option<usize> {
+        self.describe(segment).ok()?;
+        let mut size: sys::gaspi_size_t = 0;
+        // SAFETY: out pointer to a local.
+        let code = unsafe { sys::gaspi_segment_size(sid(segment), rank, &mut size) };
+        (code == sys::GASPI_SUCCESS && size > 0).then_some(size as usize)
+    }
+
+    /// Make sure GPI-2 has its table of remote descriptions of `segment`:
+    /// GPI-2 creates it when the process binds the id or a peer registers
+    /// one with it, and its production library reads the table without a
+    /// check (`gaspi_segment_size` of an id nobody registered crashes).
+    /// Binding the scratch page under the id for a moment creates it; the
+    /// table stays after the delete. Nothing is sent to other ranks.
+    fn describe(&self, segment: SegmentId) -> Result<()> {
+        let id = sid(segment);
+        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        let mut described = lock(&self.described);
+        if described[word] & bit != 0 {
+            return Ok(());
+        }
+        // SAFETY: the scratch page is leaked, so valid for any binding;
+        // the id is not bound here (binds mark it described, under this
+        // lock), and it is deleted again at once.
+        let code = unsafe { sys::gaspi_segment_bind(id, self.page as *mut _, 1, 0) };
+        check("gaspi_segment_bind", code, None)?;
+        // SAFETY: the segment just bound.
+        unsafe { sys::gaspi_segment_delete(id) };
+        described[word] |= bit;
+        Ok(())
+    }
+}

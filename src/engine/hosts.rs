@@ -1,0 +1,134 @@
+//! Groups that span hosts: no shared memory reaches all their members, so
+//! they live in the transport (a twin of the same id there), and their
+//! commit, barrier and allreduce are the transport's.
+//!
+//! A transport's collectives may spin while they wait (GPI-2's do), which
+//! no other rank of a core can afford, and know nothing of the failures
+//! this host's control block records. So they run in slices ([`Native::
+//! sliced`]), with the members' health checked between slices.
+
+use super::Native;
+use super::transport::Combine;
+use crate::error::{Error, Result};
+use crate::types::{Deadline, Rank, Timeout};
+use std::time::{Duration, Instant};
+
+impl Native {
+    /// A twin for our new group `id`, if the job spans hosts.
+    pub(crate) fn host_group_create(&self, id: u8) -> Result<()> {
+        match self.across_hosts() {
+            Some(t) => t.group_create(id),
+            None => Ok(()),
+        }
+    }
+
+    /// Our group `id` was deleted.
+    pub(crate) fn host_group_delete(&self, id: u8) {
+        if let Some(t) = self.across_hosts() {
+            t.group_delete(id);
+        }
+    }
+
+    /// Prepare the twin of `id` for a commit with `members` (which span
+    /// hosts, [`Native::spans_hosts`]).
+    pub(crate) fn host_group_prepare(&self, id: u8, members: &[Rank]) -> Result<()> {
+        self.hosts()?.group_prepare(id, members)
+    }
+
+    /// Commit the twin of `id` with `members` until `deadline`.
+    pub(crate) fn host_group_commit(
+        &self,
+        id: u8,
+        members: &[Rank],
+        deadline: Deadline,
+    ) -> Result<()> {
+        let t = self.hosts()?;
+        self.sliced(members, deadline, false, |s| t.group_commit(id, s))
+    }
+
+    /// Barrier over the twin of `id` (members `members`) until `deadline`.
+    pub(crate) fn host_barrier(&self, id: u8, members: &[Rank], deadline: Deadline) -> Result<()> {
+        let t = self.hosts()?;
+        self.sliced(members, deadline, true, |s| t.barrier(id, s))
+    }
+
+    /// Allreduce in member order over the twin of `id` (members `members`,
+    /// this rank at `index`) until `deadline`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn host_allreduce(
+        &self,
+        id: u8,
+        members: &[Rank],
+        index: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        combine: &mut Combine<'_>,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let t = self.hosts()?;
+        self.sliced(members, deadline, true, |s| {
+            t.allreduce_ordered(id, index, send, recv, combine, s)
+        })
+    }
+
+    fn hosts(&self) -> Result<&dyn super::transport::Transport> {
+        self.across_hosts()
+            .ok_or_else(|| Error::Environment("a group spans hosts in a job of one host".into()))
+    }
+
+    /// Run `call` (a transport collective that takes a timeout and may be
+    /// called again after one) in slices until `deadline`, checking
+    /// `members` between slices. With `poll`: a first slice of 1 ms, then
+    /// single tests between naps (5 us growing to 0.5 ms); else slices of
+    /// 100 ms.
+    fn sliced(
+        &self,
+        members: &[Rank],
+        deadline: Deadline,
+        poll: bool,
+        mut call: impl FnMut(Timeout) -> Result<()>,
+    ) -> Result<()> {
+        let mut nap = Duration::from_micros(5);
+        let mut attempt = if poll {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(100)
+        };
+        loop {
+            let t = match deadline.remaining() {
+                _ if attempt.is_zero() => Timeout::Test,
+                Some(l) if l.is_zero() => Timeout::Test,
+                Some(l) => Timeout::After(l.min(attempt)),
+                None => Timeout::After(attempt),
+            };
+            match call(t) {
+                Err(Error::Timeout) => {}
+                done => return done,
+            }
+            // Only failures end the wait: a member that terminated has done
+            // its part (GPI-2 keeps it reachable until every rank leaves).
+            if let Err(e @ Error::RankFailed { .. }) = self.member_faults(members) {
+                // It may have done its part before it died (its last
+                // messages still on their way): a short grace.
+                let grace = Deadline::At(Instant::now() + Duration::from_millis(200));
+                return match super::poll_with_backoff(grace, || match call(Timeout::Test) {
+                    Err(Error::Timeout) => Ok(None),
+                    done => done.map(Some),
+                }) {
+                    Err(Error::Timeout) => Err(e),
+                    done => done,
+                };
+            }
+            match deadline.remaining() {
+                Some(l) if l.is_zero() => return Err(Error::Timeout),
+                Some(l) if poll => std::thread::sleep(nap.min(l)),
+                None if poll => std::thread::sleep(nap),
+                _ => {}
+            }
+            if poll {
+                attempt = Duration::ZERO;
+                nap = (nap * 2).min(Duration::from_micros(500));
+            }
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The boundary between the engine and a way to reach ranks whose memory
+//! this process cannot map: the [`Transport`] trait and the requests it
+//! takes.
+//!
+//! The engine ([`Native`](super::Native)) reaches every rank of its host
+//! through mapped memory. A job that spans hosts (or nodes emulated as
+//! hosts) also has a transport, chosen once at start-up
+//! ([`super::start`]), that carries what crosses hosts: transfers and
+//! their notifications, atomics, segment registration and remote sizes,
+//! groups and their collectives, passive messages, failure news and queue
+//! completion. The GASPI API never calls a transport: it asks the engine,
+//! which asks the transport only for what its mappings cannot do.
+//!
+//! One implementation exists today, GPI-2 (feature `gpi2`,
+//! [`super::gpi2`]).
+
+// Without a transport feature no implementation reads the requests.
+#![cfg_attr(not(feature = "gpi2"), allow(dead_code))]
+
+use super::inbox::Inbox;
+use super::job::JobBlock;
+use super::segment::{SegmentObject, Span};
+use crate::config::Engine;
+use crate::error::Result;
+use crate::types::{
+    Deadline, NotificationId, NotificationValue, QueueId, Rank, SegmentId, Timeout,
+};
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+/// Notification ids a write can carry to another host: `0..IDS`.
+pub(crate) const IDS: NotificationId = 65_536;
+
+/// Longest nap of a passive sender waiting for its acknowledgement from
+/// another host, and of a receiver pulling other hosts' messages itself.
+pub(crate) const PASSIVE_NAP: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// Combines two partial allreduce results of adjacent member ranges,
+/// `(lower, upper, out)`, as bytes.
+pub(crate) type Combine<'a> = dyn FnMut(&[u8], &[u8], &mut [u8]) + 'a;
+
+/// An atomic on an 8-byte word, as every engine offers them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AtomicOp {
+    FetchAdd(u64),
+    CompareSwap { old: u64, new: u64 },
+}
+
+impl AtomicOp {
+    /// Run it on a mapped word; returns the old value.
+    pub(crate) fn apply(self, w: &AtomicU64) -> u64 {
+        match self {
+            AtomicOp::FetchAdd(v) => w.fetch_add(v, SeqCst),
+            AtomicOp::CompareSwap { old, new } => {
+                match w.compare_exchange(old, new, SeqCst, SeqCst) {
+                    Ok(v) | Err(v) => v,
+                }
+            }
+        }
+    }
+}
+
+/// One transfer: (segment, offset) here and there, and its size.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Transfer {
+    pub(crate) local: (SegmentId, u64),
+    pub(crate) remote: (SegmentId, u64),
+    pub(crate) size: u64,
+}
+
+/// What a list of transfers is, with its notification: for writes (segment
+/// of the target, id, value), for reads (local segment, id; set to 1).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Post {
+    Write(Option<(SegmentId, NotificationId, NotificationValue)>),
+    Read(Option<(SegmentId, NotificationId)>),
+}
+
+/// A way to reach ranks whose memory this process cannot map.
+///
+/// Calls name segments by our ids (the reserved segment included) and
+/// queues by our ids (the reserved queue included); the implementation maps
+/// them onto its own. Every call has been checked by the engine against
+/// what it knows (ranks, local ranges, notification ids); remote ranges are
+/// checked against [`Transport::remote_size`].
+pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
+    /// Which engine this transport makes ([`Engine`]).
+    fn kind(&self) -> Engine;
+
+    /// Whether every notification a target receives through this transport
+    /// counts once in a window's `posted` counter. A transport that moves
+    /// notifications into the node's table after the fact (a relay) may
+    /// count two with the same id that arrive between two moves once.
+    fn counts_each_notification(&self) -> bool;
+
+    // --- segments -------------------------------------------------------
+
+    /// Make `obj`, this rank's segment or its node's window `segment`,
+    /// reachable through the transport.
+    fn bind(&self, segment: SegmentId, obj: &Arc<SegmentObject>, window: bool) -> Result<()>;
+    /// Undo [`Transport::bind`].
+    fn unbind(&self, segment: SegmentId);
+    /// Let `rank` access segment `segment` of this rank.
+    fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()>;
+    /// Size of segment `segment` of `rank` as registered with this rank.
+    fn remote_size(&self, rank: Rank, segment: SegmentId) -> Option<usize>;
+
+    // --- one-sided ------------------------------------------------------
+
+    /// Post `list` with `rank` (writes or reads) and the notification
+    /// after them; the notification is never seen before the data.
+    fn post(&self, rank: Rank, list: &[Transfer], post: Post, queue: QueueId) -> Result<()>;
+    /// Wake the waiters of `rank`'s node on window `segment` (after an
+    /// atomic on it).
+    fn ring(&self, rank: Rank, segment: SegmentId, queue: QueueId) -> Result<()>;
+    /// An atomic on the word at `offset` of `rank`'s `segment`.
+    fn atomic(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        offset: usize,
+        op: AtomicOp,
+        timeout: Timeout,
+    ) -> Result<u64>;
+    /// Local completion of `queue`'s requests.
+    fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()>;
+    /// Wait for `queue`, then make every write posted to it since the last
+    /// flush visible at its target (`remote`: a byte of a segment every
+    /// rank has registered with every other).
+    fn flush(&self, queue: QueueId, remote: (SegmentId, u64), timeout: Timeout) -> Result<()>;
+    /// Discard `queue`'s requests.
+    fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()>;
+    /// Move notifications `ids` of `segment` that arrived through the
+    /// transport into `obj`'s table.
+    fn pump(&self, segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>);
+
+    // --- failures -------------------------------------------------------
+
+    /// Ranks a request to failed (dead or unreachable).
+    fn corrupt_ranks(&self) -> Vec<Rank>;
+
+    // --- passive --------------------------------------------------------
+
+    /// Send the message `msg` to `rank` on another host; returns once it is
+    /// in its inbox. `alive` fails if `rank` is known gone.
+    fn passive_send(
+        &self,
+        rank: Rank,
+        msg: Span<'_>,
+        deadline: Deadline,
+        alive: &dyn Fn(Rank) -> Result<()>,
+    ) -> Result<()>;
+    /// Take one passive message from another host into this rank's inbox,
+    /// if one waits; whether anything was done.
+    fn passive_pump(&self) -> bool;
+    /// Start serving other hosts: their passive messages into `inbox`,
+    /// failures between this host (`host`, whose control block is `block`)
+    /// and the others; `probe`: look for dead processes of this host
+    /// (nobody else does).
+    fn relay_enable(&self, inbox: Inbox, block: JobBlock, host: Range<usize>, probe: bool);
+
+    // --- groups spanning hosts -------------------------------------------
+
+    /// Make sure the transport has a twin of our new group `id`.
+    fn group_create(&self, id: u8) -> Result<()>;
+    /// Our group `id` was deleted.
+    fn group_delete(&self, id: u8);
+    /// Prepare the twin of `id` for a commit with `members`.
+    fn group_prepare(&self, id: u8, members: &[Rank]) -> Result<()>;
+    /// Commit the twin of `id` (call again after a timeout).
+    fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()>;
+    /// Barrier over the twin of `id` (call again after a timeout).
+    fn barrier(&self, id: u8, timeout: Timeout) -> Result<()>;
+    /// Allreduce over the twin of `id` that combines contributions in
+    /// member order: bit-identical on every member, `combine` need not be
+    /// commutative. `index` is this rank's position in the group.
+    fn allreduce_ordered(
+        &self,
+        id: u8,
+        index: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        combine: &mut Combine<'_>,
+        timeout: Timeout,
+    ) -> Result<()>;
+
+    // --- the end --------------------------------------------------------
+
+    /// Leave: `failed` if this rank is going down abnormally,
+    /// `peers_failed` if another rank is known dead.
+    fn term(&self, failed: bool, peers_failed: bool);
+}
