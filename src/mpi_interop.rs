@@ -28,7 +28,7 @@
 use crate::config::Config;
 use crate::context::Context;
 use crate::engine::job::new_token;
-use crate::engine::start::job_spec;
+use crate::engine::spec::job_spec;
 use crate::error::{Error, Result};
 use mpi::topology::Communicator;
 use mpi::traits::Root;

@@ -5,7 +5,8 @@
 
 use crate::config::Config;
 use crate::context::{Claim, Context};
-use crate::engine::start::{self, JobSpec};
+use crate::engine::spec::JobSpec;
+use crate::engine::start;
 use crate::error::Result;
 
 impl Context {

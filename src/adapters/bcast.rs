@@ -29,8 +29,8 @@
 //! window field, because the threads borrow the [`Context`]: Rust can only
 //! guarantee that they end before it does inside a scope.
 
-use super::fence::Assert;
 use super::rma::{RmaElem, RmaWindow};
+use super::window::Assert;
 use super::words::{Word, Words};
 use crate::collectives::plan::binomial_children;
 use crate::context::Context;

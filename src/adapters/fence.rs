@@ -37,186 +37,14 @@
 //! progress: call it again to finish it. Every other call of the window is
 //! refused until then.
 
-use super::rma::{Deferred, Epoch, RmaWindow, State};
+use super::rma::{RmaElem, RmaWindow};
+use super::window::{Assert, Deferred, Epoch, FenceDesign, FencePhase, WindowState};
 use crate::collectives::ReduceOp;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Notification, Rank, Timeout};
 use std::cell::RefMut;
 
-/// How [`RmaWindow::fence`] completes an epoch (seed 003, section 3).
-///
-/// ```
-/// use gaspi::{Assert, Config, Context, FenceDesign, GroupId, RmaOptions, RmaWindow, Timeout};
-/// let ctx = Context::init(Config::default())?;
-/// // The same epoch under each design gives the same result.
-/// for (seg, design) in [FenceDesign::Notified, FenceDesign::ImmediateOpt, FenceDesign::Deferred].into_iter().enumerate() {
-///     let opts = RmaOptions { design, ..Default::default() };
-///     let win = RmaWindow::<u64>::with_options(&ctx, seg as u8, 1, GroupId::ALL, opts, Timeout::Block)?;
-///     win.fence(Assert::NOPRECEDE, Timeout::Block)?;
-///     win.put(&[seg as u64 + 1], ctx.rank(), 0)?;
-///     win.fence(Assert::NOSUCCEED, Timeout::Block)?;
-///     assert_eq!(win.local().get(0), seg as u64 + 1);
-/// }
-/// # Ok::<(), gaspi::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FenceDesign {
-    /// Fence-Imm-RI: puts are notified writes; the fence exchanges how many
-    /// each node will receive and waits for exactly that many.
-    #[default]
-    Notified,
-    /// Fence-Imm-Opt: puts are plain writes; the fence sends a finish
-    /// notification on every channel to another node and waits for every
-    /// channel's, then a barrier.
-    ImmediateOpt,
-    /// Fence-Def: operations are kept locally and issued in the closing
-    /// fence, once every rank has entered it.
-    Deferred,
-}
-
-impl FenceDesign {
-    /// Whether writes to other nodes are counted notifications.
-    pub(super) fn counts(self) -> bool {
-        self != FenceDesign::ImmediateOpt
-    }
-
-    /// The size of the window's notification table for `ranks` ranks,
-    /// `ppn` per node.
-    pub(super) fn notifications(self, ranks: usize, ppn: usize) -> Result<u32> {
-        match self {
-            FenceDesign::ImmediateOpt => {
-                let n = ranks * ppn;
-                if n > crate::config::NOTIFICATION_LIMIT as usize {
-                    return Err(Error::InvalidArgument(format!(
-                        "the immediate-opt fence needs one notification per rank and local \
-                         rank ({ranks} x {ppn}), more than {}",
-                        crate::config::NOTIFICATION_LIMIT
-                    )));
-                }
-                Ok(n.max(1) as u32)
-            }
-            _ => Ok(1),
-        }
-    }
-}
-
-/// Assertions of a fence (`MPI_MODE_*`), combined with `|`.
-///
-/// ```
-/// use gaspi::Assert;
-/// let a = Assert::NOPRECEDE | Assert::NOSTORE;
-/// assert!(a.contains(Assert::NOPRECEDE) && !a.contains(Assert::NOSUCCEED));
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Assert(u8);
-
-impl Assert {
-    /// No assertion (`0`).
-    ///
-    /// ```
-    /// assert!(!gaspi::Assert::NONE.contains(gaspi::Assert::NOPUT));
-    /// ```
-    pub const NONE: Assert = Assert(0);
-    /// `MPI_MODE_NOPRECEDE`: the fence completes no operations (every
-    /// member passes it).
-    ///
-    /// ```
-    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
-    /// # let ctx = Context::init(Config::default())?;
-    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
-    /// // The first fence opens the first epoch.
-    /// win.fence(Assert::NOPRECEDE, Timeout::Block)?;
-    /// # Ok::<(), gaspi::Error>(())
-    /// ```
-    pub const NOPRECEDE: Assert = Assert(1);
-    /// `MPI_MODE_NOSUCCEED`: no operations follow; the epoch ends (every
-    /// member passes it).
-    ///
-    /// ```
-    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
-    /// # let ctx = Context::init(Config::default())?;
-    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
-    /// win.fence(Assert::NOPRECEDE, Timeout::Block)?;
-    /// win.fence(Assert::NOSUCCEED, Timeout::Block)?;
-    /// // No epoch after the last fence.
-    /// assert!(win.put(&[1], ctx.rank(), 0).is_err());
-    /// # Ok::<(), gaspi::Error>(())
-    /// ```
-    pub const NOSUCCEED: Assert = Assert(2);
-    /// `MPI_MODE_NOSTORE`: the local window was not updated by local stores
-    /// since the last synchronisation.
-    ///
-    /// ```
-    /// let a = gaspi::Assert::NOSTORE | gaspi::Assert::NOPUT;
-    /// assert!(a.contains(gaspi::Assert::NOSTORE));
-    /// ```
-    pub const NOSTORE: Assert = Assert(4);
-    /// `MPI_MODE_NOPUT`: the local window will not be updated by puts or
-    /// accumulates until the next fence.
-    ///
-    /// ```
-    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
-    /// # let ctx = Context::init(Config::default())?;
-    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
-    /// win.fence(Assert::NOPRECEDE | Assert::NOPUT, Timeout::Block)?;
-    /// let mut v = [0u32];
-    /// win.get(&mut v, ctx.rank(), 0)?; // reads only in this epoch
-    /// win.fence(Assert::NOSUCCEED, Timeout::Block)?;
-    /// # Ok::<(), gaspi::Error>(())
-    /// ```
-    pub const NOPUT: Assert = Assert(8);
-    /// `MPI_MODE_NOCHECK` (for [`RmaWindow::lock`] and
-    /// [`RmaWindow::lock_all`]): no conflicting lock is held or requested,
-    /// so the lock protocol is skipped.
-    ///
-    /// ```
-    /// # use gaspi::{Assert, Config, Context, GroupId, RmaWindow, Timeout};
-    /// # let ctx = Context::init(Config::default())?;
-    /// # let win = RmaWindow::<u32>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
-    /// // The program knows nobody else locks: skip the lock protocol.
-    /// win.lock_all(Assert::NOCHECK, Timeout::Block)?;
-    /// win.unlock_all()?;
-    /// # Ok::<(), gaspi::Error>(())
-    /// ```
-    pub const NOCHECK: Assert = Assert(16);
-
-    /// Whether every assertion of `other` is in `self`.
-    ///
-    /// ```
-    /// use gaspi::Assert;
-    /// let a = Assert::NOPRECEDE | Assert::NOPUT;
-    /// assert!(a.contains(Assert::NOPUT));
-    /// assert!(a.contains(Assert::NOPRECEDE | Assert::NOPUT));
-    /// assert!(!a.contains(Assert::NOPUT | Assert::NOSTORE));
-    /// ```
-    pub fn contains(self, other: Assert) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
-
-impl std::ops::BitOr for Assert {
-    type Output = Assert;
-    fn bitor(self, rhs: Assert) -> Assert {
-        Assert(self.0 | rhs.0)
-    }
-}
-
-/// The steps of a fence; an error leaves the window at the failed step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Phase {
-    /// No fence in progress.
-    Idle,
-    /// Exchange counts (notified, deferred) or send finishes (opt).
-    Exchange,
-    /// Issue the kept operations (deferred).
-    Apply,
-    /// Wait until this node received everything of the epoch.
-    Drain,
-    /// The closing barrier (when needed), then the epoch state.
-    Barrier,
-}
-
-impl<T: super::RmaElem> RmaWindow<'_, T> {
+impl<T: RmaElem> RmaWindow<'_, T> {
     /// `MPI_Win_fence(assert)`: complete the epoch before (unless
     /// `NOPRECEDE`) and open the next one (unless `NOSUCCEED`); collective
     /// over the window's group. See the module docs of the designs.
@@ -239,7 +67,7 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
                 "fence inside a passive-target epoch: unlock first".into(),
             ));
         }
-        if st.phase == Phase::Idle {
+        if st.phase == FencePhase::Idle {
             let preceded = st.epoch == Epoch::Fence && !assert.contains(Assert::NOPRECEDE);
             if !preceded && !st.deferred.is_empty() {
                 return Err(Error::RmaSync(
@@ -249,28 +77,28 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
             st.assert = assert;
             st.drained = 0;
             st.phase = if preceded {
-                Phase::Exchange
+                FencePhase::Exchange
             } else {
-                Phase::Barrier
+                FencePhase::Barrier
             };
         }
         loop {
             match st.phase {
-                Phase::Idle => return Ok(()),
-                Phase::Exchange => {
+                FencePhase::Idle => return Ok(()),
+                FencePhase::Exchange => {
                     self.exchange(&mut st, deadline)?;
-                    st.phase = Phase::Apply;
+                    st.phase = FencePhase::Apply;
                 }
-                Phase::Apply => {
+                FencePhase::Apply => {
                     self.apply(&mut st)?;
-                    st.phase = Phase::Drain;
+                    st.phase = FencePhase::Drain;
                 }
-                Phase::Drain => {
+                FencePhase::Drain => {
                     self.drain(&mut st, deadline)?;
                     st.sent.iter_mut().for_each(|c| *c = 0);
-                    st.phase = Phase::Barrier;
+                    st.phase = FencePhase::Barrier;
                 }
-                Phase::Barrier => {
+                FencePhase::Barrier => {
                     let preceded =
                         st.epoch == Epoch::Fence && !st.assert.contains(Assert::NOPRECEDE);
                     let open = !st.assert.contains(Assert::NOSUCCEED);
@@ -285,7 +113,7 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
                     }
                     st.epoch = if open { Epoch::Fence } else { Epoch::None };
                     st.used = false;
-                    st.phase = Phase::Idle;
+                    st.phase = FencePhase::Idle;
                 }
             }
         }
@@ -294,7 +122,7 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
     /// Notified and deferred: add up what every node receives this epoch
     /// (deferred: also the proof that every member entered the fence).
     /// Opt: a finish notification to every member on another node.
-    fn exchange(&self, st: &mut RefMut<'_, State<T>>, deadline: Deadline) -> Result<()> {
+    fn exchange(&self, st: &mut RefMut<'_, WindowState<T>>, deadline: Deadline) -> Result<()> {
         let ctx = self.ctx;
         match self.opts.design {
             FenceDesign::ImmediateOpt => {
@@ -350,7 +178,7 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
     }
 
     /// Deferred: issue the kept operations in order.
-    fn apply(&self, st: &mut RefMut<'_, State<T>>) -> Result<()> {
+    fn apply(&self, st: &mut RefMut<'_, WindowState<T>>) -> Result<()> {
         while let Some(op) = st.deferred.pop_front() {
             match op {
                 Deferred::Put { target, disp, data } => self.write(st, &data, target, disp)?,
@@ -366,7 +194,7 @@ impl<T: super::RmaElem> RmaWindow<'_, T> {
     }
 
     /// Wait until this node has received everything sent to it this epoch.
-    fn drain(&self, st: &mut RefMut<'_, State<T>>, deadline: Deadline) -> Result<()> {
+    fn drain(&self, st: &mut RefMut<'_, WindowState<T>>, deadline: Deadline) -> Result<()> {
         let ctx = self.ctx;
         if ctx.num_nodes() == 1 {
             return Ok(());

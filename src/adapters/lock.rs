@@ -38,56 +38,15 @@
 //! `unlock*` wait for it, which on this engine completes them at the
 //! target as well.
 
-use super::fence::Assert;
-use super::rma::{RmaElem, RmaWindow, State};
+use super::rma::{RmaElem, RmaWindow};
+use super::window::{
+    Assert, GLOBAL_LINE, GLOBAL_WORD, Held, LOCAL_LINE, LockDesign, LockRequest, LockStep,
+    LockType, Mcs, QNODE_LINE, WindowState,
+};
 use super::words::Word;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, Timeout};
 use std::sync::atomic::Ordering::SeqCst;
-
-/// The lock type of [`RmaWindow::lock`] (`MPI_LOCK_EXCLUSIVE`,
-/// `MPI_LOCK_SHARED`).
-///
-/// ```
-/// use gaspi::{Assert, Config, Context, GroupId, LockType, RmaWindow, Timeout};
-/// let ctx = Context::init(Config::default())?;
-/// let win = RmaWindow::<u64>::new(&ctx, 0, 1, GroupId::ALL, Timeout::Block)?;
-/// // Readers share the target, a writer has it alone.
-/// win.lock(LockType::Shared, 0, Assert::NONE, Timeout::Block)?;
-/// let mut v = [0u64];
-/// win.get(&mut v, 0, 0)?;
-/// win.unlock(0)?;
-/// win.lock(LockType::Exclusive, 0, Assert::NONE, Timeout::Block)?;
-/// win.put(&[v[0] + 1], 0, 0)?;
-/// win.unlock(0)?;
-/// # Ok::<(), gaspi::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LockType {
-    /// `MPI_LOCK_EXCLUSIVE`: no other rank holds a lock on the target.
-    Exclusive,
-    /// `MPI_LOCK_SHARED`: other ranks may hold shared locks on the target.
-    Shared,
-}
-
-/// How [`RmaWindow::lock`] and friends are implemented (see the module
-/// docs of `adapters::lock`).
-///
-/// ```
-/// use gaspi::{LockDesign, RmaOptions};
-/// let opts = RmaOptions { lock: LockDesign::McsRw, ..Default::default() };
-/// assert_ne!(opts.lock, LockDesign::default());
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum LockDesign {
-    /// One global MCS-RW-RP lock per window (seed 004).
-    McsRw,
-    /// A global `lock_all`/exclusive word plus one MCS-RW-RP lock per
-    /// target (foMPI): the default, because exclusive locks on different
-    /// targets do not serialise (see the README's lock figures).
-    #[default]
-    TwoLevel,
-}
 
 /// MCS-RW-RP `rcnt` flags and reader unit.
 const WIFLAG: u64 = 1;
@@ -106,94 +65,6 @@ const NEXT: usize = 8;
 const ALL_INCR: u64 = 1 << 32;
 const EXCL_INCR: u64 = 1;
 const EXCL_MASK: u64 = ALL_INCR - 1;
-
-/// Cache lines of a rank's lock area: the accumulate lock, its MCS lock as
-/// a target, the global lock (used at the window's first member), then
-/// queue nodes.
-pub(super) const ACC_LINE: usize = 0;
-const LOCAL_LINE: usize = 1;
-const GLOBAL_LINE: usize = 2;
-/// The two-level global word, in the global lock's line.
-const GLOBAL_WORD: usize = 32;
-const QNODE_LINE: usize = 3;
-
-/// Bytes of one rank's lock area in a window of `members` members: one
-/// queue node for the global lock and one per target.
-pub(super) fn lock_area_bytes(members: usize) -> usize {
-    64 * (QNODE_LINE + 1 + members)
-}
-
-/// One MCS-RW-RP lock and this rank's queue node for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Mcs {
-    /// The rank holding the lock words.
-    owner: Rank,
-    /// The queue node's index in a lock area (0: the global lock).
-    qnode: usize,
-}
-
-/// What a lock request asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Request {
-    kind: LockType,
-    /// `None`: `lock_all`.
-    target: Option<Rank>,
-}
-
-/// Where a lock request stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
-    /// Nothing done yet.
-    Start,
-    /// Two-level: entering the global word (no effect left behind while
-    /// waiting).
-    Global,
-    /// Queued on an MCS lock, waiting for the hand-off.
-    Queued { lock: Mcs, writer: bool },
-    /// Granted.
-    Done,
-}
-
-/// A lock this rank holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Held {
-    kind: LockType,
-    nocheck: bool,
-}
-
-/// The passive-target state of a window at this rank.
-#[derive(Debug, Default)]
-pub(super) struct Passive {
-    /// The lock held on each member (by member index).
-    held: Vec<Option<Held>>,
-    /// `lock_all` is held.
-    all: Option<Held>,
-    /// [`LockDesign::McsRw`]: the mode this rank holds the global lock in
-    /// and how many of its locks share that hold.
-    global: Option<(LockType, usize)>,
-    /// A request that returned an error before it was granted.
-    pending: Option<(Request, Step)>,
-}
-
-impl Passive {
-    pub(super) fn new(members: usize) -> Passive {
-        Passive {
-            held: vec![None; members],
-            ..Default::default()
-        }
-    }
-
-    /// Whether this rank is in a passive-target epoch (holds a lock or
-    /// waits for one).
-    pub(super) fn active(&self) -> bool {
-        self.all.is_some() || self.pending.is_some() || self.held.iter().any(Option::is_some)
-    }
-
-    /// Whether member `index` may be accessed.
-    pub(super) fn grants(&self, index: usize) -> bool {
-        self.all.is_some() || self.held[index].is_some()
-    }
-}
 
 impl<T: RmaElem> RmaWindow<'_, T> {
     /// `MPI_Win_lock(kind, target, assert)`: start a passive-target access
@@ -222,7 +93,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     ) -> Result<()> {
         self.member_index(target)?;
         self.request(
-            Request {
+            LockRequest {
                 kind,
                 target: Some(target),
             },
@@ -246,7 +117,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     /// ```
     pub fn lock_all(&self, assert: Assert, timeout: Timeout) -> Result<()> {
         self.request(
-            Request {
+            LockRequest {
                 kind: LockType::Shared,
                 target: None,
             },
@@ -281,7 +152,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
         if !held.nocheck {
             self.release(
                 &mut st,
-                Request {
+                LockRequest {
                     kind: held.kind,
                     target: Some(target),
                 },
@@ -313,7 +184,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
         if !held.nocheck {
             self.release(
                 &mut st,
-                Request {
+                LockRequest {
                     kind: LockType::Shared,
                     target: None,
                 },
@@ -439,14 +310,14 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     }
 
     /// Complete operations to `target` (`None`: to every rank).
-    fn complete(&self, st: &mut State<T>, target: Option<Rank>) -> Result<()> {
+    fn complete(&self, st: &mut WindowState<T>, target: Option<Rank>) -> Result<()> {
         if target.is_none_or(|t| !self.on_my_node(t)) {
             self.completed(st)?;
         }
         Ok(())
     }
 
-    fn request(&self, req: Request, assert: Assert, timeout: Timeout) -> Result<()> {
+    fn request(&self, req: LockRequest, assert: Assert, timeout: Timeout) -> Result<()> {
         let deadline = timeout.deadline();
         let mut st = self.state()?;
         let step = match st.passive.pending {
@@ -465,7 +336,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                     self.record(&mut st, req, true);
                     return Ok(());
                 }
-                Step::Start
+                LockStep::Start
             }
         };
         st.passive.pending = Some((req, step));
@@ -474,7 +345,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
 
     /// MPI's rules: no lock inside a fence epoch with operations, none on a
     /// target already locked, `lock_all` alone.
-    fn check_lockable(&self, st: &State<T>, req: Request) -> Result<()> {
+    fn check_lockable(&self, st: &WindowState<T>, req: LockRequest) -> Result<()> {
         if st.fence_used() {
             return Err(Error::RmaSync(
                 "lock inside a fence epoch with operations: close it with a fence first".into(),
@@ -499,9 +370,9 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     /// pending at the step reached.
     fn advance(
         &self,
-        st: &mut State<T>,
-        req: Request,
-        mut step: Step,
+        st: &mut WindowState<T>,
+        req: LockRequest,
+        mut step: LockStep,
         deadline: Deadline,
     ) -> Result<()> {
         let global = Mcs {
@@ -510,7 +381,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
         };
         loop {
             step = match step {
-                Step::Start => match (self.opts.lock, req.target) {
+                LockStep::Start => match (self.opts.lock, req.target) {
                     (LockDesign::McsRw, _) => match st.passive.global {
                         Some((LockType::Shared, _)) if req.kind == LockType::Exclusive => {
                             st.passive.pending = None;
@@ -521,15 +392,15 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                                     .into(),
                             ));
                         }
-                        Some(_) => Step::Done,
+                        Some(_) => LockStep::Done,
                         None => self.mcs_lock(global, req.kind)?,
                     },
                     (LockDesign::TwoLevel, Some(t)) if req.kind == LockType::Shared => {
                         self.mcs_lock(self.target_lock(t)?, LockType::Shared)?
                     }
-                    (LockDesign::TwoLevel, _) => Step::Global,
+                    (LockDesign::TwoLevel, _) => LockStep::Global,
                 },
-                Step::Global => {
+                LockStep::Global => {
                     let (mine, theirs) = match req.target {
                         None => (ALL_INCR, EXCL_MASK),
                         Some(_) => (EXCL_INCR, !EXCL_MASK),
@@ -539,17 +410,18 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                         Some(t) => {
                             // Entered: from here on the global share is held.
                             let lock = self.target_lock(t)?;
-                            st.passive.pending = Some((req, Step::Queued { lock, writer: true }));
+                            st.passive.pending =
+                                Some((req, LockStep::Queued { lock, writer: true }));
                             self.mcs_lock(lock, LockType::Exclusive)?
                         }
-                        None => Step::Done,
+                        None => LockStep::Done,
                     }
                 }
-                Step::Queued { lock, writer } => {
+                LockStep::Queued { lock, writer } => {
                     self.await_grant(lock, writer, deadline)?;
-                    Step::Done
+                    LockStep::Done
                 }
-                Step::Done => {
+                LockStep::Done => {
                     st.passive.pending = None;
                     self.record(st, req, false);
                     return Ok(());
@@ -560,7 +432,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     }
 
     /// Note a granted lock.
-    fn record(&self, st: &mut State<T>, req: Request, nocheck: bool) {
+    fn record(&self, st: &mut WindowState<T>, req: LockRequest, nocheck: bool) {
         let held = Some(Held {
             kind: req.kind,
             nocheck,
@@ -582,7 +454,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     }
 
     /// Release the protocol side of a granted lock.
-    fn release(&self, st: &mut State<T>, req: Request) -> Result<()> {
+    fn release(&self, st: &mut WindowState<T>, req: LockRequest) -> Result<()> {
         match self.opts.lock {
             LockDesign::McsRw => {
                 let global = Mcs {
@@ -655,14 +527,14 @@ impl<T: RmaElem> RmaWindow<'_, T> {
     // ---- MCS-RW-RP ----
 
     /// `ReaderLock` or the first part of `WriterLock` (up to the wait).
-    fn mcs_lock(&self, m: Mcs, kind: LockType) -> Result<Step> {
+    fn mcs_lock(&self, m: Mcs, kind: LockType) -> Result<LockStep> {
         let me = self.ctx.rank() as u64 + 1;
         let l = self.lock_words(m);
         let q = self.qnode(self.ctx.rank(), m);
         match kind {
             LockType::Shared => {
                 if self.words.fetch_add(l.plus(RCNT), RC_INCR)? & WAFLAG == 0 {
-                    return Ok(Step::Done);
+                    return Ok(LockStep::Done);
                 }
                 self.words.store_own(q.plus(BLOCKED), 1);
                 let next = self.words.swap(l.plus(R_HD), me, 0)?;
@@ -671,7 +543,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                     // The writer left before we were queued: wake the queue.
                     self.wake_readers(m)?;
                 }
-                Ok(Step::Queued {
+                Ok(LockStep::Queued {
                     lock: m,
                     writer: false,
                 })
@@ -685,14 +557,14 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                     if self.words.fetch_add(l.plus(RCNT), WIFLAG)? == 0
                         && self.words.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
                     {
-                        return Ok(Step::Done);
+                        return Ok(LockStep::Done);
                     }
                     // Readers are in: the last one hands the lock over.
                 } else {
                     self.words
                         .fetch_add(self.qnode_of(pred, m).plus(NEXT), me)?;
                 }
-                Ok(Step::Queued {
+                Ok(LockStep::Queued {
                     lock: m,
                     writer: true,
                 })

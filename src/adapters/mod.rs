@@ -25,9 +25,9 @@ mod bcast;
 mod fence;
 mod lock;
 mod rma;
+mod window;
 mod words;
 
 pub use bcast::{BcastImpl, Broadcaster};
-pub use fence::{Assert, FenceDesign};
-pub use lock::{LockDesign, LockType};
-pub use rma::{AccumulateOp, RmaElem, RmaOptions, RmaWindow};
+pub use rma::{RmaElem, RmaWindow};
+pub use window::{AccumulateOp, Assert, FenceDesign, LockDesign, LockType, RmaOptions};

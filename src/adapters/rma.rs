@@ -18,62 +18,17 @@
 //! and gets racing with them on the same bytes are erroneous in MPI and
 //! unordered here.
 
-use super::fence::{Assert, FenceDesign, Phase};
-use super::lock::{ACC_LINE, LockDesign, Passive, lock_area_bytes};
+use super::window::{
+    ACC_LINE, AccumulateOp, Assert, Deferred, Epoch, FenceDesign, FencePhase, Passive, RmaOptions,
+    WindowState, lock_area_bytes,
+};
 use crate::collectives::{ReduceOp, Reducible};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
-use crate::types::{GroupId, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
+use crate::types::{GroupId, Local, Notification, Rank, Remote, SegmentId, Timeout};
 use crate::windows::WindowOptions;
 use std::cell::{RefCell, RefMut};
-
-/// The operation of an accumulate (`MPI_Op` of `MPI_Accumulate`).
-///
-/// ```
-/// use gaspi::{AccumulateOp, Assert, Config, Context, GroupId, RmaWindow, Timeout};
-/// let ctx = Context::init(Config::default())?;
-/// let win = RmaWindow::<u32>::new(&ctx, 0, 2, GroupId::ALL, Timeout::Block)?;
-/// win.fence(Assert::NOPRECEDE, Timeout::Block)?;
-/// win.accumulate(&[1 << (ctx.rank() % 32)], 0, 0, AccumulateOp::Bor)?;
-/// win.accumulate(&[ctx.rank() as u32], 0, 1, AccumulateOp::Max)?;
-/// win.fence(Assert::NOSUCCEED, Timeout::Block)?;
-/// if ctx.rank() == 0 {
-///     assert_eq!(win.local().get(1), ctx.num_ranks() as u32 - 1);
-/// }
-/// # Ok::<(), gaspi::Error>(())
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AccumulateOp {
-    /// `MPI_SUM`; integers wrap around.
-    Sum,
-    /// `MPI_PROD`; integers wrap around.
-    Prod,
-    /// `MPI_MIN`.
-    Min,
-    /// `MPI_MAX`.
-    Max,
-    /// `MPI_REPLACE`: the origin's value replaces the target's.
-    Replace,
-    /// `MPI_NO_OP`: the target keeps its value (with `get_accumulate` and
-    /// `fetch_and_op`: an atomic read).
-    NoOp,
-    /// `MPI_BAND` (integers only).
-    Band,
-    /// `MPI_BOR` (integers only).
-    Bor,
-    /// `MPI_BXOR` (integers only).
-    Bxor,
-}
-
-impl AccumulateOp {
-    fn is_bitwise(self) -> bool {
-        matches!(
-            self,
-            AccumulateOp::Band | AccumulateOp::Bor | AccumulateOp::Bxor
-        )
-    }
-}
 
 /// Element types of an [`RmaWindow`]: `i32`, `u32`, `i64`, `u64`, `f32`,
 /// `f64` (MPI's predefined integer and floating-point types).
@@ -140,95 +95,6 @@ fn check_op<T: RmaElem>(op: AccumulateOp) -> Result<()> {
     Ok(())
 }
 
-/// Options of an [`RmaWindow`].
-///
-/// ```
-/// use gaspi::{FenceDesign, RmaOptions};
-/// let opts = RmaOptions { design: FenceDesign::Deferred, ..Default::default() };
-/// assert_eq!(opts.queue, 0);
-/// ```
-#[derive(Clone, Copy, Debug)]
-pub struct RmaOptions {
-    /// How [`RmaWindow::fence`] completes an epoch (default: notified).
-    pub design: FenceDesign,
-    /// Bytes of staging memory per rank for data bound for other nodes
-    /// (default 256 KiB); larger transfers go in pieces.
-    pub staging_bytes: usize,
-    /// The queue the window posts on (default 0).
-    pub queue: QueueId,
-    /// How passive-target locks are implemented (default: two-level).
-    pub lock: LockDesign,
-    /// The queue the broadcaster threads of
-    /// [`RmaWindow::broadcaster`] relay on (default 1; must differ from
-    /// `queue`).
-    pub relay_queue: QueueId,
-}
-
-impl Default for RmaOptions {
-    fn default() -> RmaOptions {
-        RmaOptions {
-            design: FenceDesign::Notified,
-            staging_bytes: 256 << 10,
-            queue: 0,
-            lock: LockDesign::default(),
-            relay_queue: 1,
-        }
-    }
-}
-
-/// Whether the window is in an access/exposure epoch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Epoch {
-    /// Before the first fence, or after a fence with `NOSUCCEED`.
-    None,
-    /// Between two fences (passive-target epochs may still be opened as
-    /// long as no operation was issued since the last fence).
-    Fence,
-}
-
-/// An operation the deferred design keeps until the closing fence.
-pub(super) enum Deferred<T> {
-    Put {
-        target: Rank,
-        disp: usize,
-        data: Vec<T>,
-    },
-    Accumulate {
-        target: Rank,
-        disp: usize,
-        data: Vec<T>,
-        op: AccumulateOp,
-    },
-}
-
-pub(super) struct State<T> {
-    pub(super) epoch: Epoch,
-    /// An operation was issued since the last fence.
-    pub(super) used: bool,
-    /// Locks held or requested.
-    pub(super) passive: Passive,
-    /// Where a fence that returned an error resumes.
-    pub(super) phase: Phase,
-    /// The assertions of the fence in progress.
-    pub(super) assert: Assert,
-    /// Counted (notified) writes sent to each node in this epoch.
-    pub(super) sent: Vec<u64>,
-    /// The node's notification count that completes the last epoch.
-    pub(super) expected: u64,
-    /// Finish notifications claimed in the fence in progress (opt design).
-    pub(super) drained: usize,
-    /// Bytes of the staging area in use since the queue was last drained.
-    staging_used: usize,
-    pub(super) deferred: std::collections::VecDeque<Deferred<T>>,
-}
-
-impl<T> State<T> {
-    /// Whether the rank is in a fence epoch in which it issued operations.
-    pub(super) fn fence_used(&self) -> bool {
-        self.epoch == Epoch::Fence && self.used
-    }
-}
-
 /// An MPI-style RMA window (`MPI_Win`) over a group: every member exposes
 /// `len` elements of `T`; members access each other's with `put`, `get`
 /// and the accumulates inside epochs: active-target epochs opened and
@@ -280,7 +146,7 @@ pub struct RmaWindow<'a, T: RmaElem> {
     pub(super) opts: RmaOptions,
     data: SegmentView<T>,
     bytes: SegmentView<u8>,
-    pub(super) st: RefCell<State<T>>,
+    pub(super) st: RefCell<WindowState<T>>,
 }
 
 /// The notification id of counted writes (notified and deferred designs).
@@ -391,11 +257,11 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             lock_bytes,
             staging_at,
             opts,
-            st: RefCell::new(State {
+            st: RefCell::new(WindowState {
                 epoch: Epoch::None,
                 used: false,
                 passive: Passive::new(members_len),
-                phase: Phase::Idle,
+                phase: FencePhase::Idle,
                 assert: Assert::NONE,
                 sent: vec![0; ctx.num_nodes()],
                 expected: 0,
@@ -505,7 +371,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         self.local_of(rank) * self.stride + disp * std::mem::size_of::<T>()
     }
 
-    pub(super) fn state(&self) -> Result<RefMut<'_, State<T>>> {
+    pub(super) fn state(&self) -> Result<RefMut<'_, WindowState<T>>> {
         self.st.try_borrow_mut().map_err(|_| {
             Error::InvalidArgument("the window is in use by a call that has not returned".into())
         })
@@ -514,7 +380,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// Check an access of `n` elements at `disp` of `target` in an epoch.
     fn check(
         &self,
-        st: &mut State<T>,
+        st: &mut WindowState<T>,
         call: &str,
         target: Rank,
         disp: usize,
@@ -533,7 +399,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
                 "{call} outside an access epoch: open one with fence \
                  (without NOSUCCEED) or lock first"
             )));
-        } else if st.phase != Phase::Idle {
+        } else if st.phase != FencePhase::Idle {
             return Err(Error::RmaSync(format!(
                 "{call} while a fence is unfinished: call fence again to complete it"
             )));
@@ -554,7 +420,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
 
     /// Whether operations are kept for the closing fence: the deferred
     /// design, in a fence epoch (passive-target epochs act at once).
-    fn defers(&self, st: &State<T>) -> bool {
+    fn defers(&self, st: &WindowState<T>) -> bool {
         self.opts.design == FenceDesign::Deferred && !st.passive.active()
     }
 
@@ -734,7 +600,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// into `fetch` if given.
     pub(super) fn read_modify_write(
         &self,
-        st: &mut State<T>,
+        st: &mut WindowState<T>,
         src: &[T],
         fetch: Option<&mut [T]>,
         target: Rank,
@@ -798,7 +664,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     /// staging area to another node.
     pub(super) fn write(
         &self,
-        st: &mut State<T>,
+        st: &mut WindowState<T>,
         src: &[T],
         target: Rank,
         disp: usize,
@@ -844,7 +710,13 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     }
 
     /// Load `dst.len()` elements at `disp` of `target` into `dst`.
-    fn read(&self, st: &mut State<T>, dst: &mut [T], target: Rank, disp: usize) -> Result<()> {
+    fn read(
+        &self,
+        st: &mut WindowState<T>,
+        dst: &mut [T],
+        target: Rank,
+        disp: usize,
+    ) -> Result<()> {
         if self.on_my_node(target) {
             self.region_of(target).copy_to_slice(disp, dst);
             return Ok(());
@@ -868,7 +740,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
 
     /// Reserve `n` bytes of this rank's staging area (draining the queue
     /// when it is used up or the queue is nearly full); returns its offset.
-    fn stage(&self, st: &mut State<T>, n: usize) -> Result<usize> {
+    fn stage(&self, st: &mut WindowState<T>, n: usize) -> Result<usize> {
         let q = self.opts.queue;
         if st.staging_used + n > self.opts.staging_bytes
             || self.ctx.queue_size(q)? + 2 > self.ctx.queue_size_max()
@@ -883,7 +755,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     }
 
     /// The staging area is free again once the queue is drained.
-    pub(super) fn drained(&self, st: &mut State<T>) -> Result<()> {
+    pub(super) fn drained(&self, st: &mut WindowState<T>) -> Result<()> {
         self.ctx.wait(self.opts.queue, Timeout::Block)?;
         st.staging_used = 0;
         Ok(())
@@ -891,7 +763,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
 
     /// [`RmaWindow::drained`], and every write is complete at its target
     /// (MPI's flush and unlock).
-    pub(super) fn completed(&self, st: &mut State<T>) -> Result<()> {
+    pub(super) fn completed(&self, st: &mut WindowState<T>) -> Result<()> {
         self.ctx.flush(self.opts.queue, Timeout::Block)?;
         st.staging_used = 0;
         Ok(())

@@ -36,7 +36,7 @@ use super::plan::{AllgathervPlan, Layout};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
-use crate::types::{Deadline, Notification, QueueId, Rank, SegmentId, Timeout};
+use crate::types::{Deadline, GroupId, Notification, QueueId, Rank, SegmentId, Timeout};
 use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
 use std::marker::PhantomData;
@@ -194,13 +194,8 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             .unwrap_or(0);
         let table = plan.total_blocks() as u32 + 1; // + the credit
         let opts = WindowOptions::default().notifications(table);
-        let window = ctx.window_create_with(
-            segment,
-            (len * elem).max(1),
-            crate::GroupId::ALL,
-            opts,
-            timeout,
-        )?;
+        let window =
+            ctx.window_create_with(segment, (len * elem).max(1), GroupId::ALL, opts, timeout)?;
         Ok(Allgatherv {
             ctx,
             segment,

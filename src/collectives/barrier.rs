@@ -5,7 +5,7 @@ use super::hierarchical::{AllreduceOptions, NodeReduce};
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT, internal};
 use crate::context::groups::{CollState, Committed, GroupSync, Pending};
 use crate::context::{AllNodes, Context};
-use crate::engine::lock;
+use crate::engine::wait::lock;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, GroupId, Timeout};
 

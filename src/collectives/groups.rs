@@ -10,6 +10,7 @@ use super::barrier::FaultScope;
 use crate::context::Context;
 use crate::context::groups::{Committed, GroupEntry, GroupSync, release};
 use crate::engine::group::GroupShared;
+use crate::engine::wait::poll_with_backoff;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, GroupId, Rank, Timeout};
 use std::sync::Arc;
@@ -229,7 +230,7 @@ impl Context {
                             )
                         })?
                 } else {
-                    crate::engine::poll_with_backoff(deadline, || {
+                    poll_with_backoff(deadline, || {
                         self.engine.member_faults(&members)?;
                         GroupShared::open(&token, &members, epoch).map_err(|e| {
                             Error::system(

@@ -104,7 +104,7 @@ impl Model {
     pub fn new(p: CostParams) -> Model {
         Model {
             p,
-            block_bytes: crate::AllgathervOptions::default().block_bytes,
+            block_bytes: crate::collectives::AllgathervOptions::default().block_bytes,
         }
     }
 

@@ -32,27 +32,43 @@ pub enum ReduceOp {
 macro_rules! with_op {
     ($op:expr, $t:ty, |$f:ident| $body:expr) => {
         match $op {
-            $crate::ReduceOp::Min => {
+            $crate::collectives::ReduceOp::Min => {
                 let $f = |a: &$t, b: &$t| {
-                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Min, *a, *b)
+                    <$t as $crate::collectives::Reducible>::reduce(
+                        $crate::collectives::ReduceOp::Min,
+                        *a,
+                        *b,
+                    )
                 };
                 $body
             }
-            $crate::ReduceOp::Max => {
+            $crate::collectives::ReduceOp::Max => {
                 let $f = |a: &$t, b: &$t| {
-                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Max, *a, *b)
+                    <$t as $crate::collectives::Reducible>::reduce(
+                        $crate::collectives::ReduceOp::Max,
+                        *a,
+                        *b,
+                    )
                 };
                 $body
             }
-            $crate::ReduceOp::Sum => {
+            $crate::collectives::ReduceOp::Sum => {
                 let $f = |a: &$t, b: &$t| {
-                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Sum, *a, *b)
+                    <$t as $crate::collectives::Reducible>::reduce(
+                        $crate::collectives::ReduceOp::Sum,
+                        *a,
+                        *b,
+                    )
                 };
                 $body
             }
-            $crate::ReduceOp::Prod => {
+            $crate::collectives::ReduceOp::Prod => {
                 let $f = |a: &$t, b: &$t| {
-                    <$t as $crate::Reducible>::reduce($crate::ReduceOp::Prod, *a, *b)
+                    <$t as $crate::collectives::Reducible>::reduce(
+                        $crate::collectives::ReduceOp::Prod,
+                        *a,
+                        *b,
+                    )
                 };
                 $body
             }

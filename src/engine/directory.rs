@@ -10,27 +10,19 @@
 //! every thread that could be reading them has left its pin
 //! ([`super::epoch`]).
 
-use super::epoch::{Epochs, Pin, Published};
+use super::Native;
+use super::epoch::Pin;
 use super::inbox::Inbox;
 use super::job::{self, ObjectId, ObjectKind};
 use super::segment::{SegmentKey, SegmentObject};
+use super::tables::PeerSegment;
 use super::transport::Transport;
-use super::{Native, lock, poll_with_backoff};
+use super::wait::{lock, poll_with_backoff};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, SegmentId};
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock};
-
-/// An object of another rank (a segment, or a window of another node) as
-/// this rank mapped it.
-#[derive(Debug)]
-struct PeerSegment {
-    obj: SegmentObject,
-    registered: AtomicBool,
-}
-
-type PeerRow = Box<[Published<PeerSegment>]>;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
 /// Why a lookup under a pin did not produce a segment.
 #[derive(Debug)]
@@ -45,44 +37,6 @@ pub(crate) enum Lookup {
 impl From<Error> for Lookup {
     fn from(e: Error) -> Lookup {
         Lookup::Fail(e)
-    }
-}
-
-/// The tables behind the lookups.
-#[derive(Debug)]
-pub(crate) struct Tables {
-    /// Readers of the two tables below pin these for one operation.
-    epochs: Epochs,
-    /// This rank's segments; creation and deletion hold `local_writer`.
-    local: Box<[Published<SegmentObject>]>,
-    local_writer: Mutex<()>,
-    /// Objects of other ranks as mapped here, by owner and segment id (a
-    /// node's window is mapped once, whichever of its ranks is addressed);
-    /// remaps hold `peer_writer`.
-    peers: Box<[OnceLock<PeerRow>]>,
-    peer_writer: Mutex<()>,
-    /// Deleted segments that ranks of other hosts may still write to.
-    retired: Mutex<Vec<Arc<SegmentObject>>>,
-    /// The inboxes of this host's ranks, mapped on first use.
-    peer_inboxes: Box<[OnceLock<Inbox>]>,
-    /// Numbers this rank's next segment object.
-    next_object: AtomicU64,
-}
-
-impl Tables {
-    pub(crate) fn new(nranks: usize) -> Tables {
-        Tables {
-            epochs: Epochs::default(),
-            local: (0..job::SEGMENT_SLOTS)
-                .map(|_| Published::default())
-                .collect(),
-            local_writer: Mutex::new(()),
-            peers: (0..nranks).map(|_| OnceLock::new()).collect(),
-            peer_writer: Mutex::new(()),
-            retired: Mutex::new(Vec::new()),
-            peer_inboxes: (0..nranks).map(|_| OnceLock::new()).collect(),
-            next_object: AtomicU64::new(1),
-        }
     }
 }
 
@@ -160,7 +114,7 @@ impl Native {
         let Some(id) = self.entry(rank, seg) else {
             // Deleted: drop our mapping of it (remap does, then reports it
             // gone), so that its owner's memory can be freed.
-            let stale = self.peer_row(rank)[seg as usize]
+            let stale = self.tables.peer_row(rank)[seg as usize]
                 .get(pin)
                 .is_some_and(|p| p.obj.id().owner == rank);
             return Err(if stale {
@@ -176,7 +130,7 @@ impl Native {
         {
             return Ok(own);
         }
-        match self.peer_row(id.owner)[seg as usize].get(pin) {
+        match self.tables.peer_row(id.owner)[seg as usize].get(pin) {
             Some(p) if p.obj.id() == id => {
                 if !p.registered.load(SeqCst) {
                     if !p.obj.is_registered(self.rank) {
@@ -190,20 +144,12 @@ impl Native {
         }
     }
 
-    fn peer_row(&self, owner: Rank) -> &PeerRow {
-        self.tables.peers[owner as usize].get_or_init(|| {
-            (0..job::SEGMENT_SLOTS)
-                .map(|_| Published::default())
-                .collect()
-        })
-    }
-
     /// Map the object now backing segment `seg` of `rank`, replacing a
     /// stale mapping. Must not be called while pinned.
     fn remap(&self, rank: Rank, seg: SegmentId) -> Result<()> {
         let _w = lock(&self.tables.peer_writer);
         let Some(id) = self.entry(rank, seg) else {
-            let cell = &self.peer_row(rank)[seg as usize];
+            let cell = &self.tables.peer_row(rank)[seg as usize];
             let stale = cell
                 .get(&self.tables.epochs.pin())
                 .is_some_and(|p| p.obj.id().owner == rank);
@@ -212,7 +158,7 @@ impl Native {
             }
             return Err(Error::SegmentNotFound { rank, segment: seg });
         };
-        let cell = &self.peer_row(id.owner)[seg as usize];
+        let cell = &self.tables.peer_row(id.owner)[seg as usize];
         if cell
             .get(&self.tables.epochs.pin())
             .is_some_and(|p| p.obj.id() == id)

@@ -56,16 +56,16 @@ pub(crate) fn members_key(members: &[Rank]) -> u64 {
     })
 }
 
-struct Layout {
+struct GroupLayout {
     members: usize,
     buffers: usize,
     total: usize,
 }
 
-fn layout(n: usize, slot_bytes: usize) -> Layout {
+fn layout(n: usize, slot_bytes: usize) -> GroupLayout {
     let members = shm::align_up(std::mem::size_of::<GroupHeader>(), 64);
     let buffers = shm::align_up(members + 4 * n, 64);
-    Layout {
+    GroupLayout {
         members,
         buffers,
         total: buffers + 2 * n * slot_bytes,

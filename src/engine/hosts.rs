@@ -9,6 +9,7 @@
 
 use super::Native;
 use super::transport::Combine;
+use super::wait::poll_with_backoff;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, Timeout};
 use std::time::{Duration, Instant};
@@ -111,7 +112,7 @@ impl Native {
                 // It may have done its part before it died (its last
                 // messages still on their way): a short grace.
                 let grace = Deadline::At(Instant::now() + Duration::from_millis(200));
-                return match super::poll_with_backoff(grace, || match call(Timeout::Test) {
+                return match poll_with_backoff(grace, || match call(Timeout::Test) {
                     Err(Error::Timeout) => Ok(None),
                     done => done.map(Some),
                 }) {

@@ -5,6 +5,7 @@
 use super::Native;
 use super::segment::Span;
 use super::transport::PASSIVE_NAP;
+use super::wait::poll_with_naps;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank};
 
@@ -45,7 +46,7 @@ impl Native {
         let Some(t) = self.across_hosts() else {
             return inbox.receive(into, &self.patience(), deadline, faults);
         };
-        super::poll_with_naps(deadline, PASSIVE_NAP, || {
+        poll_with_naps(deadline, PASSIVE_NAP, || {
             let into = Span { ..into };
             match inbox.receive(into, &self.patience(), Deadline::Now, faults) {
                 Err(Error::Timeout) => {

@@ -15,17 +15,19 @@
 //! API never sees which.
 //!
 //! # Files
-//! - [`start`]: who this process is in which job, and the one place that
-//!   picks the transport;
+//! - [`spec`]: who this process is in which job; [`start`]: the one place
+//!   that picks the transport;
 //! - this file: [`Native`], joining and leaving the job, failures;
-//! - [`directory`]: this rank's segments and its mappings of the other
-//!   ranks' (what a lookup borrows, and how stale mappings are replaced);
+//! - [`tables`], [`directory`]: this rank's segments and its mappings of the
+//!   other ranks' (what a lookup borrows, and how stale mappings are
+//!   replaced);
 //! - [`transfer`], [`messages`], [`hosts`]: one-sided operations and
 //!   atomics, passive messages, groups spanning hosts — each mapped here or
 //!   carried by the transport;
 //! - the memory modules: [`shm`] (mappings), [`segment`], [`notify`],
 //!   [`inbox`], [`group`], [`job`] (the shared objects), [`epoch`]
-//!   (deferred reclamation), [`futex`] and [`wait`] (waiting);
+//!   (deferred reclamation), [`futex`] and [`wait`] (waiting, and the
+//!   small helpers every file uses: `lock`, polling);
 //! - [`transport`] (the trait) and its implementation `gpi2/`.
 //!
 //! The engine's `unsafe` code lives in the memory modules, each block next
@@ -44,27 +46,25 @@ pub(crate) mod messages;
 pub(crate) mod notify;
 pub(crate) mod segment;
 pub(crate) mod shm;
+pub(crate) mod spec;
 pub(crate) mod start;
+pub(crate) mod tables;
 pub(crate) mod transfer;
 pub(crate) mod transport;
 pub(crate) mod wait;
 
 use crate::config::{Config, Engine};
 use crate::error::{Error, Result};
-use crate::types::{Deadline, Rank};
-use directory::Tables;
+use crate::types::Rank;
 use inbox::Inbox;
 use job::JobBlock;
-use start::JobSpec;
+use spec::JobSpec;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+use tables::Tables;
 use transport::Transport;
-use wait::{Patience, Waiter};
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use wait::{Patience, Waiter, lock};
 
 /// Keeps a helper thread counted as awake (see [`Native::count_thread`]).
 pub(crate) struct AwakeThread<'a>(&'a AtomicU32);
@@ -132,7 +132,7 @@ impl Native {
         transport: Option<Box<dyn Transport>>,
     ) -> Result<Native> {
         let deadline = config.init_timeout.deadline();
-        let job = start::open_job(spec, deadline)?;
+        let job = spec::open_job(spec, deadline)?;
         if job.nranks() != spec.nranks {
             return Err(Error::Environment(format!(
                 "GASPI_NRANKS is {} but job {} has {} ranks",
@@ -480,35 +480,5 @@ impl Native {
                 job::sweep(self.token());
             }
         }
-    }
-}
-
-/// Poll `step` with growing naps (5 us to 2 ms) until it yields a value,
-/// fails, or `deadline` passes ([`Error::Timeout`]). For waiting on objects
-/// that another process creates, where nothing can wake us.
-pub(crate) fn poll_with_backoff<T>(
-    deadline: Deadline,
-    step: impl FnMut() -> Result<Option<T>>,
-) -> Result<T> {
-    poll_with_naps(deadline, Duration::from_millis(2), step)
-}
-
-/// [`poll_with_backoff`] with naps of at most `longest`.
-pub(crate) fn poll_with_naps<T>(
-    deadline: Deadline,
-    longest: Duration,
-    mut step: impl FnMut() -> Result<Option<T>>,
-) -> Result<T> {
-    let mut nap = Duration::from_micros(5);
-    loop {
-        if let Some(v) = step()? {
-            return Ok(v);
-        }
-        match deadline.remaining() {
-            Some(left) if left.is_zero() => return Err(Error::Timeout),
-            Some(left) => std::thread::sleep(nap.min(left)),
-            None => std::thread::sleep(nap),
-        }
-        nap = (nap * 2).min(longest);
     }
 }

@@ -45,7 +45,7 @@ unsafe impl Shared for SegmentHeader {}
 
 /// Byte offsets of the parts of a segment object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Layout {
+struct ObjectLayout {
     reg: usize,
     values: usize,
     l1: usize,
@@ -54,8 +54,8 @@ struct Layout {
     total: usize,
 }
 
-impl Layout {
-    fn new(nranks: usize, notification_num: u32, data_size: usize) -> Layout {
+impl ObjectLayout {
+    fn new(nranks: usize, notification_num: u32, data_size: usize) -> ObjectLayout {
         let a = |n: usize| shm::align_up(n, 64);
         let reg = a(std::mem::size_of::<SegmentHeader>());
         let values = a(reg + nranks.div_ceil(64) * 8);
@@ -66,7 +66,7 @@ impl Layout {
             shm::page_size(),
         );
         let total = data + shm::align_up(data_size.max(1), shm::page_size());
-        Layout {
+        ObjectLayout {
             reg,
             values,
             l1,
@@ -91,7 +91,7 @@ struct TableParts {
 }
 
 impl TableParts {
-    fn new(map: &Mapping, layout: &Layout, num: u32, counting: bool) -> TableParts {
+    fn new(map: &Mapping, layout: &ObjectLayout, num: u32, counting: bool) -> TableParts {
         let n = num as usize;
         let h = map.at::<SegmentHeader>(0);
         // Mapping::slice checks bounds and alignment once, here.
@@ -125,7 +125,7 @@ pub(crate) struct SegmentObject {
     map: Mapping,
     /// The owner's user memory rebound onto the object (`segment_bind`).
     bound: Option<BoundRegion>,
-    layout: Layout,
+    layout: ObjectLayout,
     size: usize,
     notification_num: u32,
     nranks: usize,
@@ -189,7 +189,7 @@ impl SegmentObject {
         bind: Option<*mut u8>,
     ) -> io::Result<SegmentObject> {
         let name = key.name();
-        let layout = Layout::new(shape.nranks, shape.notification_num, shape.size);
+        let layout = ObjectLayout::new(shape.nranks, shape.notification_num, shape.size);
         let fd = shm::create(&name, layout.total)?;
         let made = (|| {
             let len = if bind.is_some() {
@@ -268,7 +268,7 @@ impl SegmentObject {
         let notification_num = h.notification_num.load(SeqCst);
         let nranks = h.nranks.load(SeqCst) as usize;
         let counting = h.counting.load(SeqCst) == 1;
-        let layout = Layout::new(nranks, notification_num, size);
+        let layout = ObjectLayout::new(nranks, notification_num, size);
         if layout.total != total {
             return Err(io::Error::other(
                 "segment object with an inconsistent layout",
@@ -469,7 +469,7 @@ mod tests {
 
     #[test]
     fn layout_is_aligned_and_ordered() {
-        let l = Layout::new(70, 65_536, 100);
+        let l = ObjectLayout::new(70, 65_536, 100);
         assert!(l.reg < l.values && l.values < l.l1 && l.l1 < l.l2 && l.l2 < l.data);
         assert_eq!(l.data % shm::page_size(), 0);
         assert_eq!(l.values - l.reg, 64); // 2 words rounded to 64 bytes

@@ -31,6 +31,7 @@ use crate::config::WaitMode;
 use crate::error::{Error, Result};
 use crate::types::Deadline;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// A futex word and its sleeper count, on a cache line of its own.
@@ -319,6 +320,43 @@ impl Patience<'_> {
                 return Ok(v);
             }
         }
+    }
+}
+
+/// A mutex's guard, also after a thread panicked while holding it (the
+/// engine's tables stay consistent under every lock: a panic leaves
+/// nothing half-written that a later holder could see).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Poll `step` with growing naps (5 us to 2 ms) until it yields a value,
+/// fails, or `deadline` passes ([`Error::Timeout`]). For waiting on objects
+/// that another process creates, where nothing can wake us.
+pub(crate) fn poll_with_backoff<T>(
+    deadline: Deadline,
+    step: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    poll_with_naps(deadline, Duration::from_millis(2), step)
+}
+
+/// [`poll_with_backoff`] with naps of at most `longest`.
+pub(crate) fn poll_with_naps<T>(
+    deadline: Deadline,
+    longest: Duration,
+    mut step: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let mut nap = Duration::from_micros(5);
+    loop {
+        if let Some(v) = step()? {
+            return Ok(v);
+        }
+        match deadline.remaining() {
+            Some(left) if left.is_zero() => return Err(Error::Timeout),
+            Some(left) => std::thread::sleep(nap.min(left)),
+            None => std::thread::sleep(nap),
+        }
+        nap = (nap * 2).min(longest);
     }
 }
 

@@ -81,7 +81,7 @@ pub struct Launch {
 }
 
 /// The variable that turns on [`Launch::emulate_hosts`] (also
-/// [`env::EMULATE_HOSTS`](crate::env::EMULATE_HOSTS)).
+/// [`env::EMULATE_HOSTS`]).
 ///
 /// ```
 /// // `GASPI_EMULATE_HOSTS=1 gaspi-run --engine gpi2 --ppn 2 ...` runs each

@@ -5,6 +5,8 @@
 //! Rank 0 prints an IMB-style table or CSV rows; every row says whether the
 //! data the benchmark moved was verified.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod adapters;
 mod benches;
 mod collectives;

@@ -172,18 +172,21 @@ impl NodeReduce {
                 debug_assert_eq!(v, tag, "ring block of another call");
                 let (r, l) = (at(area, &e.elems), at(result, &e.elems));
                 let n = e.elems.len();
-                // SAFETY: the block of the ring area was written by the
-                // previous node before the notification just claimed, and
-                // its next write comes in the next call, after this node's
-                // successor has the whole result; the result column's
-                // block is this instance's, written here by this rank only
-                // and by the allgather of this call only after this
-                // node's contribution to the block was sent.
+                // The block of the ring area was written by the previous
+                // node before the notification just claimed, and its next
+                // write comes in the next call, after this node's successor
+                // has the whole result; the result column's block is this
+                // instance's, written here by this rank only and by the
+                // allgather of this call only after this node's
+                // contribution to the block was sent.
                 let out = match e.kind {
+                    // SAFETY: as said above, nobody else touches either
+                    // block until this rank has passed it on.
                     RingKind::Reduce => unsafe {
                         fold_into(self.mem.write::<T>(r, n), self.mem.read::<T>(l, n), f);
                         Some((r, false))
                     },
+                    // SAFETY: as for `Reduce`.
                     RingKind::Complete => unsafe {
                         fold_from(self.mem.write::<T>(l, n), self.mem.read::<T>(r, n), f);
                         Some((l, true))

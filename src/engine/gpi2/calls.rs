@@ -3,8 +3,8 @@
 
 use super::Gpi2;
 use super::codes::{DOORBELL, SCRATCH, check, corrupt_ranks, ms, queue_of, sid};
-use crate::engine::lock;
 use crate::engine::transport::{AtomicOp, Post, Transfer};
+use crate::engine::wait::lock;
 use crate::error::{Error, Result};
 use crate::types::{QueueId, Rank, SegmentId, Timeout};
 use gpi2_sys as sys;
@@ -91,8 +91,8 @@ impl Gpi2 {
                     ro.as_mut_ptr(),
                     sz.as_mut_ptr(),
                 );
-                // SAFETY (each arm): five arrays of `n` elements, alive for
-                // the call (GPI-2 copies them into its queue entries).
+                // SAFETY: in each arm, five arrays of `n` elements, alive
+                // for the call (GPI-2 copies them into its queue entries).
                 unsafe {
                     match post {
                         Post::Write(None) => {
@@ -156,7 +156,8 @@ impl Gpi2 {
     ) -> Result<u64> {
         let mut old = 0u64;
         let off = offset as u64;
-        // SAFETY (both arms): out pointer to a local; offset checked.
+        // SAFETY: in both arms, an out pointer to a local; the offset was
+        // checked against the segment's size.
         let code = unsafe {
             match op {
                 AtomicOp::FetchAdd(v) => {

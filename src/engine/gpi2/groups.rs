@@ -3,48 +3,13 @@
 
 use super::Gpi2;
 use super::codes::{check, ms};
-use crate::engine::lock;
+use super::twin::Twin;
 use crate::engine::transport::Combine;
+use crate::engine::wait::lock;
 use crate::error::{Error, Result};
 use crate::types::{Rank, Timeout};
 use gpi2_sys as sys;
 use std::collections::BTreeMap;
-
-/// What GPI-2's group of one of our ids holds.
-///
-/// GPI-2 cannot tell two incarnations of a group apart: re-creating a group
-/// resets its collective counters and buffers, and `gaspi_group_commit`
-/// checks only the size and the xor of the member list. A member still
-/// finishing the last collective of the old incarnation then takes the
-/// first one of the new incarnation for it (its sync byte has the same
-/// value at the same place), and a member committing early fetches the
-/// buffer address of a peer's old incarnation, which that peer frees
-/// later. So a group committed across hosts is never deleted while it may
-/// serve again: our delete keeps it, and committing the same member list
-/// under the same id again reuses it; its counters go on, every member's
-/// buffers stay where they were, and the commit only refreshes the
-/// addresses. A group is deleted in GPI-2 only when its id is committed
-/// with another member list (GPI-2's check then keeps the incarnations
-/// apart: members wait until every peer has the new list) or when it is
-/// in an unknown state (members added but never committed, a collective
-/// that timed out and was abandoned).
-#[derive(Debug)]
-pub(super) struct Twin {
-    /// Members added to it, ascending; empty: none yet.
-    members: Vec<Rank>,
-    /// Whether it may be kept at our delete and serve a later commit: no
-    /// members yet, or committed with no collective left unfinished.
-    reusable: bool,
-}
-
-impl Twin {
-    pub(super) fn empty() -> Twin {
-        Twin {
-            members: Vec::new(),
-            reusable: true,
-        }
-    }
-}
 
 impl Gpi2 {
     /// Make sure GPI-2 has a twin of our new group `id` (groups spanning
@@ -66,11 +31,8 @@ impl Gpi2 {
     fn twin_create(id: u8) -> Result<()> {
         let mut g: sys::gaspi_group_t = 0;
         // SAFETY: out pointer to a local.
-        check(
-            "gaspi_group_create",
-            unsafe { sys::gaspi_group_create(&mut g) },
-            None,
-        )?;
+        let code = unsafe { sys::gaspi_group_create(&mut g) };
+        check("gaspi_group_create", code, None)?;
         if g != id {
             // SAFETY: plain call on the group GPI-2 just created.
             unsafe { sys::gaspi_group_delete(g) };
@@ -152,11 +114,8 @@ impl Gpi2 {
     /// buffer address afresh and changes nothing else.
     pub(crate) fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
         // SAFETY: plain call.
-        check(
-            "gaspi_group_commit",
-            unsafe { sys::gaspi_group_commit(id, ms(timeout)) },
-            None,
-        )?;
+        let code = unsafe { sys::gaspi_group_commit(id, ms(timeout)) };
+        check("gaspi_group_commit", code, None)?;
         self.twin_settled(id, true);
         Ok(())
     }
@@ -172,11 +131,8 @@ impl Gpi2 {
     pub(crate) fn barrier(&self, id: u8, timeout: Timeout) -> Result<()> {
         self.twin_settled(id, false);
         // SAFETY: plain call.
-        check(
-            "gaspi_barrier",
-            unsafe { sys::gaspi_barrier(id, ms(timeout)) },
-            None,
-        )?;
+        let code = unsafe { sys::gaspi_barrier(id, ms(timeout)) };
+        check("gaspi_barrier", code, None)?;
         self.twin_settled(id, true);
         Ok(())
     }

@@ -71,36 +71,39 @@
 //! # Files
 //! [`start`] (starting GPI-2, joining the job it describes), `codes` (ids,
 //! timeouts, errors), `segments`, `calls` (one-sided calls, completion),
-//! `notify` (relaying notifications), `relay` (the thread), `groups`,
-//! `passive`, `watch` (failures across hosts).
+//! `notify` (relaying notifications), `relay` (the thread), `groups` and
+//! `twin` (groups spanning hosts), `passive` and `intake` (passive messages
+//! across hosts: sending, receiving), `watch` (failures across hosts).
 
 mod calls;
 mod codes;
 mod groups;
+mod intake;
 mod notify;
 mod passive;
 mod relay;
 mod segments;
 pub(crate) mod start;
+mod twin;
 mod watch;
 
 use crate::config::Engine;
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
-use crate::engine::lock;
 use crate::engine::segment::{SegmentObject, Span};
 use crate::engine::transport::{AtomicOp, Combine, Post, Transfer, Transport};
+use crate::engine::wait::lock;
 use crate::error::Result;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 use codes::{QUEUES, states};
 use gpi2_sys as sys;
-use groups::Twin;
 use relay::Shared;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use twin::Twin;
 
 /// How long a leaving rank waits for the others at its last barrier.
 const TERM_BARRIER_MS: u64 = 30_000;
@@ -133,7 +136,7 @@ pub(crate) struct Gpi2 {
     /// GPI-2's groups twinning ours, by id (see `group_prepare`).
     twins: Mutex<BTreeMap<u8, Twin>>,
     /// Passive messages to other hosts.
-    outbox: Mutex<passive::Outbox>,
+    outbox: Mutex<intake::Outbox>,
     /// Largest passive message.
     passive_cap: usize,
 }

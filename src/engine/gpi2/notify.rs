@@ -3,7 +3,6 @@
 //! documentation of `gpi2`).
 
 use super::codes::{DOORBELL, sid};
-use super::relay::Bound;
 use crate::engine::segment::SegmentObject;
 use crate::engine::transport::IDS;
 use crate::types::{NotificationId, SegmentId};
@@ -44,19 +43,20 @@ pub(super) fn pump(segment: SegmentId, obj: &SegmentObject, ids: Range<Notificat
     moved
 }
 
-/// Take the doorbell of a relayed window: a wake-up for its node.
-pub(super) fn doorbell(r: &Bound) -> bool {
+/// Take the doorbell of the relayed window `segment` (object `obj`): a
+/// wake-up for its node.
+pub(super) fn doorbell(segment: SegmentId, obj: &SegmentObject) -> bool {
     let mut first: sys::gaspi_notification_id_t = 0;
     // SAFETY: out pointer to a local; DOORBELL is within GPI-2's table.
     let code = unsafe {
-        sys::gaspi_notify_waitsome(sid(r.segment), DOORBELL, 1, &mut first, sys::GASPI_TEST)
+        sys::gaspi_notify_waitsome(sid(segment), DOORBELL, 1, &mut first, sys::GASPI_TEST)
     };
     if code != sys::GASPI_SUCCESS {
         return false;
     }
     let mut value = 0;
     // SAFETY: out pointer to a local.
-    unsafe { sys::gaspi_notify_reset(sid(r.segment), DOORBELL, &mut value) };
-    r.obj.notifications().ww.wake();
+    unsafe { sys::gaspi_notify_reset(sid(segment), DOORBELL, &mut value) };
+    obj.notifications().ww.wake();
     true
 }

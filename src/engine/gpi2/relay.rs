@@ -4,11 +4,11 @@
 
 use super::codes::corrupt_ranks;
 use super::notify::{doorbell, pump};
-use super::{passive, watch};
+use super::{intake, watch};
 use crate::config::RESERVED_SEGMENT;
-use crate::engine::lock;
 use crate::engine::segment::SegmentObject;
 use crate::engine::transport::IDS;
+use crate::engine::wait::lock;
 use crate::types::SegmentId;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -30,7 +30,7 @@ pub(super) struct Shared {
     /// The rank is terminating (the failure watch pings no more).
     pub(super) leaving: AtomicBool,
     /// Passive messages from other hosts, once enabled.
-    pub(super) intake: Mutex<Option<passive::Intake>>,
+    pub(super) intake: Mutex<Option<intake::Intake>>,
     /// Failures across hosts, once enabled.
     pub(super) watch: Mutex<Option<watch::Watch>>,
     /// The scratch segment's address.
@@ -51,7 +51,7 @@ pub(super) fn relay_loop(sh: &Shared) {
         // does not check that a segment exists when it scans its table).
         let bound = lock(&sh.bound);
         for b in bound.iter().filter(|b| b.window) {
-            busy |= doorbell(b);
+            busy |= doorbell(b.segment, &b.obj);
             busy |= pump(b.segment, &b.obj, 0..IDS) > 0;
         }
         let reserved = RESERVED_SEGMENT;

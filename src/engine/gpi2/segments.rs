@@ -4,8 +4,8 @@
 use super::Gpi2;
 use super::codes::{check, ms, sid};
 use super::relay::Bound;
-use crate::engine::lock;
 use crate::engine::segment::SegmentObject;
+use crate::engine::wait::lock;
 use crate::error::Result;
 use crate::types::{Rank, SegmentId, Timeout};
 use gpi2_sys as sys;

@@ -1,12 +1,13 @@
 //! Starting GPI-2 and joining the job it describes.
 
 use super::codes::{GPI2_SEGMENTS, QUEUES, SCRATCH, SCRATCH_BYTES, check, ms};
+use super::intake;
 use super::relay::{Shared, relay_loop};
-use super::{Gpi2, Placement, passive};
+use super::{Gpi2, Placement};
 use crate::config::{Config, WaitMode};
 use crate::engine::Native;
 use crate::engine::job;
-use crate::engine::start::{JobSpec, job_spec, spec_from_env};
+use crate::engine::spec::{JobSpec, job_spec, spec_from_env};
 use crate::env;
 use crate::error::{Error, Result};
 use crate::types::Timeout;
@@ -119,11 +120,8 @@ impl Gpi2 {
         // and a null pointer) that gaspi_config_get overwrites.
         let mut c: sys::gaspi_config_t = unsafe { std::mem::zeroed() };
         // SAFETY: out pointer to a local of the header's layout.
-        check(
-            "gaspi_config_get",
-            unsafe { sys::gaspi_config_get(&mut c) },
-            None,
-        )?;
+        let code = unsafe { sys::gaspi_config_get(&mut c) };
+        check("gaspi_config_get", code, None)?;
         if let Some(base) = port_from_env()? {
             c.sn_port = base as u32;
             c.dev_config.params.tcp.port = base as u32 + 512;
@@ -138,7 +136,7 @@ impl Gpi2 {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(1 << 16);
-        c.notification_num = passive::notification_num(nranks);
+        c.notification_num = intake::notification_num(nranks);
         c.segment_max = GPI2_SEGMENTS;
         // Our user groups (0: all ranks) have GPI-2 twins of the same ids
         // when they span hosts; contributions to an allreduce over them
@@ -150,11 +148,8 @@ impl Gpi2 {
         c.transfer_size_max = (config.transfer_size_max as u64).max(c.transfer_size_max);
         c.rw_list_elem_max = config.rw_list_elem_max.max(c.rw_list_elem_max);
         // SAFETY: a config read from GPI-2 with checked fields changed.
-        check(
-            "gaspi_config_set",
-            unsafe { sys::gaspi_config_set(c) },
-            None,
-        )?;
+        let code = unsafe { sys::gaspi_config_set(c) };
+        check("gaspi_config_set", code, None)?;
         if c.network == sys::GASPI_ETHERNET && std::env::var_os(env::GPI2_PORT).is_some() {
             // GPI-2 1.5/1.6's gaspi_config_set copies only the InfiniBand
             // device parameters (GPI2_CONFIG.c), so the TCP device would
@@ -186,7 +181,8 @@ impl Gpi2 {
             ))
         })?;
         let (mut rank, mut num, mut lrank, mut lnum) = (0, 0, 0, 0);
-        // SAFETY (four calls): out pointers to locals; GPI-2 is initialised.
+        // SAFETY: four calls with out pointers to locals; GPI-2 is
+        // initialised.
         unsafe {
             check("gaspi_proc_rank", sys::gaspi_proc_rank(&mut rank), None)?;
             check("gaspi_proc_num", sys::gaspi_proc_num(&mut num), None)?;
@@ -202,7 +198,7 @@ impl Gpi2 {
             )?;
         }
         let cap = config.passive_transfer_size_max;
-        let bytes = passive::scratch_bytes(cap);
+        let bytes = intake::scratch_bytes(cap);
         let page = scratch_page(bytes)?;
         // SAFETY: the memory is GPI-2's for the rest of the process (leaked).
         let code = unsafe { sys::gaspi_segment_bind(SCRATCH, page.cast(), bytes as u64, 0) };

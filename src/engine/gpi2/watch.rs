@@ -22,7 +22,7 @@
 //! Collectives inside GPI-2 (`gaspi_barrier`, `gaspi_allreduce_user`) run
 //! in slices and check their members between slices, so they end too.
 
-use super::passive::{failed_id, notify_all, take};
+use super::intake::{failed_id, notify_all, take};
 use crate::engine::job::{self, JobBlock};
 use crate::types::{NotificationId, Rank};
 use gpi2_sys as sys;
