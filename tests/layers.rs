@@ -583,11 +583,9 @@ fn the_crate_is_layered_without_cycles() {
 
 /// A crate of three files in two layers, written to a temporary folder.
 fn sample(lib: &str, low: &str, high: &str) -> Vec<String> {
-    let dir = std::env::temp_dir().join(format!(
-        "gaspi-layers-{}-{}",
-        std::process::id(),
-        lib.len() + 7 * low.len() + 31 * high.len()
-    ));
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("gaspi-layers-{}-{n}", std::process::id()));
     std::fs::create_dir_all(dir.join("high")).unwrap();
     std::fs::write(dir.join("lib.rs"), lib).unwrap();
     std::fs::write(dir.join("low.rs"), low).unwrap();
@@ -630,6 +628,18 @@ fn a_cycle_fails() {
     let p = sample(lib, low, "mod part;\n");
     assert_eq!(p.len(), 1, "{p:?}");
     assert!(p[0].contains("in a circle: lib.rs, low.rs"), "{p:?}");
+}
+
+#[test]
+fn a_path_through_the_crate_root_fails() {
+    let lib = "mod low;\nmod high;\npub use high::Part;\n";
+    let high = "mod part;\npub use part::Part;\nfn f() { let _ = crate::Part; }\n";
+    let p = sample(lib, "pub struct Low;\n", high);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert!(
+        p[0].starts_with("high/mod.rs:3 names an item through the crate root"),
+        "{p:?}"
+    );
 }
 
 #[test]

@@ -1,0 +1,375 @@
+//! `gaspi-bench`'s command line (clap: the help, `--version` and usage
+//! errors come from this one definition).
+
+use crate::adapters::{BCAST_IMPLS, DESIGNS, LOCK_DESIGNS, LOCK_MODES, PATTERNS};
+use crate::catalog::BenchName;
+use crate::collectives::{ALLGATHERV_IMPLS, ALLREDUCE_IMPLS, DISTRIBUTIONS};
+use crate::report::Format;
+use clap::builder::PossibleValuesParser;
+use clap::{Args, Parser, ValueEnum};
+use gaspi::launcher::Binding;
+
+/// Benchmarks of the GASPI runtime on local ranks; each verifies the data
+/// it moves. Started on its own it launches itself on `-n` ranks (as
+/// `gaspi-run` would); under `gaspi-run` or `mpirun` it is a rank already.
+#[derive(Parser, Debug)]
+#[command(name = "gaspi-bench", version, max_term_width = 100)]
+pub struct Cli {
+    /// The benchmark.
+    #[arg(value_enum)]
+    pub bench: BenchName,
+
+    /// Ranks [default: 2; 4 for all; 8 for put-lat-distance and
+    /// shared-notify-lat].
+    #[arg(short = 'n', long = "np", value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub ranks: Option<u16>,
+
+    /// Ranks per node [default: all on one node; 2 for all; 4 for
+    /// put-lat-distance and shared-notify-lat; 1 for model].
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
+    pub ppn: Option<u16>,
+
+    /// Message sizes: powers of two from A to B, or a list A,B,C
+    /// (suffixes K, M, G: 8:4M).
+    #[arg(long, value_name = "A:B", value_parser = parse_sizes)]
+    pub sizes: Option<Sizes>,
+
+    /// Repetitions per size [default: by size].
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    pub iters: Option<u64>,
+
+    /// Implementations side by side (allreduce, allgatherv, bcast).
+    #[arg(long = "impl", value_name = "I,J", value_delimiter = ',',
+          value_parser = PossibleValuesParser::new(known_impls()))]
+    pub impls: Option<Vec<String>>,
+
+    /// allgatherv data distributions.
+    #[arg(long = "dist", value_name = "D,E", value_delimiter = ',',
+          value_parser = PossibleValuesParser::new(DISTRIBUTIONS))]
+    pub dists: Option<Vec<String>>,
+
+    /// fence communication patterns.
+    #[arg(long = "pattern", value_name = "P,Q", value_delimiter = ',',
+          value_parser = PossibleValuesParser::new(PATTERNS))]
+    pub patterns: Option<Vec<String>>,
+
+    /// fence designs (fence, fence-overlap) or lock designs (lock).
+    #[arg(long = "design", value_name = "D,E", value_delimiter = ',',
+          value_parser = PossibleValuesParser::new(known_designs()))]
+    pub designs: Option<Vec<String>>,
+
+    /// lock: what the contenders do.
+    #[arg(long = "mode", value_name = "M,N", value_delimiter = ',',
+          value_parser = PossibleValuesParser::new(LOCK_MODES))]
+    pub modes: Option<Vec<String>>,
+
+    /// lock: how many ranks lock at once [default: 1, 2, 4, ... N].
+    #[arg(long, value_name = "C,D", value_delimiter = ',',
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub contenders: Option<Vec<u16>>,
+
+    /// table (IMB-style columns, see README) or csv.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+
+    /// How ranks wait (GASPI_WAIT).
+    #[arg(long, value_name = "MODE", value_parser = ["auto", "spin", "yield", "block"])]
+    pub wait: Option<String>,
+
+    /// CPU binding: block (consecutive ranks share CPUs), spread, none
+    /// (gaspi-run --bind).
+    #[arg(long, value_name = "B", default_value = "block", value_parser = parse_binding)]
+    pub bind: Binding,
+
+    /// native, or gpi2 (built with feature gpi2: between nodes through
+    /// GPI-2; also GASPI_ENGINE=gpi2).
+    #[arg(long, value_name = "E", value_parser = parse_engine)]
+    pub engine: Option<gaspi::Engine>,
+
+    /// With --engine gpi2: every node a host of its own (no shared memory
+    /// between nodes, as on a cluster).
+    #[arg(long)]
+    pub emulate_hosts: bool,
+
+    #[command(flatten, next_help_heading = "Allreduce")]
+    pub allreduce: AllreduceArgs,
+
+    #[command(flatten, next_help_heading = "Model (a cluster's parameters)")]
+    pub model: ModelArgs,
+}
+
+/// Sizes, parsed.
+pub type Sizes = Vec<usize>;
+
+/// The allreduce's thresholds (`gaspi::AllreduceOptions`).
+#[derive(Args, Debug)]
+pub struct AllreduceArgs {
+    /// Largest message every local rank reduces whole [default: 4K].
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub replicate_max: Option<usize>,
+    /// The same for a job of one node [default: 2K].
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub node_replicate_max: Option<usize>,
+    /// --replicate-max while ranks share cores (each node sends one
+    /// partial, one rank reduces for all) [default: 32K].
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub shared_replicate_max: Option<usize>,
+    /// The same for a job of one node [default: 8K].
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub shared_node_replicate_max: Option<usize>,
+    /// Replicated calls: one local rank reduces for its node (yes), every
+    /// rank for itself (no), or yes while ranks share cores (auto).
+    #[arg(long, value_name = "S", default_value = "auto", value_parser = ["auto", "yes", "no"])]
+    pub share_reduction: String,
+    /// auto: smallest message for the ring [default: 128K].
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub ring_min: Option<usize>,
+}
+
+impl AllreduceArgs {
+    /// The options these arguments give.
+    pub fn options(&self) -> gaspi::AllreduceOptions {
+        let d = gaspi::AllreduceOptions::default();
+        gaspi::AllreduceOptions {
+            replicate_max: self.replicate_max.unwrap_or(d.replicate_max),
+            node_replicate_max: self.node_replicate_max.unwrap_or(d.node_replicate_max),
+            shared_replicate_max: self.shared_replicate_max.unwrap_or(d.shared_replicate_max),
+            shared_node_replicate_max: self
+                .shared_node_replicate_max
+                .unwrap_or(d.shared_node_replicate_max),
+            share_reduction: match self.share_reduction.as_str() {
+                "yes" => Some(true),
+                "no" => Some(false),
+                _ => None,
+            },
+            ring_min: self.ring_min.unwrap_or(d.ring_min),
+            ..d
+        }
+    }
+}
+
+/// `model`'s parameters [default: this machine's].
+#[derive(Args, Debug)]
+pub struct ModelArgs {
+    /// Latency L per message, us.
+    #[arg(long, value_name = "L", value_parser = non_negative)]
+    pub latency_us: Option<f64>,
+    /// Overhead o per message, us.
+    #[arg(long, value_name = "O", value_parser = non_negative)]
+    pub overhead_us: Option<f64>,
+    /// Bandwidth, MB/s.
+    #[arg(long, value_name = "B", value_parser = positive)]
+    pub bandwidth_mbps: Option<f64>,
+    /// Remote atomic, us.
+    #[arg(long, value_name = "Q", value_parser = non_negative)]
+    pub atomic_us: Option<f64>,
+    /// Request overhead, us.
+    #[arg(long, value_name = "R", value_parser = non_negative)]
+    pub request_us: Option<f64>,
+}
+
+impl ModelArgs {
+    /// This machine's parameters with the given ones replaced.
+    pub fn params(&self) -> gaspi::model::CostParams {
+        let mut p = gaspi::model::CostParams::this_machine();
+        p.latency_us = self.latency_us.unwrap_or(p.latency_us);
+        p.overhead_us = self.overhead_us.unwrap_or(p.overhead_us);
+        p.atomic_us = self.atomic_us.unwrap_or(p.atomic_us);
+        p.request_us = self.request_us.unwrap_or(p.request_us);
+        if let Some(b) = self.bandwidth_mbps {
+            p.gap_per_byte_us = 1.0 / b;
+        }
+        p
+    }
+}
+
+fn known_impls() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = Vec::new();
+    for i in ALLREDUCE_IMPLS
+        .iter()
+        .chain(&ALLGATHERV_IMPLS)
+        .chain(&BCAST_IMPLS)
+    {
+        if !v.contains(i) {
+            v.push(i);
+        }
+    }
+    v
+}
+
+fn known_designs() -> Vec<&'static str> {
+    DESIGNS.iter().chain(&LOCK_DESIGNS).copied().collect()
+}
+
+impl Cli {
+    /// Parse the command line (MPI-style `-np N` and `-ppn P` are taken
+    /// too), exiting with a short usage error (status 2) when it is wrong.
+    pub fn parse_args(args: &[String]) -> Cli {
+        let args =
+            std::iter::once("gaspi-bench".to_string()).chain(args.iter().map(
+                |a| match a.as_str() {
+                    "-np" => "--np".to_string(),
+                    "-ppn" => "--ppn".to_string(),
+                    _ => a.clone(),
+                },
+            ));
+        let cli = Cli::parse_from(args);
+        if let Err(msg) = cli.check() {
+            use clap::CommandFactory;
+            Cli::command()
+                .error(clap::error::ErrorKind::ArgumentConflict, msg)
+                .exit();
+        }
+        cli
+    }
+
+    /// What clap cannot check alone: options that belong to another
+    /// benchmark.
+    pub fn check(&self) -> Result<(), String> {
+        let name = self.bench.name();
+        if let Some(impls) = &self.impls {
+            let known: &[&str] = match self.bench {
+                BenchName::Allreduce => &ALLREDUCE_IMPLS,
+                BenchName::Allgatherv => &ALLGATHERV_IMPLS,
+                BenchName::Bcast => &BCAST_IMPLS,
+                _ => &[],
+            };
+            if let Some(bad) = impls.iter().find(|i| !known.contains(&i.as_str())) {
+                return Err(format!("{name} has no implementation '{bad}'"));
+            }
+        }
+        if let Some(designs) = &self.designs {
+            let known: &[&str] = match self.bench {
+                BenchName::Fence | BenchName::FenceOverlap => &DESIGNS,
+                BenchName::Lock => &LOCK_DESIGNS,
+                _ => &[],
+            };
+            if let Some(bad) = designs.iter().find(|d| !known.contains(&d.as_str())) {
+                return Err(format!("{name} has no design '{bad}'"));
+            }
+        }
+        if self.emulate_hosts && self.engine != Some(gaspi::Engine::Gpi2) {
+            let env_gpi2 = std::env::var(gaspi::env::ENGINE).is_ok_and(|e| e == "gpi2");
+            if !env_gpi2 {
+                return Err(
+                    "--emulate-hosts needs --engine gpi2 (native ranks share memory)".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A size: a number with an optional K, M or G suffix.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let (num, mult) = match s.as_bytes().last() {
+        Some(b'K' | b'k') => (&s[..s.len() - 1], 1usize << 10),
+        Some(b'M' | b'm') => (&s[..s.len() - 1], 1 << 20),
+        Some(b'G' | b'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("'{s}' is not a size"))
+}
+
+/// Sizes: `A:B` (powers of two from A to B) or a list `A,B,C`.
+pub fn parse_sizes(s: &str) -> Result<Sizes, String> {
+    if let Some((a, b)) = s.split_once(':') {
+        let (a, b) = (parse_size(a)?, parse_size(b)?);
+        if a == 0 || a > b {
+            return Err(format!("{s}: need 0 < A <= B"));
+        }
+        Ok(std::iter::successors(Some(a), |x| x.checked_mul(2).filter(|&y| y <= b)).collect())
+    } else {
+        s.split(',').map(parse_size).collect()
+    }
+}
+
+fn parse_binding(s: &str) -> Result<Binding, String> {
+    Binding::parse(s).ok_or_else(|| format!("'{s}': use none, block or spread"))
+}
+
+fn parse_engine(s: &str) -> Result<gaspi::Engine, String> {
+    gaspi::Engine::parse(s).ok_or_else(|| format!("'{s}': use native or gpi2"))
+}
+
+fn non_negative(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .ok_or_else(|| format!("'{s}' is not a non-negative number"))
+}
+
+fn positive(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .ok_or_else(|| format!("'{s}' is not a positive number"))
+}
+
+impl ValueEnum for Format {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Format::Table, Format::Csv]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(match self {
+            Format::Table => "table",
+            Format::Csv => "csv",
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        let args = std::iter::once("gaspi-bench").chain(args.iter().copied());
+        let cli = Cli::try_parse_from(args).map_err(|e| e.to_string())?;
+        cli.check().map(|()| cli)
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_sizes("8:64").unwrap(), vec![8, 16, 32, 64]);
+        assert_eq!(parse_sizes("1K:4K").unwrap(), vec![1024, 2048, 4096]);
+        assert_eq!(parse_sizes("8,1M").unwrap(), vec![8, 1 << 20]);
+        assert!(parse_sizes("64:8").is_err());
+        assert!(parse_sizes("x").is_err());
+        assert!(parse_size("99999999999999G").is_err());
+    }
+
+    #[test]
+    fn arguments_parse() {
+        let a = parse(&["barrier", "-n", "8", "--format", "csv"]).unwrap();
+        assert_eq!(
+            (a.bench, a.ranks, a.format),
+            (BenchName::Barrier, Some(8), Format::Csv)
+        );
+        assert!(parse(&["nope"]).is_err());
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["all", "--wait", "nap"]).is_err());
+        assert!(parse(&["allreduce", "--iters", "0"]).is_err());
+        assert!(parse(&["allreduce", "-n", "0"]).is_err());
+        assert!(parse(&["allreduce", "--impl", "linear"]).is_err());
+        assert!(parse(&["bcast", "--impl", "linear"]).is_ok());
+        assert!(parse(&["lock", "--design", "opt"]).is_err());
+        assert_eq!(
+            parse(&["allreduce", "--replicate-max", "8K"])
+                .unwrap()
+                .allreduce
+                .options()
+                .replicate_max,
+            8 << 10
+        );
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,350 @@
+//! How each benchmark of the catalogue runs, on one rank.
+
+use crate::benches::{self, Bench};
+use crate::catalog::BenchName;
+use crate::cli::Cli;
+use crate::printer::Printer;
+use crate::report::{Format, Row};
+use crate::{adapters, collectives};
+use gaspi::Context;
+
+impl BenchName {
+    /// Run it on this rank; rank 0 emits the rows.
+    pub fn run(self, s: &Session, out: &mut Printer) {
+        match self {
+            BenchName::WriteNotifyLat => write_notify_lat(s, out),
+            BenchName::WriteBw => write_bw(s, out),
+            BenchName::ReadLat => read_lat(s, out),
+            BenchName::AtomicLat => out.emit(
+                "atomic-lat: atomic_fetch_add from rank 0 on a word of rank 1",
+                benches::atomic_lat(&s.b),
+            ),
+            BenchName::PassiveLat => {
+                let sizes = s.sizes(&pow2(1, 32 << 10), &[8, 4096]);
+                out.emit(
+                    "passive-lat: one-way latency of passive_send + passive_receive (ping-pong, ranks 0-1)",
+                    benches::passive_lat(&s.b, &sizes),
+                )
+            }
+            BenchName::Barrier => {
+                let rows = with_twin(
+                    s.twin.is_some(),
+                    &[0],
+                    |_| benches::barrier(&s.b),
+                    |_| twin!(s.twin, [], |m| m.barrier(&s.b)),
+                );
+                out.emit("barrier: over all ranks", rows)
+            }
+            BenchName::Allreduce => allreduce(s, out),
+            BenchName::Allgatherv => allgatherv(s, out),
+            BenchName::Fence => fence(s, out),
+            BenchName::FenceOverlap => {
+                let sizes = s.sizes(&pow2(1024, 1 << 20), &[65_536]);
+                out.emit(
+                    "fence-overlap: put to the right + computation + fence; overlap = (comm + compute - total) / comm",
+                    adapters::fence_overlap(&s.b, &sizes, &s.fence_designs()),
+                )
+            }
+            BenchName::Lock => lock(s, out),
+            BenchName::Bcast => bcast(s, out),
+            BenchName::PutLatDistance => {
+                let sizes = s.sizes(&[8, 1 << 20], &[8]);
+                out.emit(
+                    "put-lat-distance: write-notify-lat from rank 0 to each rank (impl: intra/inter node : target)",
+                    benches::put_lat_distance(&s.b, &sizes),
+                )
+            }
+            BenchName::SharedNotifyLat => {
+                if s.b.ctx.num_nodes() > 1 {
+                    out.emit(
+                        "shared-notify-lat: rank 0's write_notify into node 1's window until a rank of node 1 claims it, one way",
+                        benches::shared_notify_lat(&s.b),
+                    )
+                }
+            }
+            BenchName::All | BenchName::Model => {}
+        }
+    }
+}
+
+/// Powers of two from `a` to `b`.
+fn pow2(a: usize, b: usize) -> Vec<usize> {
+    crate::cli::parse_sizes(&format!("{a}:{b}")).expect("a valid range")
+}
+
+/// The MPI side of the comparisons, when run under `mpirun` (feature
+/// `mpi`); never present otherwise.
+#[cfg(feature = "mpi")]
+pub type Twin<'a> = Option<&'a crate::mpi_twin::Mpi>;
+#[cfg(not(feature = "mpi"))]
+pub type Twin<'a> = Option<&'a std::convert::Infallible>;
+
+/// MPI's row for one size, if there is an MPI side (`uses`: the values
+/// the body takes, unused without the feature).
+macro_rules! twin {
+    ($t:expr, [$($uses:ident),*], |$m:ident| $body:expr) => {{
+        #[cfg(feature = "mpi")]
+        let row = $t.map(|$m| $body);
+        #[cfg(not(feature = "mpi"))]
+        let row = {
+            $(let _ = &$uses;)*
+            $t.map(|never| match *never {})
+        };
+        row
+    }};
+}
+use twin;
+
+/// Our rows for `sizes`; with an MPI side, size by size ours then MPI's
+/// (so both see the same machine state), our rows carrying ours / MPI's
+/// median.
+fn with_twin(
+    twin: bool,
+    sizes: &[usize],
+    mut ours: impl FnMut(&[usize]) -> Vec<Row>,
+    mut theirs: impl FnMut(usize) -> Option<Row>,
+) -> Vec<Row> {
+    if !twin {
+        return ours(sizes);
+    }
+    let mut rows = Vec::new();
+    for &s in sizes {
+        let mut mine = ours(&[s]);
+        if let Some(m) = theirs(s) {
+            for r in &mut mine {
+                r.vs_mpi = Some(r.median() / m.median()).filter(|v| v.is_finite());
+            }
+            rows.extend(mine);
+            rows.push(m);
+        } else {
+            rows.extend(mine);
+        }
+    }
+    rows
+}
+
+/// What a benchmark runs with: the rank's harness, the command line, and
+/// the MPI side.
+pub struct Session<'a> {
+    pub b: Bench<'a>,
+    pub cli: &'a Cli,
+    pub twin: Twin<'a>,
+    /// `all`: brief runs.
+    pub quick: bool,
+}
+
+impl Session<'_> {
+    /// The sizes given, else `default` (or `brief` under `all`).
+    fn sizes(&self, default: &[usize], brief: &[usize]) -> Vec<usize> {
+        self.cli
+            .sizes
+            .clone()
+            .unwrap_or_else(|| if self.quick { brief } else { default }.to_vec())
+    }
+
+    /// The implementations given, else `default` (or `brief`).
+    fn impls(&self, default: &[&str], brief: &[&str]) -> Vec<String> {
+        let d = if self.quick { brief } else { default };
+        self.cli
+            .impls
+            .clone()
+            .unwrap_or_else(|| d.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// The fence designs given, else all of them.
+    fn fence_designs(&self) -> Vec<String> {
+        self.cli
+            .designs
+            .clone()
+            .unwrap_or_else(|| adapters::DESIGNS.iter().map(|s| s.to_string()).collect())
+    }
+
+    fn ranks(&self) -> usize {
+        self.b.ctx.num_ranks() as usize
+    }
+}
+
+fn write_notify_lat(s: &Session, out: &mut Printer) {
+    let sizes = s.sizes(&pow2(1, 4 << 20), &[8, 4096, 65_536, 1 << 20]);
+    out.emit(
+        "write-notify-lat: one-way latency of write_notify + notify_waitsome (ping-pong, ranks 0-1)",
+        benches::write_notify_lat(&s.b, &sizes),
+    );
+}
+
+fn write_bw(s: &Session, out: &mut Printer) {
+    let sizes = s.sizes(&pow2(1024, 4 << 20), &[65_536, 1 << 20, 4 << 20]);
+    out.emit(
+        "write-bw: streamed writes rank 0 -> rank 1 (+1 notification per batch), and memcpy on rank 0",
+        benches::write_bw(&s.b, &sizes),
+    );
+}
+
+fn read_lat(s: &Session, out: &mut Printer) {
+    let sizes = s.sizes(&pow2(1, 4 << 20), &[8, 4096, 1 << 20]);
+    out.emit(
+        "read-lat: read + wait, rank 0 reads from rank 1",
+        benches::read_lat(&s.b, &sizes),
+    );
+}
+
+fn allreduce(s: &Session, out: &mut Printer) {
+    let sizes = s.sizes(&pow2(8, 4 << 20), &[8, 4096, 1 << 20]);
+    let impls = s.impls(&["auto"], &["auto", "naive", "gaspi"]);
+    let rows = with_twin(
+        s.twin.is_some(),
+        &sizes,
+        |z| collectives::allreduce(&s.b, z, &impls),
+        |z| twin!(s.twin, [z], |m| m.allreduce(&s.b, (z / 8).max(1))),
+    );
+    out.emit(
+        "allreduce: sum of f64 over all ranks (bytes per rank)",
+        rows,
+    );
+}
+
+fn allgatherv(s: &Session, out: &mut Printer) {
+    let sizes = s.sizes(&pow2(1024, 4 << 20), &[65_536, 1 << 20]);
+    let dists = s
+        .cli
+        .dists
+        .clone()
+        .unwrap_or_else(|| vec!["regular".into()]);
+    let impls = s.impls(&["ring-shared"], &["ring-shared", "naive"]);
+    let mut rows = Vec::new();
+    for dist in &dists {
+        rows.extend(with_twin(
+            s.twin.is_some(),
+            &sizes,
+            |z| collectives::allgatherv(&s.b, z, &impls, std::slice::from_ref(dist)),
+            |z| twin!(s.twin, [z], |m| m.allgatherv(&s.b, dist, (z / 8).max(1))),
+        ));
+    }
+    out.emit(
+        "allgatherv: u64 elements over all ranks (bytes = total / ranks)",
+        rows,
+    );
+}
+
+fn fence(s: &Session, out: &mut Printer) {
+    let sizes = s.sizes(&pow2(8, 64 << 10), &[8, 4096]);
+    let patterns = s.cli.patterns.clone().unwrap_or_else(|| {
+        if s.quick {
+            vec!["single".into(), "halo4".into()]
+        } else {
+            vec!["single".into()]
+        }
+    });
+    let mut rows = Vec::new();
+    for pattern in &patterns {
+        // Epochs without puts have one size: 0.
+        let ps: &[usize] = if pattern == "zero" { &[0] } else { &sizes };
+        rows.extend(with_twin(
+            s.twin.is_some(),
+            ps,
+            |z| adapters::fence(&s.b, z, std::slice::from_ref(pattern), &s.fence_designs()),
+            |z| twin!(s.twin, [z], |m| m.fence(&s.b, pattern, z)),
+        ));
+    }
+    out.emit(
+        "fence: RMA epoch = the pattern's puts (bytes each) + MPI_Win_fence (impl pattern:design)",
+        rows,
+    );
+}
+
+fn lock(s: &Session, out: &mut Printer) {
+    let n = s.ranks();
+    let sizes = s.sizes(&[8], &[8]);
+    let designs = s.cli.designs.clone().unwrap_or_else(|| {
+        adapters::LOCK_DESIGNS
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    });
+    let modes = s.cli.modes.clone().unwrap_or_else(|| {
+        let m: &[&str] = if s.quick {
+            &["excl-same"]
+        } else {
+            &["excl-same", "excl-distinct", "shared-same"]
+        };
+        m.iter().map(|s| s.to_string()).collect()
+    });
+    let contenders: Vec<usize> = match &s.cli.contenders {
+        Some(c) => c.iter().map(|&c| c as usize).collect(),
+        None if s.quick => vec![1, n],
+        None => std::iter::successors(Some(1), |c| Some(c * 2).filter(|&c| c < n))
+            .chain([n])
+            .collect(),
+    };
+    let mut rows = Vec::new();
+    for mode in &modes {
+        for &c in contenders.iter().filter(|&&c| (1..=n).contains(&c)) {
+            rows.extend(with_twin(
+                s.twin.is_some(),
+                &sizes,
+                |z| adapters::lock(&s.b, z, &designs, std::slice::from_ref(mode), &[c]),
+                |z| twin!(s.twin, [z], |m| m.lock(&s.b, mode, c, z)),
+            ));
+        }
+    }
+    out.emit(
+        "lock: lock + put + unlock per contender, time on rank 0 (impl design:mode:contenders)",
+        rows,
+    );
+}
+
+fn bcast(s: &Session, out: &mut Printer) {
+    let sizes = s.sizes(&pow2(8, 16 << 20), &[8, 65_536, 1 << 20]);
+    let impls = s.impls(&adapters::BCAST_IMPLS, &adapters::BCAST_IMPLS);
+    let rows = with_twin(
+        s.twin.is_some(),
+        &sizes,
+        |z| adapters::bcast(&s.b, z, &impls),
+        |z| twin!(s.twin, [z], |m| m.bcast(&s.b, z)),
+    );
+    let cross = adapters::bcast_crossover(&rows);
+    out.emit(
+        "bcast: rank 0's broadcast into every rank's window + flush (impl linear / binomial / node)",
+        rows,
+    );
+    if out.prints() && s.cli.format == Format::Table {
+        for c in cross {
+            println!("# bcast crossover: {c}");
+        }
+    }
+}
+
+/// Run the benchmark(s) the command line names on this rank (of `ctx`'s
+/// job); returns whether everything verified.
+pub fn run_on(cli: &Cli, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error> {
+    let n = ctx.num_ranks() as usize;
+    if let Some(need) = cli.bench.missing(n, ctx.num_nodes()) {
+        if ctx.rank() == 0 {
+            eprintln!("gaspi-bench: {} needs {need}", cli.bench.name());
+        }
+        return Ok(false);
+    }
+    let s = Session {
+        b: Bench {
+            ctx: &ctx,
+            ppn: ctx.ranks_per_node(),
+            iters: cli.iters.map(|k| k as usize),
+            allreduce: cli.allreduce.options(),
+        },
+        cli,
+        twin,
+        quick: cli.bench == BenchName::All,
+    };
+    let mut out = Printer::new(cli.format, ctx.rank() == 0);
+    out.header(cli.bench.name(), &ctx, cli.bind);
+    let start = std::time::Instant::now();
+    for b in cli.bench.members() {
+        b.run(&s, &mut out);
+    }
+    let verified = out.verified();
+    if s.quick && cli.format == Format::Table {
+        out.summary(n, start.elapsed().as_secs_f64());
+    }
+    ctx.barrier(gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    Ok(ctx.rank() != 0 || verified)
+}
