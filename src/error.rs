@@ -82,6 +82,9 @@ pub enum Error {
     },
     /// `offset + size` reaches past the end of a segment.
     OutOfBounds {
+        /// Whether the range is the caller's own (local) one or the
+        /// target's (remote) one.
+        side: Side,
         /// The owner of the segment.
         rank: Rank,
         /// The segment id.
@@ -194,6 +197,24 @@ pub enum Error {
         /// The size passed to `passive_receive`.
         capacity: usize,
     },
+    /// A size, offset or count, or a sum or product of them, is larger
+    /// than any memory can hold (`max`: what a mapping or allocation can
+    /// span). Nothing was done.
+    SizeOverflow {
+        /// The argument (or the combination of arguments) that overflows.
+        argument: &'static str,
+        /// The largest value allowed.
+        max: usize,
+    },
+    /// The memory for an object could not be reserved: the shared-memory
+    /// file system (`/dev/shm`) or the machine has less free space than
+    /// `size` bytes. Nothing was made; free memory or ask for less.
+    OutOfMemory {
+        /// What was being made.
+        what: String,
+        /// The bytes it needed.
+        size: usize,
+    },
     /// An argument is outside what the call accepts.
     InvalidArgument(String),
     /// An RMA window call breaks MPI's synchronisation rules (an access
@@ -224,6 +245,24 @@ pub enum Error {
     },
 }
 
+/// Which range of a transfer an [`Error::OutOfBounds`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The caller's own segment (a write's source, a read's destination).
+    Local,
+    /// The target rank's segment.
+    Remote,
+}
+
+impl fmt::Display for Side {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Side::Local => "local",
+            Side::Remote => "remote",
+        })
+    }
+}
+
 impl Error {
     /// The name of the GASPI return code this error corresponds to.
     ///
@@ -238,15 +277,32 @@ impl Error {
             Error::InvalidSegmentId { .. }
             | Error::SegmentNotFound { .. }
             | Error::SegmentNotRegistered { .. } => "GASPI_ERR_INV_SEG",
-            Error::SegmentExists { .. } => "GASPI_ERR_MANY_SEG",
-            Error::OutOfBounds { .. } => "GASPI_ERR_INV_REM_OFF",
+            // GPI-2 (`pgaspi_segment_alloc`): an id in use is an invalid
+            // segment; GASPI_ERR_MANY_SEG is for more segments than
+            // segment_max, which ids below segment_max cannot reach.
+            Error::SegmentExists { .. } => "GASPI_ERR_INV_SEG",
+            // As GPI-2's checks: an offset at or past the end is a bad
+            // offset; an offset inside whose size runs past the end is a
+            // bad size.
+            Error::OutOfBounds {
+                side,
+                offset,
+                segment_size,
+                ..
+            } => match (offset >= segment_size, side) {
+                (true, Side::Local) => "GASPI_ERR_INV_LOC_OFF",
+                (true, Side::Remote) => "GASPI_ERR_INV_REM_OFF",
+                (false, _) => "GASPI_ERR_INV_COMMSIZE",
+            },
             Error::TransferTooLarge { .. } | Error::MessageTooLarge { .. } => {
                 "GASPI_ERR_INV_COMMSIZE"
             }
             Error::InvalidNotificationId { .. } => "GASPI_ERR_INV_NOTIF_ID",
             Error::ZeroNotificationValue => "GASPI_ERR_INV_NOTIF_VAL",
             Error::MisalignedAtomic { .. } => "GASPI_ERR_UNALIGN_OFF",
-            Error::InvalidQueue { .. } | Error::TooManyQueues { .. } => "GASPI_ERR_INV_QUEUE",
+            Error::InvalidQueue { .. } => "GASPI_ERR_INV_QUEUE",
+            // GPI-2's gaspi_queue_create returns GASPI_ERROR at its limit.
+            Error::TooManyQueues { .. } => "GASPI_ERROR",
             Error::InvalidGroup { .. }
             | Error::GroupNotCommitted { .. }
             | Error::GroupMismatch { .. } => "GASPI_ERR_INV_GROUP",
@@ -254,6 +310,8 @@ impl Error {
             Error::ActiveCollective { .. } => "GASPI_ERR_ACTIVE_COLL",
             Error::RankFailed { .. } => "GASPI_ERROR",
             Error::OtherNode { .. } | Error::NotAWindow { .. } => "GASPI_ERR_INV_SEG",
+            Error::SizeOverflow { .. } => "GASPI_ERR_INV_SIZE",
+            Error::OutOfMemory { .. } => "GASPI_ERR_MEMALLOC",
             Error::InvalidArgument(_) => "GASPI_ERR_INV_NUM",
             Error::RmaSync(_) => "GASPI_ERROR",
             Error::Config(_) => "GASPI_ERR_CONFIG",
@@ -276,6 +334,23 @@ impl Error {
     /// ```
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout)
+    }
+
+    /// The error for an OS refusal while making `what` of `size` bytes:
+    /// [`Error::OutOfMemory`] when the refusal means "no space" (`ENOSPC`,
+    /// `ENOMEM`, `EFBIG`), [`Error::System`] otherwise.
+    pub(crate) fn making(what: impl Into<String>, size: usize, source: io::Error) -> Error {
+        match source.raw_os_error() {
+            Some(libc::ENOSPC | libc::ENOMEM | libc::EFBIG) => Error::OutOfMemory {
+                what: what.into(),
+                size,
+            },
+            _ if source.kind() == io::ErrorKind::OutOfMemory => Error::OutOfMemory {
+                what: what.into(),
+                size,
+            },
+            _ => Error::system(what, source),
+        }
     }
 
     pub(crate) fn system(what: impl Into<String>, source: io::Error) -> Error {
@@ -317,6 +392,7 @@ impl fmt::Display for Error {
                 "segment {segment} already exists on this rank: delete it first or use another id"
             ),
             Error::OutOfBounds {
+                side,
                 rank,
                 segment,
                 offset,
@@ -324,8 +400,8 @@ impl fmt::Display for Error {
                 segment_size,
             } => write!(
                 f,
-                "offset {offset} + size {size} is past the end of segment {segment} of rank \
-                 {rank}, which has {segment_size} bytes"
+                "{side} offset {offset} + size {size} is past the end of segment {segment} of \
+                 rank {rank}, which has {segment_size} bytes"
             ),
             Error::TransferTooLarge { size, max } => write!(
                 f,
@@ -402,6 +478,15 @@ impl fmt::Display for Error {
                 "the next passive message has {size} bytes but the receive size is {capacity}; it \
                  stays queued: receive it with a larger size"
             ),
+            Error::SizeOverflow { argument, max } => write!(
+                f,
+                "{argument} overflows: it exceeds {max} bytes, the most any memory can hold"
+            ),
+            Error::OutOfMemory { what, size } => write!(
+                f,
+                "not enough memory for {what} ({size} bytes): /dev/shm or the machine has less \
+                 free; free some or ask for less"
+            ),
             Error::InvalidArgument(msg) => write!(f, "invalid argument: {msg}"),
             Error::RmaSync(msg) => write!(f, "RMA synchronisation: {msg}"),
             Error::Config(msg) => write!(f, "invalid configuration: {msg}"),
@@ -425,5 +510,121 @@ impl std::error::Error for Error {
             Error::System { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant's code, against what GPI-2 1.6.0's checking build
+    /// returns for the same mistake (GPI2_Utility.h's GASPI_VERIFY_*
+    /// macros, GPI2_SEG.c, GPI2_IO.c, GPI2_GRP.c).
+    #[test]
+    fn codes_are_gpi2s() {
+        let oob = |side, offset| Error::OutOfBounds {
+            side,
+            rank: 0,
+            segment: 0,
+            offset,
+            size: 8,
+            segment_size: 4096,
+        };
+        let cases: Vec<(Error, &str)> = vec![
+            (Error::Timeout, "GASPI_TIMEOUT"),
+            (
+                Error::QueueFull {
+                    queue: 0,
+                    posted: 1,
+                    max: 1,
+                },
+                "GASPI_QUEUE_FULL",
+            ),
+            (
+                Error::InvalidRank {
+                    rank: 9,
+                    num_ranks: 2,
+                },
+                "GASPI_ERR_INV_RANK",
+            ),
+            (
+                Error::InvalidSegmentId {
+                    segment: 255,
+                    max: 32,
+                },
+                "GASPI_ERR_INV_SEG",
+            ),
+            (
+                Error::SegmentNotFound {
+                    rank: 0,
+                    segment: 1,
+                },
+                "GASPI_ERR_INV_SEG",
+            ),
+            (Error::SegmentExists { segment: 1 }, "GASPI_ERR_INV_SEG"),
+            // GASPI_VERIFY_LOCAL_OFF / REMOTE_OFF: offset >= size is a bad
+            // offset, offset + size > segment size a bad size.
+            (oob(Side::Local, 4096), "GASPI_ERR_INV_LOC_OFF"),
+            (oob(Side::Remote, 5000), "GASPI_ERR_INV_REM_OFF"),
+            (oob(Side::Local, 4090), "GASPI_ERR_INV_COMMSIZE"),
+            (oob(Side::Remote, 4090), "GASPI_ERR_INV_COMMSIZE"),
+            (
+                Error::TransferTooLarge { size: 2, max: 1 },
+                "GASPI_ERR_INV_COMMSIZE",
+            ),
+            (
+                Error::InvalidNotificationId { id: 9, num: 8 },
+                "GASPI_ERR_INV_NOTIF_ID",
+            ),
+            (Error::ZeroNotificationValue, "GASPI_ERR_INV_NOTIF_VAL"),
+            (
+                Error::MisalignedAtomic { offset: 3 },
+                "GASPI_ERR_UNALIGN_OFF",
+            ),
+            (
+                Error::InvalidQueue { queue: 9, num: 8 },
+                "GASPI_ERR_INV_QUEUE",
+            ),
+            (Error::TooManyQueues { max: 16 }, "GASPI_ERROR"),
+            (
+                Error::InvalidGroup { group: GroupId(7) },
+                "GASPI_ERR_INV_GROUP",
+            ),
+            (Error::TooManyGroups { max: 32 }, "GASPI_ERR_MANY_GRP"),
+            (
+                Error::ActiveCollective { group: GroupId(0) },
+                "GASPI_ERR_ACTIVE_COLL",
+            ),
+            (
+                Error::SizeOverflow {
+                    argument: "x",
+                    max: 1,
+                },
+                "GASPI_ERR_INV_SIZE",
+            ),
+            (
+                Error::OutOfMemory {
+                    what: "x".into(),
+                    size: 1,
+                },
+                "GASPI_ERR_MEMALLOC",
+            ),
+            (Error::Config("x".into()), "GASPI_ERR_CONFIG"),
+            (Error::Environment("x".into()), "GASPI_ERR_ENV"),
+            (Error::AlreadyInitialized, "GASPI_ERR_INITED"),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.gaspi_code(), code, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn no_space_is_out_of_memory() {
+        for errno in [libc::ENOSPC, libc::ENOMEM, libc::EFBIG] {
+            let e = Error::making("x", 9, io::Error::from_raw_os_error(errno));
+            assert!(matches!(e, Error::OutOfMemory { size: 9, .. }), "{e:?}");
+        }
+        let e = Error::making("x", 9, io::Error::from_raw_os_error(libc::EACCES));
+        assert!(matches!(e, Error::System { .. }));
     }
 }

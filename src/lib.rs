@@ -74,6 +74,7 @@
 mod config;
 pub mod env;
 mod error;
+mod extent;
 mod sys;
 mod types;
 // The engine: mapped memory, wake-ups, job control, transports.
@@ -113,7 +114,7 @@ pub use config::{
 };
 pub use context::Context;
 pub use context::traffic::{Traffic, TrafficCounts};
-pub use error::{Error, Result};
+pub use error::{Error, Result, Side};
 pub use notifications::NotifyCounts;
 pub use segments::SegmentView;
 pub use types::{

@@ -67,11 +67,18 @@ impl Context {
         }
         let mut token = [0u8; TOKEN_BYTES];
         if rank == 0 {
-            let t = new_token();
+            // On failure rank 0 still broadcasts (an empty token), so that
+            // every rank fails alike instead of waiting.
+            let t = new_token().unwrap_or_default();
             token[..t.len()].copy_from_slice(t.as_bytes());
         }
         comm.process_at_rank(0).broadcast_into(&mut token[..]);
         let len = token.iter().position(|&b| b == 0).unwrap_or(TOKEN_BYTES);
+        if len == 0 {
+            return Err(Error::Environment(
+                "rank 0 could not draw a job token (getrandom failed)".into(),
+            ));
+        }
         let token = String::from_utf8_lossy(&token[..len]).into_owned();
         Context::init_with(
             config,

@@ -14,7 +14,7 @@ use crate::context::Context;
 use crate::context::traffic::Op;
 use crate::engine::segment::Span;
 use crate::engine::transfer::check_range;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Side};
 use crate::types::{Local, Rank, Timeout};
 
 impl Context {
@@ -48,7 +48,14 @@ impl Context {
         self.engine.check_rank(rank)?;
         self.check_segment_id(src.segment)?;
         let obj = self.engine.local_arc(src.segment)?;
-        check_range(&obj, self.rank(), src.segment, src.offset, size)?;
+        check_range(
+            Side::Local,
+            &obj,
+            self.rank(),
+            src.segment,
+            src.offset,
+            size,
+        )?;
         self.engine.check_alive(rank)?;
         let max = self
             .engine
@@ -97,7 +104,14 @@ impl Context {
     ) -> Result<(Rank, usize)> {
         self.check_segment_id(dst.segment)?;
         let obj = self.engine.local_arc(dst.segment)?;
-        check_range(&obj, self.rank(), dst.segment, dst.offset, size)?;
+        check_range(
+            Side::Local,
+            &obj,
+            self.rank(),
+            dst.segment,
+            dst.offset,
+            size,
+        )?;
         if size == 0 {
             return Err(Error::InvalidArgument(
                 "passive_receive needs room for at least one byte".into(),

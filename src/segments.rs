@@ -73,7 +73,7 @@ impl Context {
         Self::check_segment_size(size)?;
         let shape = self.shape(size);
         self.engine
-            .add_segment(segment, |key| SegmentObject::create(key, &shape))
+            .add_segment(segment, size, |key| SegmentObject::create(key, &shape))
     }
 
     /// Let `rank` access this rank's segment `segment`
@@ -192,7 +192,7 @@ impl Context {
             )));
         }
         let shape = self.shape(size);
-        self.engine.add_segment(segment, |key| {
+        self.engine.add_segment(segment, size, |key| {
             // SAFETY: alignment checked above; ownership, exclusivity and
             // lifetime are this function's contract.
             unsafe { SegmentObject::create_bound(key, &shape, pointer) }
@@ -233,6 +233,7 @@ impl Context {
     /// ```
     pub fn segment_delete(&self, segment: SegmentId) -> Result<()> {
         self.check_segment_id(segment)?;
+        self.groups.forget_pending_create(segment);
         self.engine.remove_segment(segment)
     }
 
@@ -566,7 +567,9 @@ impl<T: Pod> SegmentView<T> {
     /// ```
     pub fn atomic_u64(&self, byte_offset: usize) -> &AtomicU64 {
         assert!(
-            byte_offset + 8 <= self.len * std::mem::size_of::<T>(),
+            byte_offset
+                .checked_add(8)
+                .is_some_and(|end| end <= self.len * std::mem::size_of::<T>()),
             "atomic word at byte {byte_offset} outside the view"
         );
         self.obj.atomic_u64(self.start + byte_offset)

@@ -275,12 +275,19 @@ impl Context {
             .filter(|&r| self.node_of(r) == self.node())
             .collect();
         let deadline = timeout.deadline();
+        let mut shape = self.shape(size);
+        shape.notification_num = notifications;
+        shape.counting = true;
+        // Every member checks what only the node's leader will make, so
+        // that all fail alike instead of waiting for a window never made.
+        SegmentObject::check_shape(&shape, false)
+            .map_err(|e| Error::making(format!("the window of segment {segment}"), size, e))?;
         self.collective_segment(segment, group, &members, timeout, || {
             // Every member of the node counts the windows it made with this
             // id and these node members alike: the count names the object.
             let number = self.groups.window_count(segment, &node) + 1;
             let key = SegmentKey {
-                token: self.engine.token(),
+                names: self.engine.names(),
                 segment,
                 id: ObjectId {
                     kind: ObjectKind::Window,
@@ -288,12 +295,9 @@ impl Context {
                     number,
                 },
             };
-            let mut shape = self.shape(size);
-            shape.notification_num = notifications;
-            shape.counting = true;
             let obj = if node[0] == self.rank() {
                 SegmentObject::create(&key, &shape).map_err(|e| {
-                    Error::system(format!("creating the window of segment {segment}"), e)
+                    Error::making(format!("the window of segment {segment}"), size, e)
                 })?
             } else {
                 self.engine.open_window(&key, &node, deadline)?

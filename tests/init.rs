@@ -222,3 +222,53 @@ fn the_gpi2_engine_needs_its_feature() {
         other => panic!("expected a configuration error, got {other:?}"),
     }
 }
+
+const AGREE_NAME: &str = "settings_must_agree_and_a_failed_start_leaves_nothing";
+
+/// Two hand-started ranks that disagree on `GASPI_PPN`: the second to
+/// come is refused with an environment error naming the variable (not a
+/// misleading error later), the first gives up at its init timeout, and
+/// the job's objects are gone afterwards.
+#[test]
+fn settings_must_agree_and_a_failed_start_leaves_nothing() {
+    if let Ok(case) = std::env::var("INIT_TEST_CASE") {
+        let cfg = Config {
+            init_timeout: Timeout::ms(if case == "first" { 4000 } else { 1000 }),
+            ..Config::default()
+        };
+        match Context::init(cfg) {
+            Err(Error::Environment(m)) => {
+                if case == "second" {
+                    assert!(m.contains("GASPI_PPN"), "{m}");
+                }
+            }
+            other => panic!("{case}: expected an environment error, got {other:?}"),
+        }
+        return;
+    }
+    let t = token();
+    let envs = |r: usize, ppn: &str| {
+        vec![
+            ("GASPI_RANK", r.to_string()),
+            ("GASPI_NRANKS", "2".into()),
+            ("GASPI_JOB", t.clone()),
+            ("GASPI_PPN", ppn.to_string()),
+        ]
+    };
+    let first = spawn(AGREE_NAME, "first", &envs(0, "2"));
+    // The second starts once the first has made the job.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while objects_of(&t).is_empty() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the first rank made no job"
+        );
+        std::thread::yield_now();
+    }
+    let second = spawn(AGREE_NAME, "second", &envs(1, "1"));
+    for (who, k) in [("second", second), ("first", first)] {
+        let (status, out) = finish(k);
+        assert!(status.success(), "{who} rank ended with {status}:\n{out}");
+    }
+    assert_eq!(objects_of(&t), Vec::<String>::new());
+}

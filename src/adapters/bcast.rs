@@ -34,7 +34,7 @@ use super::window::Assert;
 use super::words::{Word, Words};
 use crate::collectives::plan::binomial_children;
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Side};
 use crate::segments::SegmentView;
 use crate::types::{Deadline, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
 use crate::windows::WindowOptions;
@@ -415,6 +415,7 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
             .is_none_or(|end| end > win.len())
         {
             return Err(Error::OutOfBounds {
+                side: Side::Remote,
                 rank: win.ctx.rank(),
                 segment: win.segment(),
                 offset: disp,

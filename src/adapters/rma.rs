@@ -24,7 +24,7 @@ use super::window::{
 };
 use crate::collectives::{ReduceOp, Reducible};
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Side};
 use crate::segments::SegmentView;
 use crate::types::{GroupId, Local, Notification, Rank, Remote, SegmentId, Timeout};
 use crate::windows::WindowOptions;
@@ -208,14 +208,16 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
                 "RmaOptions::staging_bytes must be at least 64".into(),
             ));
         }
+        use crate::extent::{add, align_up, mul};
         let elem = std::mem::size_of::<T>();
         let ppn = ctx.ranks_per_node();
-        let stride = (len * elem).div_ceil(64).max(1) * 64;
-        let locks_at = ppn * stride;
+        let what = "RMA window size (len * element size, per rank of the node)";
+        let stride = align_up(what, mul(what, len, elem)?, 64)?.max(64);
+        let locks_at = mul(what, ppn, stride)?;
         let lock_bytes = lock_area_bytes(members.len());
-        let staging_bytes = opts.staging_bytes.div_ceil(64) * 64;
-        let staging_at = locks_at + ppn * lock_bytes;
-        let size = staging_at + ppn * staging_bytes;
+        let staging_bytes = align_up("RmaOptions::staging_bytes", opts.staging_bytes, 64)?;
+        let staging_at = add(what, locks_at, mul(what, ppn, lock_bytes)?)?;
+        let size = add(what, staging_at, mul(what, ppn, staging_bytes)?)?;
         let table = opts.design.notifications(ctx.num_ranks() as usize, ppn)?;
         if opts.design.counts() && ctx.num_nodes() > ctx.config.allreduce_elem_max as usize {
             return Err(Error::InvalidArgument(format!(
@@ -409,6 +411,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         match disp.checked_add(n) {
             Some(end) if end <= self.len => Ok(()),
             _ => Err(Error::OutOfBounds {
+                side: Side::Remote,
                 rank: target,
                 segment: self.segment,
                 offset: disp,

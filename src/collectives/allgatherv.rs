@@ -179,6 +179,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             )));
         }
         let elem = std::mem::size_of::<T>().max(1);
+        let len = super::plan::check_extents(counts, displs, elem)?;
         let layout = Layout {
             ranks: n,
             ppn: ctx.ranks_per_node(),
@@ -186,12 +187,6 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let max_blocks = crate::config::NOTIFICATION_LIMIT as usize - 1;
         let block_elems = (options.block_bytes / elem).max(1);
         let plan = AllgathervPlan::new(layout, counts, displs, block_elems, max_blocks);
-        let len = counts
-            .iter()
-            .zip(displs)
-            .map(|(c, d)| c + d)
-            .max()
-            .unwrap_or(0);
         let table = plan.total_blocks() as u32 + 1; // + the credit
         let opts = WindowOptions::default().notifications(table);
         let window =

@@ -174,7 +174,7 @@ impl Context {
         // Decide the next step under the table lock; wait outside it.
         enum Step {
             Done,
-            Open(Vec<Rank>, u32),
+            Open(Vec<Rank>),
             Wait,
             Hosts(Vec<Rank>),
         }
@@ -182,7 +182,7 @@ impl Context {
             None => Err(Error::InvalidGroup { group }),
             Some(GroupEntry::Committed(_)) => Ok(Step::Done),
             Some(GroupEntry::Committing { .. }) => Ok(Step::Wait),
-            Some(GroupEntry::Opening { members, epoch }) => Ok(Step::Open(members.clone(), *epoch)),
+            Some(GroupEntry::Opening { members }) => Ok(Step::Open(members.clone())),
             Some(GroupEntry::HostsCommitting(m)) => Ok(Step::Hosts(m.clone())),
             Some(GroupEntry::Building(m)) => {
                 if !m.contains(&me) {
@@ -200,13 +200,11 @@ impl Context {
                     *slot = Some(GroupEntry::HostsCommitting(members.clone()));
                     return Ok(Step::Hosts(members));
                 }
-                let epoch = self.groups.next_epoch(m);
                 let members = std::mem::take(m);
                 *slot = Some(GroupEntry::Opening {
                     members: members.clone(),
-                    epoch,
                 });
-                Ok(Step::Open(members, epoch))
+                Ok(Step::Open(members))
             }
         })?;
         match step {
@@ -218,11 +216,11 @@ impl Context {
                 }
                 return self.group_committed(group, members, GroupSync::Hosts(group.0));
             }
-            Step::Open(members, epoch) => {
+            Step::Open(members) => {
                 // The leader creates the object, the others find it.
-                let token = self.engine.token().to_string();
+                let names = self.engine.names().clone();
                 let shared = if members[0] == me {
-                    GroupShared::create(&token, &members, epoch, self.config.allreduce_slot_bytes())
+                    GroupShared::create(&names, &members, self.config.allreduce_slot_bytes())
                         .map_err(|e| {
                             Error::system(
                                 format!("creating the shared state of group {}", group.0),
@@ -232,7 +230,7 @@ impl Context {
                 } else {
                     poll_with_backoff(deadline, || {
                         self.engine.member_faults(&members)?;
-                        GroupShared::open(&token, &members, epoch).map_err(|e| {
+                        GroupShared::open(&names, &members).map_err(|e| {
                             Error::system(
                                 format!("opening the shared state of group {}", group.0),
                                 e,

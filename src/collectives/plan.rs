@@ -130,6 +130,58 @@ pub struct AllgathervPlan {
     pub shares: Vec<Share>,
 }
 
+/// Check an allgatherv layout of `counts[r]` elements of `elem` bytes from
+/// rank `r` at element `displs[r]`, and return the result's length in
+/// elements (the furthest end). Every end and byte size is checked
+/// ([`Error::SizeOverflow`](crate::Error::SizeOverflow)), and contributions
+/// must not overlap ([`Error::InvalidArgument`](crate::Error::InvalidArgument)
+/// naming the two ranks): GASPI and MPI leave overlapping receive areas
+/// undefined, so this library refuses them. Empty contributions may lie
+/// anywhere.
+///
+/// ```
+/// use gaspi::plan::check_extents;
+/// assert_eq!(check_extents(&[2, 3], &[3, 0], 8).unwrap(), 5);
+/// assert!(check_extents(&[2, 3], &[0, 1], 8).is_err()); // overlap
+/// assert!(check_extents(&[usize::MAX, 1], &[0, 0], 1).is_err()); // overflow
+/// ```
+pub fn check_extents(
+    counts: &[usize],
+    displs: &[usize],
+    elem: usize,
+) -> crate::error::Result<usize> {
+    use crate::error::Error;
+    use crate::extent;
+    if counts.len() != displs.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{} counts but {} displacements",
+            counts.len(),
+            displs.len()
+        )));
+    }
+    let mut spans = Vec::with_capacity(counts.len());
+    for (r, (&c, &d)) in counts.iter().zip(displs).enumerate() {
+        let end = extent::end("displacement + count", d, c)?;
+        extent::mul("(displacement + count) * element size", end, elem.max(1))?;
+        if c > 0 {
+            spans.push((d, end, r));
+        }
+    }
+    extent::mul(
+        "sum of counts * element size",
+        extent::sum("sum of counts", counts.iter().copied())?,
+        elem.max(1),
+    )?;
+    spans.sort_unstable();
+    if let Some(w) = spans.windows(2).find(|w| w[1].0 < w[0].1) {
+        let ((d0, e0, r0), (d1, e1, r1)) = (w[0], w[1]);
+        return Err(Error::InvalidArgument(format!(
+            "contributions overlap: rank {r0} at elements {d0}..{e0} and rank {r1} at {d1}..{e1}"
+        )));
+    }
+    Ok(spans.iter().map(|s| s.1).max().unwrap_or(0))
+}
+
 /// Where contributions of `counts` elements go when packed in rank order:
 /// the exclusive prefix sums (MPI's `displs` for a plain allgatherv).
 ///
@@ -157,6 +209,11 @@ impl AllgathervPlan {
     /// with blocks of about `block_elems` elements, enlarged if needed so
     /// that there are at most `max_blocks` blocks (the notification ids
     /// available).
+    ///
+    /// # Panics
+    /// If `counts` or `displs` does not have one entry per rank of
+    /// `layout`, or their sums overflow: check them first with
+    /// [`check_extents`].
     ///
     /// ```
     /// use gaspi::plan::{AllgathervPlan, Layout, displacements};

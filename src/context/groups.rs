@@ -88,7 +88,6 @@ pub(crate) enum GroupEntry {
     /// Commit started: waiting for the leader's object.
     Opening {
         members: Vec<Rank>,
-        epoch: u32,
     },
     /// Commit started: arrived at the commit barrier.
     Committing {
@@ -122,7 +121,6 @@ pub(crate) struct Groups {
     /// Windows made per segment id and node member list: names the next.
     windows: Mutex<HashMap<(SegmentId, Vec<Rank>), u64>>,
     /// How often each member list was committed: names the next commit.
-    epochs: Mutex<HashMap<Vec<Rank>, u32>>,
     /// A `segment_create` whose closing barrier timed out.
     pending_create: Mutex<Option<(SegmentId, GroupId)>>,
 }
@@ -136,7 +134,6 @@ impl Groups {
         Groups {
             table: Mutex::new((0..=max).map(|_| None).collect()),
             windows: Mutex::new(HashMap::new()),
-            epochs: Mutex::new(HashMap::new()),
             pending_create: Mutex::new(None),
         }
     }
@@ -169,6 +166,15 @@ impl Groups {
 
     pub(crate) fn set_pending_create(&self, segment: SegmentId, group: GroupId) {
         *lock(&self.pending_create) = Some((segment, group));
+    }
+
+    /// Segment `segment` was deleted: a creation of it that timed out is
+    /// abandoned, and the next creation starts afresh.
+    pub(crate) fn forget_pending_create(&self, segment: SegmentId) {
+        let mut p = lock(&self.pending_create);
+        if p.is_some_and(|(s, _)| s == segment) {
+            *p = None;
+        }
     }
 
     /// At term: drop every group; a leader whose commit never completed
@@ -222,16 +228,6 @@ impl Groups {
         make(free as u8)?;
         t[free] = Some(GroupEntry::Building(Vec::new()));
         Ok(Some(free as u8))
-    }
-
-    /// The commit epoch of `members` to use now: how often this member list
-    /// was committed before (names the shared object of this commit).
-    pub(crate) fn next_epoch(&self, members: &[Rank]) -> u32 {
-        let mut epochs = lock(&self.epochs);
-        let e = epochs.entry(members.to_vec()).or_insert(0);
-        let epoch = *e;
-        *e += 1;
-        epoch
     }
 }
 

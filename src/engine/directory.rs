@@ -57,9 +57,23 @@ impl Native {
             };
             match outcome {
                 Ok(r) => return Ok(r),
-                Err(Lookup::Fail(e)) => return Err(e),
-                Err(Lookup::Remap { rank, segment }) => self.remap(rank, segment)?,
+                Err(Lookup::Fail(e)) => return Err(self.explain(e)),
+                Err(Lookup::Remap { rank, segment }) => {
+                    self.remap(rank, segment).map_err(|e| self.explain(e))?
+                }
             }
+        }
+    }
+
+    /// A segment of another rank that is missing because that rank has
+    /// left the job (its segments go with it) is reported as the rank's
+    /// departure, not as a missing segment.
+    fn explain(&self, e: Error) -> Error {
+        match e {
+            Error::SegmentNotFound { rank, .. } if rank != self.rank => {
+                self.check_alive(rank).err().unwrap_or(e)
+            }
+            e => e,
         }
     }
 
@@ -166,7 +180,7 @@ impl Native {
             return Ok(()); // another thread did it
         }
         let key = SegmentKey {
-            token: self.token(),
+            names: self.names(),
             segment: seg,
             id,
         };
@@ -230,17 +244,18 @@ impl Native {
             .ok_or(Error::SegmentNotRegistered { rank, segment })
     }
 
-    /// Make `seg` a new segment of this rank from the object `make` creates
-    /// under the key it is given.
+    /// Make `seg` a new segment of this rank (of `size` bytes) from the
+    /// object `make` creates under the key it is given.
     pub(crate) fn add_segment(
         &self,
         seg: SegmentId,
+        size: usize,
         make: impl FnOnce(&SegmentKey) -> io::Result<SegmentObject>,
     ) -> Result<()> {
         let _w = lock(&self.tables.local_writer);
         self.check_free(seg)?;
         let key = SegmentKey {
-            token: self.token(),
+            names: self.names(),
             segment: seg,
             id: ObjectId {
                 kind: ObjectKind::Segment,
@@ -248,9 +263,8 @@ impl Native {
                 number: self.tables.next_object.fetch_add(1, SeqCst),
             },
         };
-        let obj = make(&key).map_err(|e| {
-            Error::system(format!("creating the shared memory of segment {seg}"), e)
-        })?;
+        let obj = make(&key)
+            .map_err(|e| Error::making(format!("the shared memory of segment {seg}"), size, e))?;
         obj.register(self.rank);
         let obj = self.install(seg, obj);
         self.bind_transport(seg, &obj, false)
@@ -373,7 +387,7 @@ impl Native {
         if let Some(i) = cell.get() {
             return Ok(i);
         }
-        let inbox = Inbox::open(self.token(), rank as usize)
+        let inbox = Inbox::open(self.names(), rank as usize)
             .map_err(|e| Error::system(format!("mapping the passive inbox of rank {rank}"), e))?;
         let _ = cell.set(inbox);
         Ok(cell.get().expect("set above"))

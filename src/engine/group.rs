@@ -20,9 +20,10 @@
 //! k+2 after the barrier of call k+1, which every rank reaches only after it
 //! finished reading the buffers of call k.
 
-use super::job;
+use super::job::Names;
 use super::shm::{self, Mapping, Shared};
 use super::wait::WaitWord;
+use crate::extent;
 use crate::types::Rank;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
@@ -35,8 +36,8 @@ struct GroupHeader {
     magic: AtomicU64,
     key: AtomicU64,
     slot_bytes: AtomicU64,
-    epoch: AtomicU32,
     nmembers: AtomicU32,
+    _pad_members: AtomicU32,
     _pad: [AtomicU64; 4],
     count: AtomicU32,
     generation: AtomicU32,
@@ -57,19 +58,29 @@ pub(crate) fn members_key(members: &[Rank]) -> u64 {
 }
 
 struct GroupLayout {
-    members: usize,
     buffers: usize,
     total: usize,
 }
 
-fn layout(n: usize, slot_bytes: usize) -> GroupLayout {
-    let members = shm::align_up(std::mem::size_of::<GroupHeader>(), 64);
-    let buffers = shm::align_up(members + 4 * n, 64);
-    GroupLayout {
-        members,
+/// Where the member list starts.
+const fn members_offset() -> usize {
+    extent::align_const(std::mem::size_of::<GroupHeader>(), 64)
+}
+
+fn layout(n: usize, slot_bytes: usize) -> io::Result<GroupLayout> {
+    use extent::{add, align_up, mul};
+    let what = "group object size";
+    let members = members_offset();
+    let buffers = mul(what, 4, n)
+        .and_then(|m| add(what, members, m))
+        .and_then(|b| align_up(what, b, 64))
+        .map_err(extent::io_error)?;
+    let slots = mul(what, 2, n).and_then(|s| mul(what, s, slot_bytes));
+    let total = slots.and_then(|s| add(what, buffers, s));
+    Ok(GroupLayout {
         buffers,
-        total: buffers + 2 * n * slot_bytes,
-    }
+        total: total.map_err(extent::io_error)?,
+    })
 }
 
 /// A mapped group object.
@@ -83,19 +94,18 @@ pub(crate) struct GroupShared {
 }
 
 impl GroupShared {
-    fn object_name(token: &str, members: &[Rank], epoch: u32) -> String {
-        job::group_object(token, members[0] as usize, members_key(members), epoch)
+    fn object_name(names: &Names, members: &[Rank]) -> String {
+        names.group(members[0] as usize, members_key(members))
     }
 
     /// The leader's side: create the object for `members` (sorted).
     pub(crate) fn create(
-        token: &str,
+        names: &Names,
         members: &[Rank],
-        epoch: u32,
         slot_bytes: usize,
     ) -> io::Result<GroupShared> {
-        let name = GroupShared::object_name(token, members, epoch);
-        let l = layout(members.len(), slot_bytes);
+        let name = GroupShared::object_name(names, members);
+        let l = layout(members.len(), slot_bytes)?;
         let fd = shm::create(&name, l.total)?;
         let map = Mapping::new(&fd, l.total, 0, false)?;
         let g = GroupShared {
@@ -110,7 +120,6 @@ impl GroupShared {
         }
         let h = g.header();
         h.key.store(members_key(members), SeqCst);
-        h.epoch.store(epoch, SeqCst);
         h.nmembers.store(members.len() as u32, SeqCst);
         h.slot_bytes.store(slot_bytes as u64, SeqCst);
         h.magic.store(MAGIC, SeqCst);
@@ -119,12 +128,15 @@ impl GroupShared {
 
     /// A member's side: open the object of `members` if the leader created
     /// it already (`Ok(None)` if not yet), and check the member list.
-    pub(crate) fn open(
-        token: &str,
-        members: &[Rank],
-        epoch: u32,
-    ) -> io::Result<Option<GroupShared>> {
-        let name = GroupShared::object_name(token, members, epoch);
+    ///
+    /// The name carries no count of earlier commits, so that a commit a
+    /// rank gave up on (timed out, then deleted the group) cannot leave
+    /// the members disagreeing about which object the next commit uses.
+    /// An object whose commit barrier has already completed is the
+    /// previous commit's, which its leader has not unlinked yet: `Ok(None)`
+    /// too (its barrier cannot have completed without this member).
+    pub(crate) fn open(names: &Names, members: &[Rank]) -> io::Result<Option<GroupShared>> {
+        let name = GroupShared::object_name(names, members);
         let (fd, len) = match shm::open(&name) {
             Ok(x) => x,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -135,17 +147,17 @@ impl GroupShared {
         }
         let map = Mapping::new(&fd, len, 0, false)?;
         let h = map.at::<GroupHeader>(0);
-        if h.magic.load(SeqCst) != MAGIC {
+        if h.magic.load(SeqCst) != MAGIC || h.generation.load(SeqCst) != 0 {
             return Ok(None);
         }
         let slot_bytes = h.slot_bytes.load(SeqCst) as usize;
         let n = h.nmembers.load(SeqCst) as usize;
-        let l = layout(n, slot_bytes);
-        if n != members.len() || l.total != len {
+        let l = layout(n, slot_bytes).ok().filter(|l| l.total == len);
+        let Some(l) = l.filter(|_| n == members.len()) else {
             return Err(io::Error::other(
                 "group object does not match the member list",
             ));
-        }
+        };
         let g = GroupShared {
             map,
             name,
@@ -175,8 +187,7 @@ impl GroupShared {
     }
 
     fn member_slots(&self) -> &[AtomicU32] {
-        self.map
-            .slice(layout(self.n, self.slot_bytes).members, self.n)
+        self.map.slice(members_offset(), self.n)
     }
 
     /// Bytes each member can contribute to an allreduce.
@@ -243,23 +254,26 @@ mod tests {
 
     #[test]
     fn create_open_barrier_and_buffers() {
-        let token = job::new_token();
+        let names = Names::fresh();
         let members = [0u16, 2, 5];
-        assert!(GroupShared::open(&token, &members, 0).unwrap().is_none());
-        let a = GroupShared::create(&token, &members, 0, 64).unwrap();
-        let b = GroupShared::open(&token, &members, 0).unwrap().unwrap();
-        assert!(GroupShared::open(&token, &[0, 2], 0).unwrap().is_none());
+        assert!(GroupShared::open(&names, &members).unwrap().is_none());
+        let a = GroupShared::create(&names, &members, 64).unwrap();
+        let b = GroupShared::open(&names, &members).unwrap().unwrap();
+        assert!(GroupShared::open(&names, &[0, 2]).unwrap().is_none());
         let g0 = a.arrive();
         let g1 = b.arrive();
         assert_eq!(g0, g1);
         assert!(!a.passed(g0));
         b.arrive(); // third member
         assert!(a.passed(g0) && b.passed(g1));
+        // Its commit barrier is done: a member of the next commit of the
+        // same members does not take it for the next one's.
+        assert!(GroupShared::open(&names, &members).unwrap().is_none());
         a.put_contribution(1, 2, &[7; 64]);
         let mut out = [0u8; 64];
         b.get_contribution(1, 2, &mut out);
         assert_eq!(out, [7; 64]);
         a.unlink();
-        assert_eq!(job::sweep(&token), 0);
+        assert_eq!(crate::engine::job::sweep(names.token()), 0);
     }
 }

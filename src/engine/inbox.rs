@@ -11,11 +11,12 @@
 //! that times out on a full inbox, or a receiver on an empty one, has taken
 //! nothing and leaves the inbox usable.
 
-use super::job;
+use super::job::Names;
 use super::segment::Span;
 use super::shm::{self, Mapping, Shared};
 use super::wait::{Patience, WaitWord};
 use crate::error::{Error, Result};
+use crate::extent;
 use crate::types::{Deadline, Rank};
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
@@ -53,12 +54,22 @@ struct SlotHeader {
 // SAFETY: atomics only.
 unsafe impl Shared for SlotHeader {}
 
-fn slot_stride(slot_bytes: usize) -> usize {
-    shm::align_up(std::mem::size_of::<SlotHeader>() + slot_bytes, 64)
+fn slot_stride(slot_bytes: usize) -> io::Result<usize> {
+    let what = "passive message size";
+    extent::add(what, std::mem::size_of::<SlotHeader>(), slot_bytes)
+        .and_then(|n| extent::align_up(what, n, 64))
+        .map_err(extent::io_error)
 }
 
-fn first_slot() -> usize {
-    shm::align_up(std::mem::size_of::<InboxHeader>(), 64)
+fn inbox_len(slots: usize, stride: usize) -> io::Result<usize> {
+    let what = "passive inbox size";
+    extent::mul(what, slots, stride)
+        .and_then(|n| extent::add(what, first_slot(), n))
+        .map_err(extent::io_error)
+}
+
+const fn first_slot() -> usize {
+    extent::align_const(std::mem::size_of::<InboxHeader>(), 64)
 }
 
 /// A mapped inbox (the owner's or a sender's view).
@@ -67,25 +78,29 @@ pub(crate) struct Inbox {
     map: Mapping,
     slots: usize,
     slot_bytes: usize,
+    /// Bytes from one slot to the next.
+    stride: usize,
 }
 
 impl Inbox {
     /// Create the inbox of `rank` with `slots` messages of up to
     /// `slot_bytes` bytes.
     pub(crate) fn create(
-        token: &str,
+        names: &Names,
         rank: usize,
         slots: usize,
         slot_bytes: usize,
     ) -> io::Result<Inbox> {
-        let name = job::inbox_object(token, rank);
-        let len = first_slot() + slots * slot_stride(slot_bytes);
+        let name = names.inbox(rank);
+        let stride = slot_stride(slot_bytes)?;
+        let len = inbox_len(slots, stride)?;
         let fd = shm::create(&name, len)?;
         let map = Mapping::new(&fd, len, 0, false)?;
         let inbox = Inbox {
             map,
             slots,
             slot_bytes,
+            stride,
         };
         for i in 0..slots {
             inbox.slot(i as u64).seq.store(i as u64, SeqCst);
@@ -98,8 +113,8 @@ impl Inbox {
     }
 
     /// Open the inbox of `rank` as a sender.
-    pub(crate) fn open(token: &str, rank: usize) -> io::Result<Inbox> {
-        let (fd, len) = shm::open(&job::inbox_object(token, rank))?;
+    pub(crate) fn open(names: &Names, rank: usize) -> io::Result<Inbox> {
+        let (fd, len) = shm::open(&names.inbox(rank))?;
         let map = Mapping::new(&fd, len, 0, false)?;
         let h = map.at::<InboxHeader>(0);
         if h.magic.load(SeqCst) != MAGIC {
@@ -109,19 +124,21 @@ impl Inbox {
             h.slots.load(SeqCst) as usize,
             h.slot_bytes.load(SeqCst) as usize,
         );
-        if slots == 0 || first_slot() + slots * slot_stride(slot_bytes) > len {
+        let stride = slot_stride(slot_bytes)?;
+        if slots == 0 || inbox_len(slots, stride)? > len {
             return Err(io::Error::other("inbox with an inconsistent layout"));
         }
         Ok(Inbox {
             map,
             slots,
             slot_bytes,
+            stride,
         })
     }
 
     /// Remove the inbox's name (its owner, at term).
-    pub(crate) fn unlink(token: &str, rank: usize) {
-        let _ = shm::unlink(&job::inbox_object(token, rank));
+    pub(crate) fn unlink(names: &Names, rank: usize) {
+        let _ = shm::unlink(&names.inbox(rank));
     }
 
     /// Largest message this inbox takes.
@@ -134,7 +151,8 @@ impl Inbox {
     }
 
     fn slot_offset(&self, pos: u64) -> usize {
-        first_slot() + (pos % self.slots as u64) as usize * slot_stride(self.slot_bytes)
+        // Within the mapping: checked by `inbox_len` when it was made.
+        first_slot() + (pos % self.slots as u64) as usize * self.stride
     }
 
     fn slot(&self, pos: u64) -> &SlotHeader {

@@ -10,14 +10,21 @@
 //!
 //! Every object of a job is named `gaspi.<token>.<what>`, where `token` is
 //! 128 random bits: [`sweep`] removes a job's objects by that prefix.
+//!
+//! `/dev/shm` is world-listable, so the token of a running job is public.
+//! The names of the objects its ranks make later are not predictable:
+//! each ends in a tag computed from a secret key that only the job's
+//! owner-only control block holds ([`Names`]), so another user cannot
+//! pre-create a future name to make a segment creation fail.
 
 use super::shm::{self, Mapping, Shared};
 use super::wait::WaitWord;
+use crate::extent;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 
 const MAGIC: u64 = 0x4741_5350_494A_4F42; // "GASPIJOB"
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// The number of segment ids a rank's directory holds.
 pub(crate) const SEGMENT_SLOTS: usize = 256;
@@ -57,6 +64,8 @@ pub(crate) struct JobHeader {
     pub(crate) awake: AtomicU32,
     /// Woken when `arrived` or a rank's state changes.
     pub(crate) ww: WaitWord,
+    /// The secret key of the job's object names ([`Names`]).
+    name_key: [AtomicU64; 2],
 }
 
 // SAFETY: atomics only (WaitWord is Shared).
@@ -121,13 +130,13 @@ impl ObjectId {
         })
     }
 
-    /// The name of this object as segment `seg` of job `token`.
-    pub(crate) fn name(self, token: &str, seg: u8) -> String {
+    /// The name of this object as segment `seg` of the job of `names`.
+    pub(crate) fn name(self, names: &Names, seg: u8) -> String {
         let kind = match self.kind {
             ObjectKind::Segment => 's',
             ObjectKind::Window => 'w',
         };
-        format!("gaspi.{token}.r{}.{kind}{seg}.{}", self.owner, self.number)
+        names.object(&format!("r{}.{kind}{seg}.{}", self.owner, self.number))
     }
 }
 
@@ -160,14 +169,58 @@ pub(crate) fn prefix(token: &str) -> String {
     format!("gaspi.{token}.")
 }
 
-/// The passive-communication inbox of `rank`.
-pub(crate) fn inbox_object(token: &str, rank: usize) -> String {
-    format!("gaspi.{token}.r{rank}.inbox")
+/// How the objects of one job are named, other than its control block:
+/// `gaspi.<token>.<what>.<tag>`, where `what` says what the object is
+/// (`r3.s7.2`: segment 7 of rank 3, its second object) and `tag` is
+/// SipHash-2-4 of `what` under the job's secret key. Names stay readable
+/// and are swept by the job's prefix, but a user who can list `/dev/shm`
+/// and read the token still cannot tell the name of an object not made
+/// yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Names {
+    token: String,
+    key: [u64; 2],
 }
 
-/// The shared state of a committed group, created by its leader.
-pub(crate) fn group_object(token: &str, leader: usize, key: u64, epoch: u32) -> String {
-    format!("gaspi.{token}.g{leader}.{key:016x}.{epoch}")
+impl Names {
+    /// The names of job `token` under `key`.
+    pub(crate) fn new(token: &str, key: [u64; 2]) -> Names {
+        Names {
+            token: token.to_string(),
+            key,
+        }
+    }
+
+    /// Names of a job made up for an in-process test: a fresh token and
+    /// key.
+    #[cfg(test)]
+    pub(crate) fn fresh() -> Names {
+        Names::new(&new_token().unwrap(), random_key().unwrap())
+    }
+
+    /// The job's token.
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The name of the object `what`.
+    pub(crate) fn object(&self, what: &str) -> String {
+        use std::hash::Hasher;
+        let mut h = siphasher::sip::SipHasher24::new_with_keys(self.key[0], self.key[1]);
+        h.write(what.as_bytes());
+        format!("gaspi.{}.{what}.{:016x}", self.token, h.finish())
+    }
+
+    /// The passive-communication inbox of `rank`.
+    pub(crate) fn inbox(&self, rank: usize) -> String {
+        self.object(&format!("r{rank}.inbox"))
+    }
+
+    /// The shared state of a group being committed, created by its leader
+    /// (the lowest member) and unlinked once every member has it mapped.
+    pub(crate) fn group(&self, leader: usize, key: u64) -> String {
+        self.object(&format!("g{leader}.{key:016x}"))
+    }
 }
 
 /// The host of `rank` when hosts are blocks of `per_host` ranks: its
@@ -192,18 +245,43 @@ pub(crate) fn sweep(token: &str) -> usize {
         .count()
 }
 
-/// A fresh job token: 128 random bits in hex.
-pub(crate) fn new_token() -> String {
-    let mut b = [0u8; 16];
+/// Fill `b` with random bytes from the kernel; retries when interrupted,
+/// fails on any other error (instead of looping for ever).
+fn random_bytes(b: &mut [u8]) -> io::Result<()> {
     let mut filled = 0;
     while filled < b.len() {
-        // SAFETY: writes at most len-filled bytes into the array's tail.
-        let n = unsafe { libc::getrandom(b[filled..].as_mut_ptr().cast(), b.len() - filled, 0) };
+        let rest = &mut b[filled..];
+        // SAFETY: writes at most rest.len() bytes into `rest`.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
         if n > 0 {
             filled += n as usize;
+        } else {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
         }
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    Ok(())
+}
+
+/// A fresh secret key for a job's object names.
+fn random_key() -> io::Result<[u64; 2]> {
+    let mut b = [0u8; 16];
+    random_bytes(&mut b)?;
+    let (k0, k1) = b.split_at(8);
+    Ok([
+        u64::from_le_bytes(k0.try_into().expect("8 bytes")),
+        u64::from_le_bytes(k1.try_into().expect("8 bytes")),
+    ])
+}
+
+/// A fresh job token: 128 random bits in hex (or the kernel's error if
+/// it has no randomness to give).
+pub(crate) fn new_token() -> io::Result<String> {
+    let mut b = [0u8; 16];
+    random_bytes(&mut b)?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// Start time of `pid` in clock ticks since boot (field 22 of
@@ -233,15 +311,16 @@ pub(crate) fn process_alive(pid: u32, start_time: u64) -> bool {
 /// A mapped job control block.
 #[derive(Debug)]
 pub(crate) struct JobBlock {
-    token: String,
+    names: Names,
     map: Mapping,
     nranks: usize,
 }
 
 fn header_len() -> usize {
-    shm::align_up(std::mem::size_of::<JobHeader>(), 4096)
+    extent::align_const(std::mem::size_of::<JobHeader>(), 4096)
 }
 
+/// The block's size for `nranks` ranks (at most 65,535 ranks: no overflow).
 fn object_len(nranks: usize) -> usize {
     header_len() + nranks * std::mem::size_of::<RankSlot>()
 }
@@ -256,14 +335,26 @@ impl JobBlock {
         launcher: Option<u32>,
     ) -> io::Result<JobBlock> {
         let name = job_object(token);
-        let fd = shm::create(&name, object_len(nranks))?;
-        let map = Mapping::new(&fd, object_len(nranks), 0, false)?;
+        let key = random_key()?;
+        let len = extent::mul("job size", nranks, std::mem::size_of::<RankSlot>())
+            .and_then(|n| extent::add("job size", header_len(), n))
+            .map_err(extent::io_error)?;
+        let fd = shm::create(&name, len)?;
+        let map = match Mapping::new(&fd, len, 0, false) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = shm::unlink(&name);
+                return Err(e);
+            }
+        };
         let block = JobBlock {
-            token: token.to_string(),
+            names: Names::new(token, key),
             map,
             nranks,
         };
         let h = block.header();
+        h.name_key[0].store(key[0], SeqCst);
+        h.name_key[1].store(key[1], SeqCst);
         h.version.store(VERSION, SeqCst);
         h.nranks.store(nranks as u32, SeqCst);
         h.ppn.store(ppn as u32, SeqCst);
@@ -303,15 +394,21 @@ impl JobBlock {
         if object_len(nranks) > size {
             return Err(io::Error::other("job block smaller than its rank count"));
         }
+        let key = [h.name_key[0].load(SeqCst), h.name_key[1].load(SeqCst)];
         Ok(Some(JobBlock {
-            token: token.to_string(),
+            names: Names::new(token, key),
             map,
             nranks,
         }))
     }
 
     pub(crate) fn token(&self) -> &str {
-        &self.token
+        self.names.token()
+    }
+
+    /// How the job's objects are named.
+    pub(crate) fn names(&self) -> &Names {
+        &self.names
     }
 
     pub(crate) fn header(&self) -> &JobHeader {
@@ -320,6 +417,11 @@ impl JobBlock {
 
     pub(crate) fn nranks(&self) -> usize {
         self.nranks
+    }
+
+    /// Ranks per node, as the block's creator set it.
+    pub(crate) fn ppn(&self) -> usize {
+        self.header().ppn.load(SeqCst) as usize
     }
 
     /// Pid of the supervising launcher, if the job has one.
@@ -457,12 +559,17 @@ mod tests {
             owner: 4,
             number: 2,
         };
-        assert_eq!(w.name("t", 9), "gaspi.t.r4.w9.2");
+        let names = Names::new("t", [1, 2]);
+        let name = w.name(&names, 9);
+        assert!(name.starts_with("gaspi.t.r4.w9.2."), "{name}");
+        // The tag depends on the key: another job's key names it otherwise.
+        assert_ne!(name, w.name(&Names::new("t", [1, 3]), 9));
+        assert_eq!(name, w.name(&Names::new("t", [1, 2]), 9));
     }
 
     #[test]
     fn tokens_are_random_hex() {
-        let (a, b) = (new_token(), new_token());
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
         assert_eq!(a.len(), 32);
         assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
@@ -479,7 +586,7 @@ mod tests {
 
     #[test]
     fn create_open_fail_and_sweep() {
-        let token = new_token();
+        let token = new_token().unwrap();
         let a = JobBlock::create(&token, 3, 3, None).unwrap();
         let b = JobBlock::try_open(&token).unwrap().unwrap();
         assert_eq!(b.nranks(), 3);
@@ -494,9 +601,9 @@ mod tests {
 
     #[test]
     fn stale_jobs_are_swept_live_ones_kept() {
-        let live = new_token();
+        let live = new_token().unwrap();
         let _l = JobBlock::create(&live, 1, 1, Some(std::process::id())).unwrap();
-        let dead = new_token();
+        let dead = new_token().unwrap();
         let d = JobBlock::create(&dead, 1, 1, None).unwrap();
         d.slot(0).pid.store(u32::MAX - 1, SeqCst); // no such process
         let swept = sweep_stale();

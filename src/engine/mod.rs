@@ -57,7 +57,7 @@ use crate::config::{Config, Engine};
 use crate::error::{Error, Result};
 use crate::types::Rank;
 use inbox::Inbox;
-use job::JobBlock;
+use job::{JobBlock, Names};
 use spec::JobSpec;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
@@ -126,6 +126,10 @@ impl Native {
     /// if no launcher did), record this process, create the inbox and wait
     /// until every rank of this host has done the same. `transport`, if
     /// given, is the job's way to other hosts, already started.
+    ///
+    /// If joining fails in a job no launcher watches, and no other rank of
+    /// this host is still in it, this rank removes the job's objects: a
+    /// failed start leaves nothing behind.
     pub(crate) fn attach(
         spec: &JobSpec,
         config: &Config,
@@ -133,12 +137,48 @@ impl Native {
     ) -> Result<Native> {
         let deadline = config.init_timeout.deadline();
         let job = spec::open_job(spec, deadline)?;
+        let joined = Native::join(spec, config, transport, job, deadline);
+        if joined.is_err() && !spec.launched {
+            if let Ok(Some(job)) = JobBlock::try_open(&spec.token) {
+                let host = spec.host_first..(spec.host_first + spec.attach).min(job.nranks());
+                let anyone = host
+                    .filter(|&r| r != spec.rank as usize)
+                    .any(|r| job.slot(r).state.load(SeqCst) == job::RUNNING);
+                if !anyone {
+                    job::sweep(job.token());
+                }
+            }
+        }
+        joined
+    }
+
+    /// [`Native::attach`] once the control block `job` is mapped.
+    fn join(
+        spec: &JobSpec,
+        config: &Config,
+        transport: Option<Box<dyn Transport>>,
+        job: JobBlock,
+        deadline: crate::types::Deadline,
+    ) -> Result<Native> {
         if job.nranks() != spec.nranks {
             return Err(Error::Environment(format!(
                 "GASPI_NRANKS is {} but job {} has {} ranks",
                 spec.nranks,
                 spec.token,
                 job.nranks()
+            )));
+        }
+        // Every job-wide setting must agree: ranks that disagree on the
+        // node layout would address different objects and fail later
+        // with misleading errors.
+        if job.ppn() != spec.ppn {
+            return Err(Error::Environment(format!(
+                "{} is {} but job {} has {} ranks per node: start every rank with the same {}",
+                crate::env::PPN,
+                spec.ppn,
+                spec.token,
+                job.ppn(),
+                crate::env::PPN
             )));
         }
         let r = spec.rank as usize;
@@ -159,7 +199,7 @@ impl Native {
             .store(job::process_info(me).map_or(0, |(s, _)| s), SeqCst);
 
         let inbox = Inbox::create(
-            &spec.token,
+            job.names(),
             r,
             config.passive_queue_size_max as usize,
             config.passive_transfer_size_max,
@@ -322,6 +362,11 @@ impl Native {
         self.job.token()
     }
 
+    /// How the job's objects are named.
+    pub(crate) fn names(&self) -> &Names {
+        self.job.names()
+    }
+
     /// Check a rank argument.
     pub(crate) fn check_rank(&self, rank: Rank) -> Result<()> {
         if (rank as usize) < self.nranks() {
@@ -432,7 +477,7 @@ impl Native {
     /// to this rank, failures across hosts.
     pub(crate) fn enable_relay(&self) -> Result<()> {
         if let Some(t) = self.across_hosts() {
-            let inbox = Inbox::open(self.token(), self.rank as usize)
+            let inbox = Inbox::open(self.names(), self.rank as usize)
                 .map_err(|e| Error::system("mapping the passive inbox for the relay", e))?;
             let block = JobBlock::try_open(self.token())
                 .ok()
@@ -444,14 +489,12 @@ impl Native {
         Ok(())
     }
 
-    /// Leave the job: delete this rank's segments and inbox, record the new
-    /// state (failed if the process is going down abnormally), and, if no
-    /// launcher will, remove the job's objects when this is the last rank.
+    /// Leave the job: record the new state (failed if the process is going
+    /// down abnormally), then delete this rank's segments and inbox (so a
+    /// peer that finds them gone learns why: [`Error::RankTerminated`] or
+    /// [`Error::RankFailed`]), and, if no launcher will, remove the job's
+    /// objects when this is the last rank.
     pub(crate) fn term(&self, failed: bool) {
-        for s in self.segment_ids() {
-            let _ = self.remove_segment(s);
-        }
-        Inbox::unlink(self.token(), self.rank as usize);
         let h = self.job.header();
         h.awake.fetch_sub(1, SeqCst);
         if failed {
@@ -466,6 +509,10 @@ impl Native {
             h.terminated.fetch_add(1, SeqCst);
             h.ww.advance();
         }
+        for s in self.segment_ids() {
+            let _ = self.remove_segment(s);
+        }
+        Inbox::unlink(self.names(), self.rank as usize);
         if let Some(t) = self.transport() {
             t.term(failed, h.failed.load(SeqCst) > 0);
         }

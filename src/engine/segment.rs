@@ -12,10 +12,12 @@
 //! ([`NotificationTable::claim`]), so that its ranks can wait for "K more
 //! notifications" without scanning the table.
 
-use super::job::ObjectId;
+use super::job::{Names, ObjectId};
 use super::notify::{self, Counters, NotificationTable};
 use super::shm::{self, BoundRegion, Mapping, Shared};
 use super::wait::WaitWord;
+use crate::error::Result;
+use crate::extent;
 use crate::types::Rank;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
@@ -55,25 +57,36 @@ struct ObjectLayout {
 }
 
 impl ObjectLayout {
-    fn new(nranks: usize, notification_num: u32, data_size: usize) -> ObjectLayout {
-        let a = |n: usize| shm::align_up(n, 64);
-        let reg = a(std::mem::size_of::<SegmentHeader>());
-        let values = a(reg + nranks.div_ceil(64) * 8);
-        let l1 = a(values + notification_num as usize * 4);
-        let l2 = a(l1 + notify::l1_words(notification_num) * 8);
-        let data = shm::align_up(
-            l2 + notify::l2_words(notification_num) * 8,
-            shm::page_size(),
-        );
-        let total = data + shm::align_up(data_size.max(1), shm::page_size());
-        ObjectLayout {
+    /// The layout for `data_size` bytes of data, `notification_num`
+    /// notifications and `nranks` ranks; every sum checked
+    /// ([`Error::SizeOverflow`] for a size no mapping can hold).
+    fn new(nranks: usize, notification_num: u32, data_size: usize) -> Result<ObjectLayout> {
+        use extent::{add, align_up, mul};
+        let what = "segment size";
+        let a = |n: usize| align_up(what, n, 64);
+        let reg = a(std::mem::size_of::<SegmentHeader>())?;
+        let values = a(add(what, reg, mul(what, nranks.div_ceil(64), 8)?)?)?;
+        let l1 = a(add(what, values, mul(what, notification_num as usize, 4)?)?)?;
+        let l2 = a(add(
+            what,
+            l1,
+            mul(what, notify::l1_words(notification_num), 8)?,
+        )?)?;
+        let tables = add(what, l2, mul(what, notify::l2_words(notification_num), 8)?)?;
+        let data = align_up(what, tables, shm::page_size())?;
+        let total = add(
+            what,
+            data,
+            align_up(what, data_size.max(1), shm::page_size())?,
+        )?;
+        Ok(ObjectLayout {
             reg,
             values,
             l1,
             l2,
             data,
             total,
-        }
+        })
     }
 }
 
@@ -141,14 +154,14 @@ unsafe impl Sync for SegmentObject {}
 /// Which object: object `id` as segment `segment` of job `token`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SegmentKey<'a> {
-    pub(crate) token: &'a str,
+    pub(crate) names: &'a Names,
     pub(crate) segment: u8,
     pub(crate) id: ObjectId,
 }
 
 impl SegmentKey<'_> {
     fn name(&self) -> String {
-        self.id.name(self.token, self.segment)
+        self.id.name(self.names, self.segment)
     }
 }
 
@@ -189,7 +202,8 @@ impl SegmentObject {
         bind: Option<*mut u8>,
     ) -> io::Result<SegmentObject> {
         let name = key.name();
-        let layout = ObjectLayout::new(shape.nranks, shape.notification_num, shape.size);
+        let layout = ObjectLayout::new(shape.nranks, shape.notification_num, shape.size)
+            .map_err(extent::io_error)?;
         let fd = shm::create(&name, layout.total)?;
         let made = (|| {
             let len = if bind.is_some() {
@@ -227,6 +241,17 @@ impl SegmentObject {
             let _ = shm::unlink(&name);
         }
         made
+    }
+
+    /// The bytes an object of `shape` needs, checked to fit in the
+    /// shared-memory file system now (see [`shm::check_room`]); with
+    /// `bound`, the data is the caller's memory and not counted.
+    pub(crate) fn check_shape(shape: &Shape, bound: bool) -> io::Result<usize> {
+        let layout = ObjectLayout::new(shape.nranks, shape.notification_num, shape.size)
+            .map_err(extent::io_error)?;
+        let len = if bound { layout.data } else { layout.total };
+        shm::check_room(len)?;
+        Ok(layout.total)
     }
 
     /// Create the object `key` of `shape` with zeroed data.
@@ -268,12 +293,12 @@ impl SegmentObject {
         let notification_num = h.notification_num.load(SeqCst);
         let nranks = h.nranks.load(SeqCst) as usize;
         let counting = h.counting.load(SeqCst) == 1;
-        let layout = ObjectLayout::new(nranks, notification_num, size);
-        if layout.total != total {
+        let layout = ObjectLayout::new(nranks, notification_num, size).ok();
+        let Some(layout) = layout.filter(|l| l.total == total) else {
             return Err(io::Error::other(
                 "segment object with an inconsistent layout",
             ));
-        }
+        };
         drop(head);
         // Peers fault pages in as they touch them: mapping every byte of
         // every peer's segments up front would cost page tables for all.
@@ -469,7 +494,7 @@ mod tests {
 
     #[test]
     fn layout_is_aligned_and_ordered() {
-        let l = ObjectLayout::new(70, 65_536, 100);
+        let l = ObjectLayout::new(70, 65_536, 100).unwrap();
         assert!(l.reg < l.values && l.values < l.l1 && l.l1 < l.l2 && l.l2 < l.data);
         assert_eq!(l.data % shm::page_size(), 0);
         assert_eq!(l.values - l.reg, 64); // 2 words rounded to 64 bytes
@@ -477,10 +502,22 @@ mod tests {
     }
 
     #[test]
+    fn a_size_no_mapping_can_hold_is_refused() {
+        for size in [
+            usize::MAX,
+            usize::MAX - 4096,
+            isize::MAX as usize,
+            (isize::MAX as usize) - 8192,
+        ] {
+            assert!(ObjectLayout::new(2, 1024, size).is_err(), "{size}");
+        }
+    }
+
+    #[test]
     fn owner_and_peer_share_data_notifications_and_registration() {
-        let token = job::new_token();
+        let names = job::Names::fresh();
         let key = |number| SegmentKey {
-            token: &token,
+            names: &names,
             segment: 3,
             id: ObjectId {
                 kind: job::ObjectKind::Segment,
@@ -509,6 +546,6 @@ mod tests {
         assert!(peer.is_registered(2));
         assert!(!peer.is_registered(9));
         own.unlink();
-        assert_eq!(job::sweep(&token), 0);
+        assert_eq!(job::sweep(names.token()), 0);
     }
 }

@@ -25,17 +25,17 @@ pub(crate) fn page_size() -> usize {
     if p > 0 { p as usize } else { 4096 }
 }
 
-/// Round `n` up to a multiple of `align` (a power of two).
-pub(crate) const fn align_up(n: usize, align: usize) -> usize {
-    (n + align - 1) & !(align - 1)
-}
-
 fn c_name(name: &str) -> io::Result<CString> {
     CString::new(format!("/{name}")).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
 /// Create the object `name` (without leading slash) of `len` bytes,
 /// owner-only, failing if it exists. Its memory reads as zeros.
+///
+/// The memory is reserved here (`posix_fallocate`): if the file system
+/// (`/dev/shm`) has less free space, this fails with `ENOSPC` and leaves
+/// nothing behind, instead of succeeding with a sparse object whose first
+/// touch of a missing page kills the process with `SIGBUS`.
 pub(crate) fn create(name: &str, len: usize) -> io::Result<OwnedFd> {
     let cname = c_name(name)?;
     // SAFETY: cname is a valid NUL-terminated string.
@@ -52,12 +52,58 @@ pub(crate) fn create(name: &str, len: usize) -> io::Result<OwnedFd> {
     // SAFETY: fd was just returned by shm_open and is owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: fd is a valid descriptor.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-        let err = io::Error::last_os_error();
-        let _ = unlink(name);
-        return Err(err);
+    match size_and_reserve(&fd, len) {
+        Ok(()) => Ok(fd),
+        Err(e) => {
+            let _ = unlink(name);
+            Err(e)
+        }
     }
-    Ok(fd)
+}
+
+fn no_space() -> io::Error {
+    io::Error::from_raw_os_error(libc::ENOSPC)
+}
+
+/// `Err(ENOSPC)` if the shared-memory file system has fewer than `len`
+/// bytes free (or `len` exceeds what an object can hold). Ranks of a
+/// collective creation check this before it starts, so that they fail
+/// together instead of waiting for an object its creator could not make.
+pub(crate) fn check_room(len: usize) -> io::Result<()> {
+    if libc::off_t::try_from(len).is_err() {
+        return Err(no_space());
+    }
+    let dir = CString::new(SHM_DIR).expect("no NUL in SHM_DIR");
+    // SAFETY: an all-zero statvfs is a valid out value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: dir is NUL-terminated; st is a valid out pointer.
+    if unsafe { libc::statvfs(dir.as_ptr(), &mut st) } == 0 && st.f_blocks != 0 {
+        let free = (st.f_bavail as u128) * (st.f_frsize.max(1) as u128);
+        if (len as u128) > free {
+            return Err(no_space());
+        }
+    }
+    Ok(())
+}
+
+/// Give the new object `fd` its size `len` and reserve its memory.
+fn size_and_reserve(fd: &OwnedFd, len: usize) -> io::Result<()> {
+    let off = libc::off_t::try_from(len).map_err(|_| no_space())?;
+    // A quick refusal when the file system is too small, before anything
+    // is allocated (the reservation below would fill it first).
+    check_room(len)?;
+    // SAFETY: fd is a valid descriptor.
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), off) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a valid descriptor; posix_fallocate returns an error
+    // number instead of setting errno.
+    match unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, off) } {
+        0 => Ok(()),
+        // A file system that cannot reserve: the object stays sparse.
+        libc::EOPNOTSUPP | libc::EINVAL if len > 0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
 }
 
 /// Open the existing object `name`; returns it with its size. Objects of

@@ -58,7 +58,9 @@ pub(crate) fn spec_from_env() -> Result<JobSpec> {
                 env::JOB
             )));
         }
-        None if nranks == 1 => job::new_token(),
+        None if nranks == 1 => {
+            job::new_token().map_err(|e| Error::system("drawing a job token", e))?
+        }
         None => {
             return Err(Error::Environment(format!(
                 "{} is not set: start the ranks with gaspi-run, or give every rank the same \

@@ -17,7 +17,7 @@ use super::epoch::Pin;
 use super::segment::SegmentObject;
 use super::transport::{AtomicOp, IDS, Post, Transfer, Transport};
 use crate::config::RESERVED_QUEUE;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Side};
 use crate::types::{
     ListEntry, Local, Notification, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout,
 };
@@ -58,18 +58,20 @@ impl<'p> CheckedList<'p> {
 
 /// Check that `offset + size` lies within `obj` (segment `segment` of `rank`).
 pub(crate) fn check_range(
+    side: Side,
     obj: &SegmentObject,
     rank: Rank,
     segment: SegmentId,
     offset: usize,
     size: usize,
 ) -> Result<()> {
-    check_within(obj.size(), rank, segment, offset, size)
+    check_within(side, obj.size(), rank, segment, offset, size)
 }
 
 /// Check that `offset + size` lies within `segment_size` bytes (segment
 /// `segment` of `rank`, as this rank maps it or as the transport knows it).
 pub(crate) fn check_within(
+    side: Side,
     segment_size: usize,
     rank: Rank,
     segment: SegmentId,
@@ -79,6 +81,7 @@ pub(crate) fn check_within(
     match offset.checked_add(size) {
         Some(end) if end <= segment_size => Ok(()),
         _ => Err(Error::OutOfBounds {
+            side,
             rank,
             segment,
             offset,
@@ -110,7 +113,7 @@ impl Native {
         size: usize,
     ) -> Result<&'p SegmentObject> {
         let l = self.local(pin, local.segment)?;
-        check_range(l, self.rank, local.segment, local.offset, size)?;
+        check_range(Side::Local, l, self.rank, local.segment, local.offset, size)?;
         Ok(l)
     }
 
@@ -123,7 +126,14 @@ impl Native {
     ) -> std::result::Result<Checked<'p>, Lookup> {
         let l = self.local_range(pin, local, size)?;
         let r = self.target(pin, remote.rank, remote.segment)?;
-        check_range(r, remote.rank, remote.segment, remote.offset, size)?;
+        check_range(
+            Side::Remote,
+            r,
+            remote.rank,
+            remote.segment,
+            remote.offset,
+            size,
+        )?;
         Ok(Checked {
             local: l,
             local_offset: local.offset,
@@ -238,7 +248,14 @@ impl Native {
                 .map(|e| {
                     self.local_range(pin, e.local, e.size)?;
                     let size = self.remote_size(t, rank, e.remote_segment)?;
-                    check_within(size, rank, e.remote_segment, e.remote_offset, e.size)?;
+                    check_within(
+                        Side::Remote,
+                        size,
+                        rank,
+                        e.remote_segment,
+                        e.remote_offset,
+                        e.size,
+                    )?;
                     Ok(Transfer {
                         local: (e.local.segment, e.local.offset as u64),
                         remote: (e.remote_segment, e.remote_offset as u64),
@@ -291,7 +308,7 @@ impl Native {
         match self.for_atomics() {
             Some(t) if self.to_node_of(at.rank).is_some() => {
                 let size = self.remote_size(t, at.rank, at.segment)?;
-                check_within(size, at.rank, at.segment, at.offset, 8)?;
+                check_within(Side::Remote, size, at.rank, at.segment, at.offset, 8)?;
                 let old = t.atomic(at.rank, at.segment, at.offset, op, timeout)?;
                 if wake {
                     t.ring(at.rank, at.segment, RESERVED_QUEUE)?;
@@ -302,7 +319,7 @@ impl Native {
             // `Native::for_atomics`); its waiters are woken here.
             Some(t) => self.run(|pin| {
                 let obj = self.target(pin, at.rank, at.segment)?;
-                check_range(obj, at.rank, at.segment, at.offset, 8)?;
+                check_range(Side::Remote, obj, at.rank, at.segment, at.offset, 8)?;
                 let old = t.atomic(at.rank, at.segment, at.offset, op, timeout)?;
                 if wake {
                     obj.notifications().ww.wake();
@@ -311,7 +328,7 @@ impl Native {
             }),
             None => self.run(|pin| {
                 let obj = self.target(pin, at.rank, at.segment)?;
-                check_range(obj, at.rank, at.segment, at.offset, 8)?;
+                check_range(Side::Remote, obj, at.rank, at.segment, at.offset, 8)?;
                 let old = op.apply(obj.atomic_u64(at.offset));
                 if wake {
                     obj.notifications().ww.wake();

@@ -385,7 +385,7 @@ impl Launch {
                 "removed the shared memory of an abandoned job ({t})"
             ));
         }
-        let token = job::new_token();
+        let token = job::new_token()?;
         let setup = EngineSetup::new(self.engine, &token, self.ranks)?;
         // One control block per host: all ranks, or each node when hosts
         // are emulated (its token names the host's objects).

@@ -146,8 +146,11 @@ impl NodeReduce {
         } else {
             0
         };
-        let a = |x: usize| x.div_ceil(64) * 64;
-        let cols = cap.max(slots * replicated_cap);
+        // Every size below grows with the caller's `cap`: all checked.
+        use crate::extent::{add, align_up, mul};
+        let what = "allreduce window size (elements * element size, per rank of the node)";
+        let a = |x: usize| align_up(what, x, 64);
+        let cols = cap.max(mul(what, slots, replicated_cap)?);
         let input_parities = if replicated_cap > 0 { 2 } else { 1 };
         let recv_slots = dis_messages;
         // Bytes 0..64*slots: each local rank's arrival word, a cache line
@@ -155,14 +158,25 @@ impl NodeReduce {
         // reduction's claim and done words and the node partial's claim
         // and ready words, a line each.
         let inputs = 64 * (slots + 4);
-        let result = a(inputs + input_parities * slots * cap);
-        let shared = a(result + cols);
+        let result = a(add(what, inputs, mul(what, input_parities * slots, cap)?)?)?;
+        let shared = a(add(what, result, cols)?)?;
         let shared_cap = if slots > 1 { replicated_cap } else { 0 };
-        let run = a(shared + shared_cap);
-        let recv = a(run + if dissem { dis.steps as usize * cols } else { 0 });
-        let ring = a(recv + if dissem { 2 * recv_slots * cols } else { 0 });
-        let direct = a(ring + if ring_used { cap } else { 0 });
-        let total = a(direct + 2 * layout.ranks * direct_cap).max(64);
+        let run = a(add(what, shared, shared_cap)?)?;
+        let run_len = if dissem {
+            mul(what, dis.steps as usize, cols)?
+        } else {
+            0
+        };
+        let recv = a(add(what, run, run_len)?)?;
+        let recv_len = if dissem {
+            mul(what, 2 * recv_slots, cols)?
+        } else {
+            0
+        };
+        let ring = a(add(what, recv, recv_len)?)?;
+        let direct = a(add(what, ring, if ring_used { cap } else { 0 })?)?;
+        let direct_len = mul(what, 2 * layout.ranks, direct_cap)?;
+        let total = a(add(what, direct, direct_len)?)?.max(64);
         // Ring blocks: at most one partial block per chunk beyond full ones.
         let dis_ids = 2 * recv_slots * slots;
         let direct_ids = if direct_cap > 0 { 2 * layout.ranks } else { 0 };

@@ -79,7 +79,12 @@ impl Gpi2 {
     /// nodes that nest in hosts.
     fn job_spec(&self, config: &Config) -> Result<JobSpec> {
         let p = self.placement();
-        let mine = u64::from_str_radix(&job::new_token()[..15], 16).unwrap_or(1) | 1;
+        let mine = u64::from_str_radix(
+            &job::new_token().map_err(|e| Error::system("drawing a job token", e))?[..15],
+            16,
+        )
+        .unwrap_or(1)
+            | 1;
         let token = job::host_token(
             &format!("g{:x}", self.agree(mine, config.init_timeout)?),
             p.rank as usize - p.local_rank,

@@ -1,0 +1,660 @@
+//! Adversarial input: sizes no memory can hold, layouts that overflow or
+//! overlap, calls abandoned after a timeout and retried, ranks leaving
+//! mid-operation, and a property test that drives the one-sided calls with
+//! random (and extreme) sizes, offsets, ids and ranks on a live job.
+
+mod common;
+
+use common::*;
+use gaspi::testing::Job;
+use gaspi::{
+    Allgatherv, Alloc, Allreduce, Config, Error, GroupId, Local, Notification, Remote, RmaWindow,
+    Timeout,
+};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+/// Sizes whose object layout cannot be computed or mapped.
+const HUGE: [usize; 5] = [
+    usize::MAX,
+    usize::MAX - 4095,
+    isize::MAX as usize,
+    isize::MAX as usize - 8191,
+    1 << 62,
+];
+
+/// A segment, a collective segment and a window of a size no memory can
+/// hold are refused with `OutOfMemory` on every rank; nothing else changes
+/// (the other segments' bytes, their notifications) and the context works.
+#[test]
+fn sizes_no_memory_can_hold_are_refused() {
+    Job::new(&[2]).run(|ctx| {
+        let me = ctx.rank() as u64;
+        let seg = segment(ctx, 0, 4096);
+        fill(&seg, 0, 4096, 40 + me);
+        barrier(ctx);
+        for size in HUGE {
+            let oom = |r: gaspi::Result<()>, what: &str| match r {
+                Err(Error::OutOfMemory { .. }) => {}
+                other => panic!("{what} of {size} bytes: {other:?}"),
+            };
+            oom(
+                ctx.segment_alloc(1, size, Alloc::Initialized),
+                "segment_alloc",
+            );
+            oom(
+                ctx.segment_create(2, size, GroupId::ALL, Timeout::Block, Alloc::Initialized),
+                "segment_create",
+            );
+            oom(
+                ctx.window_create(3, size, GroupId::ALL, Timeout::Block)
+                    .map(|_| ()),
+                "window_create",
+            );
+        }
+        assert_eq!(ctx.segment_list(), vec![0]);
+        // Element counts whose byte sizes overflow.
+        assert!(matches!(
+            RmaWindow::<u32>::new(ctx, 4, usize::MAX / 4, GroupId::ALL, Timeout::Block),
+            Err(Error::SizeOverflow { .. })
+        ));
+        assert!(matches!(
+            Allreduce::<u64>::new(ctx, 5, usize::MAX / 8, Timeout::Block),
+            Err(Error::SizeOverflow { .. })
+        ));
+        assert_eq!(ctx.segment_list(), vec![0]);
+        // Nothing was written over segment 0, no notification appeared.
+        check(&seg, 0, 4096, 40 + me, "segment 0 after the refusals");
+        assert!(matches!(
+            ctx.notify_waitsome(0, 0..ctx.notification_num(), Timeout::Test),
+            Err(Error::Timeout)
+        ));
+        // Still usable.
+        let (right, left) = neighbours(ctx);
+        barrier(ctx);
+        ctx.write_notify(
+            Local::new(0, 0),
+            Remote::new(right, 0, 2048),
+            1024,
+            Notification::new(1, 1),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.notify_waitsome(0, 1..2, Timeout::Block).unwrap();
+        check(
+            &seg,
+            2048,
+            1024,
+            40 + left as u64,
+            "ring after the refusals",
+        );
+        barrier(ctx);
+    });
+}
+
+/// Free bytes of the shared-memory file system.
+fn shm_free() -> usize {
+    // SAFETY: an all-zero statvfs is a valid out value; the path is a
+    // NUL-terminated literal.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe { libc::statvfs(c"/dev/shm".as_ptr(), &mut st) };
+    assert_eq!(rc, 0);
+    (st.f_bavail as usize).saturating_mul(st.f_frsize as usize)
+}
+
+/// A segment larger than the free space of /dev/shm is refused when it
+/// is made (not by a SIGBUS at the first write), and the process goes on.
+#[test]
+fn a_segment_larger_than_free_shared_memory_is_refused() {
+    Job::new(&[1]).run(|ctx| {
+        let seg = segment(ctx, 0, 4096);
+        let size = shm_free().saturating_add(1 << 30);
+        match ctx.segment_alloc(1, size, Alloc::Initialized) {
+            Err(e @ Error::OutOfMemory { .. }) => {
+                assert_eq!(e.gaspi_code(), "GASPI_ERR_MEMALLOC");
+            }
+            other => panic!("a segment of {size} bytes: {other:?}"),
+        }
+        assert_eq!(ctx.segment_list(), vec![0]);
+        fill(&seg, 0, 4096, 3);
+        check(&seg, 0, 4096, 3, "segment 0");
+    });
+}
+
+/// Allgatherv layouts whose sums or byte sizes overflow, or whose
+/// contributions overlap, are refused on every rank before anything is
+/// made; a good layout works afterwards.
+#[test]
+fn allgatherv_layouts_that_overflow_or_overlap_are_refused() {
+    Job::new(&[2]).run(|ctx| {
+        let refused =
+            |counts: &[usize], displs: &[usize], overflow: bool| match Allgatherv::<u64>::new(
+                ctx,
+                0,
+                counts,
+                displs,
+                Timeout::Block,
+            ) {
+                Err(Error::SizeOverflow { .. }) if overflow => {}
+                Err(Error::InvalidArgument(m)) if !overflow => {
+                    assert!(m.contains("overlap"), "{m}")
+                }
+                other => panic!("{counts:?} at {displs:?}: {other:?}"),
+            };
+        refused(&[usize::MAX, 1], &[0, 0], true);
+        refused(&[1 << 61, 1 << 61], &[0, 1 << 61], true);
+        refused(&[1, 1], &[usize::MAX, 0], true);
+        refused(&[1, 1], &[(usize::MAX / 8) + 1, 0], true);
+        refused(&[4, 4], &[0, 2], false);
+        refused(&[4, 4], &[3, 0], false);
+        assert!(ctx.segment_list().is_empty());
+        // Empty contributions may lie anywhere; the others must not meet.
+        let mut ag = Allgatherv::<u64>::new(ctx, 0, &[3, 0], &[1, 2], Timeout::Block).unwrap();
+        let mine = vec![7 + ctx.rank() as u64; if ctx.rank() == 0 { 3 } else { 0 }];
+        let out = ag.run(&mine, Timeout::Block).unwrap();
+        assert_eq!((out.get(1), out.get(2), out.get(3)), (7, 7, 7));
+    });
+}
+
+/// `SegmentView::atomic_u64` panics (as documented) for a word outside
+/// the view, also for offsets whose end wraps around.
+#[test]
+fn an_atomic_word_outside_a_sub_view_is_refused() {
+    Job::new(&[1]).run(|ctx| {
+        let whole = segment(ctx, 0, 64);
+        let sub = whole.sub(8..24);
+        for off in [16, 17, usize::MAX - 3, usize::MAX - 7, usize::MAX] {
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                sub.atomic_u64(off);
+            }));
+            assert!(r.is_err(), "byte {off} of a 16-byte view");
+        }
+        let w = sub.atomic_u64(8);
+        w.store(0x0102_0304_0506_0708, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(whole.get(16), 0x08);
+    });
+}
+
+/// A rank that terminates while another writes to it is reported as
+/// terminated, never as a missing segment (its state is published before
+/// its segments go).
+#[test]
+fn a_rank_that_leaves_is_reported_as_gone() {
+    for _ in 0..4 {
+        Job::new(&[2]).run(|ctx| {
+            segment(ctx, 0, 4096);
+            barrier(ctx);
+            if ctx.rank() == 1 {
+                return; // drops the context: terminates
+            }
+            let until = Instant::now() + Duration::from_secs(60);
+            let e = loop {
+                assert!(Instant::now() < until, "rank 1 never left");
+                let r = ctx
+                    .write(
+                        Local::new(0, 0),
+                        Remote::new(1, 0, 0),
+                        64,
+                        0,
+                        Timeout::Block,
+                    )
+                    .and_then(|_| ctx.wait(0, Timeout::Block));
+                if let Err(e) = r {
+                    break e;
+                }
+            };
+            assert!(
+                matches!(e, Error::RankTerminated { rank: 1 }),
+                "a write to a rank that left: {e:?}"
+            );
+        });
+    }
+}
+
+/// A `segment_create` abandoned after a timeout (then deleted) does not
+/// spoil the next creation of that id: both ranks end with the segment.
+#[test]
+fn an_abandoned_segment_create_can_be_retried() {
+    Job::new(&[2]).run(|ctx| {
+        let seg = segment(ctx, 0, 4096);
+        let t = Timeout::Block;
+        if ctx.rank() == 0 {
+            // Rank 1 is not there yet: give up, delete, tell rank 1.
+            assert!(matches!(
+                ctx.segment_create(5, 4096, GroupId::ALL, Timeout::ms(100), Alloc::Initialized),
+                Err(Error::Timeout)
+            ));
+            ctx.segment_delete(5).unwrap();
+            ctx.notify(1, 0, Notification::new(0, 1), 0, t).unwrap();
+            ctx.wait(0, t).unwrap();
+        } else {
+            ctx.notify_waitsome(0, 0..1, t).unwrap();
+            ctx.notify_reset(0, 0).unwrap();
+        }
+        ctx.segment_create(5, 4096, GroupId::ALL, t, Alloc::Initialized)
+            .unwrap();
+        assert_eq!(ctx.segment_list(), vec![0, 5]);
+        let (right, left) = neighbours(ctx);
+        fill(&seg, 0, 256, 60 + ctx.rank() as u64);
+        ctx.write_notify(
+            Local::new(0, 0),
+            Remote::new(right, 5, 0),
+            256,
+            Notification::new(2, 1),
+            0,
+            t,
+        )
+        .unwrap();
+        ctx.notify_waitsome(5, 2..3, t).unwrap();
+        check(
+            &ctx.segment::<u8>(5).unwrap(),
+            0,
+            256,
+            60 + left as u64,
+            "retried segment",
+        );
+        barrier(ctx);
+    });
+}
+
+/// A `group_commit` abandoned after a timeout (a member never came, or
+/// came with another member list), then deleted, does not spoil a later
+/// commit of the same members.
+#[test]
+fn an_abandoned_group_commit_can_be_retried() {
+    Job::new(&[3]).run(|ctx| {
+        let me = ctx.rank();
+        let short = Timeout::ms(200);
+        if me < 2 {
+            let g = ctx.group_create().unwrap();
+            let members: &[u16] = if me == 0 { &[0, 1] } else { &[0, 1, 2] };
+            for &m in members {
+                ctx.group_add(g, m).unwrap();
+            }
+            assert!(matches!(ctx.group_commit(g, short), Err(Error::Timeout)));
+            ctx.group_delete(g).unwrap();
+        }
+        barrier(ctx);
+        if me < 2 {
+            let g = ctx.group_create().unwrap();
+            ctx.group_add(g, 0).unwrap();
+            ctx.group_add(g, 1).unwrap();
+            ctx.group_commit(g, Timeout::ms(30_000))
+                .expect("a fresh commit of the same members");
+            ctx.barrier(g, Timeout::ms(30_000)).unwrap();
+            ctx.group_delete(g).unwrap();
+        }
+        barrier(ctx);
+    });
+}
+
+mod property {
+    //! Random one-sided calls from rank 0, checked against a model of
+    //! every segment's bytes: each call returns `Ok` and moves exactly the
+    //! bytes asked for, or returns an error of the documented kinds and
+    //! moves nothing; a guard segment never changes; nothing panics.
+
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config as PtConfig, RngAlgorithm, TestRng, TestRunner};
+
+    /// Segment sizes: 0 and 1 are targets, 7 the guard, 6 the scratch.
+    const SIZES: [(u8, usize); 2] = [(0, 4096), (1, 8192)];
+    const GUARD: u8 = 7;
+    const SCRATCH: u8 = 6;
+    const MAX_TRANSFER: usize = 1 << 16;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Write {
+            local: (u8, usize),
+            rank: u16,
+            remote: (u8, usize),
+            size: usize,
+            notify: Option<(u32, u32)>,
+        },
+        Read {
+            local: (u8, usize),
+            rank: u16,
+            remote: (u8, usize),
+            size: usize,
+        },
+        Notify {
+            rank: u16,
+            seg: u8,
+            id: u32,
+            value: u32,
+        },
+        FetchAdd {
+            rank: u16,
+            seg: u8,
+            off: usize,
+        },
+        Alloc {
+            seg: u8,
+            size: usize,
+        },
+    }
+
+    fn seg() -> impl Strategy<Value = u8> {
+        prop_oneof![4 => 0u8..2, 1 => Just(3u8), 1 => Just(200u8), 1 => Just(255u8)]
+    }
+
+    fn rank() -> impl Strategy<Value = u16> {
+        prop_oneof![4 => 0u16..2, 1 => Just(2u16), 1 => Just(u16::MAX)]
+    }
+
+    fn offset() -> impl Strategy<Value = usize> {
+        prop_oneof![
+            4 => 0usize..9000,
+            3 => prop::sample::select(vec![0, 8, 4032, 4088, 4096, 8128, 8184, 8192]),
+            1 => prop::sample::select(vec![
+                4095, 8191,
+                usize::MAX, usize::MAX - 7, isize::MAX as usize,
+            ]),
+            1 => any::<usize>(),
+        ]
+    }
+
+    fn size() -> impl Strategy<Value = usize> {
+        prop_oneof![
+            4 => 0usize..5000,
+            3 => prop::sample::select(vec![0, 1, 8, 64, 4096, 8192]),
+            1 => prop::sample::select(vec![
+                MAX_TRANSFER, MAX_TRANSFER + 1,
+                usize::MAX, usize::MAX - 4095, isize::MAX as usize,
+            ]),
+            1 => any::<usize>(),
+        ]
+    }
+
+    fn id() -> impl Strategy<Value = u32> {
+        prop_oneof![4 => 0u32..8, 1 => Just(u32::MAX), 1 => any::<u32>()]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => ((seg(), offset()), rank(), (seg(), offset()), size(),
+                  prop::option::of((id(), prop_oneof![Just(0u32), 1u32..4])))
+                .prop_map(|(local, rank, remote, size, notify)| Op::Write {
+                    local, rank, remote, size, notify
+                }),
+            3 => ((seg(), offset()), rank(), (seg(), offset()), size())
+                .prop_map(|(local, rank, remote, size)| Op::Read { local, rank, remote, size }),
+            1 => (rank(), seg(), id(), prop_oneof![Just(0u32), 1u32..4])
+                .prop_map(|(rank, seg, id, value)| Op::Notify { rank, seg, id, value }),
+            1 => (rank(), seg(), offset())
+                .prop_map(|(rank, seg, off)| Op::FetchAdd { rank, seg, off }),
+            1 => (prop_oneof![Just(0u8), Just(4u8), Just(255u8)], size())
+                .prop_map(|(seg, size)| Op::Alloc { seg, size }),
+        ]
+    }
+
+    /// The model: every target segment's bytes on both ranks.
+    struct Model {
+        /// `bytes[rank][seg]`.
+        bytes: Vec<Vec<Vec<u8>>>,
+    }
+
+    fn seg_len(seg: u8) -> Option<usize> {
+        SIZES.iter().find(|(s, _)| *s == seg).map(|&(_, n)| n)
+    }
+
+    /// `off..off + size` within segment `seg`, or `None`.
+    fn range(seg: u8, off: usize, size: usize) -> Option<std::ops::Range<usize>> {
+        let end = off.checked_add(size)?;
+        (end <= seg_len(seg)?).then_some(off..end)
+    }
+
+    fn expected_error(e: &Error) -> bool {
+        matches!(
+            e,
+            Error::InvalidRank { .. }
+                | Error::InvalidSegmentId { .. }
+                | Error::SegmentNotFound { .. }
+                | Error::SegmentNotRegistered { .. }
+                | Error::OutOfBounds { .. }
+                | Error::TransferTooLarge { .. }
+                | Error::InvalidNotificationId { .. }
+                | Error::ZeroNotificationValue
+                | Error::MisalignedAtomic { .. }
+                | Error::InvalidArgument(_)
+                | Error::SizeOverflow { .. }
+                | Error::OutOfMemory { .. }
+                | Error::SegmentExists { .. }
+        )
+    }
+
+    /// Read `len` bytes of `rank`'s segment `seg` at `off` through the
+    /// scratch segment (known-good arguments).
+    fn fetch(ctx: &gaspi::Context, rank: u16, seg: u8, off: usize, len: usize) -> Vec<u8> {
+        let mut out = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(8192);
+            ctx.read(
+                Local::new(SCRATCH, 0),
+                Remote::new(rank, seg, off + done),
+                n,
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
+            ctx.wait(0, Timeout::Block).unwrap();
+            ctx.segment::<u8>(SCRATCH)
+                .unwrap()
+                .copy_to_slice(0, &mut out[done..done + n]);
+            done += n;
+        }
+        out
+    }
+
+    type Args = ((u8, usize), u16, (u8, usize), usize);
+
+    /// A write (with a notification or not) or a read.
+    fn transfer(
+        ctx: &gaspi::Context,
+        m: &mut Model,
+        op: &Op,
+        write: bool,
+        (local, rank, remote, size): Args,
+        notify: Option<(u32, u32)>,
+    ) -> Result<(), TestCaseError> {
+        let t = Timeout::Block;
+        let ok = rank < 2
+            && size <= MAX_TRANSFER
+            && range(local.0, local.1, size).is_some()
+            && range(remote.0, remote.1, size).is_some()
+            && notify.is_none_or(|(id, v)| id < ctx.notification_num() && v != 0);
+        let (l, r) = (
+            Local::new(local.0, local.1),
+            Remote::new(rank, remote.0, remote.1),
+        );
+        let res = match (write, notify) {
+            (true, None) => ctx.write(l, r, size, 0, t),
+            (true, Some((id, v))) => ctx.write_notify(l, r, size, Notification::new(id, v), 0, t),
+            (false, _) => ctx.read(l, r, size, 0, t),
+        }
+        .and_then(|_| ctx.wait(0, t));
+        match res {
+            Ok(()) => {
+                prop_assert!(ok, "{op:?} succeeded");
+                let (lr, rr) = (
+                    range(local.0, local.1, size).unwrap(),
+                    range(remote.0, remote.1, size).unwrap(),
+                );
+                let (src, dst) = if write {
+                    ((0usize, local.0, lr), (rank as usize, remote.0, rr))
+                } else {
+                    ((rank as usize, remote.0, rr), (0usize, local.0, lr))
+                };
+                let data = m.bytes[src.0][src.1 as usize][src.2].to_vec();
+                m.bytes[dst.0][dst.1 as usize][dst.2].copy_from_slice(&data);
+                if let (Some((id, _)), 0) = (notify, rank) {
+                    // Consume it where it went, to keep the table clean.
+                    ctx.notify_reset(remote.0, id).unwrap();
+                }
+            }
+            Err(e) => {
+                prop_assert!(!ok, "{op:?} failed: {e}");
+                prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}");
+            }
+        }
+        Ok(())
+    }
+
+    fn run_op(ctx: &gaspi::Context, m: &mut Model, op: &Op) -> Result<(), TestCaseError> {
+        let t = Timeout::Block;
+        let valid_rank = |r: u16| r < 2;
+        match *op {
+            Op::Write {
+                local,
+                rank,
+                remote,
+                size,
+                notify,
+            } => transfer(ctx, m, op, true, (local, rank, remote, size), notify)?,
+            Op::Read {
+                local,
+                rank,
+                remote,
+                size,
+            } => transfer(ctx, m, op, false, (local, rank, remote, size), None)?,
+            Op::Notify {
+                rank,
+                seg,
+                id,
+                value,
+            } => {
+                let ok = valid_rank(rank)
+                    && seg_len(seg).is_some()
+                    && id < ctx.notification_num()
+                    && value != 0;
+                match ctx.notify(rank, seg, Notification::new(id, value), 0, t) {
+                    Ok(()) => {
+                        prop_assert!(ok, "{op:?} succeeded");
+                        ctx.wait(0, t).unwrap();
+                        if rank == 0 {
+                            prop_assert_eq!(ctx.notify_reset(seg, id).unwrap(), value);
+                        }
+                    }
+                    Err(e) => {
+                        prop_assert!(!ok, "{op:?} failed: {e}");
+                        prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}");
+                    }
+                }
+            }
+            Op::FetchAdd { rank, seg, off } => {
+                let ok = valid_rank(rank) && off % 8 == 0 && range(seg, off, 8).is_some();
+                match ctx.atomic_fetch_add(Remote::new(rank, seg, off), 1, t) {
+                    Ok(old) => {
+                        prop_assert!(ok, "{op:?} succeeded");
+                        let w = &mut m.bytes[rank as usize][seg as usize][off..off + 8];
+                        let was = u64::from_le_bytes(w.try_into().unwrap());
+                        prop_assert_eq!(old, was);
+                        w.copy_from_slice(&was.wrapping_add(1).to_le_bytes());
+                    }
+                    Err(e) => {
+                        prop_assert!(!ok, "{op:?} failed: {e}");
+                        prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}");
+                    }
+                }
+            }
+            Op::Alloc { seg, size } => match ctx.segment_alloc(seg, size, Alloc::Initialized) {
+                Ok(()) => {
+                    prop_assert!(seg == 4 && size > 0, "{op:?} succeeded");
+                    prop_assert_eq!(ctx.segment_size(seg, 0).unwrap(), size);
+                    ctx.segment_delete(seg).unwrap();
+                }
+                Err(e) => {
+                    prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}")
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// Every segment as the model says, and the guards untouched.
+    fn verify(ctx: &gaspi::Context, m: &Model) -> Result<(), TestCaseError> {
+        for (r, segs) in m.bytes.iter().enumerate() {
+            for &(s, len) in &SIZES {
+                let actual = if r == 0 {
+                    let mut v = vec![0u8; len];
+                    ctx.segment::<u8>(s).unwrap().copy_to_slice(0, &mut v);
+                    v
+                } else {
+                    fetch(ctx, r as u16, s, 0, len)
+                };
+                prop_assert!(
+                    actual == segs[s as usize],
+                    "rank {} segment {} differs",
+                    r,
+                    s
+                );
+            }
+        }
+        let guard = ctx.segment::<u8>(GUARD).unwrap();
+        prop_assert!(
+            (0..4096).all(|i| guard.get(i) == pattern(70, i)),
+            "guard changed"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn random_one_sided_calls_keep_every_segment_right() {
+        let cfg = Config {
+            transfer_size_max: MAX_TRANSFER,
+            ..Default::default()
+        };
+        Job::new(&[2]).config(cfg).run(|ctx| {
+            let me = ctx.rank() as usize;
+            for &(s, len) in &SIZES {
+                fill(&segment(ctx, s, len), 0, len, (10 * me + s as usize) as u64);
+            }
+            fill(&segment(ctx, GUARD, 4096), 0, 4096, 70);
+            segment(ctx, SCRATCH, 8192);
+            barrier(ctx);
+            if me == 0 {
+                let mut model = Model {
+                    bytes: (0..2)
+                        .map(|r| {
+                            (0..2)
+                                .map(|s| {
+                                    pattern_vec((10 * r + s) as u64, seg_len(s as u8).unwrap())
+                                })
+                                .collect()
+                        })
+                        .collect(),
+                };
+                let cases = std::env::var("GASPI_PROPTEST_CASES")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(256);
+                let mut runner = TestRunner::new_with_rng(
+                    PtConfig {
+                        cases,
+                        failure_persistence: None,
+                        ..PtConfig::default()
+                    },
+                    TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+                );
+                let model = std::cell::RefCell::new(&mut model);
+                runner
+                    .run(&prop::collection::vec(op(), 1..24), |ops| {
+                        let mut m = model.borrow_mut();
+                        for op in &ops {
+                            run_op(ctx, &mut m, op)?;
+                        }
+                        verify(ctx, &m)
+                    })
+                    .unwrap();
+            }
+            barrier(ctx);
+            let guard = ctx.segment::<u8>(GUARD).unwrap();
+            check(&guard, 0, 4096, 70, "guard after the property test");
+        });
+    }
+}
