@@ -15,7 +15,7 @@ fn main() -> Result<(), gaspi::Error> {
     let (me, n) = (ctx.rank() as usize, ctx.num_ranks() as usize);
     let t = Timeout::Block;
 
-    // Rank r contributes n - r elements (seed 002's "linearly decreasing").
+    // Rank r contributes n - r elements (Al Ahad et al. 2018's "linearly decreasing").
     let counts: Vec<usize> = (0..n).map(|r| 1000 * (n - r)).collect();
     let displs: Vec<usize> = counts
         .iter()

@@ -9,7 +9,7 @@
 # 2. Best Intel algorithm: scripts/impi-collectives.sh runs every
 #    I_MPI_ADJUST_ALLREDUCE (1-11) and I_MPI_ADJUST_ALLGATHERV (1-4) with
 #    scripts/mpi/coll_bench.c at 4 ranks and keeps the best per size, as
-#    seed 002 does (sections II-B and III-B).
+#    Al Ahad et al. 2018 does (sections II-B and III-B).
 #    And IMB-MPI1 itself (Allreduce, Allgatherv) with every algorithm, the
 #    best t_avg per size (imb-best.csv).
 # 3. scripts/compare-report.py writes docs/compare-impi-DATE.md (one table

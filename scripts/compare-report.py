@@ -98,7 +98,7 @@ lines = [
     f"- *same processes*: `gaspi-bench` under `mpirun` runs {lib}'s operation (default "
     "algorithm selection) beside ours, size by size alternately, on the same data, both verified.",
     "- *best algorithm* (Intel MPI only): every `I_MPI_ADJUST_ALLREDUCE` / "
-    "`I_MPI_ADJUST_ALLGATHERV` value, the best per size and round (seed 002's method), both "
+    "`I_MPI_ADJUST_ALLGATHERV` value, the best per size and round (Al Ahad et al. 2018's method), both "
     "rank placements, best against best, 4 ranks.",
     "- *IMB-MPI1 best* (Intel MPI only): IMB-MPI1 Allreduce / Allgatherv (equal sizes) itself "
     "with every algorithm, its lowest `t_avg` per size, 4 ranks, one run.",

@@ -61,6 +61,7 @@
 //! `undocumented_unsafe_blocks`, denied in CI).
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Every unsafe block says why it holds (CI denies warnings).
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 // `ok_or(Error::X { .. })` builds the error (and, Error having drop glue,
@@ -133,4 +134,23 @@ const _: () = {
 
 /// Plain-old-data marker traits for segment views and reductions
 /// (re-exported from `bytemuck`, with its derive).
+///
+/// A crate that does not depend on `bytemuck` itself derives them by
+/// pointing the derive at this re-export:
+///
+/// ```
+/// #[derive(Clone, Copy, gaspi::Pod, gaspi::Zeroable)]
+/// #[bytemuck(crate = "gaspi::bytemuck")]
+/// #[repr(C)]
+/// struct MinLoc {
+///     value: f64,
+///     rank: u64,
+/// }
+/// let v: &[u8] = gaspi::bytemuck::bytes_of(&MinLoc { value: 1.0, rank: 2 });
+/// assert_eq!(v.len(), 16);
+/// ```
 pub use bytemuck::{Pod, Zeroable};
+
+/// The `bytemuck` crate, for `#[bytemuck(crate = "gaspi::bytemuck")]` on
+/// the derives of [`Pod`] and [`Zeroable`] (and its casts).
+pub use bytemuck;

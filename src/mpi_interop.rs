@@ -55,6 +55,7 @@ impl Context {
     /// assert_eq!(ours[0], theirs);
     /// # Ok::<(), gaspi::Error>(())
     /// ```
+    #[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
     pub fn init_mpi<C: Communicator>(comm: &C, config: Config) -> Result<Context> {
         let (rank, size) = (comm.rank(), comm.size());
         let shared = comm.split_shared(rank);

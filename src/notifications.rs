@@ -142,7 +142,7 @@ impl Context {
 
     /// Claim a notification in `ids` of window `segment`, or return `None`
     /// once the node has claimed `claimed` notifications in total: the loop
-    /// of seed 002's allgatherv ("while the node has not received all
+    /// of Al Ahad et al. 2018's allgatherv ("while the node has not received all
     /// blocks: claim one"), where every rank of the node stops when the
     /// last block was taken, by whichever rank.
     ///

@@ -100,7 +100,13 @@ impl Context {
     /// every other member's segment `segment`.
     ///
     /// If the closing barrier times out, call it again with the same
-    /// arguments to keep waiting.
+    /// arguments to keep waiting. Or give up: [`Context::segment_delete`]
+    /// abandons the call, and a later `segment_create` of that id starts
+    /// afresh. The abandoned call's arrival at the group's barrier still
+    /// counts (a barrier cannot take an arrival back, in GPI-2 neither), so
+    /// the retry's barrier may let the other members through before this
+    /// rank has made the new segment: call [`Context::barrier`] once more
+    /// before they use it.
     ///
     /// ```
     /// use gaspi::{Alloc, Context, Config, GroupId, Timeout};

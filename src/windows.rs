@@ -1,7 +1,7 @@
 //! Node-shared windows: one region of memory per node, mapped by every rank
 //! of the node, that is also a segment every rank outside the node can
-//! write, read and notify (seed 002's shared windows with shared
-//! notifications; seed 001's shared-memory window nested in the RMA window).
+//! write, read and notify (Al Ahad et al. 2018's shared windows with shared
+//! notifications; Zhou et al. 2015's shared-memory window nested in the RMA window).
 //!
 //! [`Context::window_create`] is collective over a group. On each node, the
 //! group's lowest rank creates the node's window and the node's other

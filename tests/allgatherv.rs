@@ -1,4 +1,4 @@
-//! The pipelined-ring allgatherv of seed 002 on emulated node layouts, with
+//! The pipelined-ring allgatherv of Al Ahad et al. 2018 on emulated node layouts, with
 //! the paper's three distributions and data.
 
 mod common;
@@ -23,7 +23,7 @@ enum Dist {
     Broadcast,
 }
 
-/// Elements of each rank for distribution `d` with mean `c` (seed 002,
+/// Elements of each rank for distribution `d` with mean `c` (Al Ahad et al. 2018,
 /// section II-B): regular `c`; linearly decreasing `2c(n-1-i)/(n-1)`;
 /// broadcast all `n*c` on rank 0.
 fn counts(d: Dist, n: usize, c: usize) -> Vec<usize> {

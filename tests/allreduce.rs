@@ -1,4 +1,4 @@
-//! The node-aware allreduce of seed 002 (section III) on emulated node
+//! The node-aware allreduce of Al Ahad et al. 2018 (section III) on emulated node
 //! layouts: every algorithm and mode, integer results exact, floating
 //! point within a stated tolerance and bit-identical where the docs say so.
 

@@ -450,6 +450,7 @@ fn allreduce_user_defined_operation_and_limits() {
         assert_eq!(out[0][0], want);
         // Structs of plain data work.
         #[derive(Clone, Copy, Debug, PartialEq, gaspi::Pod, gaspi::Zeroable)]
+        #[bytemuck(crate = "gaspi::bytemuck")]
         #[repr(C)]
         struct MinLoc {
             value: f64,

@@ -240,6 +240,11 @@ fn an_abandoned_segment_create_can_be_retried() {
         ctx.segment_create(5, 4096, GroupId::ALL, t, Alloc::Initialized)
             .unwrap();
         assert_eq!(ctx.segment_list(), vec![0, 5]);
+        // Rank 0's arrival at the abandoned call's barrier still counts (a
+        // barrier cannot take an arrival back; GPI-2's neither), so the
+        // creation's barrier may let rank 1 through before rank 0 has made
+        // the new segment: one more barrier before using it.
+        barrier(ctx);
         let (right, left) = neighbours(ctx);
         fill(&seg, 0, 256, 60 + ctx.rank() as u64);
         ctx.write_notify(

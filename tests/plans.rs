@@ -1,4 +1,4 @@
-//! Snapshot tests of the collectives' plans, to review against seed 002:
+//! Snapshot tests of the collectives' plans, to review against Al Ahad et al. 2018:
 //! the dissemination schedules of figures 4 (n = 7) and 5 (n = 11), and the
 //! allgatherv block table of a small linearly decreasing distribution
 //! (algorithm 1, listings 1-3).

@@ -1,4 +1,4 @@
-//! The MPI-semantic RMA window with fence synchronisation (seed 003):
+//! The MPI-semantic RMA window with fence synchronisation (Santhanaraman et al. 2009):
 //! random put / get / accumulate programs over 100 epochs give the final
 //! window contents of a sequential model of MPI semantics, in every fence
 //! design and node layout; misuse is an error.

@@ -1,4 +1,4 @@
-//! RMA broadcast (seed 000): linear, binomial (broadcaster threads) and
+//! RMA broadcast (Paznikov 2023): linear, binomial (broadcaster threads) and
 //! node-aware, from every root, 0 B to 16 MiB, 1 to 8 ranks in several
 //! node layouts; broadcasts from several roots at once never mix; the
 //! broadcaster threads stop when the scope closes, also on a panic.

@@ -1,4 +1,4 @@
-//! Passive-target synchronisation of the RMA window (seed 004): exclusive
+//! Passive-target synchronisation of the RMA window (Hatanaka et al. 2015): exclusive
 //! locks exclude everyone, shared locks overlap, lock_all works as a
 //! shared lock on every member, in both lock designs and across emulated
 //! nodes; timeouts leave the request resumable; misuse is an error.
@@ -251,7 +251,7 @@ fn exclusive_waits_for_lock_all_holders() {
     });
 }
 
-/// Seed 004's figure 5: a stencil inside one lock_all epoch, halos read
+/// Hatanaka et al. 2015's figure 5: a stencil inside one lock_all epoch, halos read
 /// with get + flush_all, iterations separated by barriers.
 #[test]
 fn lock_all_stencil_with_flush_all() {

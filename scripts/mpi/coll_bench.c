@@ -7,7 +7,7 @@
  *   coll_bench allgatherv IMPL DIST SIZES...       (mean bytes of u64 per rank)
  *
  * IMPL only labels the rows (e.g. impi-3 for I_MPI_ADJUST_ALLREDUCE=3);
- * DIST is regular, decreasing or bcast (seed 002). */
+ * DIST is regular, decreasing or bcast (Al Ahad et al. 2018). */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>

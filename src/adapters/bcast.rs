@@ -1,4 +1,4 @@
-//! RMA broadcast (seed 000): the root's data lands at the same
+//! RMA broadcast (Paznikov 2023): the root's data lands at the same
 //! displacement in every member's window elements.
 //!
 //! - [`BcastImpl::Linear`]: the root puts to every member inside a
@@ -41,7 +41,7 @@ use crate::windows::WindowOptions;
 use std::cell::Cell;
 use std::sync::Mutex;
 
-/// How a broadcast travels (seed 000, and the node-aware variant).
+/// How a broadcast travels (Paznikov 2023, and the node-aware variant).
 ///
 /// ```
 /// use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
@@ -359,7 +359,7 @@ impl Drop for StopOnDrop<'_, '_> {
 }
 
 /// The root's side of the broadcasts of a [`RmaWindow::broadcaster`]
-/// scope (seed 000's `RMABcast*` calls).
+/// scope (Paznikov 2023's `RMABcast*` calls).
 ///
 /// ```
 /// use gaspi::{BcastImpl, Config, Context, GroupId, RmaWindow, Timeout};
@@ -611,7 +611,7 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
 }
 
 impl<'a, T: RmaElem> RmaWindow<'a, T> {
-    /// The linear broadcast (seed 000, figure 3): `lock_all`, a put of
+    /// The linear broadcast (Paznikov 2023, figure 3): `lock_all`, a put of
     /// `buf` to elements `disp..` of every member, `unlock_all`. Complete
     /// everywhere when it returns; receivers learn of it by other means
     /// (inside a [`RmaWindow::broadcaster`] scope, use
@@ -638,7 +638,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         put.and(unlocked)
     }
 
-    /// Run `f` with a broadcaster thread on every member (seed 000's
+    /// Run `f` with a broadcaster thread on every member (Paznikov 2023's
     /// runtime): collective over the window's group, which every member
     /// enters and leaves. Opening creates the control window on segment
     /// `control` (requests, descriptions, done counters) and starts the

@@ -1,4 +1,4 @@
-//! `MPI_Win_fence` in the three designs of seed 003.
+//! `MPI_Win_fence` in the three designs of Santhanaraman et al. 2009.
 //!
 //! A fence completes the epoch before it (every operation issued in it is
 //! complete at origin and target) and opens the next one (no rank accesses

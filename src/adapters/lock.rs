@@ -1,4 +1,4 @@
-//! Passive-target synchronisation (seed 004): `MPI_Win_lock`,
+//! Passive-target synchronisation (Hatanaka et al. 2015): `MPI_Win_lock`,
 //! `MPI_Win_unlock`, `MPI_Win_lock_all`, `MPI_Win_unlock_all` and the
 //! flushes, over the window's atomics.
 //!

@@ -5,18 +5,18 @@
 //!   `get_accumulate`, `fetch_and_op` and `compare_and_swap`, each
 //!   documented with its MPI counterpart;
 //! - active-target synchronisation with [`RmaWindow::fence`] in three
-//!   designs (seed 003, [`FenceDesign`]): notified (Fence-Imm-RI),
+//!   designs (Santhanaraman et al. 2009, [`FenceDesign`]): notified (Fence-Imm-RI),
 //!   immediate-optimised (Fence-Imm-Opt) and deferred (Fence-Def);
 //! - passive-target synchronisation with [`RmaWindow::lock`],
 //!   [`RmaWindow::lock_all`], their unlocks and the flushes, over an MCS
-//!   readers-writer queue lock (seed 004) in two designs ([`LockDesign`]);
-//! - RMA broadcast (seed 000): linear ([`RmaWindow::bcast_linear`]),
+//!   readers-writer queue lock (Hatanaka et al. 2015) in two designs ([`LockDesign`]);
+//! - RMA broadcast (Paznikov 2023): linear ([`RmaWindow::bcast_linear`]),
 //!   binomial tree relayed by broadcaster threads and its node-aware
 //!   variant ([`RmaWindow::broadcaster`], [`Broadcaster`]).
 //!
 //! The window's memory is a node-shared window ([`Context::window_create`]):
 //! an operation whose target is on the caller's node is a plain load or
-//! store into the target's region (seed 001), one whose target is on
+//! store into the target's region (Zhou et al. 2015), one whose target is on
 //! another node goes through the queues like any GASPI operation.
 //!
 //! [`Context::window_create`]: crate::Context::window_create

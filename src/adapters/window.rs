@@ -52,7 +52,7 @@ impl AccumulateOp {
     }
 }
 
-/// How [`RmaWindow::fence`](crate::RmaWindow::fence) completes an epoch (seed 003, section 3).
+/// How [`RmaWindow::fence`](crate::RmaWindow::fence) completes an epoch (Santhanaraman et al. 2009, section 3).
 ///
 /// ```
 /// use gaspi::{Assert, Config, Context, FenceDesign, GroupId, RmaOptions, RmaWindow, Timeout};
@@ -245,7 +245,7 @@ pub enum LockType {
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LockDesign {
-    /// One global MCS-RW-RP lock per window (seed 004).
+    /// One global MCS-RW-RP lock per window (Hatanaka et al. 2015).
     McsRw,
     /// A global `lock_all`/exclusive word plus one MCS-RW-RP lock per
     /// target (foMPI): the default, because exclusive locks on different

@@ -3,7 +3,7 @@
 //! counters).
 //!
 //! A word on the caller's node is reached by a hardware atomic on the
-//! node's window memory (seed 001's load/store path); a word on another
+//! node's window memory (Zhou et al. 2015's load/store path); a word on another
 //! node by a GASPI atomic. Every change wakes the waiters of the word's
 //! node, so a rank waiting on a word of its own node waits politely
 //! (spin, yield, then sleep on the node's futex word) and never polls

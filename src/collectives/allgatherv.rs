@@ -1,5 +1,5 @@
 //! Allgatherv as a pipelined ring over nodes with node-shared windows and
-//! shared notifications (seed 002, section II, algorithm 1).
+//! shared notifications (Al Ahad et al. 2018, section II, algorithm 1).
 //!
 //! The result lives in a node-shared window: every rank of a node reads it
 //! in place, nobody copies it at the end ([`Allgatherv::run`]);
@@ -87,7 +87,7 @@ enum Phase {
 }
 
 /// An allgatherv over all ranks with fixed counts and displacements, run
-/// as often as needed (seed 002's algorithm; see the module documentation).
+/// as often as needed (Al Ahad et al. 2018's algorithm; see the module documentation).
 ///
 /// ```
 /// use gaspi::{Allgatherv, Config, Context, Timeout};

@@ -3,7 +3,7 @@
 //! at hand (up to 65,536 nodes and more): the pipelined-ring allgatherv's
 //! block table, the dissemination's steps and partial reductions, the
 //! allreduce ring, and the RMA broadcast's binomial tree in the LogGP model
-//! of seed 000 (section 3).
+//! of Paznikov 2023 (section 3).
 //!
 //! Times are in microseconds. A model is a model: it charges each message
 //! `o` at both ends, `L` in flight and `bytes * G` on the sender's link,
@@ -108,7 +108,7 @@ impl Model {
         }
     }
 
-    /// The pipelined-ring allgatherv (seed 002, section II) of `total`
+    /// The pipelined-ring allgatherv (Al Ahad et al. 2018, section II) of `total`
     /// bytes in all (regular distribution, u64 elements) over `nodes` nodes
     /// of `ppn` ranks: the node-local copy into the window, then the ring,
     /// charged on its busiest link (the blocks node 0 writes and forwards,
@@ -155,7 +155,7 @@ impl Model {
         local + link.max(fill) + p.message(block)
     }
 
-    /// The dissemination allreduce (seed 002, section III) of `bytes` over
+    /// The dissemination allreduce (Al Ahad et al. 2018, section III) of `bytes` over
     /// `nodes` nodes of `ppn` ranks: the node-local reduction of each
     /// rank's fraction, then `floor(log2 n)` steps plus one round for the
     /// partial reductions (sent alongside, combined at the end), each a
@@ -211,7 +211,7 @@ impl Model {
             .min(self.allreduce_ring(nodes, ppn, bytes))
     }
 
-    /// The binomial RMA broadcast of `bytes` to `ranks` ranks (seed 000):
+    /// The binomial RMA broadcast of `bytes` to `ranks` ranks (Paznikov 2023):
     /// each parent sends to its children one after the other (data,
     /// description and request: `o + m G + 2q`), each child notices the
     /// request (`o_r`) and relays; the time is the latest arrival in the
@@ -239,7 +239,7 @@ impl Model {
         latest + p.overhead_us + p.latency_us
     }
 
-    /// The linear RMA broadcast (seed 000): the root puts to every other
+    /// The linear RMA broadcast (Paznikov 2023): the root puts to every other
     /// rank in turn inside `lock_all`.
     ///
     /// ```

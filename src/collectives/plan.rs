@@ -92,7 +92,7 @@ pub struct Share {
     pub count: usize,
 }
 
-/// The block table of an allgatherv (seed 002, section II, formulas 3-4,
+/// The block table of an allgatherv (Al Ahad et al. 2018, section II, formulas 3-4,
 /// listings 1-3).
 ///
 /// Contributions are cut into blocks of at most `block_elems` elements
@@ -389,7 +389,7 @@ impl AllgathervPlan {
 
 /// Children of relative position `pos` in a binomial tree of `p`
 /// positions rooted at 0, largest subtree first (the RMA broadcast's tree,
-/// seed 000; the cost model walks the same tree).
+/// Paznikov 2023; the cost model walks the same tree).
 ///
 /// ```
 /// use gaspi::plan::binomial_children;
@@ -433,7 +433,7 @@ pub struct Message {
     pub partial: bool,
 }
 
-/// The dissemination allreduce of seed 002, section III, over `n`
+/// The dissemination allreduce of Al Ahad et al. 2018, section III, over `n`
 /// participants.
 ///
 /// With `n = 2^l + sum c_j 2^j` (`j < l`), the regular dissemination runs

@@ -1,7 +1,7 @@
 //! The MPI-adapter benchmarks: fence epochs in the communication patterns
-//! of seed 003 (figures 7-10) and the overlap of computation with a fenced
+//! of Santhanaraman et al. 2009 (figures 7-10) and the overlap of computation with a fenced
 //! put (figure 6), for each fence design; lock + put + unlock against the
-//! number of concurrently locking ranks (seed 004, figure 8), for each
+//! number of concurrently locking ranks (Hatanaka et al. 2015, figure 8), for each
 //! lock design. Every benchmark checks the data it moved.
 
 use crate::benches::{Bench, batches};

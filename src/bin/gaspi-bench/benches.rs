@@ -261,7 +261,7 @@ pub fn write_notify_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
     rows
 }
 
-/// `put-lat-distance` (seed 001, figures 3-4): the write_notify ping-pong
+/// `put-lat-distance` (Zhou et al. 2015, figures 3-4): the write_notify ping-pong
 /// from rank 0 to every other rank in turn; `impl` names the target and
 /// whether it is on rank 0's node (`intra:3`) or not (`inter:5`).
 pub fn put_lat_distance(b: &Bench, sizes: &[usize]) -> Vec<Row> {

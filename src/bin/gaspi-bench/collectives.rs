@@ -40,7 +40,7 @@ pub const ALLREDUCE_IMPLS: [&str; 10] = [
 ];
 /// The allgatherv implementations `--impl` can name.
 pub const ALLGATHERV_IMPLS: [&str; 3] = ["ring-shared", "ring-private", "naive"];
-/// The data distributions of seed 002.
+/// The data distributions of Al Ahad et al. 2018.
 pub const DISTRIBUTIONS: [&str; 3] = ["regular", "decreasing", "bcast"];
 
 /// Every rank writes its `len` bytes at `mine` of segment [`NAIVE`] to the
@@ -213,7 +213,7 @@ fn allreduce_one(b: &Bench, imp: &str, len: usize) -> Row {
 }
 
 /// Elements of each rank for distribution `dist` with mean `c` per rank
-/// (seed 002, section II-B): regular `c`; linearly decreasing
+/// (Al Ahad et al. 2018, section II-B): regular `c`; linearly decreasing
 /// `2c(n-1-i)/(n-1)`; broadcast `n*c` on rank 0.
 pub fn counts(dist: &str, n: usize, c: usize) -> Vec<usize> {
     (0..n)

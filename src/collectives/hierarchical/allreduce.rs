@@ -120,6 +120,7 @@ impl<'a, T: Pod> Allreduce<'a, T> {
     /// let ctx = Context::init(Config::default())?;
     /// // A user-defined operation on a plain-old-data pair: (max, count of max).
     /// #[derive(Clone, Copy, Debug, PartialEq, gaspi::Pod, gaspi::Zeroable)]
+    /// #[bytemuck(crate = "gaspi::bytemuck")]
     /// #[repr(C)]
     /// struct MaxCount { max: u32, count: u32 }
     /// let mut ar = Allreduce::<MaxCount>::new(&ctx, 0, 1, Timeout::Block)?;
