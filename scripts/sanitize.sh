@@ -4,9 +4,9 @@
 #   - AddressSanitizer over every engine unit test (epoch reclamation,
 #     notification tables, segment/group/job/inbox objects in real
 #     shared memory, waits);
-#   - Miri over the tests that touch no system call Miri lacks
-#     (epoch reclamation; the notification table's bit summaries and
-#     concurrent posts on plain memory).
+#   - Miri over the tests that touch no system call Miri lacks: epoch
+#     reclamation and the notification table's bit summaries (its
+#     concurrent-posts test is skipped: over 15 minutes under Miri).
 # ThreadSanitizer is left out: without an instrumented std (build-std) it
 # reports std's own synchronisation as races.
 #
@@ -25,5 +25,5 @@ if [ "$what" = all ] || [ "$what" = miri ]; then
     echo "== Miri: epoch reclamation and notification tables"
     rustup component add miri rust-src --toolchain nightly >/dev/null
     MIRIFLAGS="-Zmiri-disable-isolation" CARGO_TARGET_DIR=target/miri \
-        cargo +nightly miri test --lib -- engine::epoch engine::notify
+        cargo +nightly miri test --lib -- engine::epoch engine::notify --skip concurrent_posts
 fi
