@@ -341,6 +341,17 @@ mod property {
             seg: u8,
             off: usize,
         },
+        CompareSwap {
+            rank: u16,
+            seg: u8,
+            off: usize,
+            hit: bool,
+        },
+        List {
+            write: bool,
+            rank: u16,
+            entries: Vec<Entry>,
+        },
         Alloc {
             seg: u8,
             size: usize,
@@ -396,6 +407,11 @@ mod property {
                 .prop_map(|(rank, seg, id, value)| Op::Notify { rank, seg, id, value }),
             1 => (rank(), seg(), offset())
                 .prop_map(|(rank, seg, off)| Op::FetchAdd { rank, seg, off }),
+            1 => (rank(), seg(), offset(), any::<bool>())
+                .prop_map(|(rank, seg, off, hit)| Op::CompareSwap { rank, seg, off, hit }),
+            2 => (any::<bool>(), rank(),
+                  prop::collection::vec(((seg(), offset()), (seg(), offset()), size()), 0..5))
+                .prop_map(|(write, rank, entries)| Op::List { write, rank, entries }),
             1 => (prop_oneof![Just(0u8), Just(4u8), Just(255u8)], size())
                 .prop_map(|(seg, size)| Op::Alloc { seg, size }),
         ]
@@ -514,6 +530,60 @@ mod property {
         Ok(())
     }
 
+    /// One list element: (local segment, offset), (remote segment, offset),
+    /// size.
+    type Entry = ((u8, usize), (u8, usize), usize);
+
+    /// A write_list or read_list: all elements or none.
+    fn list(
+        ctx: &gaspi::Context,
+        m: &mut Model,
+        op: &Op,
+        write: bool,
+        rank: u16,
+        entries: &[Entry],
+    ) -> Result<(), TestCaseError> {
+        let t = Timeout::Block;
+        let fits = |&((ls, lo), (rs, ro), n): &Entry| {
+            n <= MAX_TRANSFER && range(ls, lo, n).is_some() && range(rs, ro, n).is_some()
+        };
+        let ok = rank < 2 && !entries.is_empty() && entries.iter().all(fits);
+        let list: Vec<gaspi::ListEntry> = entries
+            .iter()
+            .map(|&((ls, lo), (rs, ro), n)| gaspi::ListEntry {
+                local: Local::new(ls, lo),
+                remote_segment: rs,
+                remote_offset: ro,
+                size: n,
+            })
+            .collect();
+        let res = if write {
+            ctx.write_list(rank, &list, 0, t)
+        } else {
+            ctx.read_list(rank, &list, 0, t)
+        }
+        .and_then(|_| ctx.wait(0, t));
+        match res {
+            Ok(()) => {
+                prop_assert!(ok, "{op:?} succeeded");
+                for &((ls, lo), (rs, ro), n) in entries {
+                    let (src, dst) = if write {
+                        ((0, ls, lo), (rank as usize, rs, ro))
+                    } else {
+                        ((rank as usize, rs, ro), (0, ls, lo))
+                    };
+                    let data = m.bytes[src.0][src.1 as usize][src.2..src.2 + n].to_vec();
+                    m.bytes[dst.0][dst.1 as usize][dst.2..dst.2 + n].copy_from_slice(&data);
+                }
+            }
+            Err(e) => {
+                prop_assert!(!ok, "{op:?} failed: {e}");
+                prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}");
+            }
+        }
+        Ok(())
+    }
+
     fn run_op(ctx: &gaspi::Context, m: &mut Model, op: &Op) -> Result<(), TestCaseError> {
         let t = Timeout::Block;
         let valid_rank = |r: u16| r < 2;
@@ -571,6 +641,38 @@ mod property {
                     }
                 }
             }
+            Op::CompareSwap {
+                rank,
+                seg,
+                off,
+                hit,
+            } => {
+                let ok = valid_rank(rank) && off % 8 == 0 && range(seg, off, 8).is_some();
+                let was = |m: &Model| {
+                    let w = &m.bytes[rank as usize][seg as usize][off..off + 8];
+                    u64::from_le_bytes(w.try_into().unwrap())
+                };
+                let comparator = if ok && hit { was(m) } else { 0x5a5a };
+                match ctx.atomic_compare_swap(Remote::new(rank, seg, off), comparator, 77, t) {
+                    Ok(old) => {
+                        prop_assert!(ok, "{op:?} succeeded");
+                        prop_assert_eq!(old, was(m));
+                        if old == comparator {
+                            m.bytes[rank as usize][seg as usize][off..off + 8]
+                                .copy_from_slice(&77u64.to_le_bytes());
+                        }
+                    }
+                    Err(e) => {
+                        prop_assert!(!ok, "{op:?} failed: {e}");
+                        prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}");
+                    }
+                }
+            }
+            Op::List {
+                write,
+                rank,
+                ref entries,
+            } => list(ctx, m, op, write, rank, entries)?,
             Op::Alloc { seg, size } => match ctx.segment_alloc(seg, size, Alloc::Initialized) {
                 Ok(()) => {
                     prop_assert!(seg == 4 && size > 0, "{op:?} succeeded");
