@@ -179,7 +179,7 @@ fn ranks_are_bound_to_their_cpus() {
         gaspi_run(&["-n", "2", "--bind", "socket", "true"])
             .status
             .code(),
-        Some(2)
+        Some(125)
     );
 }
 
@@ -214,7 +214,7 @@ fn machinefiles_name_this_machine_only() {
     let remote = dir.join("remote");
     std::fs::write(&remote, "localhost\nnode017.cluster\n").unwrap();
     let out = gaspi_run(&["-m", remote.to_str().unwrap(), "true"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(125));
     let msg = text(&out.stderr);
     assert!(
         msg.contains("node017.cluster") && msg.contains("not this machine"),
@@ -225,18 +225,75 @@ fn machinefiles_name_this_machine_only() {
 
 #[test]
 fn usage_errors() {
+    // A usage error is 125, apart from a rank's status (passed through).
     let out = gaspi_run(&["true"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("-n N"));
-    assert_eq!(gaspi_run(&["-n", "x", "true"]).status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).contains("-n N"), "{}", text(&out.stderr));
+    assert_eq!(gaspi_run(&["-n", "x", "true"]).status.code(), Some(125));
+    assert_eq!(gaspi_run(&["-n", "0", "true"]).status.code(), Some(125));
+    let out = gaspi_run(&["-n", "2", "--bogus", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    // Short: the error and a usage line, not the whole help.
+    assert!(
+        text(&out.stderr).lines().count() < 10,
+        "{}",
+        text(&out.stderr)
+    );
+    let out = gaspi_run(&["-n", "2", "--tiemout", "3", "true"]);
+    assert!(text(&out.stderr).contains("--timeout"), "did you mean");
+    let out = gaspi_run(&["-n", "2", "/no/such/program"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).contains("/no/such/program"));
     assert_eq!(
-        gaspi_run(&["-n", "2", "--bogus", "true"]).status.code(),
+        gaspi_run(&["-n", "2", "sh", "-c", "exit 125"])
+            .status
+            .code(),
+        Some(125)
+    );
+    assert_eq!(
+        gaspi_run(&["-n", "2", "sh", "-c", "exit 2"]).status.code(),
         Some(2)
     );
-    let out = gaspi_run(&["-n", "2", "/no/such/program"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("/no/such/program"));
+    // gaspi_run's debugger option is refused with a reason.
+    let out = gaspi_run(&["-d", "-n", "2", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).contains("debugger"));
     assert!(gaspi_run(&["--help"]).status.success());
+    let out = gaspi_run(&["--version"]);
+    assert!(out.status.success() && text(&out.stdout).starts_with("gaspi-run "));
+}
+
+/// mpirun's spellings: -np, -ppn, --bind-to; options after the program
+/// are the program's.
+#[test]
+fn mpirun_spellings_are_taken() {
+    let out = gaspi_run(&[
+        "-np",
+        "4",
+        "-ppn",
+        "2",
+        "--bind-to",
+        "none",
+        "sh",
+        "-c",
+        "echo $GASPI_RANK/$GASPI_NRANKS/$GASPI_PPN \"$@\"",
+        "x",
+        "-np",
+        "9",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["0/4/2 -np 9", "1/4/2 -np 9", "2/4/2 -np 9", "3/4/2 -np 9"]
+    );
+    assert_eq!(
+        gaspi_run(&["-n", "2", "--bind-to", "socket", "true"])
+            .status
+            .code(),
+        Some(125)
+    );
 }
 
 #[test]

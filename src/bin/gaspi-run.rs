@@ -1,135 +1,165 @@
 //! `gaspi-run`: start a GASPI program on N local ranks (GPI-2's `gaspi_run`
-//! for the native shared-memory engine).
+//! and `mpirun` for the native shared-memory engine).
 
+use clap::Parser;
 use gaspi::Engine;
-use gaspi::launcher::{Binding, Launch, Output, is_local_host, read_machinefile};
+use gaspi::launcher::{Binding, LAUNCH_FAILED, Launch, Output, is_local_host, read_machinefile};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-const USAGE: &str = "\
-Usage: gaspi-run -n N [OPTIONS] PROGRAM [ARGS...]
-       gaspi-run -m MACHINEFILE [OPTIONS] PROGRAM [ARGS...]
+const EXIT_STATUS: &str = "\
+Exit status: 0 if every rank succeeded; else the status of the first rank that
+failed (128+N if it was killed by signal N); 124 if --timeout passed; 125 if
+gaspi-run could not start the job (a usage error, a program that cannot run).
 
-Starts N ranks of PROGRAM on this machine as one GASPI job and waits for them.
-Exits with the status of the first rank that failed (128+N for signal N),
-124 if --timeout passed, 0 if every rank succeeded.
+mpirun's spellings are taken too: -np N, -ppn P, --bind-to core|none.";
 
-Options:
-  -n, --nodes N            number of ranks (default: lines of the machinefile)
-  -m, --machinefile FILE   GPI-2 machinefile; every host must be this machine
-      --ppn P              ranks per node: consecutive ranks form emulated
-                           nodes of P ranks (default: all ranks on one node)
-      --timeout SECS       stop the job after SECS seconds
-      --grace SECS         after a rank fails, stop the others after SECS
-                           seconds (default 2)
-      --bind none|block    block (default): the CPUs are cut into consecutive
-                           groups, one per rank in rank order, so a node's
-                           ranks share CPUs; none: the kernel places ranks
-      --engine native|gpi2 the ranks' engine (default: GASPI_ENGINE, else
-                           native); gpi2 needs a program built with feature
-                           gpi2: between emulated nodes through GPI-2 (its TCP
-                           device), started here without ssh
-      --emulate-hosts      with --engine gpi2: each node runs as a host of its
-                           own, sharing no memory with the others (a cluster
-                           on one machine; also GASPI_EMULATE_HOSTS=1)
-  -t, --tag-output         prefix every output line with [rank]
-  -b, --binary PROGRAM     run PROGRAM as rank 0 instead
-  -p, --ping               accepted for gaspi_run compatibility (hosts are local)
-  -h, --help               this help";
+/// Starts N ranks of PROGRAM on this machine as one GASPI job and waits for
+/// them.
+#[derive(Parser, Debug)]
+#[command(name = "gaspi-run", version, after_help = EXIT_STATUS)]
+struct Cli {
+    /// Number of ranks (default: the machinefile's lines)
+    #[arg(short = 'n', long = "np", visible_alias = "nodes", value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    ranks: Option<u16>,
 
-struct Args {
-    ranks: Option<usize>,
+    /// GPI-2 machinefile; every host in it must be this machine
+    #[arg(short = 'm', long = "machinefile", value_name = "FILE")]
     machinefile: Option<PathBuf>,
-    ppn: Option<usize>,
+
+    /// Ranks per node: consecutive ranks form emulated nodes of P ranks
+    /// (default: all ranks on one node)
+    #[arg(long = "ppn", value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
+    ppn: Option<u16>,
+
+    /// Stop the job after SECS seconds
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     timeout: Option<Duration>,
+
+    /// After a rank fails, stop the others after SECS seconds (default 2)
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
     grace: Option<Duration>,
-    tag: bool,
-    first: Option<PathBuf>,
-    binding: Binding,
-    engine: Option<Engine>,
+
+    /// CPU binding: block cuts the CPUs into consecutive groups, one per
+    /// rank in rank order (a node's ranks share CPUs); spread deals them
+    /// out round-robin; none lets the kernel place ranks
+    #[arg(long = "bind", value_name = "HOW", default_value = "block",
+          value_parser = ["block", "spread", "none"])]
+    bind: String,
+
+    /// mpirun's binding option: core (= --bind block) or none
+    #[arg(long = "bind-to", value_name = "WHAT", conflicts_with = "bind",
+          value_parser = ["core", "none"])]
+    bind_to: Option<String>,
+
+    /// The ranks' engine (default: GASPI_ENGINE, else native); gpi2 needs a
+    /// program built with feature gpi2 (between emulated nodes through
+    /// GPI-2's TCP device, started here without ssh)
+    #[arg(long, value_name = "ENGINE", value_parser = ["native", "gpi2"])]
+    engine: Option<String>,
+
+    /// With --engine gpi2: each node runs as a host of its own, sharing no
+    /// memory with the others (a cluster on one machine; also
+    /// GASPI_EMULATE_HOSTS=1)
+    #[arg(long)]
     emulate_hosts: bool,
-    program: PathBuf,
-    args: Vec<String>,
+
+    /// Prefix every output line with [rank]
+    #[arg(short = 't', long = "tag-output")]
+    tag: bool,
+
+    /// Run PROGRAM as rank 0 instead
+    #[arg(short = 'b', long = "binary", value_name = "PROGRAM")]
+    first: Option<PathBuf>,
+
+    /// Accepted for gaspi_run compatibility (every host is this machine)
+    #[arg(short = 'p', long = "ping")]
+    ping: bool,
+
+    /// gaspi_run's "rank 0 under a debugger": refused (see the message)
+    #[arg(short = 'd', long = "debug")]
+    debug: bool,
+
+    /// gaspi_run's NUMA placement: refused (use --bind)
+    #[arg(short = 'N', long = "NUMA")]
+    numa: bool,
+
+    /// The program and its arguments
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        value_name = "PROGRAM [ARGS]"
+    )]
+    command: Vec<OsString>,
 }
 
-fn parse(mut it: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut a = Args {
-        ranks: None,
-        machinefile: None,
-        ppn: None,
-        timeout: None,
-        grace: None,
-        tag: false,
-        first: None,
-        binding: Binding::Block,
-        engine: None,
-        emulate_hosts: false,
-        program: PathBuf::new(),
-        args: Vec::new(),
-    };
-    fn value(it: &mut impl Iterator<Item = String>, opt: &str) -> Result<String, String> {
-        it.next().ok_or(format!("{opt} needs a value"))
-    }
-    fn number<T: std::str::FromStr>(v: String, opt: &str) -> Result<T, String> {
-        v.parse()
-            .map_err(|_| format!("{opt}: '{v}' is not a number"))
-    }
-    fn seconds(v: String, opt: &str) -> Result<Duration, String> {
-        let s: f64 = number(v, opt)?;
-        Duration::try_from_secs_f64(s).map_err(|_| format!("{opt}: give seconds >= 0"))
-    }
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "-n" | "--nodes" | "--np" => a.ranks = Some(number(value(&mut it, &arg)?, &arg)?),
-            "-m" | "--machinefile" => a.machinefile = Some(value(&mut it, &arg)?.into()),
-            "--ppn" => a.ppn = Some(number(value(&mut it, &arg)?, &arg)?),
-            "--timeout" => a.timeout = Some(seconds(value(&mut it, &arg)?, &arg)?),
-            "--grace" => a.grace = Some(seconds(value(&mut it, &arg)?, &arg)?),
-            "-t" | "--tag-output" => a.tag = true,
-            "--bind" => {
-                let v = value(&mut it, &arg)?;
-                a.binding =
-                    Binding::parse(&v).ok_or(format!("--bind {v}: use none, block or spread"))?;
-            }
-            "--engine" => {
-                let v = value(&mut it, &arg)?;
-                a.engine =
-                    Some(Engine::parse(&v).ok_or(format!("--engine {v}: use native or gpi2"))?);
-            }
-            "--emulate-hosts" => a.emulate_hosts = true,
-            "-b" | "--binary" => a.first = Some(value(&mut it, &arg)?.into()),
-            "-p" | "--ping" => {}
-            "-N" | "--NUMA" | "-d" | "--debug" => {
-                return Err(format!("{arg} is not supported by the native engine"));
-            }
-            "--" => break,
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            _ => {
-                a.program = arg.into();
-                a.args = it.collect();
-                return Ok(Some(a));
-            }
-        }
-    }
-    match it.next() {
-        Some(p) => {
-            a.program = p.into();
-            a.args = it.collect();
-            Ok(Some(a))
-        }
-        None => Err("no program given".into()),
-    }
+fn seconds(v: &str) -> Result<Duration, String> {
+    let s: f64 = v.parse().map_err(|_| format!("'{v}' is not a number"))?;
+    Duration::try_from_secs_f64(s).map_err(|_| "give seconds >= 0".to_string())
 }
 
-fn run() -> Result<i32, String> {
-    let Some(a) = parse(std::env::args().skip(1))? else {
-        println!("{USAGE}");
-        return Ok(0);
+/// The command line with mpirun's single-dash long options (`-np`,
+/// `-ppn`) spelled as clap takes them, up to the program name.
+fn conventional(args: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    const WITH_VALUE: [&str; 13] = [
+        "-n",
+        "--np",
+        "-np",
+        "--nodes",
+        "-m",
+        "--machinefile",
+        "--ppn",
+        "-ppn",
+        "--timeout",
+        "--grace",
+        "--bind",
+        "--bind-to",
+        "--engine",
+    ];
+    let mut out = Vec::new();
+    let mut args = args.peekable();
+    let mut expect_value = false;
+    while let Some(a) = args.next() {
+        let s = a.to_string_lossy();
+        if expect_value {
+            expect_value = false;
+        } else if s == "--" || !s.starts_with('-') {
+            out.push(a);
+            out.extend(args);
+            break;
+        } else {
+            expect_value = WITH_VALUE.contains(&s.as_ref()) || s == "-b" || s == "--binary";
+        }
+        out.push(match s.as_ref() {
+            "-np" => "--np".into(),
+            "-ppn" => "--ppn".into(),
+            _ => a,
+        });
+    }
+    out
+}
+
+fn run(cli: Cli) -> Result<i32, String> {
+    if cli.debug {
+        return Err(
+            "-d (rank 0 under a debugger) is not supported: attach a debugger to \
+                    the running rank instead (gdb -p PID)"
+                .into(),
+        );
+    }
+    if cli.numa {
+        return Err("-N (NUMA placement) is not supported: use --bind block|spread".into());
+    }
+    let binding = match cli.bind_to.as_deref() {
+        Some("core") => Binding::Block,
+        Some(_) => Binding::None,
+        None => Binding::parse(&cli.bind).expect("clap checked the value"),
     };
-    let mut ranks = a.ranks;
-    if let Some(mf) = &a.machinefile {
+    let mut ranks = cli.ranks.map(usize::from);
+    if let Some(mf) = &cli.machinefile {
         let hosts = read_machinefile(mf)
             .map_err(|e| format!("cannot read machinefile {}: {e}", mf.display()))?;
         if hosts.is_empty() {
@@ -146,30 +176,29 @@ fn run() -> Result<i32, String> {
         ranks.get_or_insert(hosts.len());
     }
     let ranks = ranks.ok_or("give the number of ranks with -n N (or a machinefile with -m)")?;
-    if ranks == 0 {
-        return Err("-n must be at least 1".into());
-    }
-    if a.ppn == Some(0) {
-        return Err("--ppn must be at least 1".into());
-    }
-    let mut launch = Launch::new(&a.program, ranks)
-        .args(&a.args)
-        .output(if a.tag {
+    let (program, args) = cli
+        .command
+        .split_first()
+        .expect("clap requires the program");
+    let mut launch = Launch::new(program, ranks)
+        .args(args)
+        .output(if cli.tag {
             Output::Tagged
         } else {
             Output::Inherit
         })
         .verbose(true)
         .forward_signals(true)
-        .binding(a.binding);
-    if let Some(p) = a.ppn {
-        launch = launch.ppn(p);
+        .binding(binding);
+    if let Some(p) = cli.ppn {
+        launch = launch.ppn(p.into());
     }
-    if let Some(e) = a.engine {
+    let engine = cli.engine.as_deref().and_then(Engine::parse);
+    if let Some(e) = engine {
         launch = launch.engine(e);
     }
-    if a.emulate_hosts {
-        let engine = a.engine.or_else(|| {
+    if cli.emulate_hosts {
+        let engine = engine.or_else(|| {
             std::env::var(gaspi::env::ENGINE)
                 .ok()
                 .and_then(|e| Engine::parse(&e))
@@ -179,13 +208,13 @@ fn run() -> Result<i32, String> {
         }
         launch = launch.emulate_hosts(true);
     }
-    if let Some(t) = a.timeout {
+    if let Some(t) = cli.timeout {
         launch = launch.timeout(t);
     }
-    if let Some(g) = a.grace {
+    if let Some(g) = cli.grace {
         launch = launch.grace(g);
     }
-    if let Some(f) = &a.first {
+    if let Some(f) = &cli.first {
         launch = launch.first_program(f);
     }
     let report = launch.run().map_err(|e| e.to_string())?;
@@ -199,17 +228,20 @@ fn run() -> Result<i32, String> {
 }
 
 fn main() -> ExitCode {
-    match run() {
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_else(|| "gaspi-run".into());
+    let cli = match Cli::try_parse_from(std::iter::once(argv0).chain(conventional(args))) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { LAUNCH_FAILED } else { 0 });
+        }
+    };
+    match run(cli) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(msg) => {
             eprintln!("gaspi-run: {msg}");
-            if msg.contains("needs a value")
-                || msg.starts_with("unknown option")
-                || msg.starts_with("no program")
-            {
-                eprintln!("{USAGE}");
-            }
-            ExitCode::from(2)
+            ExitCode::from(LAUNCH_FAILED)
         }
     }
 }

@@ -32,6 +32,12 @@ pub use binding::Binding;
 pub use machines::{is_local_host, read_machinefile};
 pub use report::{Output, RankOutcome, Report, describe_status};
 
+/// The exit status of `gaspi-run` and `gaspi-bench` when they could not
+/// start a job at all (a usage error, a program that cannot be started):
+/// 125, as `timeout(1)` and `env(1)` report their own failures, apart from
+/// a rank's status (passed through), a timeout (124) and a signal (128+N).
+pub const LAUNCH_FAILED: u8 = 125;
+
 use crate::config::Engine;
 use crate::engine::job::{self, JobBlock};
 use crate::engine::shm;

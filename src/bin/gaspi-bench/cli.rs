@@ -7,7 +7,7 @@ use crate::collectives::{ALLGATHERV_IMPLS, ALLREDUCE_IMPLS, DISTRIBUTIONS};
 use crate::report::Format;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, ValueEnum};
-use gaspi::launcher::Binding;
+use gaspi::launcher::{Binding, LAUNCH_FAILED};
 
 /// Benchmarks of the GASPI runtime on local ranks; each verifies the data
 /// it moves. Started on its own it launches itself on `-n` ranks (as
@@ -203,7 +203,8 @@ fn known_designs() -> Vec<&'static str> {
 
 impl Cli {
     /// Parse the command line (MPI-style `-np N` and `-ppn P` are taken
-    /// too), exiting with a short usage error (status 2) when it is wrong.
+    /// too), exiting with a short usage error (status 125,
+    /// [`LAUNCH_FAILED`]) when it is wrong.
     pub fn parse_args(args: &[String]) -> Cli {
         let args =
             std::iter::once("gaspi-bench".to_string()).chain(args.iter().map(
@@ -213,12 +214,15 @@ impl Cli {
                     _ => a.clone(),
                 },
             ));
-        let cli = Cli::parse_from(args);
+        let exit = |e: clap::Error| -> ! {
+            let _ = e.print();
+            let code = if e.use_stderr() { LAUNCH_FAILED } else { 0 };
+            std::process::exit(code.into())
+        };
+        let cli = Cli::try_parse_from(args).unwrap_or_else(|e| exit(e));
         if let Err(msg) = cli.check() {
             use clap::CommandFactory;
-            Cli::command()
-                .error(clap::error::ErrorKind::ArgumentConflict, msg)
-                .exit();
+            exit(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg));
         }
         cli
     }

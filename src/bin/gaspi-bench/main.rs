@@ -129,7 +129,7 @@ fn main() -> ExitCode {
         Ok(e) => e,
         Err(e) => {
             eprintln!("gaspi-bench: cannot find my own program: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(gaspi::launcher::LAUNCH_FAILED);
         }
     };
     let mut launch = Launch::new(exe, ranks)
@@ -154,7 +154,7 @@ fn main() -> ExitCode {
         Ok(report) => ExitCode::from(report.exit_code().clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("gaspi-bench: {e}");
-            ExitCode::from(2)
+            ExitCode::from(gaspi::launcher::LAUNCH_FAILED)
         }
     }
 }
