@@ -100,8 +100,17 @@ pub const EMULATE_HOSTS: &str = "GASPI_EMULATE_HOSTS";
 /// GPI-2's machine file (set by GPI-2's `gaspi_run`, and by `gaspi-run
 /// --engine gpi2`).
 pub(crate) const GPI2_MFILE: &str = "GASPI_MFILE";
-/// GPI-2's name for the rank's position on its host.
-pub(crate) const GPI2_SOCKET: &str = "GASPI_SOCKET";
+/// The rank's position in its node (GPI-2's local rank: GPI-2 reads it,
+/// and `gaspi-run` sets it for every engine; under GPI-2 the position on
+/// the rank's host).
+///
+/// ```
+/// use gaspi::launcher::{Launch, Output};
+/// let report = Launch::new("sh", 4).args(["-c", &format!("echo ${}", gaspi::env::SOCKET)]).ppn(2).output(Output::Capture).run()?;
+/// assert_eq!(report.ranks[3].stdout, b"1\n");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub const SOCKET: &str = "GASPI_SOCKET";
 /// The base of GPI-2's ports for a job our launcher started: the SN daemon
 /// listens on `base + local rank` and `base + 256 + local rank`, the TCP
 /// device on `base + 512 + local rank`.

@@ -67,7 +67,7 @@ struct Cli {
     #[arg(long)]
     emulate_hosts: bool,
 
-    /// Prefix every output line with [rank]
+    /// Prefix every output line with its rank, in brackets
     #[arg(short = 't', long = "tag-output")]
     tag: bool,
 

@@ -340,6 +340,7 @@ impl Launch {
             .env(env::RANK, rank.to_string())
             .env(env::NRANKS, self.ranks.to_string())
             .env(env::PPN, ppn.to_string())
+            .env(env::SOCKET, (rank % ppn.max(1)).to_string())
             .env(env::JOB, token)
             .env(env::LAUNCHER, std::process::id().to_string())
             .env(env::CPUS, cpus.len().max(1).to_string());

@@ -38,7 +38,7 @@ impl EngineSetup {
             EngineSetup::Native => {}
             EngineSetup::Gpi2(g) => {
                 cmd.env(env::ENGINE, "gpi2")
-                    .env(env::GPI2_SOCKET, rank.to_string())
+                    .env(env::SOCKET, rank.to_string())
                     .env(env::GPI2_MFILE, &g.machinefile)
                     .env(env::GPI2_PORT, g.port.to_string());
             }
