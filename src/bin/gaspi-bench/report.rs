@@ -98,20 +98,39 @@ pub fn csv_line(r: &Row) -> String {
     )
 }
 
-/// An IMB-style table of `rows` (all of one benchmark).
+/// The table's column names. They are not IMB's `t_min[usec]` etc.,
+/// which are statistics over processes: ours are statistics over the
+/// batches rank 0 timed (the time per operation of each batch), and the
+/// bandwidth is computed from the median batch.
+pub const TABLE_COLUMNS: [&str; 6] = [
+    "batch_min[us]",
+    "batch_max[us]",
+    "batch_avg[us]",
+    "median[us]",
+    "MB/s@median",
+    "impl",
+];
+
+/// An IMB-like table of `rows` (all of one benchmark), columns as
+/// [`TABLE_COLUMNS`] says.
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::new();
     let with_bw = rows.iter().any(|r| r.bw_bytes > 0);
     let with_mpi = rows.iter().any(|r| r.vs_mpi.is_some());
     let _ = write!(
         s,
-        "{:>12} {:>12} {:>12} {:>12} {:>12} {:>14}",
-        "#bytes", "#repetitions", "t_min[usec]", "t_max[usec]", "t_avg[usec]", "t_median[usec]"
+        "{:>12} {:>12} {:>14} {:>14} {:>14} {:>14}",
+        "#bytes",
+        "#repetitions",
+        TABLE_COLUMNS[0],
+        TABLE_COLUMNS[1],
+        TABLE_COLUMNS[2],
+        TABLE_COLUMNS[3]
     );
     if with_bw {
-        let _ = write!(s, " {:>12}", "Mbytes/sec");
+        let _ = write!(s, " {:>12}", TABLE_COLUMNS[4]);
     }
-    let _ = write!(s, " {:>12} {:>9}", "impl", "verified");
+    let _ = write!(s, " {:>12} {:>9}", TABLE_COLUMNS[5], "verified");
     if with_mpi {
         let _ = write!(s, " {:>8}", "ours/mpi");
     }
@@ -119,7 +138,7 @@ pub fn table(rows: &[Row]) -> String {
     for r in rows {
         let _ = write!(
             s,
-            "{:>12} {:>12} {:>12.3} {:>12.3} {:>12.3} {:>14.3}",
+            "{:>12} {:>12} {:>14.3} {:>14.3} {:>14.3} {:>14.3}",
             r.bytes,
             r.reps,
             r.min(),
