@@ -323,9 +323,22 @@ impl Config {
             self.engine = Engine::parse(&e).ok_or_else(|| {
                 Error::Environment(format!("{}={e}: use native or gpi2", env::ENGINE))
             })?;
+        } else if cfg!(feature = "gpi2") && started_by_gpi2_run() {
+            // GPI-2's gaspi_run (over ssh on a cluster) passes on none of
+            // the user's variables: a build with the GPI-2 engine started
+            // by it runs on it.
+            self.engine = Engine::Gpi2;
         }
         Ok(self)
     }
+}
+
+/// Whether GPI-2's own `gaspi_run` started this process: its machine file
+/// and local rank are set, and no job token of our launcher is.
+pub(crate) fn started_by_gpi2_run() -> bool {
+    std::env::var_os(env::GPI2_MFILE).is_some()
+        && std::env::var_os(env::SOCKET).is_some()
+        && std::env::var_os(env::JOB).is_none()
 }
 
 /// The segment id the runtime keeps for itself (the windows of its

@@ -167,9 +167,10 @@ fn run(cli: Cli) -> Result<i32, String> {
         }
         if let Some(h) = hosts.iter().find(|h| !is_local_host(h)) {
             return Err(format!(
-                "machinefile {} names host '{h}', which is not this machine; the native engine \
-                 runs every rank on one machine. List only this machine (or localhost), or run \
-                 on a cluster with a multi-node engine (GPI-2, MPI).",
+                "machinefile {} names host '{h}', which is not this machine: gaspi-run starts \
+                 every rank here, whatever the engine. List only this machine (or localhost), \
+                 or start a cluster job with GPI-2's gaspi_run (a program built with feature \
+                 gpi2).",
                 mf.display()
             ));
         }

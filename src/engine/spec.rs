@@ -61,6 +61,13 @@ pub(crate) fn spec_from_env() -> Result<JobSpec> {
         None if nranks == 1 => {
             job::new_token().map_err(|e| Error::system("drawing a job token", e))?
         }
+        None if crate::config::started_by_gpi2_run() => {
+            return Err(Error::Environment(
+                "started by GPI-2's gaspi_run, but this program has no GPI-2 engine: build it \
+                 with feature `gpi2` (or start it with gaspi-run)"
+                    .into(),
+            ));
+        }
         None => {
             return Err(Error::Environment(format!(
                 "{} is not set: start the ranks with gaspi-run, or give every rank the same \
