@@ -154,3 +154,25 @@ pub use bytemuck::{Pod, Zeroable};
 /// The `bytemuck` crate, for `#[bytemuck(crate = "gaspi::bytemuck")]` on
 /// the derives of [`Pod`] and [`Zeroable`] (and its casts).
 pub use bytemuck;
+
+/// The README and the guide's chapters: their ```rust blocks run as doc
+/// tests, so they cannot drift from the API.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/guide/windows.md")]
+    struct Windows;
+    #[doc = include_str!("../docs/guide/collectives.md")]
+    struct Collectives;
+    #[doc = include_str!("../docs/guide/launching.md")]
+    struct Launching;
+    #[doc = include_str!("../docs/guide/porting.md")]
+    struct Porting;
+    #[doc = include_str!("../docs/guide/engines.md")]
+    struct Engines;
+    #[doc = include_str!("../docs/guide/semantics.md")]
+    struct Semantics;
+    #[doc = include_str!("../docs/guide/benchmarking.md")]
+    struct Benchmarking;
+}

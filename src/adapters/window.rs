@@ -249,7 +249,7 @@ pub enum LockDesign {
     McsRw,
     /// A global `lock_all`/exclusive word plus one MCS-RW-RP lock per
     /// target (foMPI): the default, because exclusive locks on different
-    /// targets do not serialise (see the README's lock figures).
+    /// targets do not serialise (see the lock figures in docs/guide/benchmarking.md).
     #[default]
     TwoLevel,
 }

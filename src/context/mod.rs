@@ -244,7 +244,7 @@ impl Context {
     /// with emulated hosts) ranks of other hosts are reached only through
     /// GPI-2: passive messages to them are pulled by their relay thread,
     /// and an access to a segment they deleted is not detected (see the
-    /// README's cluster notes).
+    /// cluster notes in docs/guide/engines.md).
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;

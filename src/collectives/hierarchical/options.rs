@@ -51,7 +51,7 @@ pub struct AllreduceOptions {
     /// node barrier and saves every rank from reading every other rank's
     /// whole input (default 2 KiB: measured with 2, 4 and 8 ranks,
     /// splitting was 10-15% faster at 4 KiB and slower at 2 KiB; see the
-    /// README's allreduce figures).
+    /// guide's allreduce figures, docs/guide/benchmarking.md).
     pub node_replicate_max: usize,
     /// [`AllreduceOptions::replicate_max`] for the direct exchange of ranks
     /// that share cores ([`AllreduceOptions::share_reduction`], agreed at
