@@ -96,12 +96,15 @@ fn size_and_reserve(fd: &OwnedFd, len: usize) -> io::Result<()> {
     if unsafe { libc::ftruncate(fd.as_raw_fd(), off) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    if len == 0 {
+        return Ok(());
+    }
     // SAFETY: fd is a valid descriptor; posix_fallocate returns an error
     // number instead of setting errno.
     match unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, off) } {
         0 => Ok(()),
         // A file system that cannot reserve: the object stays sparse.
-        libc::EOPNOTSUPP | libc::EINVAL if len > 0 => Ok(()),
+        libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
         e => Err(io::Error::from_raw_os_error(e)),
     }
 }
