@@ -179,11 +179,26 @@ impl Gpi2 {
         // and GPI-2 is never terminated and restarted by us: see `term`).
         let code = unsafe { sys::gaspi_proc_init(ms(config.init_timeout)) };
         check("gaspi_proc_init", code, None).map_err(|e| {
-            Error::Environment(format!(
-                "GPI-2 did not start ({e}); start the ranks with GPI-2's gaspi_run or \
-                 `gaspi-run --engine gpi2`, which set GASPI_RANK, GASPI_NRANKS, \
-                 GASPI_SOCKET and GASPI_MFILE"
-            ))
+            let launched = std::env::var_os(env::GPI2_MFILE).is_some()
+                && std::env::var_os(env::SOCKET).is_some();
+            Error::Environment(if !launched {
+                format!(
+                    "GPI-2 did not start ({e}); start the ranks with GPI-2's gaspi_run or \
+                     `gaspi-run --engine gpi2`, which set GASPI_RANK, GASPI_NRANKS, \
+                     GASPI_SOCKET and GASPI_MFILE"
+                )
+            } else if matches!(e, Error::Timeout) {
+                format!(
+                    "GPI-2 did not start within the init timeout ({:?}): not every rank of \
+                     the machine file joined. Most likely a host in it did not resolve or did \
+                     not answer (ssh), or its rank failed to start there; check the machine \
+                     file {} and that `ssh HOST true` works for each host",
+                    config.init_timeout,
+                    std::env::var(env::GPI2_MFILE).unwrap_or_default()
+                )
+            } else {
+                format!("GPI-2 did not start ({e}); check the machine file and every host in it")
+            })
         })?;
         let (mut rank, mut num, mut lrank, mut lnum) = (0, 0, 0, 0);
         // SAFETY: four calls with out pointers to locals; GPI-2 is
