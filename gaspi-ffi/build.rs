@@ -17,7 +17,6 @@
 //! `gaspi_config_t` (cfg `gpi2_1_6`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 struct Found {
     include: PathBuf,
@@ -38,17 +37,17 @@ fn at_prefix(prefix: &Path) -> Option<Found> {
 }
 
 fn pkg_config() -> Option<Found> {
-    let var = |v: &str| {
-        let out = Command::new("pkg-config")
-            .args([&format!("--variable={v}"), "GPI2"])
-            .output()
-            .ok()?;
-        let s = String::from_utf8(out.stdout).ok()?;
-        (out.status.success() && !s.trim().is_empty()).then(|| PathBuf::from(s.trim()))
-    };
-    let (include, lib) = (var("includedir")?, var("libdir")?);
-    let found = include.join("GASPI.h").is_file();
-    found.then_some(Found { include, lib })
+    let lib = pkg_config::Config::new()
+        .cargo_metadata(false)
+        .env_metadata(false)
+        .probe("GPI2")
+        .ok()?;
+    let include = lib
+        .include_paths
+        .into_iter()
+        .find(|d| d.join("GASPI.h").is_file())?;
+    let lib = lib.link_paths.into_iter().next()?;
+    Some(Found { include, lib })
 }
 
 /// Fail the build with `lines` as its error (no panic, no backtrace).
@@ -106,7 +105,7 @@ fn main() {
     }
     let mut looked = Vec::new();
     let mut found = None;
-    if let Some(dir) = std::env::var_os("GPI2_DIR") {
+    if let Some(dir) = std::env::var_os("GPI2_DIR").filter(|d| !d.is_empty()) {
         let dir = PathBuf::from(dir);
         found = at_prefix(&dir);
         if found.is_none() {
