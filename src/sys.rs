@@ -3,10 +3,10 @@
 //! signal forwarding.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 /// A file descriptor that becomes readable when process `pid` exits.
@@ -116,57 +116,51 @@ pub(crate) fn bind_to(cmd: &mut Command, cpus: &[usize]) {
     }
 }
 
-static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+/// SIGINT, SIGTERM and SIGHUP routed to the launcher instead of killing
+/// it: a socket that becomes readable when one arrives (to poll beside the
+/// ranks' pidfds) and a flag per signal. signal-hook installs the
+/// handlers (they only set a flag and write a byte: async-signal-safe), so
+/// no handler is hand-written here.
+#[derive(Debug)]
+pub(crate) struct SignalPipe {
+    read: std::os::unix::net::UnixStream,
+    flags: Vec<(i32, std::sync::Arc<std::sync::atomic::AtomicBool>)>,
+}
 
-extern "C" fn on_signal(signal: libc::c_int) {
-    let fd = SIGNAL_PIPE.load(SeqCst);
-    if fd >= 0 {
-        let b = signal as u8;
-        // SAFETY: write is async-signal-safe; b is a live byte.
-        unsafe {
-            libc::write(fd, (&b as *const u8).cast(), 1);
-        }
+impl SignalPipe {
+    /// The descriptor to poll.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
+    }
+
+    /// The signals that arrived since the last call.
+    pub(crate) fn drain(&self) -> Vec<i32> {
+        use std::io::Read;
+        let mut buf = [0u8; 64];
+        while matches!((&self.read).read(&mut buf), Ok(n) if n > 0) {}
+        self.flags
+            .iter()
+            .filter(|(_, f)| f.swap(false, SeqCst))
+            .map(|&(sig, _)| sig)
+            .collect()
     }
 }
 
-/// Route SIGINT, SIGTERM and SIGHUP to a pipe instead of killing the
-/// launcher; returns the read end, which yields one byte (the signal number)
-/// per signal.
-pub(crate) fn forward_signals() -> io::Result<OwnedFd> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: fds has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-        return Err(io::Error::last_os_error());
+/// Route SIGINT, SIGTERM and SIGHUP to a [`SignalPipe`] for the rest of
+/// the process's life.
+pub(crate) fn forward_signals() -> io::Result<SignalPipe> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let (read, write) = std::os::unix::net::UnixStream::pair()?;
+    read.set_nonblocking(true)?;
+    write.set_nonblocking(true)?;
+    let mut flags = Vec::new();
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        signal_hook::flag::register(sig, flag.clone())?;
+        signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
+        flags.push((sig, flag));
     }
-    // SAFETY: both descriptors were just created and are owned by us; the
-    // write end is kept open for the life of the process (the handler uses it).
-    let read = unsafe { OwnedFd::from_raw_fd(fds[0]) };
-    SIGNAL_PIPE.store(fds[1], SeqCst);
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction is valid; we set a handler that only
-        // calls async-signal-safe functions.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-    }
-    Ok(read)
-}
-
-/// Read the signal numbers waiting in the forwarding pipe.
-pub(crate) fn drain_signals(fd: BorrowedFd<'_>) -> Vec<i32> {
-    let mut buf = [0u8; 16];
-    // SAFETY: reading at most buf.len() bytes into buf from a non-blocking pipe.
-    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n <= 0 {
-        return Vec::new();
-    }
-    buf[..n as usize].iter().map(|&b| b as i32).collect()
+    Ok(SignalPipe { read, flags })
 }
 
 /// The name of a signal, e.g. "SIGKILL".

@@ -168,7 +168,7 @@ impl Supervisor<'_> {
         }
     }
 
-    pub(super) fn supervise(&mut self, signals: Option<&OwnedFd>) -> io::Result<()> {
+    pub(super) fn supervise(&mut self, signals: Option<&sys::SignalPipe>) -> io::Result<()> {
         let deadline = self.limits.timeout.map(|t| self.start + t);
         while self.alive().next().is_some() {
             let next = [
@@ -184,7 +184,7 @@ impl Supervisor<'_> {
                 .filter(|&i| self.running[i].status.is_none())
                 .collect();
             let mut fds: Vec<_> = idx.iter().map(|&i| self.running[i].pidfd.as_fd()).collect();
-            fds.extend(signals.map(|s| s.as_fd()));
+            fds.extend(signals.map(|s| s.fd()));
             let ready = sys::poll_readable(&fds, wait)?;
             for (k, &i) in idx.iter().enumerate() {
                 if ready[k] {
@@ -192,7 +192,7 @@ impl Supervisor<'_> {
                 }
             }
             if let Some(s) = signals.filter(|_| ready[idx.len()]) {
-                if let Some(&sig) = sys::drain_signals(s.as_fd()).first() {
+                if let Some(&sig) = s.drain().first() {
                     self.limits
                         .say(format!("received {}: stopping the job", signal_name(sig)));
                     self.interrupted.get_or_insert(sig);
