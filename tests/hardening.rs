@@ -433,6 +433,14 @@ mod property {
         (end <= seg_len(seg)?).then_some(off..end)
     }
 
+    /// A call that failed: it must have been expected to, with an error of
+    /// the documented kinds.
+    fn refused(ok: bool, op: &Op, e: &Error) -> Result<(), TestCaseError> {
+        prop_assert!(!ok, "{op:?} failed: {e}");
+        prop_assert!(expected_error(e), "{op:?}: unexpected {e:?}");
+        Ok(())
+    }
+
     fn expected_error(e: &Error) -> bool {
         matches!(
             e,
@@ -522,10 +530,7 @@ mod property {
                     ctx.notify_reset(remote.0, id).unwrap();
                 }
             }
-            Err(e) => {
-                prop_assert!(!ok, "{op:?} failed: {e}");
-                prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}");
-            }
+            Err(e) => refused(ok, op, &e)?,
         }
         Ok(())
     }
@@ -576,10 +581,7 @@ mod property {
                     m.bytes[dst.0][dst.1 as usize][dst.2..dst.2 + n].copy_from_slice(&data);
                 }
             }
-            Err(e) => {
-                prop_assert!(!ok, "{op:?} failed: {e}");
-                prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}");
-            }
+            Err(e) => refused(ok, op, &e)?,
         }
         Ok(())
     }
@@ -619,10 +621,7 @@ mod property {
                             prop_assert_eq!(ctx.notify_reset(seg, id).unwrap(), value);
                         }
                     }
-                    Err(e) => {
-                        prop_assert!(!ok, "{op:?} failed: {e}");
-                        prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}");
-                    }
+                    Err(e) => refused(ok, op, &e)?,
                 }
             }
             Op::FetchAdd { rank, seg, off } => {
@@ -635,10 +634,7 @@ mod property {
                         prop_assert_eq!(old, was);
                         w.copy_from_slice(&was.wrapping_add(1).to_le_bytes());
                     }
-                    Err(e) => {
-                        prop_assert!(!ok, "{op:?} failed: {e}");
-                        prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}");
-                    }
+                    Err(e) => refused(ok, op, &e)?,
                 }
             }
             Op::CompareSwap {
@@ -662,10 +658,7 @@ mod property {
                                 .copy_from_slice(&77u64.to_le_bytes());
                         }
                     }
-                    Err(e) => {
-                        prop_assert!(!ok, "{op:?} failed: {e}");
-                        prop_assert!(expected_error(&e), "{op:?}: unexpected {e:?}");
-                    }
+                    Err(e) => refused(ok, op, &e)?,
                 }
             }
             Op::List {
