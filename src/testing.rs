@@ -128,6 +128,12 @@ fn dump(report: &Report) -> String {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         ));
+        if let Some(at) = &o.at_stop {
+            s.push_str(&format!(
+                "--- rank {} when the launcher stopped it ---\n{at}",
+                o.rank
+            ));
+        }
     }
     s
 }
@@ -200,6 +206,7 @@ impl Job {
             .env("RUST_BACKTRACE", "1")
             .output(Output::Capture)
             .timeout(self.timeout)
+            .backtraces_on_stop(true)
             .grace(Duration::from_secs(5));
         if let Some(p) = self.ppn.or_else(default_ppn) {
             l = l.ppn(p);

@@ -413,3 +413,35 @@ fn a_killed_launcher_takes_its_ranks_along_and_the_next_one_cleans_up() {
     assert_eq!(leftovers(), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A job that runs past its timeout says where each rank still running
+/// was: a line per thread (state and kernel wait) and, where gdb can
+/// attach, the backtraces, which name the call the rank was stuck in.
+#[test]
+fn a_hung_job_says_where_each_rank_was() {
+    use gaspi::testing::Job;
+    use gaspi::{Alloc, Timeout};
+    Job::new(&[2])
+        .timeout(Duration::from_secs(3))
+        .run_and_check(
+            |ctx| {
+                ctx.segment_alloc(0, 64, Alloc::Initialized).unwrap();
+                if ctx.rank() == 1 {
+                    // Nobody notifies: stuck until the launcher stops it.
+                    let _ = ctx.notify_waitsome(0, 0..1, Timeout::Block);
+                }
+            },
+            |_, report| {
+                assert!(report.timed_out);
+                assert!(report.ranks[0].status.success());
+                assert!(report.ranks[0].at_stop.is_none());
+                let at = report.ranks[1].at_stop.as_deref().unwrap_or_default();
+                let pid = report.ranks[1].pid;
+                assert!(at.starts_with(&format!("thread {pid} (")), "{at}");
+                assert!(
+                    at.contains("notify_waitsome") || at.contains("(no backtraces: "),
+                    "{at}"
+                );
+            },
+        );
+}

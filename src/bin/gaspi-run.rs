@@ -39,6 +39,12 @@ struct Cli {
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     timeout: Option<Duration>,
 
+    /// With --timeout: print every thread's backtrace (through gdb) of
+    /// each rank still running when the time is up, beside the state and
+    /// kernel wait of each thread that are printed anyway
+    #[arg(long, requires = "timeout")]
+    backtraces: bool,
+
     /// After a rank fails, stop the others after SECS seconds (default 2)
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     grace: Option<Duration>,
@@ -212,6 +218,7 @@ fn run(cli: Cli) -> Result<i32, String> {
     if let Some(t) = cli.timeout {
         launch = launch.timeout(t);
     }
+    launch = launch.backtraces_on_stop(cli.backtraces);
     if let Some(g) = cli.grace {
         launch = launch.grace(g);
     }
@@ -219,6 +226,14 @@ fn run(cli: Cli) -> Result<i32, String> {
         launch = launch.first_program(f);
     }
     let report = launch.run().map_err(|e| e.to_string())?;
+    for o in report.ranks.iter().filter(|_| report.timed_out) {
+        if let Some(at) = &o.at_stop {
+            eprint!(
+                "gaspi-run: rank {} (pid {}) at the timeout:\n{at}",
+                o.rank, o.pid
+            );
+        }
+    }
     if !report.left_after_cleanup.is_empty() {
         eprintln!(
             "gaspi-run: could not remove shared memory {:?}",

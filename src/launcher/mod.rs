@@ -25,6 +25,7 @@ mod binding;
 mod machines;
 mod report;
 mod setup;
+mod snapshot;
 mod supervisor;
 
 pub use crate::sys::signal_name;
@@ -80,6 +81,7 @@ pub struct Launch {
     grace: Duration,
     output: Output,
     verbose: bool,
+    backtraces: bool,
     forward_signals: bool,
     binding: Binding,
     engine: Engine,
@@ -117,6 +119,7 @@ impl Launch {
             grace: Duration::from_secs(2),
             output: Output::Inherit,
             verbose: false,
+            backtraces: false,
             forward_signals: false,
             binding: Binding::Block,
             engine: std::env::var(env::ENGINE)
@@ -299,6 +302,31 @@ impl Launch {
         self
     }
 
+    /// When the launcher stops the ranks still running (the job ran past
+    /// its [timeout](Launch::timeout), or another rank failed and the
+    /// [grace](Launch::grace) is over), attach `gdb` (if it is on `PATH`)
+    /// to each of them first and keep every thread's backtrace in
+    /// [`RankOutcome::at_stop`], beside the state and kernel wait of each
+    /// thread that are always kept there.
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// use std::time::Duration;
+    /// let report = Launch::new("sh", 1)
+    ///     .args(["-c", "exec sleep 30"])
+    ///     .timeout(Duration::from_millis(200))
+    ///     .backtraces_on_stop(false)
+    ///     .output(Output::Capture)
+    ///     .run()?;
+    /// let at = report.ranks[0].at_stop.as_deref().unwrap_or_default();
+    /// assert!(at.starts_with("thread "), "{at}");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn backtraces_on_stop(mut self, on: bool) -> Launch {
+        self.backtraces = on;
+        self
+    }
+
     /// Catch SIGINT, SIGTERM and SIGHUP and stop the job cleanly instead of
     /// dying (for launcher programs; changes process-wide signal handling).
     ///
@@ -319,6 +347,7 @@ impl Launch {
             timeout: self.timeout,
             grace: self.grace,
             verbose: self.verbose,
+            backtraces: self.backtraces,
         }
     }
 

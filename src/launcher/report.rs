@@ -49,6 +49,11 @@ pub struct RankOutcome {
     /// Whether the launcher stopped it (after another rank failed, a
     /// timeout or a signal).
     pub stopped_by_launcher: bool,
+    /// Where it was when the launcher stopped it after a timeout or
+    /// another rank's failure (each thread's state and the kernel function
+    /// it waited in; backtraces with
+    /// [`Launch::backtraces_on_stop`](super::Launch::backtraces_on_stop)).
+    pub at_stop: Option<String>,
 }
 
 impl std::fmt::Debug for RankOutcome {

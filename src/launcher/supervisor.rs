@@ -3,6 +3,7 @@
 //! grace, timeouts and signals, and their output.
 
 use super::report::{Output, RankOutcome, describe_status};
+use super::snapshot;
 use crate::engine::job::{self, JobBlock};
 use crate::sys::{self, signal_name};
 use crate::types::Rank;
@@ -21,6 +22,9 @@ pub(super) struct Limits {
     pub(super) timeout: Option<Duration>,
     pub(super) grace: Duration,
     pub(super) verbose: bool,
+    /// When stopping ranks (a timeout, another rank's failure), attach
+    /// `gdb` (if installed) to them first and keep their backtraces.
+    pub(super) backtraces: bool,
 }
 
 impl Limits {
@@ -40,6 +44,8 @@ pub(super) struct Running {
     pidfd: OwnedFd,
     status: Option<ExitStatus>,
     stopped: bool,
+    /// Where it was when the launcher stopped it.
+    at_stop: Option<String>,
     readers: Vec<JoinHandle<Vec<u8>>>,
 }
 
@@ -69,6 +75,7 @@ impl Running {
             pidfd,
             status: None,
             stopped: false,
+            at_stop: None,
             readers,
         })
     }
@@ -92,6 +99,7 @@ impl Running {
             stdout: outs.next().unwrap_or_default(),
             stderr: outs.next().unwrap_or_default(),
             stopped_by_launcher: self.stopped,
+            at_stop: self.at_stop,
         }
     }
 }
@@ -214,6 +222,12 @@ impl Supervisor<'_> {
                 if self.alive().next().is_some() {
                     self.limits
                         .say("sending SIGTERM to the ranks still running");
+                }
+                if self.interrupted.is_none() {
+                    let backtraces = self.limits.backtraces;
+                    for r in self.running.iter_mut().filter(|r| r.status.is_none()) {
+                        r.at_stop = Some(snapshot::describe(r.pid, backtraces));
+                    }
                 }
                 self.signal_all(libc::SIGTERM);
                 self.kill_at = Some(now + Duration::from_secs(1));
