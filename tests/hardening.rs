@@ -178,8 +178,8 @@ fn an_atomic_word_outside_a_sub_view_is_refused() {
 }
 
 /// A rank that terminates while another writes to it is reported as
-/// terminated (across hosts, where GPI-2 cannot tell, as failed), never as
-/// a missing segment: its state is published before its segments go.
+/// terminated, on its host and across hosts, never as a missing segment
+/// or a failure: its state is published before its segments go.
 #[test]
 fn a_rank_that_leaves_is_reported_as_gone() {
     for _ in 0..4 {
@@ -205,12 +205,10 @@ fn a_rank_that_leaves_is_reported_as_gone() {
                     break e;
                 }
             };
-            // Across hosts (GPI-2) a peer that left cannot be told from
-            // one that died: either names the rank, never its segment.
-            let across = !ctx.on_this_host(1);
+            // Also across hosts (GPI-2), where the leaving rank tells the
+            // others before its segments go.
             assert!(
-                matches!(e, Error::RankTerminated { rank: 1 })
-                    || across && matches!(e, Error::RankFailed { rank: 1 }),
+                matches!(e, Error::RankTerminated { rank: 1 }),
                 "a write to a rank that left: {e:?}"
             );
         });

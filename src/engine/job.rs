@@ -439,6 +439,27 @@ impl JobBlock {
             .at(header_len() + rank * std::mem::size_of::<RankSlot>())
     }
 
+    /// Mark `rank`, a rank of another host that said it terminated, as
+    /// terminated unless it failed first; returns true if this call changed
+    /// its state. Wakes everyone sleeping on the job header. (Only this
+    /// host's ranks count in the header's `terminated`.)
+    #[cfg(feature = "gpi2")]
+    pub(crate) fn mark_departed(&self, rank: usize) -> bool {
+        let slot = self.slot(rank);
+        let mut cur = slot.state.load(SeqCst);
+        loop {
+            if cur == TERMINATED || cur == FAILED {
+                return false;
+            }
+            match slot.state.compare_exchange(cur, TERMINATED, SeqCst, SeqCst) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        self.header().ww.advance();
+        true
+    }
+
     /// Mark `rank` failed unless it terminated; returns true if this call
     /// changed its state. Wakes everyone sleeping on the job header.
     pub(crate) fn mark_failed(&self, rank: usize) -> bool {

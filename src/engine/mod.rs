@@ -508,6 +508,9 @@ impl Native {
         {
             h.terminated.fetch_add(1, SeqCst);
             h.ww.advance();
+            if let Some(t) = self.transport() {
+                t.depart();
+            }
         }
         for s in self.segment_ids() {
             let _ = self.remove_segment(s);

@@ -187,6 +187,11 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
 
     // --- the end --------------------------------------------------------
 
+    /// This rank has terminated cleanly (its state is published on its
+    /// host): tell the ranks of other hosts, before its segments go, so
+    /// that their operations on it fail at once as on one host.
+    fn depart(&self);
+
     /// Leave: `failed` if this rank is going down abnormally,
     /// `peers_failed` if another rank is known dead.
     fn term(&self, failed: bool, peers_failed: bool);

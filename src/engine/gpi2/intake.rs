@@ -23,10 +23,16 @@ pub(super) fn failed_id(rank: usize, nranks: usize) -> NotificationId {
     REQUEST + (nranks + rank) as NotificationId
 }
 
+/// Notification id, on the reserved segment, telling that `rank` of a job
+/// of `nranks` terminated (see `watch.rs`).
+pub(super) fn left_id(rank: usize, nranks: usize) -> NotificationId {
+    failed_id(nranks + rank, nranks)
+}
+
 /// GPI-2's notification table for a job of `nranks`: the relayed ids, the
-/// doorbell, the acknowledgement, requests and failures.
+/// doorbell, the acknowledgement, requests, failures and departures.
 pub(super) fn notification_num(nranks: usize) -> u32 {
-    failed_id(nranks, nranks)
+    left_id(nranks, nranks)
 }
 /// Acknowledgement: the message is in the inbox.
 pub(super) const DELIVERED: u32 = 1;

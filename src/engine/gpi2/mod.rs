@@ -103,8 +103,13 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use twin::Twin;
 
+/// How long a leaving rank waits for its queues to drain, all together.
+const DRAIN: Duration = Duration::from_secs(2);
+/// How long a leaving rank waits for `gaspi_proc_term` once a peer died.
+const TERM_WITH_DEAD_PEER: Duration = Duration::from_secs(1);
 /// How long a leaving rank waits for the others at its last barrier.
 const TERM_BARRIER_MS: u64 = 30_000;
 
@@ -131,6 +136,11 @@ pub(crate) struct Gpi2 {
     /// GPI-2 segment ids whose table of remote descriptions exists in this
     /// process (see `remote_size`); taken by binds too.
     described: Mutex<[u64; 4]>,
+    /// The reserved segment once this rank deleted it: still bound in
+    /// GPI-2 until `gaspi_proc_term`, because other hosts notify it until
+    /// they leave too (failures, departures), and GPI-2's device writes to
+    /// a deleted segment's address unchecked (a SIGSEGV in its thread).
+    kept: Mutex<Option<Arc<SegmentObject>>>,
     /// The scratch page (also what `describe` binds for a moment).
     page: usize,
     /// GPI-2's groups twinning ours, by id (see `group_prepare`).
@@ -165,13 +175,19 @@ impl Gpi2 {
             return;
         }
         self.shared.leaving.store(true, SeqCst);
+        let dead_peer = peers_failed || states().contains(&sys::GASPI_STATE_CORRUPT);
         if !failed {
+            // One budget for all queues: requests to a dead rank may never
+            // complete, and a wait per queue would add up past the time the
+            // launcher grants survivors.
+            let until = Instant::now() + DRAIN;
             for q in 0..QUEUES {
+                let left = until.saturating_duration_since(Instant::now());
                 // SAFETY: plain call.
-                let _ = unsafe { sys::gaspi_wait(q as u8, 2_000) };
+                let _ = unsafe { sys::gaspi_wait(q as u8, left.as_millis() as u64) };
             }
             // Not with a dead rank: the barrier could only time out.
-            if !peers_failed && !states().contains(&sys::GASPI_STATE_CORRUPT) {
+            if !dead_peer {
                 // SAFETY: plain call. A timeout (a rank that stays much
                 // longer) only ends the wait.
                 let _ = unsafe { sys::gaspi_barrier(sys::GASPI_GROUP_ALL, TERM_BARRIER_MS) };
@@ -185,8 +201,37 @@ impl Gpi2 {
         if failed {
             return;
         }
-        // SAFETY: plain call; nothing of ours uses GPI-2 after it.
-        let _ = unsafe { sys::gaspi_proc_term(10_000) };
+        let kept = lock(&self.kept).take();
+        let spare = kept.clone();
+        let term = move || {
+            // SAFETY: plain call; nothing of ours uses GPI-2 after it.
+            let _ = unsafe { sys::gaspi_proc_term(10_000) };
+            drop(kept); // GPI-2's device may write to it until here
+        };
+        if !dead_peer {
+            drop(spare);
+            return term();
+        }
+        // With a dead peer GPI-2's proc_term joins its TCP device thread,
+        // which may go on retrying the dead connection for seconds (longer
+        // than a launcher grants survivors): give it a bounded wait, and
+        // leave the rest to the process's exit.
+        let (done, finished) = std::sync::mpsc::channel();
+        let helper = std::thread::Builder::new()
+            .name("gaspi-term".into())
+            .spawn(move || {
+                term();
+                let _ = done.send(());
+            });
+        match helper {
+            Ok(_) => {
+                drop(spare);
+                let _ = finished.recv_timeout(TERM_WITH_DEAD_PEER);
+            }
+            // GPI-2 stays up until the process exits: so does the memory
+            // its device may write to.
+            Err(_) => std::mem::forget(spare),
+        }
     }
 }
 
@@ -304,6 +349,12 @@ impl Transport for Gpi2 {
         timeout: Timeout,
     ) -> Result<()> {
         Gpi2::allreduce_ordered(self, id, index, send, recv, combine, timeout)
+    }
+
+    fn depart(&self) {
+        if let Some(w) = lock(&self.shared.watch).as_mut() {
+            w.announce_departure();
+        }
     }
 
     fn term(&self, failed: bool, peers_failed: bool) {

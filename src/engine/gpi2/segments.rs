@@ -4,6 +4,7 @@
 use super::Gpi2;
 use super::codes::{check, ms, sid};
 use super::relay::Bound;
+use crate::config::RESERVED_SEGMENT;
 use crate::engine::segment::SegmentObject;
 use crate::engine::wait::lock;
 use crate::error::Result;
@@ -41,7 +42,19 @@ impl Gpi2 {
 
     /// Undo [`Gpi2::bind`].
     pub(crate) fn unbind(&self, segment: SegmentId) {
-        lock(&self.shared.bound).retain(|r| r.segment != segment);
+        let mut bound = lock(&self.shared.bound);
+        if segment == RESERVED_SEGMENT {
+            // Kept bound (see `Gpi2::kept`): only the relay lets it go.
+            let obj = bound
+                .iter()
+                .find(|r| r.segment == segment)
+                .map(|r| r.obj.clone());
+            *lock(&self.kept) = obj;
+            bound.retain(|r| r.segment != segment);
+            return;
+        }
+        bound.retain(|r| r.segment != segment);
+        drop(bound);
         // SAFETY: plain call; a segment that is not bound gives an error.
         let _ = unsafe { sys::gaspi_segment_delete(sid(segment)) };
     }

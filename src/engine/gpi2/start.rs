@@ -251,6 +251,7 @@ impl Gpi2 {
             terminated: AtomicBool::new(false),
             unflushed: Mutex::new(vec![BTreeSet::new(); QUEUES as usize]),
             described: Mutex::new([0; 4]),
+            kept: Mutex::new(None),
             page: page as usize,
             twins: Mutex::new(BTreeMap::new()),
             outbox: Mutex::default(),

@@ -12,6 +12,11 @@
 //!   host's control block, which fails waits there as on one host;
 //! - a rank GPI-2's state vector marks corrupt (a request to it failed) is
 //!   marked failed too;
+//! - a rank that terminates cleanly says so the same way, once, on id
+//!   [`left_id`] of itself (before its segments go): the others mark it terminated at once, so that their
+//!   operations on it fail with `RankTerminated` instead of going on until
+//!   GPI-2 finds the connection closed, and nobody pings or tells it
+//!   anything afterwards;
 //! - a host that dies as a whole tells nobody, so every [`PING_PERIOD`]
 //!   the lowest running rank of each host pings the ranks after its host
 //!   (`gaspi_proc_ping`, wrapping around, skipping ranks known failed)
@@ -22,7 +27,7 @@
 //! Collectives inside GPI-2 (`gaspi_barrier`, `gaspi_allreduce_user`) run
 //! in slices and check their members between slices, so they end too.
 
-use super::intake::{failed_id, notify_all, take};
+use super::intake::{failed_id, left_id, notify_all, take};
 use crate::engine::job::{self, JobBlock};
 use crate::types::{NotificationId, Rank};
 use gpi2_sys as sys;
@@ -38,6 +43,13 @@ const PING_PERIOD: Duration = Duration::from_millis(500);
 /// How long one ping may take.
 const PING_MS: u64 = 1_000;
 
+/// Whether `rank` is a rank of another host than `host` that has neither
+/// failed nor terminated (other hosts' ranks are absent from a host's
+/// `block` until then).
+fn reachable(block: &JobBlock, host: &Range<usize>, rank: usize) -> bool {
+    !host.contains(&rank) && block.slot(rank).state.load(SeqCst) == job::ABSENT
+}
+
 /// The failure watch of one rank, run by its relay thread.
 #[derive(Debug)]
 pub(crate) struct Watch {
@@ -51,6 +63,8 @@ pub(crate) struct Watch {
     /// Deaths the other hosts know of: told by this rank, or by another
     /// host.
     told: BTreeSet<usize>,
+    /// This rank told the others that it terminated.
+    announced: bool,
     last: Instant,
     last_ping: Instant,
 }
@@ -65,9 +79,25 @@ impl Watch {
             rank,
             probe,
             told: BTreeSet::new(),
+            announced: false,
             last: Instant::now(),
             last_ping: Instant::now(),
         }
+    }
+
+    /// Tell every rank of the other hosts, once, that this rank has
+    /// terminated (before its segments go, while its peers can still take
+    /// the notification).
+    pub(super) fn announce_departure(&mut self) {
+        if std::mem::replace(&mut self.announced, true) {
+            return;
+        }
+        let n = self.block.nranks();
+        let others: Vec<Rank> = (0..n)
+            .filter(|&r| reachable(&self.block, &self.host, r))
+            .map(|r| r as Rank)
+            .collect();
+        notify_all(&others, left_id(self.rank, n), 1);
     }
 
     /// One round: take deaths from other hosts, and every [`PERIOD`] look
@@ -84,14 +114,20 @@ impl Watch {
             self.told.insert(dead); // its host told everyone
             busy = true;
         }
+        let first = left_id(0, n);
+        while let Some((id, _)) = take(first, n as NotificationId) {
+            self.block.mark_departed((id - first) as usize);
+            busy = true;
+        }
         if self.last.elapsed() < PERIOD {
             return busy;
         }
         self.last = Instant::now();
+        let state = |r: usize| self.block.slot(r).state.load(SeqCst);
+        let reachable = |r: usize| reachable(&self.block, &self.host, r);
         if self.probe {
             self.block.probe();
         }
-        let state = |r: usize| self.block.slot(r).state.load(SeqCst);
         if self.host.clone().find(|&r| state(r) == job::RUNNING) != Some(self.rank) {
             // Another rank of this host watches and tells.
             for r in corrupt() {
@@ -103,7 +139,7 @@ impl Watch {
             self.last_ping = Instant::now();
             let after = (1..n)
                 .map(|k| (self.host.end - 1 + k) % n)
-                .filter(|r| !self.host.contains(r) && state(*r) != job::FAILED);
+                .filter(|&r| reachable(r));
             for r in after {
                 // SAFETY: plain call; a dead rank is marked corrupt by it.
                 if unsafe { sys::gaspi_proc_ping(r as Rank, PING_MS) } == sys::GASPI_SUCCESS {
@@ -126,9 +162,8 @@ impl Watch {
         if dead.is_empty() {
             return busy;
         }
-        // Other hosts' ranks are absent from this block unless failed.
         let others: Vec<Rank> = (0..n)
-            .filter(|&r| !self.host.contains(&r) && state(r) != job::FAILED)
+            .filter(|&r| reachable(r))
             .map(|r| r as Rank)
             .collect();
         for d in dead {
