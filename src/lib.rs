@@ -44,12 +44,14 @@
 //! # Where `unsafe` lives
 //! - The engine's memory modules (`engine/`: `shm.rs`, which owns every
 //!   `mmap`, and `segment.rs`, `notify.rs`, `inbox.rs`, `group.rs`,
-//!   `job.rs`, `epoch.rs`, `futex.rs`, `wait.rs`), each block next to the
-//!   bounds it relies on.
+//!   `job.rs`, `epoch.rs`, `wait.rs`), each block next to the bounds it
+//!   relies on.
 //! - The GPI-2 transport (`engine/gpi2/`, feature `gpi2`): calls into
 //!   GPI-2's C API.
-//! - `sys.rs`: system calls of the launcher and of start-up (process file
-//!   descriptors, poll, signals, CPU binding, file locks).
+//! - `sys.rs`: the two `pre_exec` closures that run in a forked rank
+//!   (parent-death signal, CPU binding). Every system call itself goes
+//!   through rustix's safe functions (`mmap`/`munmap` excepted, unsafe by
+//!   nature), none through raw syscall numbers.
 //! - The node reduction's window access (`collectives/hierarchical/
 //!   memory.rs`) and its callers in that folder, each naming the step of
 //!   the call protocol that keeps other writers away.

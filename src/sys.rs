@@ -1,9 +1,14 @@
 //! The operating-system calls of the launcher, wrapped safely: process
-//! file descriptors, poll, signals to children, parent-death signals and
-//! signal forwarding.
+//! file descriptors, poll, signals to children, parent-death signals, CPU
+//! binding and signal forwarding. The calls themselves are rustix's (safe
+//! functions, no raw syscalls here); what stays unsafe is `pre_exec`, whose
+//! closures run in the forked child.
 
+use rustix::event::{self, PollFd, PollFlags, Timespec};
+use rustix::process;
+use rustix::thread::{self, CpuSet};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::Ordering::SeqCst;
@@ -11,14 +16,16 @@ use std::time::Duration;
 
 /// A file descriptor that becomes readable when process `pid` exits.
 pub(crate) fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
-    // or -1; it does not touch our memory.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the descriptor was just created and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    let pid = pid_of(pid)?;
+    Ok(process::pidfd_open(pid, process::PidfdFlags::empty())?)
+}
+
+/// `pid` as rustix's non-zero, positive process id.
+fn pid_of(pid: u32) -> io::Result<process::Pid> {
+    i32::try_from(pid)
+        .ok()
+        .and_then(process::Pid::from_raw)
+        .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
 /// Wait until one of `fds` is readable or `timeout` passes (forever if
@@ -27,54 +34,40 @@ pub(crate) fn poll_readable(
     fds: &[BorrowedFd<'_>],
     timeout: Option<Duration>,
 ) -> io::Result<Vec<bool>> {
-    let mut pfds: Vec<libc::pollfd> = fds
+    let mut pfds: Vec<PollFd<'_>> = fds
         .iter()
-        .map(|fd| libc::pollfd {
-            fd: fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
+        .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
         .collect();
-    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
-    // SAFETY: pfds is a valid array of pfds.len() pollfd structs that poll
-    // may write `revents` into.
-    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(vec![false; fds.len()]);
-        }
-        return Err(e);
+    // A timeout too large for a timespec is as good as none.
+    let ts = timeout.and_then(|t| Timespec::try_from(t).ok());
+    match event::poll(&mut pfds, ts.as_ref()) {
+        Ok(_) => Ok(pfds.iter().map(|p| !p.revents().is_empty()).collect()),
+        Err(rustix::io::Errno::INTR) => Ok(vec![false; fds.len()]),
+        Err(e) => Err(e.into()),
     }
-    Ok(pfds.iter().map(|p| p.revents != 0).collect())
 }
 
 /// Send `signal` to the child `pid`. Only call it for children that have
 /// not been reaped: until then the pid cannot belong to anyone else.
 pub(crate) fn signal_child(pid: u32, signal: i32) {
-    // SAFETY: kill has no memory effects; the caller guarantees pid is an
-    // unreaped child of ours.
-    unsafe {
-        libc::kill(pid as libc::pid_t, signal);
+    if let (Ok(pid), Some(sig)) = (pid_of(pid), process::Signal::from_named_raw(signal)) {
+        let _ = process::kill_process(pid, sig);
     }
 }
 
 /// Make the child started by `cmd` receive SIGKILL if the launcher dies, so
 /// that no rank outlives it.
 pub(crate) fn kill_with_parent(cmd: &mut Command) {
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: the closure calls only prctl(PR_SET_PDEATHSIG) and getppid,
-    // which are async-signal-safe, and allocates nothing, as pre_exec
+    let parent = process::getpid();
+    // SAFETY: the closure makes two system calls (prctl(PR_SET_PDEATHSIG)
+    // and getppid, async-signal-safe) and allocates nothing, as pre_exec
     // requires in the forked child.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            process::set_parent_process_death_signal(Some(process::Signal::KILL))?;
             // The parent may have died before prctl: then nobody will send
             // the signal, so give up now.
-            if libc::getppid() != parent {
+            if process::getppid() != Some(parent) {
                 return Err(io::Error::from(io::ErrorKind::BrokenPipe));
             }
             Ok(())
@@ -84,33 +77,24 @@ pub(crate) fn kill_with_parent(cmd: &mut Command) {
 
 /// The CPUs this process may run on, ascending.
 pub(crate) fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a live cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
-    if r != 0 {
-        return Vec::new();
+    match thread::sched_getaffinity(None) {
+        Ok(set) => (0..CpuSet::MAX_CPU).filter(|&i| set.is_set(i)).collect(),
+        Err(_) => Vec::new(),
     }
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: i < CPU_SETSIZE, the size of the set.
-        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
-        .collect()
 }
 
 /// Make the child started by `cmd` run on `cpus` only.
 pub(crate) fn bind_to(cmd: &mut Command, cpus: &[usize]) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-        // SAFETY: c < CPU_SETSIZE, the size of the set.
-        unsafe { libc::CPU_SET(c, &mut set) };
+    let mut set = CpuSet::new();
+    for &c in cpus.iter().filter(|&&c| c < CpuSet::MAX_CPU) {
+        set.set(c);
     }
     // SAFETY: the closure makes one system call on a set built before the
     // fork, allocating nothing, as pre_exec requires in the forked child.
     // A failure (a CPU gone meanwhile) leaves the rank unbound: not fatal.
     unsafe {
         cmd.pre_exec(move || {
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            let _ = thread::sched_setaffinity(None, &set);
             Ok(())
         });
     }
@@ -189,27 +173,19 @@ pub fn signal_name(signal: i32) -> &'static str {
 
 /// This machine's host name.
 pub(crate) fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into buf.
-    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
-        return String::new();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Hold an exclusive advisory lock on `file` until it is closed (`flock`):
 /// launchers on one machine take turns through it.
 pub(crate) fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     loop {
-        // SAFETY: flock on a descriptor the File owns; no memory involved.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return Ok(r?),
         }
     }
 }

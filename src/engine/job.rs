@@ -250,16 +250,10 @@ pub(crate) fn sweep(token: &str) -> usize {
 fn random_bytes(b: &mut [u8]) -> io::Result<()> {
     let mut filled = 0;
     while filled < b.len() {
-        let rest = &mut b[filled..];
-        // SAFETY: writes at most rest.len() bytes into `rest`.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if n > 0 {
-            filled += n as usize;
-        } else {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINTR) {
-                return Err(e);
-            }
+        match rustix::rand::getrandom(&mut b[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())

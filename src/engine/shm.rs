@@ -9,49 +9,41 @@
 //! [`Shared`]: plain `#[repr(C)]` structs of atomics that are valid for any
 //! bit pattern, because another process may write any bytes into them.
 
-use std::ffi::CString;
+use rustix::fs::{FallocateFlags, Mode};
+use rustix::io::Errno;
+use rustix::mm::{MapFlags, ProtFlags};
+use rustix::shm;
+use std::ffi::c_void;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64};
+
+/// Read-write: every mapping of the crate.
+const RW: ProtFlags = ProtFlags::READ.union(ProtFlags::WRITE);
 
 /// Where POSIX shared-memory objects appear as files on Linux.
 pub(crate) const SHM_DIR: &str = "/dev/shm";
 
 /// The size of a page; mappings and data areas are aligned to it.
 pub(crate) fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 { p as usize } else { 4096 }
+    rustix::param::page_size()
 }
 
-fn c_name(name: &str) -> io::Result<CString> {
-    CString::new(format!("/{name}")).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
+fn shm_name(name: &str) -> String {
+    format!("/{name}")
 }
 
 /// Create the object `name` (without leading slash) of `len` bytes,
 /// owner-only, failing if it exists. Its memory reads as zeros.
 ///
-/// The memory is reserved here (`posix_fallocate`): if the file system
+/// The memory is reserved here (`fallocate`): if the file system
 /// (`/dev/shm`) has less free space, this fails with `ENOSPC` and leaves
 /// nothing behind, instead of succeeding with a sparse object whose first
 /// touch of a missing page kills the process with `SIGBUS`.
 pub(crate) fn create(name: &str, len: usize) -> io::Result<OwnedFd> {
-    let cname = c_name(name)?;
-    // SAFETY: cname is a valid NUL-terminated string.
-    let fd = unsafe {
-        libc::shm_open(
-            cname.as_ptr(),
-            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-            0o600,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just returned by shm_open and is owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: fd is a valid descriptor.
+    let flags = shm::OFlags::RDWR | shm::OFlags::CREATE | shm::OFlags::EXCL;
+    let fd = shm::open(shm_name(name), flags, Mode::RUSR | Mode::WUSR)?;
     match size_and_reserve(&fd, len) {
         Ok(()) => Ok(fd),
         Err(e) => {
@@ -62,7 +54,7 @@ pub(crate) fn create(name: &str, len: usize) -> io::Result<OwnedFd> {
 }
 
 fn no_space() -> io::Error {
-    io::Error::from_raw_os_error(libc::ENOSPC)
+    Errno::NOSPC.into()
 }
 
 /// `Err(ENOSPC)` if the shared-memory file system has fewer than `len`
@@ -70,17 +62,15 @@ fn no_space() -> io::Error {
 /// collective creation check this before it starts, so that they fail
 /// together instead of waiting for an object its creator could not make.
 pub(crate) fn check_room(len: usize) -> io::Result<()> {
-    if libc::off_t::try_from(len).is_err() {
+    if i64::try_from(len).is_err() {
         return Err(no_space());
     }
-    let dir = CString::new(SHM_DIR).expect("no NUL in SHM_DIR");
-    // SAFETY: an all-zero statvfs is a valid out value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: dir is NUL-terminated; st is a valid out pointer.
-    if unsafe { libc::statvfs(dir.as_ptr(), &mut st) } == 0 && st.f_blocks != 0 {
-        let free = (st.f_bavail as u128) * (st.f_frsize.max(1) as u128);
-        if (len as u128) > free {
-            return Err(no_space());
+    if let Ok(st) = rustix::fs::statvfs(SHM_DIR) {
+        if st.f_blocks != 0 {
+            let free = u128::from(st.f_bavail) * u128::from(st.f_frsize.max(1));
+            if (len as u128) > free {
+                return Err(no_space());
+            }
         }
     }
     Ok(())
@@ -88,59 +78,38 @@ pub(crate) fn check_room(len: usize) -> io::Result<()> {
 
 /// Give the new object `fd` its size `len` and reserve its memory.
 fn size_and_reserve(fd: &OwnedFd, len: usize) -> io::Result<()> {
-    let off = libc::off_t::try_from(len).map_err(|_| no_space())?;
+    let size = i64::try_from(len).map_err(|_| no_space())? as u64;
     // A quick refusal when the file system is too small, before anything
     // is allocated (the reservation below would fill it first).
     check_room(len)?;
-    // SAFETY: fd is a valid descriptor.
-    if unsafe { libc::ftruncate(fd.as_raw_fd(), off) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    rustix::fs::ftruncate(fd, size)?;
     if len == 0 {
         return Ok(());
     }
-    // SAFETY: fd is a valid descriptor; posix_fallocate returns an error
-    // number instead of setting errno.
-    match unsafe { libc::posix_fallocate(fd.as_raw_fd(), 0, off) } {
-        0 => Ok(()),
+    match rustix::fs::fallocate(fd, FallocateFlags::empty(), 0, size) {
+        Ok(()) => Ok(()),
         // A file system that cannot reserve: the object stays sparse.
-        libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
-        e => Err(io::Error::from_raw_os_error(e)),
+        Err(Errno::OPNOTSUPP | Errno::INVAL) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// Open the existing object `name`; returns it with its size. Objects of
 /// another user are refused with `PermissionDenied`.
 pub(crate) fn open(name: &str) -> io::Result<(OwnedFd, usize)> {
-    let cname = c_name(name)?;
-    // SAFETY: cname is a valid NUL-terminated string.
-    let fd = unsafe { libc::shm_open(cname.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just returned by shm_open and is owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: an all-zero stat is a valid value to be overwritten by fstat.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fd is valid and st is a writable stat buffer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: geteuid has no preconditions.
-    if st.st_uid != unsafe { libc::geteuid() } {
+    let fd = shm::open(shm_name(name), shm::OFlags::RDWR, Mode::empty())?;
+    let st = rustix::fs::fstat(&fd)?;
+    if st.st_uid != rustix::process::geteuid().as_raw() {
         return Err(io::Error::from(io::ErrorKind::PermissionDenied));
     }
-    Ok((fd, st.st_size as usize))
+    let size =
+        usize::try_from(st.st_size).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
+    Ok((fd, size))
 }
 
 /// Remove the name `name`; mappings stay valid until unmapped.
 pub(crate) fn unlink(name: &str) -> io::Result<()> {
-    let cname = c_name(name)?;
-    // SAFETY: cname is a valid NUL-terminated string.
-    if unsafe { libc::shm_unlink(cname.as_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    Ok(shm::unlink(shm_name(name))?)
 }
 
 /// Names of existing objects starting with `prefix`.
@@ -195,22 +164,14 @@ impl Mapping {
         if len == 0 {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
         }
-        let flags = libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 };
+        let mut flags = MapFlags::SHARED;
+        if populate {
+            flags |= MapFlags::POPULATE;
+        }
         // SAFETY: a fresh mapping at an address the kernel chooses; fd is a
         // valid descriptor and no existing memory is replaced.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                fd.as_raw_fd(),
-                offset as libc::off_t,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let p =
+            unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, RW, flags, fd, offset as u64)? };
         Ok(Mapping {
             ptr: NonNull::new(p.cast()).expect("mmap returned null"),
             len,
@@ -252,9 +213,7 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: ptr/len describe a mapping created by Mapping::new and not
         // unmapped elsewhere; references into it borrow self, so none outlive it.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
+        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 
@@ -302,19 +261,16 @@ impl BoundRegion {
         drop(staging);
         // SAFETY: replaces exactly the caller's page-aligned range, which the
         // caller owns, with a shared mapping of the same size.
-        let p = unsafe {
-            libc::mmap(
-                addr.cast(),
+        unsafe {
+            rustix::mm::mmap(
+                addr.cast::<c_void>(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                fd.as_raw_fd(),
-                offset as libc::off_t,
-            )
+                RW,
+                MapFlags::SHARED | MapFlags::FIXED,
+                fd,
+                offset as u64,
+            )?
         };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
         Ok(BoundRegion { addr: addr_nn, len })
     }
 
@@ -340,16 +296,14 @@ impl Drop for BoundRegion {
             // SAFETY: replaces n bytes of the bound range (page multiples,
             // since CHUNK and len are) with fresh private anonymous pages.
             let p = unsafe {
-                libc::mmap(
-                    at.cast(),
+                rustix::mm::mmap_anonymous(
+                    at.cast::<c_void>(),
                     n,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                    -1,
-                    0,
+                    RW,
+                    MapFlags::PRIVATE | MapFlags::FIXED,
                 )
             };
-            if p != libc::MAP_FAILED {
+            if p.is_ok() {
                 // SAFETY: the range is mapped again, private and writable.
                 unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), at, n) };
             }

@@ -280,8 +280,7 @@ impl Patience<'_> {
             let mut yield_start = None;
             let mut i: u32 = 0;
             loop {
-                // SAFETY: sched_yield has no preconditions.
-                unsafe { libc::sched_yield() };
+                std::thread::yield_now();
                 if let Some(v) = poll() {
                     return Ok(v);
                 }
