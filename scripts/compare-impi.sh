@@ -16,7 +16,7 @@
 #    per operation: size, ours, Intel default, Intel best algorithm, its
 #    time, ratios) and PNG plots (time against size, log-log) beside it.
 #
-# Installs Intel MPI (and matplotlib for the plots) from PyPI into a
+# Installs Intel MPI from PyPI (plots: `gaspi-bench plot`, SVG) into a
 # virtualenv (default .impi-venv, or $IMPI_VENV). Takes about 15 minutes
 # on 2 cores with the default 3 rounds.
 # Usage: scripts/compare-impi.sh [ROUNDS]
@@ -24,7 +24,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 . scripts/impi-env.sh
-"$venv/bin/pip" install -q matplotlib
 # The mpi-feature build in a target directory of its own (it links Intel
 # MPI; the default build stays MPI-free).
 CARGO_TARGET_DIR=target/impi cargo build --release --features mpi --bin gaspi-bench >&2
@@ -57,5 +56,5 @@ REDUCE_SIZES="8 64 512 4096 65536 1048576" GATHER_SIZES="65536 1048576 4194304" 
     scripts/impi-collectives.sh "$rounds" 4 4 2 >"$out/best-algorithm.csv" 2>"$out/best-algorithm.txt"
 echo "IMB-MPI1 with every algorithm, 4 ranks..." >&2
 imb_best >"$out/imb-best.csv"
-"$venv/bin/python" scripts/compare-report.py "$out" "docs/compare-impi-$day.md" "Intel MPI $version" "$(nproc)"
+"$venv/bin/python" scripts/compare-report.py "$out" "docs/compare-impi-$day.md" "Intel MPI $version" "$(nproc)" "$twin"
 echo "report: docs/compare-impi-$day.md" >&2

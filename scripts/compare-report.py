@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""The report of scripts/compare-impi.sh: markdown tables and PNG plots.
+"""The report of scripts/compare-impi.sh: markdown tables and SVG plots.
 
-Usage: compare-report.py OUT_DIR REPORT.md "MPI LIBRARY AND VERSION" CORES
+Usage: compare-report.py OUT_DIR REPORT.md "MPI LIBRARY AND VERSION" CORES [GASPI_BENCH]
+The plots are drawn by `GASPI_BENCH plot` (default target/release/gaspi-bench),
+one per benchmark: ours against the MPI library's default algorithm in the
+same processes, with a ratio panel.
 Reads OUT_DIR/same-processes.csv (gaspi-bench under mpirun: ours and Intel
 MPI's default algorithm in the same processes) and OUT_DIR/best-algorithm.csv
 (scripts/impi-collectives.sh: Intel MPI's best I_MPI_ADJUST algorithm per
@@ -10,15 +13,12 @@ size at 4 ranks). Every figure is a median over rounds of per-run medians.
 import csv
 import os
 import statistics
+import subprocess
 import sys
 from collections import defaultdict
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
 out_dir, report, lib, cores = sys.argv[1:5]
+gaspi_bench = sys.argv[5] if len(sys.argv) > 5 else "target/release/gaspi-bench"
 med = statistics.median
 
 
@@ -145,25 +145,15 @@ for bench in benches:
     lines.append("")
     sized = [l for l in series if len(series[l]["ours"]) > 1]
     if sized:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for key in sized:
-            (layout, op) = key
-            for who, style in (("ours", "-o"), ("MPI", "--s")):
-                pts = sorted(series[key][who].items())
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
-                        label=f"{lib if who == 'MPI' else who}, -n {layout[0]} ppn {layout[1]} {op}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("bytes")
-        ax.set_ylabel("time [us]")
-        ax.set_title(bench)
-        ax.legend(fontsize=7)
-        ax.grid(True, which="both", alpha=0.3)
-        png = os.path.join(out_dir, f"{bench}.png")
-        fig.tight_layout()
-        fig.savefig(png, dpi=110)
-        plt.close(fig)
-        rel = os.path.relpath(png, os.path.dirname(report))
+        svg = os.path.join(out_dir, f"{bench}.svg")
+        day = os.path.basename(os.path.normpath(out_dir))[-10:]
+        subprocess.run(
+            [gaspi_bench, "plot", os.path.join(out_dir, "same-processes.csv"),
+             "--bench", bench, "-o", svg, "--mpi-label", lib, "--date", day,
+             "--title", f"{bench}: ours and {lib} (its default algorithm) in the same processes"],
+            check=True,
+        )
+        rel = os.path.relpath(svg, os.path.dirname(report))
         lines += [f"![{bench}]({rel})", ""]
 
 with open(report, "w") as f:

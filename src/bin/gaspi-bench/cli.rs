@@ -12,6 +12,8 @@ use gaspi::launcher::{Binding, LAUNCH_FAILED};
 /// Benchmarks of the GASPI runtime on local ranks; each verifies the data
 /// it moves. Started on its own it launches itself on `-n` ranks (as
 /// `gaspi-run` would); under `gaspi-run` or `mpirun` it is a rank already.
+/// `gaspi-bench plot CSV... -o OUT.svg` draws `--format csv` rows (see
+/// `gaspi-bench plot --help`).
 #[derive(Parser, Debug)]
 #[command(name = "gaspi-bench", version, max_term_width = 100)]
 pub struct Cli {

@@ -3,7 +3,8 @@
 //! `gaspi-bench BENCH -n N` launches itself on N ranks (through the same
 //! launcher as `gaspi-run`); run under `gaspi-run` it is a rank already.
 //! Rank 0 prints an IMB-style table or CSV rows; every row says whether the
-//! data the benchmark moved was verified.
+//! data the benchmark moved was verified. `gaspi-bench plot CSV... -o SVG`
+//! draws such rows.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -16,6 +17,7 @@ mod collectives;
 mod mpi_rma;
 #[cfg(feature = "mpi")]
 mod mpi_twin;
+mod plot;
 mod printer;
 mod report;
 mod run;
@@ -92,8 +94,38 @@ fn model(a: &Cli) {
     }
 }
 
+/// `gaspi-bench plot`: draw CSV rows as an SVG.
+fn plot_main(args: &[String]) -> ExitCode {
+    use clap::Parser;
+    let argv = std::iter::once("gaspi-bench plot".to_string()).chain(args.iter().cloned());
+    let a = match plot::PlotCli::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                gaspi::launcher::LAUNCH_FAILED
+            } else {
+                0
+            });
+        }
+    };
+    match plot::plot(&a) {
+        Ok(n) => {
+            eprintln!("gaspi-bench: {} lines plotted in {}", n, a.output.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("gaspi-bench plot: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "plot") {
+        return plot_main(&args[1..]);
+    }
     let a = Cli::parse_args(&args);
     #[cfg(feature = "mpi")]
     let under_mpi = mpi_twin::under_mpirun();
