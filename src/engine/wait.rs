@@ -81,6 +81,12 @@ impl WaitWord {
         }
     }
 
+    /// Whether a thread sleeps (or is about to) on this word.
+    #[cfg(feature = "gpi2")]
+    pub(crate) fn has_sleepers(&self) -> bool {
+        self.sleepers.load(SeqCst) != 0
+    }
+
     /// Advance the sequence (when the sequence itself is the condition, as
     /// a barrier's generation) and wake sleepers.
     pub(crate) fn advance(&self) {

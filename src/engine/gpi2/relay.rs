@@ -39,20 +39,30 @@ pub(super) struct Shared {
     pub(super) passive_cap: usize,
 }
 
-/// The relay thread: pump every window, often after activity, then less
-/// and less often (20 us to 2 ms) while nothing arrives.
+/// The relay thread: pump every window, and every segment of this rank
+/// while a thread of the rank sleeps on its table (a waiter that sleeps in
+/// the kernel cannot pump what GPI-2 delivers);
+/// often after activity or while someone sleeps, then less and less often
+/// (20 us to 2 ms) while nothing arrives and nobody waits.
 pub(super) fn relay_loop(sh: &Shared) {
     const FAST: Duration = Duration::from_micros(20);
     const SLOW: Duration = Duration::from_millis(2);
     let mut nap = SLOW;
     while !sh.stop.load(SeqCst) {
         let mut busy = false;
+        let mut waited = false;
         // Under the lock, so that no segment is deleted meanwhile (GPI-2
         // does not check that a segment exists when it scans its table).
         let bound = lock(&sh.bound);
-        for b in bound.iter().filter(|b| b.window) {
-            busy |= doorbell(b.segment, &b.obj);
-            busy |= pump(b.segment, &b.obj, 0..IDS) > 0;
+        for b in bound.iter() {
+            let sleeping = b.obj.notifications().ww.has_sleepers();
+            waited |= sleeping;
+            if b.window {
+                busy |= doorbell(b.segment, &b.obj);
+            }
+            if b.window || sleeping {
+                busy |= pump(b.segment, &b.obj, 0..IDS) > 0;
+            }
         }
         let reserved = RESERVED_SEGMENT;
         if bound.iter().any(|b| b.segment == reserved) {
@@ -64,7 +74,11 @@ pub(super) fn relay_loop(sh: &Shared) {
             }
         }
         drop(bound);
-        nap = if busy { FAST } else { (nap * 2).min(SLOW) };
+        nap = if busy || waited {
+            FAST
+        } else {
+            (nap * 2).min(SLOW)
+        };
         std::thread::sleep(nap);
     }
 }
