@@ -177,4 +177,6 @@ mod guide {
     struct Semantics;
     #[doc = include_str!("../docs/guide/benchmarking.md")]
     struct Benchmarking;
+    #[doc = include_str!("../docs/guide/troubleshooting.md")]
+    struct Troubleshooting;
 }
