@@ -179,6 +179,20 @@ pub(crate) fn hostname() -> String {
         .into_owned()
 }
 
+/// The names among `hosts` that do not resolve to an address, each once,
+/// sorted.
+#[cfg_attr(not(feature = "gpi2"), allow(dead_code))]
+pub(crate) fn unresolved<'a>(hosts: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    use std::net::ToSocketAddrs;
+    let mut hosts: Vec<&str> = hosts.collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    hosts
+        .into_iter()
+        .filter(|h| (*h, 22).to_socket_addrs().is_err())
+        .collect()
+}
+
 /// Hold an exclusive advisory lock on `file` until it is closed (`flock`):
 /// launchers on one machine take turns through it.
 pub(crate) fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
@@ -187,5 +201,22 @@ pub(crate) fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
             Err(rustix::io::Errno::INTR) => continue,
             r => return Ok(r?),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_that_do_not_resolve_are_named_once() {
+        let hosts = [
+            "localhost",
+            "no-such-host.invalid",
+            "localhost",
+            "no-such-host.invalid",
+        ];
+        assert_eq!(unresolved(hosts.into_iter()), vec!["no-such-host.invalid"]);
+        assert!(unresolved(["localhost"].into_iter()).is_empty());
     }
 }

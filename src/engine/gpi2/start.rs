@@ -175,6 +175,12 @@ impl Gpi2 {
                     .port = c.dev_config.params.tcp.port;
             }
         }
+        // A host name that does not resolve never gets its rank started
+        // (gaspi_run's ssh fails): say so now instead of after the whole
+        // init timeout.
+        if let Ok(mfile) = std::env::var(env::GPI2_MFILE) {
+            unresolved_hosts(&mfile)?;
+        }
         // SAFETY: called once per process (Context allows one at a time,
         // and GPI-2 is never terminated and restarted by us: see `term`).
         let code = unsafe { sys::gaspi_proc_init(ms(config.init_timeout)) };
@@ -347,6 +353,28 @@ fn scratch_page(bytes: usize) -> Result<*mut u8> {
     Ok(p)
 }
 /// The base of GPI-2's ports from [`env::GPI2_PORT`].
+/// Fail, naming them, if host names of the machine file `path` do not
+/// resolve (a typo, a host outside the cluster's name service); a file
+/// that cannot be read is left to GPI-2.
+fn unresolved_hosts(path: &str) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(());
+    };
+    let hosts = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|h| !h.starts_with('#'));
+    let bad = crate::sys::unresolved(hosts);
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Environment(format!(
+        "host(s) {} of the machine file {path} do not resolve: their ranks cannot be started \
+         (check the names, or the cluster's host names with `getent hosts NAME`)",
+        bad.join(", ")
+    )))
+}
+
 fn port_from_env() -> Result<Option<u16>> {
     match std::env::var(env::GPI2_PORT) {
         Ok(v) => v
