@@ -439,34 +439,34 @@ impl JobBlock {
     /// host's ranks count in the header's `terminated`.)
     #[cfg(feature = "gpi2")]
     pub(crate) fn mark_departed(&self, rank: usize) -> bool {
-        let slot = self.slot(rank);
-        let mut cur = slot.state.load(SeqCst);
-        loop {
-            if cur == TERMINATED || cur == FAILED {
-                return false;
-            }
-            match slot.state.compare_exchange(cur, TERMINATED, SeqCst, SeqCst) {
-                Ok(_) => break,
-                Err(now) => cur = now,
-            }
+        if !self.end(rank, TERMINATED) {
+            return false;
         }
         self.header().ww.advance();
         true
     }
 
-    /// Mark `rank` failed unless it terminated; returns true if this call
-    /// changed its state. Wakes everyone sleeping on the job header.
-    pub(crate) fn mark_failed(&self, rank: usize) -> bool {
+    /// Move `rank` to the final state `to` unless it is in a final state
+    /// already (terminated or failed); whether this call moved it.
+    fn end(&self, rank: usize, to: u32) -> bool {
         let slot = self.slot(rank);
         let mut cur = slot.state.load(SeqCst);
         loop {
             if cur == TERMINATED || cur == FAILED {
                 return false;
             }
-            match slot.state.compare_exchange(cur, FAILED, SeqCst, SeqCst) {
-                Ok(_) => break,
+            match slot.state.compare_exchange(cur, to, SeqCst, SeqCst) {
+                Ok(_) => return true,
                 Err(now) => cur = now,
             }
+        }
+    }
+
+    /// Mark `rank` failed unless it terminated; returns true if this call
+    /// changed its state. Wakes everyone sleeping on the job header.
+    pub(crate) fn mark_failed(&self, rank: usize) -> bool {
+        if !self.end(rank, FAILED) {
+            return false;
         }
         let h = self.header();
         let _ = h

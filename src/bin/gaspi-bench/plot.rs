@@ -38,7 +38,8 @@ pub struct PlotCli {
     #[arg(long)]
     pub title: Option<String>,
 
-    /// The machine that measured [default: this one's CPU model and cores].
+    /// The machine that measured [default: this one's CPU model, cores and
+    /// kernel].
     #[arg(long)]
     pub machine: Option<String>,
 
@@ -144,21 +145,6 @@ fn read(
             .push(t);
     }
     Ok(())
-}
-
-/// This machine: its CPU model and core count.
-fn this_machine() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{model}, {cores} cores")
 }
 
 /// Today as YYYY-MM-DD (UTC), from the days since 1970 (Howard Hinnant's
@@ -278,7 +264,7 @@ fn draw(
         b
     };
     let title = a.title.clone().unwrap_or_else(|| benches.join(", "));
-    let machine = a.machine.clone().unwrap_or_else(this_machine);
+    let machine = a.machine.clone().unwrap_or_else(crate::printer::machine);
     let date = a.date.clone().unwrap_or_else(today);
     head.draw(&Text::new(title, (20, 8), ("sans-serif", 22).into_font()))?;
     head.draw(&Text::new(

@@ -6,8 +6,8 @@ use gaspi::Context;
 use gaspi::launcher::Binding;
 use std::io::Write;
 
-/// This machine in one line, for the record.
-fn machine() -> String {
+/// This machine in one line, for the record (tables and plots).
+pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
