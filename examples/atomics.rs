@@ -4,11 +4,14 @@
 //! ```sh
 //! cargo build --release --examples
 //! target/release/gaspi-run -n 4 target/release/examples/atomics
+//! # or, as it launches itself when given -n:
+//! cargo run --release --example atomics -- -n 4
 //! ```
 
 use gaspi::{Alloc, Config, Context, GroupId, Remote, Timeout};
 
 fn main() -> Result<(), gaspi::Error> {
+    gaspi::launcher::launch_self(); // `-n N [--ppn P]`: start N ranks of this program
     let ctx = Context::init(Config::default())?;
     let (me, n) = (ctx.rank(), ctx.num_ranks());
     let t = Timeout::Block;

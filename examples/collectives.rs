@@ -6,11 +6,14 @@
 //! ```text
 //! cargo build --release --examples
 //! target/release/gaspi-run -n 8 --ppn 4 target/release/examples/collectives
+//! # or, as it launches itself when given -n:
+//! cargo run --release --example collectives -- -n 8 --ppn 4
 //! ```
 
 use gaspi::{Allgatherv, Allreduce, Config, Context, ReduceOp, Timeout};
 
 fn main() -> Result<(), gaspi::Error> {
+    gaspi::launcher::launch_self(); // `-n N [--ppn P]`: start N ranks of this program
     let ctx = Context::init(Config::default())?;
     let (me, n) = (ctx.rank() as usize, ctx.num_ranks() as usize);
     let t = Timeout::Block;

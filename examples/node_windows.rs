@@ -10,11 +10,14 @@
 //! ```text
 //! cargo build --release --examples
 //! target/release/gaspi-run -n 8 --ppn 4 target/release/examples/node_windows
+//! # or, as it launches itself when given -n:
+//! cargo run --release --example node_windows -- -n 8 --ppn 4
 //! ```
 
 use gaspi::{Alloc, Config, Context, GroupId, Local, Notification, Remote, Timeout};
 
 fn main() -> Result<(), gaspi::Error> {
+    gaspi::launcher::launch_self(); // `-n N [--ppn P]`: start N ranks of this program
     let ctx = Context::init(Config::default())?;
     let (me, n) = (ctx.rank(), ctx.num_ranks());
     let t = Timeout::Block;

@@ -6,11 +6,14 @@
 //! ```text
 //! cargo build --release --examples
 //! target/release/gaspi-run -n 4 target/release/examples/ring
+//! # or, as it launches itself when given -n:
+//! cargo run --release --example ring -- -n 4
 //! ```
 
 use gaspi::{Alloc, Config, Context, GroupId, Local, Notification, Remote, Timeout};
 
 fn main() -> Result<(), gaspi::Error> {
+    gaspi::launcher::launch_self(); // `-n N [--ppn P]`: start N ranks of this program
     let ctx = Context::init(Config::default())?;
     let (me, n) = (ctx.rank(), ctx.num_ranks());
     let (left, right) = ((me + n - 1) % n, (me + 1) % n);

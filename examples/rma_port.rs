@@ -6,11 +6,14 @@
 //! ```sh
 //! cargo build --release --examples
 //! target/release/gaspi-run -n 4 --ppn 2 target/release/examples/rma_port
+//! # or, as it launches itself when given -n:
+//! cargo run --release --example rma_port -- -n 4 --ppn 2
 //! ```
 
 use gaspi::{AccumulateOp, Assert, Config, Context, GroupId, LockType, RmaWindow, Timeout};
 
 fn main() -> Result<(), gaspi::Error> {
+    gaspi::launcher::launch_self(); // `-n N [--ppn P]`: start N ranks of this program
     let ctx = Context::init(Config::default())?;
     let (me, n) = (ctx.rank(), ctx.num_ranks());
     let t = Timeout::Block;

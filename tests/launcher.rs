@@ -445,3 +445,27 @@ fn a_hung_job_says_where_each_rank_was() {
             },
         );
 }
+
+/// An example started by hand with `-n 3` launches itself: three ranks run
+/// the ring and each prints what it received; `-n 0` is a usage error.
+/// (`cargo test` builds the examples beside the binaries.)
+#[test]
+fn a_program_given_dash_n_launches_itself() {
+    let ring = Path::new(GASPI_RUN)
+        .parent()
+        .expect("target directory")
+        .join("examples/ring");
+    let out = Command::new(&ring)
+        .args(["-n", "3"])
+        .output()
+        .expect("running examples/ring");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for (r, left) in [(0, 2), (1, 0), (2, 1)] {
+        let line = format!("rank {r} of 3: received \"hello from rank {left}\"");
+        assert!(stdout.contains(&line), "{line} missing from:\n{stdout}");
+    }
+    let bad = Command::new(&ring).args(["-n", "0"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(125));
+    assert!(text(&bad.stderr).contains("-n wants a positive number"));
+}

@@ -23,6 +23,7 @@
 
 mod binding;
 mod machines;
+mod own;
 mod report;
 mod setup;
 mod snapshot;
@@ -31,6 +32,7 @@ mod supervisor;
 pub use crate::sys::signal_name;
 pub use binding::Binding;
 pub use machines::{is_local_host, read_machinefile};
+pub use own::launch_self;
 pub use report::{Output, RankOutcome, Report, describe_status};
 
 /// The exit status of `gaspi-run` and `gaspi-bench` when they could not
