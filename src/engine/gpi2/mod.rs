@@ -108,8 +108,6 @@ use twin::Twin;
 
 /// How long a leaving rank waits for its queues to drain, all together.
 const DRAIN: Duration = Duration::from_secs(2);
-/// How long a leaving rank waits for `gaspi_proc_term` once a peer died.
-const TERM_WITH_DEAD_PEER: Duration = Duration::from_secs(1);
 /// How long a leaving rank waits for the others at its last barrier.
 const TERM_BARRIER_MS: u64 = 30_000;
 
@@ -163,8 +161,9 @@ impl Gpi2 {
     /// Leave GPI-2: drain the queues (briefly), wait at a barrier of
     /// every rank (up to [`TERM_BARRIER_MS`]; skipped when a rank is known
     /// dead: `peers_failed`, or GPI-2's state vector), stop the relay, then
-    /// `gaspi_proc_term`. After a failure of this rank only the relay is
-    /// stopped.
+    /// `gaspi_proc_term` if every rank met at the barrier (else GPI-2 stays
+    /// up until the process exits: a peer may still send). After a failure
+    /// of this rank only the relay is stopped.
     ///
     /// The barrier keeps a rank that finished from tearing down its
     /// connections while its last writes are on their way (GPI-2's wait is
@@ -176,6 +175,9 @@ impl Gpi2 {
         }
         self.shared.leaving.store(true, SeqCst);
         let dead_peer = peers_failed || states().contains(&sys::GASPI_STATE_CORRUPT);
+        // Every rank reached its last barrier: nothing reaches this process
+        // through GPI-2 any more.
+        let mut met = false;
         if !failed {
             // One budget for all queues: requests to a dead rank may never
             // complete, and a wait per queue would add up past the time the
@@ -190,7 +192,8 @@ impl Gpi2 {
             if !dead_peer {
                 // SAFETY: plain call. A timeout (a rank that stays much
                 // longer) only ends the wait.
-                let _ = unsafe { sys::gaspi_barrier(sys::GASPI_GROUP_ALL, TERM_BARRIER_MS) };
+                met = unsafe { sys::gaspi_barrier(sys::GASPI_GROUP_ALL, TERM_BARRIER_MS) }
+                    == sys::GASPI_SUCCESS;
             }
         }
         self.shared.stop.store(true, SeqCst);
@@ -201,37 +204,21 @@ impl Gpi2 {
         if failed {
             return;
         }
-        let kept = lock(&self.kept).take();
-        let spare = kept.clone();
-        let term = move || {
-            // SAFETY: plain call; nothing of ours uses GPI-2 after it.
-            let _ = unsafe { sys::gaspi_proc_term(10_000) };
-            drop(kept); // GPI-2's device may write to it until here
-        };
-        if !dead_peer {
-            drop(spare);
-            return term();
+        if !met {
+            // A rank may still write or notify here (a survivor of a dead
+            // peer announcing its own departure, a rank past the barrier's
+            // timeout), and GPI-2's proc_term frees what its TCP device
+            // thread writes to (a SIGSEGV in that thread, seen in CI), or
+            // joins a thread that retries a dead connection for seconds:
+            // GPI-2 stays up until the process exits, and so does the
+            // memory it may write to.
+            std::mem::forget(lock(&self.kept).take());
+            return;
         }
-        // With a dead peer GPI-2's proc_term joins its TCP device thread,
-        // which may go on retrying the dead connection for seconds (longer
-        // than a launcher grants survivors): give it a bounded wait, and
-        // leave the rest to the process's exit.
-        let (done, finished) = std::sync::mpsc::channel();
-        let helper = std::thread::Builder::new()
-            .name("gaspi-term".into())
-            .spawn(move || {
-                term();
-                let _ = done.send(());
-            });
-        match helper {
-            Ok(_) => {
-                drop(spare);
-                let _ = finished.recv_timeout(TERM_WITH_DEAD_PEER);
-            }
-            // GPI-2 stays up until the process exits: so does the memory
-            // its device may write to.
-            Err(_) => std::mem::forget(spare),
-        }
+        // SAFETY: plain call; nothing of ours uses GPI-2 after it, and no
+        // other rank sends anything after the barrier above.
+        let _ = unsafe { sys::gaspi_proc_term(10_000) };
+        drop(lock(&self.kept).take());
     }
 }
 
