@@ -106,6 +106,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use twin::Twin;
 
+/// How long a leaving rank without a last barrier lingers before it
+/// leaves GPI-2 to the process's exit.
+const LINGER: Duration = Duration::from_millis(300);
 /// How long a leaving rank waits for its queues to drain, all together.
 const DRAIN: Duration = Duration::from_secs(2);
 /// How long a leaving rank waits for the others at its last barrier.
@@ -203,6 +206,14 @@ impl Gpi2 {
         lock(&self.shared.bound).clear();
         if failed {
             return;
+        }
+        if !met && !failed {
+            // What this rank sent has completed only locally and no barrier
+            // ordered it: give GPI-2's TCP device a moment to put it on the
+            // wire before the process exits and its sockets close (a
+            // survivor's last notifications to the others, its departure
+            // notice). Best effort: a remote fence here crashed GPI-2.
+            std::thread::sleep(LINGER);
         }
         if !met {
             // A rank may still write or notify here (a survivor of a dead
