@@ -44,7 +44,7 @@ pub const NOTIFICATION_LIMIT: u32 = 1 << 24;
 
 /// Which engine carries operations between nodes.
 ///
-/// `GASPI_ENGINE=native|gpi2` in the environment overrides
+/// `GASPI_ENGINE=native|gpi2|mpi` in the environment overrides
 /// [`Config::engine`], so that one binary runs on either.
 ///
 /// ```
@@ -60,20 +60,26 @@ pub enum Engine {
     /// GPI-2 between nodes, shared memory within a node (feature `gpi2`;
     /// start the job with GPI-2's `gaspi_run` or `gaspi-run --engine gpi2`).
     Gpi2,
+    /// MPI-3 one-sided communication between hosts, shared memory within
+    /// one (feature `mpi`; start the job with `mpirun`/`srun` and
+    /// `GASPI_ENGINE=mpi`, or `gaspi-run --engine mpi`).
+    Mpi,
 }
 
 impl Engine {
-    /// `native` or `gpi2`.
+    /// `native`, `gpi2` or `mpi`.
     ///
     /// ```
     /// use gaspi::Engine;
     /// assert_eq!(Engine::parse("native"), Some(Engine::Native));
-    /// assert_eq!(Engine::parse("mpi"), None);
+    /// assert_eq!(Engine::parse("mpi"), Some(Engine::Mpi));
+    /// assert_eq!(Engine::parse("shmem"), None);
     /// ```
     pub fn parse(s: &str) -> Option<Engine> {
         match s {
             "native" => Some(Engine::Native),
             "gpi2" => Some(Engine::Gpi2),
+            "mpi" => Some(Engine::Mpi),
             _ => None,
         }
     }
@@ -85,7 +91,7 @@ impl Engine {
     /// hides the failure of a user's request, or holds a user's wait up.
     pub(crate) fn queue_max(self) -> u32 {
         match self {
-            Engine::Native => QUEUE_MAX,
+            Engine::Native | Engine::Mpi => QUEUE_MAX,
             Engine::Gpi2 => QUEUE_MAX - 1,
         }
     }
@@ -321,7 +327,7 @@ impl Config {
         }
         if let Ok(e) = std::env::var(env::ENGINE) {
             self.engine = Engine::parse(&e).ok_or_else(|| {
-                Error::Environment(format!("{}={e}: use native or gpi2", env::ENGINE))
+                Error::Environment(format!("{}={e}: use native, gpi2 or mpi", env::ENGINE))
             })?;
         } else if cfg!(feature = "gpi2") && started_by_gpi2_run() {
             // GPI-2's gaspi_run (over ssh on a cluster) passes on none of

@@ -48,8 +48,12 @@
 //!   relies on.
 //! - The GPI-2 transport (`engine/gpi2/`, feature `gpi2`): calls into
 //!   GPI-2's C API.
-//! - `sys.rs`: the two `pre_exec` closures that run in a forked rank
-//!   (parent-death signal, CPU binding). Every system call itself goes
+//! - The MPI transport (`engine/mpi/`, feature `mpi`): `ffi.rs` wraps MPI's
+//!   C API; its `unsafe fn`s (puts, gets, nonblocking messages) and their
+//!   callers keep each buffer alive until MPI is done with it.
+//! - `sys.rs`: the three `pre_exec` closures that run in a forked rank
+//!   (parent-death signal, CPU binding, the process manager's socket for
+//!   MPI jobs). Every system call itself goes
 //!   through rustix's safe functions (`mmap`/`munmap` excepted, unsafe by
 //!   nature), none through raw syscall numbers.
 //! - The node reduction's window access (`collectives/hierarchical/
@@ -173,6 +177,8 @@ mod guide {
     struct Porting;
     #[doc = include_str!("../docs/guide/engines.md")]
     struct Engines;
+    #[doc = include_str!("../docs/guide/mpi.md")]
+    struct MpiEngine;
     #[doc = include_str!("../docs/guide/semantics.md")]
     struct Semantics;
     #[doc = include_str!("../docs/guide/benchmarking.md")]

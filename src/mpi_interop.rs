@@ -25,10 +25,11 @@
 //! rank dies, MPI aborts the job and shared-memory objects named
 //! `gaspi.<token>.*` may stay in `/dev/shm`; a normal end removes them.
 
-use crate::config::Config;
+use crate::config::{Config, Engine};
 use crate::context::Context;
 use crate::engine::job::new_token;
 use crate::engine::spec::job_spec;
+use crate::engine::start::Origin;
 use crate::error::{Error, Result};
 use mpi::topology::Communicator;
 use mpi::traits::Root;
@@ -38,8 +39,11 @@ const TOKEN_BYTES: usize = 64;
 
 impl Context {
     /// Join a job made of the processes of MPI communicator `comm`
-    /// (collective over `comm`): GASPI rank = rank in `comm`, all ranks of
-    /// `comm` must share this machine. MPI stays usable beside the context.
+    /// (collective over `comm`): GASPI rank = rank in `comm`. On the native
+    /// engine all ranks of `comm` must share this machine; with
+    /// `config.engine` (or `GASPI_ENGINE`) [`Engine::Mpi`] they may be on
+    /// any hosts (the MPI engine, on `comm`; MPI must then be initialised
+    /// with `MPI_THREAD_MULTIPLE`). MPI stays usable beside the context.
     ///
     /// ```no_run
     /// use mpi::traits::*;
@@ -57,6 +61,10 @@ impl Context {
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
     pub fn init_mpi<C: Communicator>(comm: &C, config: Config) -> Result<Context> {
+        if config.clone().with_env()?.engine == Engine::Mpi {
+            // The MPI engine on this communicator's ranks, on any hosts.
+            return Context::init_from(config, Origin::Comm(comm.as_raw()));
+        }
         let (rank, size) = (comm.rank(), comm.size());
         let shared = comm.split_shared(rank);
         if shared.size() != size {
@@ -81,9 +89,9 @@ impl Context {
             ));
         }
         let token = String::from_utf8_lossy(&token[..len]).into_owned();
-        Context::init_with(
+        Context::init_from(
             config,
-            job_spec(token, rank as usize, size as usize, false)?,
+            Origin::Spec(job_spec(token, rank as usize, size as usize, false)?),
         )
     }
 }

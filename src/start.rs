@@ -5,8 +5,7 @@
 
 use crate::config::Config;
 use crate::context::{Claim, Context};
-use crate::engine::spec::JobSpec;
-use crate::engine::start;
+use crate::engine::start::{self, Origin};
 use crate::error::Result;
 
 impl Context {
@@ -27,20 +26,20 @@ impl Context {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn init(config: Config) -> Result<Context> {
-        Context::start(config, None)
+        Context::start(config, Origin::Env)
     }
 
-    /// [`Context::init`] for the job `spec` describes (from MPI).
+    /// [`Context::init`] for the job `origin` describes (from MPI).
     #[cfg(feature = "mpi")]
-    pub(crate) fn init_with(config: Config, spec: JobSpec) -> Result<Context> {
-        Context::start(config, Some(spec))
+    pub(crate) fn init_from(config: Config, origin: Origin) -> Result<Context> {
+        Context::start(config, origin)
     }
 
-    fn start(config: Config, spec: Option<JobSpec>) -> Result<Context> {
+    fn start(config: Config, origin: Origin) -> Result<Context> {
         let mut config = config.with_env()?;
         config.validate()?;
         let claim = Claim::take()?;
-        let engine = start::start(&mut config, spec)?;
+        let engine = start::start(&mut config, origin)?;
         let ctx = Context::assemble(engine, config);
         let ready = ctx
             .commit_initial_groups()

@@ -75,6 +75,35 @@ pub(crate) fn kill_with_parent(cmd: &mut Command) {
     }
 }
 
+/// A connected pair of Unix stream sockets, both closed on exec.
+pub(crate) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    Ok(rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
+}
+
+/// Let the child started by `cmd` inherit `fd` (and only that child: the
+/// descriptor stays close-on-exec in the launcher); returns its number,
+/// which the child sees too. `cmd` keeps `fd` open until it is dropped.
+pub(crate) fn inherit_fd(cmd: &mut Command, fd: OwnedFd) -> i32 {
+    use std::os::fd::AsRawFd;
+    let raw = fd.as_raw_fd();
+    // SAFETY: the closure makes one system call (fcntl(F_SETFD),
+    // async-signal-safe) on a descriptor it owns, and allocates nothing, as
+    // pre_exec requires in the forked child.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::empty())?;
+            Ok(())
+        });
+    }
+    raw
+}
+
 /// The CPUs this process may run on, ascending.
 pub(crate) fn allowed_cpus() -> Vec<usize> {
     match thread::sched_getaffinity(None) {

@@ -209,16 +209,33 @@ fn environment_errors_and_one_rank_jobs() {
 }
 
 /// A build without feature `gpi2` says so when asked for the GPI-2 engine
-/// (before it touches anything: no job is joined).
+/// (before it touches anything: no job is joined). Not while the
+/// environment picks an engine (`GASPI_ENGINE` overrides the config).
 #[cfg(not(feature = "gpi2"))]
 #[test]
 fn the_gpi2_engine_needs_its_feature() {
+    engine_needs_its_feature(gaspi::Engine::Gpi2, "feature `gpi2`");
+}
+
+/// The same for the MPI engine and feature `mpi`.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn the_mpi_engine_needs_its_feature() {
+    engine_needs_its_feature(gaspi::Engine::Mpi, "feature `mpi`");
+}
+
+#[cfg(not(all(feature = "gpi2", feature = "mpi")))]
+fn engine_needs_its_feature(engine: gaspi::Engine, says: &str) {
+    if std::env::var_os("GASPI_ENGINE").is_some() {
+        eprintln!("GASPI_ENGINE is set: it overrides Config::engine; nothing to check");
+        return;
+    }
     let cfg = gaspi::Config {
-        engine: gaspi::Engine::Gpi2,
+        engine,
         ..Default::default()
     };
     match gaspi::Context::init(cfg) {
-        Err(gaspi::Error::Config(m)) => assert!(m.contains("feature `gpi2`"), "{m}"),
+        Err(gaspi::Error::Config(m)) => assert!(m.contains(says), "{m}"),
         other => panic!("expected a configuration error, got {other:?}"),
     }
 }

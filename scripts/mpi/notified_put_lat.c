@@ -1,12 +1,15 @@
 /* Notified 8-byte put ping-pong with MPI-3 RMA (the MPI counterpart of
  * gaspi-bench write-notify-lat): put data + flush, put flag
- * + flush; the target polls its own window (MPI_Win_sync) for the flag.
+ * + flush; the target polls its own window (MPI_Win_sync) for the flag,
+ * with MPI_Iprobe beside it: MPICH over UCX serves a put to a window only
+ * when the target calls into MPI (without it, this program hangs there).
  * Prints the median one-way latency over batches, like gaspi-bench. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
 #define BATCHES 25
+static void poll(MPI_Win win) { int f; MPI_Win_sync(win); MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &f, MPI_STATUS_IGNORE); }
 static int cmp(const void *a, const void *b) { double x = *(double*)a, y = *(double*)b; return (x > y) - (x < y); }
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -26,10 +29,10 @@ int main(int argc, char **argv) {
       if (me == 0) {
         src[0] = i; MPI_Put(&src[0], 1, MPI_INT64_T, peer, 0, 1, MPI_INT64_T, win); MPI_Win_flush(peer, win);
         src[1] = i; MPI_Put(&src[1], 1, MPI_INT64_T, peer, 1, 1, MPI_INT64_T, win); MPI_Win_flush(peer, win);
-        while (buf[1] != i) MPI_Win_sync(win);
+        while (buf[1] != i) poll(win);
         if (buf[0] != i) bad++;
       } else {
-        while (buf[1] != i) MPI_Win_sync(win);
+        while (buf[1] != i) poll(win);
         if (buf[0] != i) bad++;
         src[0] = i; MPI_Put(&src[0], 1, MPI_INT64_T, peer, 0, 1, MPI_INT64_T, win); MPI_Win_flush(peer, win);
         src[1] = i; MPI_Put(&src[1], 1, MPI_INT64_T, peer, 1, 1, MPI_INT64_T, win); MPI_Win_flush(peer, win);

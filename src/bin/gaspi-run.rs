@@ -63,11 +63,13 @@ struct Cli {
 
     /// The ranks' engine (default: GASPI_ENGINE, else native); gpi2 needs a
     /// program built with feature gpi2 (between emulated nodes through
-    /// GPI-2's TCP device, started here without ssh)
-    #[arg(long, value_name = "ENGINE", value_parser = ["native", "gpi2"])]
+    /// GPI-2's TCP device, started here without ssh), mpi one built with
+    /// feature mpi (between emulated nodes through MPI one-sided
+    /// communication; gaspi-run serves MPI's process manager itself)
+    #[arg(long, value_name = "ENGINE", value_parser = ["native", "gpi2", "mpi"])]
     engine: Option<String>,
 
-    /// With --engine gpi2: each node runs as a host of its own, sharing no
+    /// With --engine gpi2 or mpi: each node runs as a host of its own, sharing no
     /// memory with the others (a cluster on one machine; also
     /// GASPI_EMULATE_HOSTS=1)
     #[arg(long)]
@@ -176,7 +178,7 @@ fn run(cli: Cli) -> Result<i32, String> {
                 "machinefile {} names host '{h}', which is not this machine: gaspi-run starts \
                  every rank here, whatever the engine. List only this machine (or localhost), \
                  or start a cluster job with GPI-2's gaspi_run (a program built with feature \
-                 gpi2).",
+                 gpi2) or with mpirun/srun and GASPI_ENGINE=mpi (feature mpi).",
                 mf.display()
             ));
         }
@@ -210,8 +212,10 @@ fn run(cli: Cli) -> Result<i32, String> {
                 .ok()
                 .and_then(|e| Engine::parse(&e))
         });
-        if engine != Some(Engine::Gpi2) {
-            return Err("--emulate-hosts needs --engine gpi2 (native ranks share memory)".into());
+        if !matches!(engine, Some(Engine::Gpi2 | Engine::Mpi)) {
+            return Err(
+                "--emulate-hosts needs --engine gpi2 or mpi (native ranks share memory)".into(),
+            );
         }
         launch = launch.emulate_hosts(true);
     }

@@ -187,7 +187,7 @@ impl Inbox {
 
     /// Queue `msg` as a message of `sender` if a slot is free now; returns
     /// whether it did (the GPI-2 engine's relay, for other hosts' senders).
-    #[cfg_attr(not(feature = "gpi2"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "gpi2", feature = "mpi")), allow(dead_code))]
     pub(crate) fn offer(&self, sender: Rank, msg: &[u8]) -> bool {
         assert!(
             msg.len() <= self.slot_bytes,

@@ -225,7 +225,7 @@ impl Names {
 
 /// The host of `rank` when hosts are blocks of `per_host` ranks: its
 /// first rank and its number of ranks.
-#[cfg(feature = "gpi2")]
+#[cfg(any(feature = "gpi2", feature = "mpi"))]
 pub(crate) fn host_of(rank: usize, nranks: usize, per_host: usize) -> (usize, usize) {
     let first = rank / per_host * per_host;
     (first, per_host.min(nranks - first))
@@ -437,7 +437,7 @@ impl JobBlock {
     /// terminated unless it failed first; returns true if this call changed
     /// its state. Wakes everyone sleeping on the job header. (Only this
     /// host's ranks count in the header's `terminated`.)
-    #[cfg(feature = "gpi2")]
+    #[cfg(any(feature = "gpi2", feature = "mpi"))]
     pub(crate) fn mark_departed(&self, rank: usize) -> bool {
         if !self.end(rank, TERMINATED) {
             return false;

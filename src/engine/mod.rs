@@ -28,7 +28,7 @@
 //!   [`inbox`], [`group`], [`job`] (the shared objects), [`epoch`]
 //!   (deferred reclamation), [`futex`] and [`wait`] (waiting, and the
 //!   small helpers every file uses: `lock`, polling);
-//! - [`transport`] (the trait) and its implementation `gpi2/`.
+//! - [`transport`] (the trait) and its implementations `gpi2/` and `mpi/`.
 //!
 //! The engine's `unsafe` code lives in the memory modules, each block next
 //! to the bounds it relies on, and in `gpi2/` (calls into GPI-2's C API).
@@ -43,6 +43,8 @@ pub(crate) mod hosts;
 pub(crate) mod inbox;
 pub(crate) mod job;
 pub(crate) mod messages;
+#[cfg(feature = "mpi")]
+pub(crate) mod mpi;
 pub(crate) mod notify;
 pub(crate) mod segment;
 pub(crate) mod shm;
@@ -257,7 +259,7 @@ impl Native {
 
     /// Give the job its transport once it has joined (a transport whose
     /// start needs the job first).
-    #[cfg(feature = "gpi2")]
+    #[cfg(any(feature = "gpi2", feature = "mpi"))]
     pub(crate) fn set_transport(&mut self, transport: Box<dyn Transport>) {
         self.transport = Some(transport);
     }

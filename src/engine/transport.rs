@@ -11,11 +11,11 @@
 //! completion. The GASPI API never calls a transport: it asks the engine,
 //! which asks the transport only for what its mappings cannot do.
 //!
-//! One implementation exists today, GPI-2 (feature `gpi2`,
-//! [`super::gpi2`]).
+//! Two implementations exist: GPI-2 (feature `gpi2`, [`super::gpi2`]) and
+//! MPI-3 one-sided communication (feature `mpi`, [`super::mpi`]).
 
 // Without a transport feature no implementation reads the requests.
-#![cfg_attr(not(feature = "gpi2"), allow(dead_code))]
+#![cfg_attr(not(any(feature = "gpi2", feature = "mpi")), allow(dead_code))]
 
 use super::inbox::Inbox;
 use super::job::JobBlock;
@@ -101,6 +101,10 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn bind(&self, segment: SegmentId, obj: &Arc<SegmentObject>, window: bool) -> Result<()>;
     /// Undo [`Transport::bind`].
     fn unbind(&self, segment: SegmentId);
+    /// Whether ranks of other hosts may still write into a segment after
+    /// [`Transport::unbind`] (their registration outlives it): then the
+    /// engine keeps the memory until this rank terminates.
+    fn writes_after_delete(&self) -> bool;
     /// Let `rank` access segment `segment` of this rank.
     fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()>;
     /// Size of segment `segment` of `rank` as registered with this rank.

@@ -82,7 +82,7 @@ impl WaitWord {
     }
 
     /// Whether a thread sleeps (or is about to) on this word.
-    #[cfg(feature = "gpi2")]
+    #[cfg(any(feature = "gpi2", feature = "mpi"))]
     pub(crate) fn has_sleepers(&self) -> bool {
         self.sleepers.load(SeqCst) != 0
     }

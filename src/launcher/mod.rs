@@ -24,6 +24,7 @@
 mod binding;
 mod machines;
 mod own;
+mod pmi;
 mod report;
 mod setup;
 mod snapshot;

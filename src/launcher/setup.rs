@@ -1,6 +1,7 @@
 //! What a job needs besides our own variables, per engine: the one place
 //! where the launcher learns about engines.
 
+use super::pmi::Pmi;
 use crate::config::Engine;
 use crate::engine::job;
 use crate::env;
@@ -15,6 +16,8 @@ pub(super) enum EngineSetup {
     Native,
     /// GPI-2's machine file and a port range of its own.
     Gpi2(Gpi2Setup),
+    /// MPI's process manager, served by the launcher.
+    Mpi(Pmi),
 }
 
 impl EngineSetup {
@@ -23,13 +26,14 @@ impl EngineSetup {
         Ok(match engine {
             Engine::Native => EngineSetup::Native,
             Engine::Gpi2 => EngineSetup::Gpi2(Gpi2Setup::new(token, ranks)?),
+            Engine::Mpi => EngineSetup::Mpi(Pmi::new(ranks)?),
         })
     }
 
     /// Whether every node may run as a host of its own (no shared memory
     /// between nodes): only where a transport carries what crosses them.
     pub(super) fn emulates_hosts(&self) -> bool {
-        matches!(self, EngineSetup::Gpi2(_))
+        matches!(self, EngineSetup::Gpi2(_) | EngineSetup::Mpi(_))
     }
 
     /// Add the engine's variables to rank `rank`'s command.
@@ -41,6 +45,10 @@ impl EngineSetup {
                     .env(env::SOCKET, rank.to_string())
                     .env(env::GPI2_MFILE, &g.machinefile)
                     .env(env::GPI2_PORT, g.port.to_string());
+            }
+            EngineSetup::Mpi(p) => {
+                cmd.env(env::ENGINE, "mpi");
+                p.rank_env(cmd, rank);
             }
         }
     }

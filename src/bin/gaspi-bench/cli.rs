@@ -254,11 +254,14 @@ impl Cli {
                 return Err(format!("{name} has no design '{bad}'"));
             }
         }
-        if self.emulate_hosts && self.engine != Some(gaspi::Engine::Gpi2) {
-            let env_gpi2 = std::env::var(gaspi::env::ENGINE).is_ok_and(|e| e == "gpi2");
+        if self.emulate_hosts
+            && !matches!(self.engine, Some(gaspi::Engine::Gpi2 | gaspi::Engine::Mpi))
+        {
+            let env_gpi2 =
+                std::env::var(gaspi::env::ENGINE).is_ok_and(|e| e == "gpi2" || e == "mpi");
             if !env_gpi2 {
                 return Err(
-                    "--emulate-hosts needs --engine gpi2 (native ranks share memory)".into(),
+                    "--emulate-hosts needs --engine gpi2 or mpi (native ranks share memory)".into(),
                 );
             }
         }

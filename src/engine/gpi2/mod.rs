@@ -249,6 +249,11 @@ impl Transport for Gpi2 {
         Gpi2::unbind(self, segment)
     }
 
+    fn writes_after_delete(&self) -> bool {
+        // GPI-2 keeps a deleted segment's registration at its peers.
+        true
+    }
+
     fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
         Gpi2::register(self, segment, rank, timeout)
     }

@@ -1,0 +1,162 @@
+//! One-sided calls through MPI: transfers and their notifications,
+//! atomics, queue completion, flush and purge.
+//!
+//! A notified write is `MPI_Put` of the data, `MPI_Win_flush` (the data is
+//! complete *at the target*: MPI-3.1 §11.5.4), then the notification into
+//! the target's landing (`landing.rs`). The notification therefore cannot
+//! be seen before its data; the price is a round trip per notified write.
+//! The notification itself is not flushed: MPICH's ch4 device (and Intel
+//! MPI's, built on it) issues an RMA operation when it is called, so it
+//! arrives without the writer's next wait, which completes it.
+
+use super::landing::Landing;
+use super::{Mpi, ffi};
+use crate::engine::job;
+use crate::engine::transport::{AtomicOp, Post, Transfer};
+use crate::engine::wait::lock;
+use crate::error::{Error, Result};
+use crate::types::{NotificationId, NotificationValue, QueueId, Rank, SegmentId, Timeout};
+use std::sync::atomic::Ordering::SeqCst;
+
+impl Mpi {
+    /// Post the transfers `list` with `rank` (writes or reads), and the
+    /// notification after them.
+    pub(super) fn post(
+        &self,
+        rank: Rank,
+        list: &[Transfer],
+        post: Post,
+        queue: QueueId,
+    ) -> Result<()> {
+        let r = rank as usize;
+        let write = matches!(post, Post::Write(_));
+        for x in list {
+            let here = self.local(x.local.0, x.local.1)?;
+            let there = self.remote_of(rank, x.remote.0)?.data + x.remote.1;
+            // SAFETY: both ranges were checked against the segments by the
+            // engine; the local segment stays mapped while bound, and the
+            // GASPI contract leaves its range alone until the queue's wait
+            // (which flushes).
+            unsafe {
+                if write {
+                    ffi::put(self.win, here, x.size as usize, r, there)?;
+                } else {
+                    ffi::get(self.win, here, x.size as usize, r, there)?;
+                }
+            }
+        }
+        match post {
+            Post::Write(Some((segment, id, value))) => {
+                if !list.is_empty() {
+                    ffi::flush(self.win, r)?;
+                }
+                self.notify(rank, segment, id, value)?;
+                lock(&self.unflushed)[queue as usize].insert(r);
+            }
+            Post::Read(Some((segment, id))) => {
+                ffi::flush(self.win, r)?;
+                if let Some(b) = lock(&self.shared.bound).get(&segment) {
+                    b.obj.notifications().post(id, 1);
+                }
+            }
+            _ => {
+                lock(&self.unflushed)[queue as usize].insert(r);
+            }
+        }
+        Ok(())
+    }
+
+    /// Set notification `id` of `rank`'s `segment` to `value` (after its
+    /// data is complete there); complete at the queue's next wait.
+    fn notify(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        id: NotificationId,
+        value: NotificationValue,
+    ) -> Result<()> {
+        let r = rank as usize;
+        let to = self.remote_of(rank, segment)?;
+        ffi::store_u32(self.win, r, to.values + 4 * id as u64, value)?;
+        let bit = 1u64 << (id % 64);
+        ffi::combine_u64(
+            self.win,
+            r,
+            to.words + Landing::summary_offset(id),
+            bit,
+            true,
+        )?;
+        ffi::flush(self.win, r)
+    }
+
+    /// Wake the waiters of `rank`'s node on window `segment`: its doorbell.
+    pub(super) fn ring(&self, rank: Rank, segment: SegmentId, _queue: QueueId) -> Result<()> {
+        let r = rank as usize;
+        let to = self.remote_of(rank, segment)?;
+        ffi::combine_u64(self.win, r, to.words, 1, false)?;
+        ffi::flush(self.win, r)
+    }
+
+    /// An MPI atomic on the word at `offset` of `rank`'s `segment`.
+    pub(super) fn atomic(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        offset: usize,
+        op: AtomicOp,
+    ) -> Result<u64> {
+        let r = rank as usize;
+        let at = self.remote_of(rank, segment)?.data + offset as u64;
+        match op {
+            AtomicOp::FetchAdd(v) => ffi::fetch_add(self.win, r, at, v),
+            AtomicOp::CompareSwap { old, new } => ffi::compare_swap(self.win, r, at, old, new),
+        }
+    }
+
+    /// Complete `queue`'s transfers at their targets (`MPI_Win_flush` of
+    /// each rank it reached): stronger than GASPI's local completion. A
+    /// rank known failed is not flushed (MPI would wait for it for ever):
+    /// its requests are dropped and the wait ends with
+    /// [`Error::RankFailed`] once, as GPI-2's does; a rank that terminated
+    /// is dropped silently (its requests completed before it left, or
+    /// were errors).
+    pub(super) fn wait(&self, queue: QueueId, _timeout: Timeout) -> Result<()> {
+        let ranks: Vec<usize> = std::mem::take(&mut lock(&self.unflushed)[queue as usize])
+            .into_iter()
+            .collect();
+        let mut failed = None;
+        for (i, &r) in ranks.iter().enumerate() {
+            match self.state_of(r) {
+                job::FAILED => {
+                    failed.get_or_insert(r);
+                    continue;
+                }
+                job::TERMINATED => continue,
+                _ => {}
+            }
+            if let Err(e) = ffi::flush(self.win, r) {
+                lock(&self.unflushed)[queue as usize].extend(&ranks[i..]);
+                return Err(e);
+            }
+        }
+        match failed {
+            Some(r) => Err(Error::RankFailed { rank: r as Rank }),
+            None => Ok(()),
+        }
+    }
+
+    /// `rank`'s state in this host's control block (`ABSENT` before the
+    /// relay has it: a rank of another host that is running).
+    pub(super) fn state_of(&self, rank: usize) -> u32 {
+        lock(&self.shared.block)
+            .as_ref()
+            .map_or(job::ABSENT, |b| b.slot(rank).state.load(SeqCst))
+    }
+
+    /// Discard `queue`'s transfers: MPI cannot take them back, so they are
+    /// completed instead (a purge may be followed by deleting the memory
+    /// they read from).
+    pub(super) fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        self.wait(queue, timeout)
+    }
+}

@@ -1,0 +1,648 @@
+//! The MPI calls of the MPI engine: thin wrappers over rsmpi's raw
+//! bindings (`mpi::ffi`), each a checked call that returns our error.
+//! Those that hand MPI a buffer it uses after the call are `unsafe fn`s.
+//!
+//! Handles (communicators, the window, requests) are plain values in the
+//! MPICH ABI (MPICH, Intel MPI) and pointers in Open MPI's; they are
+//! wrapped so that the engine's threads may share them (the library runs
+//! with `MPI_THREAD_MULTIPLE`).
+
+use crate::error::{Error, Result};
+use mpi::ffi;
+use std::ffi::{c_int, c_void};
+
+/// An MPI handle that threads may share: MPI with `MPI_THREAD_MULTIPLE`
+/// lets any thread use it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Handle<T>(pub(super) T);
+// SAFETY: the handles are opaque values the MPI library owns; under
+// MPI_THREAD_MULTIPLE (checked at start) every thread may pass them to MPI.
+unsafe impl<T> Send for Handle<T> {}
+// SAFETY: as above; nothing is reached through `&Handle` but copies.
+unsafe impl<T> Sync for Handle<T> {}
+
+pub(super) type Comm = Handle<ffi::MPI_Comm>;
+pub(super) type Win = Handle<ffi::MPI_Win>;
+
+/// An outstanding nonblocking operation.
+#[derive(Debug)]
+pub(super) struct Request {
+    handle: Handle<ffi::MPI_Request>,
+    finished: bool,
+}
+
+impl Request {
+    fn new(r: ffi::MPI_Request) -> Request {
+        Request {
+            handle: Handle(r),
+            finished: false,
+        }
+    }
+}
+
+macro_rules! konst {
+    ($name:ident) => {{
+        #[allow(unused_unsafe)]
+        // SAFETY: an immutable handle constant rsmpi's C shim exports.
+        let v = unsafe { ffi::$name };
+        v
+    }};
+}
+
+/// `MPI_REPLACE`, which rsmpi does not export: a fixed value in the MPICH
+/// ABI (MPICH, Intel MPI, MVAPICH, Cray MPICH), recognised by the value of
+/// `MPI_SUM`; `None` for other MPI libraries (Open MPI's handles are
+/// pointers to objects of its own).
+pub(super) fn replace_op() -> Option<ffi::MPI_Op> {
+    const SUM: c_int = 0x5800_0003;
+    const REPLACE: c_int = 0x5800_000d;
+    if std::mem::size_of::<ffi::MPI_Op>() != std::mem::size_of::<c_int>() {
+        return None;
+    }
+    let sum = konst!(RSMPI_SUM);
+    // SAFETY: both types have the size of a c_int (checked above), and
+    // every c_int is a valid bit pattern of either (MPICH's handle is a
+    // plain integer; a mismatch is caught by the MPI_SUM check).
+    unsafe {
+        (std::mem::transmute_copy::<ffi::MPI_Op, c_int>(&sum) == SUM)
+            .then(|| std::mem::transmute_copy::<c_int, ffi::MPI_Op>(&REPLACE))
+    }
+}
+
+/// An MPI return code as our error.
+pub(super) fn check(call: &'static str, code: c_int) -> Result<()> {
+    if code == 0 {
+        return Ok(());
+    }
+    Err(Error::Engine {
+        call,
+        code,
+        name: "an MPI error (the MPI library printed or returned its text)",
+    })
+}
+
+pub(super) fn world() -> Comm {
+    Handle(konst!(RSMPI_COMM_WORLD))
+}
+
+/// Whether MPI is initialised (and not finalised).
+pub(super) fn initialized() -> bool {
+    let (mut i, mut f) = (0, 0);
+    // SAFETY: out pointers to locals; both calls are allowed at any time.
+    unsafe {
+        ffi::MPI_Initialized(&mut i);
+        ffi::MPI_Finalized(&mut f);
+    }
+    i != 0 && f == 0
+}
+
+/// `MPI_Init_thread` asking for `MPI_THREAD_MULTIPLE`; the level given.
+pub(super) fn init_thread() -> Result<c_int> {
+    let mut provided = 0;
+    // SAFETY: null argc/argv are allowed; out pointer to a local.
+    let code = unsafe {
+        ffi::MPI_Init_thread(
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            konst!(RSMPI_THREAD_MULTIPLE),
+            &mut provided,
+        )
+    };
+    check("MPI_Init_thread", code)?;
+    Ok(provided)
+}
+
+/// The thread level MPI was initialised with.
+pub(super) fn thread_level() -> c_int {
+    let mut l = 0;
+    // SAFETY: out pointer to a local.
+    unsafe { ffi::MPI_Query_thread(&mut l) };
+    l
+}
+
+pub(super) fn thread_multiple() -> c_int {
+    konst!(RSMPI_THREAD_MULTIPLE)
+}
+
+/// Whether MPI may be finalised when the process exits: the process's last
+/// engine met the others at its last barrier. (MPICH's finalize waits for
+/// every other rank: a process that exits without leaving its job, or
+/// after a peer died, must not call it.)
+static FINALIZE_AT_EXIT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Finalise MPI when the process exits (`atexit`) if [`may_finalize`] said
+/// so last: MPI may be initialised only once per process, so a process
+/// that makes several contexts keeps it until then.
+pub(super) fn finalize_at_exit() {
+    extern "C" fn finalize() {
+        if FINALIZE_AT_EXIT.load(std::sync::atomic::Ordering::SeqCst) && initialized() {
+            // SAFETY: plain call at exit, once (registered once).
+            unsafe { ffi::MPI_Finalize() };
+        }
+    }
+    // SAFETY: registers a function with C linkage that takes nothing.
+    unsafe { libc::atexit(finalize) };
+}
+
+/// Whether MPI is to be finalised at exit: only after every rank met at
+/// the last barrier (else finalising could wait for a rank for ever).
+pub(super) fn may_finalize(yes: bool) {
+    FINALIZE_AT_EXIT.store(yes, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Errors on `comm` (and the window) are returned, not fatal.
+pub(super) fn errors_return(comm: Comm) {
+    // SAFETY: plain call on a valid communicator.
+    unsafe { ffi::MPI_Comm_set_errhandler(comm.0, konst!(RSMPI_ERRORS_RETURN)) };
+}
+
+pub(super) fn rank_size(comm: Comm) -> (usize, usize) {
+    let (mut r, mut n) = (0, 0);
+    // SAFETY: out pointers to locals.
+    unsafe {
+        ffi::MPI_Comm_rank(comm.0, &mut r);
+        ffi::MPI_Comm_size(comm.0, &mut n);
+    }
+    (r as usize, n as usize)
+}
+
+pub(super) fn dup(comm: Comm) -> Result<Comm> {
+    let mut c = konst!(RSMPI_COMM_NULL);
+    // SAFETY: out pointer to a local.
+    check("MPI_Comm_dup", unsafe { ffi::MPI_Comm_dup(comm.0, &mut c) })?;
+    errors_return(Handle(c));
+    Ok(Handle(c))
+}
+
+/// The ranks of `comm` sharing memory with this one (`MPI_COMM_TYPE_SHARED`).
+pub(super) fn split_shared(comm: Comm) -> Result<Comm> {
+    let mut c = konst!(RSMPI_COMM_NULL);
+    let (rank, _) = rank_size(comm);
+    // SAFETY: out pointer to a local.
+    let code = unsafe {
+        ffi::MPI_Comm_split_type(
+            comm.0,
+            konst!(RSMPI_COMM_TYPE_SHARED),
+            rank as c_int,
+            konst!(RSMPI_INFO_NULL),
+            &mut c,
+        )
+    };
+    check("MPI_Comm_split_type", code)?;
+    Ok(Handle(c))
+}
+
+pub(super) fn comm_free(mut comm: Comm) {
+    // SAFETY: a communicator this engine made.
+    unsafe { ffi::MPI_Comm_free(&mut comm.0) };
+}
+
+/// Allreduce of `v` (u64, in place) with `max` or sum.
+pub(super) fn allreduce_u64(comm: Comm, v: &mut [u64], max: bool) -> Result<()> {
+    let send = v.to_vec();
+    let op = if max {
+        konst!(RSMPI_MAX)
+    } else {
+        konst!(RSMPI_SUM)
+    };
+    // SAFETY: two buffers of v.len() u64s, alive for the call.
+    let code = unsafe {
+        ffi::MPI_Allreduce(
+            send.as_ptr().cast(),
+            v.as_mut_ptr().cast(),
+            v.len() as c_int,
+            konst!(RSMPI_UINT64_T),
+            op,
+            comm.0,
+        )
+    };
+    check("MPI_Allreduce", code)
+}
+
+/// Every rank's `mine`, in rank order.
+pub(super) fn allgather_u64(comm: Comm, mine: u64) -> Result<Vec<u64>> {
+    let (_, n) = rank_size(comm);
+    let mut all = vec![0u64; n];
+    // SAFETY: one u64 sent, n received into a buffer of n.
+    let code = unsafe {
+        ffi::MPI_Allgather(
+            (&mine as *const u64).cast(),
+            1,
+            konst!(RSMPI_UINT64_T),
+            all.as_mut_ptr().cast(),
+            1,
+            konst!(RSMPI_UINT64_T),
+            comm.0,
+        )
+    };
+    check("MPI_Allgather", code)?;
+    Ok(all)
+}
+
+// --- the window -------------------------------------------------------
+
+/// A dynamic window over `comm`, in a passive epoch to every rank
+/// (`MPI_Win_lock_all`) for its whole life.
+pub(super) fn window(comm: Comm) -> Result<Win> {
+    let mut w = konst!(RSMPI_WIN_NULL);
+    // SAFETY: out pointer to a local.
+    let code = unsafe { ffi::MPI_Win_create_dynamic(konst!(RSMPI_INFO_NULL), comm.0, &mut w) };
+    check("MPI_Win_create_dynamic", code)?;
+    // SAFETY: plain calls on the new window.
+    unsafe { ffi::MPI_Win_set_errhandler(w, konst!(RSMPI_ERRORS_RETURN)) };
+    // SAFETY: as above.
+    check("MPI_Win_lock_all", unsafe { ffi::MPI_Win_lock_all(0, w) })?;
+    Ok(Handle(w))
+}
+
+/// End the window's epoch and free it (collective).
+pub(super) fn window_free(mut win: Win) {
+    // SAFETY: the window made by `window`, used by no other thread now.
+    unsafe {
+        ffi::MPI_Win_unlock_all(win.0);
+        ffi::MPI_Win_free(&mut win.0);
+    }
+}
+
+/// The address MPI uses for `p` in a dynamic window.
+pub(super) fn address(p: *const u8) -> u64 {
+    let mut a: ffi::MPI_Aint = 0;
+    // SAFETY: out pointer to a local; `p` is only converted.
+    unsafe { ffi::MPI_Get_address(p.cast(), &mut a) };
+    a as u64
+}
+
+/// Expose `len` bytes at `base` through `win`.
+///
+/// # Safety
+/// The memory stays valid until [`detach`], and other ranks may write it
+/// at any time until then.
+pub(super) unsafe fn attach(win: Win, base: *mut u8, len: usize) -> Result<()> {
+    // SAFETY: the caller vouches for the memory.
+    let code = unsafe { ffi::MPI_Win_attach(win.0, base.cast(), len as ffi::MPI_Aint) };
+    check("MPI_Win_attach", code)
+}
+
+pub(super) fn detach(win: Win, base: *mut u8) {
+    // SAFETY: memory attached before (an error otherwise, ignored).
+    unsafe { ffi::MPI_Win_detach(win.0, base.cast::<c_void>()) };
+}
+
+/// Largest count of one MPI transfer.
+const CHUNK: usize = 1 << 30;
+
+/// Put `len` bytes from `src` to `disp` of `rank` (in chunks).
+///
+/// # Safety
+/// `src..src+len` stays valid and unchanged until the put completes (a
+/// flush of `rank`); the target range is attached there.
+pub(super) unsafe fn put(
+    win: Win,
+    src: *const u8,
+    len: usize,
+    rank: usize,
+    disp: u64,
+) -> Result<()> {
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(CHUNK);
+        // SAFETY: the caller vouches for both ranges.
+        let code = unsafe {
+            ffi::MPI_Put(
+                src.add(done).cast(),
+                n as c_int,
+                konst!(RSMPI_UINT8_T),
+                rank as c_int,
+                (disp + done as u64) as ffi::MPI_Aint,
+                n as c_int,
+                konst!(RSMPI_UINT8_T),
+                win.0,
+            )
+        };
+        check("MPI_Put", code)?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// Get `len` bytes at `disp` of `rank` into `dst` (in chunks).
+///
+/// # Safety
+/// `dst..dst+len` stays valid and untouched until the get completes (a
+/// flush of `rank`); the source range is attached there.
+pub(super) unsafe fn get(win: Win, dst: *mut u8, len: usize, rank: usize, disp: u64) -> Result<()> {
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(CHUNK);
+        // SAFETY: the caller vouches for both ranges.
+        let code = unsafe {
+            ffi::MPI_Get(
+                dst.add(done).cast(),
+                n as c_int,
+                konst!(RSMPI_UINT8_T),
+                rank as c_int,
+                (disp + done as u64) as ffi::MPI_Aint,
+                n as c_int,
+                konst!(RSMPI_UINT8_T),
+                win.0,
+            )
+        };
+        check("MPI_Get", code)?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// Element-atomic store of `value` at `disp` of `rank` (`MPI_Accumulate`
+/// with `MPI_REPLACE`); complete after a flush.
+pub(super) fn store_u32(win: Win, rank: usize, disp: u64, value: u32) -> Result<()> {
+    // SAFETY: one u32 from a local; the local completion below ends MPI's
+    // use of it before it goes.
+    let code = unsafe {
+        ffi::MPI_Accumulate(
+            (&value as *const u32).cast(),
+            1,
+            konst!(RSMPI_UINT32_T),
+            rank as c_int,
+            disp as ffi::MPI_Aint,
+            1,
+            konst!(RSMPI_UINT32_T),
+            replace_op().expect("checked at start"),
+            win.0,
+        )
+    };
+    check("MPI_Accumulate", code)?;
+    flush_local(win, rank)
+}
+
+/// Element-atomic `|=` of `bits` into the u64 at `disp` of `rank`, or `+=`
+/// (`or`: false); complete after a flush.
+pub(super) fn combine_u64(win: Win, rank: usize, disp: u64, bits: u64, or: bool) -> Result<()> {
+    let op = if or {
+        konst!(RSMPI_BOR)
+    } else {
+        konst!(RSMPI_SUM)
+    };
+    // SAFETY: one u64 from a local; the local completion below ends MPI's
+    // use of it before it goes.
+    let code = unsafe {
+        ffi::MPI_Accumulate(
+            (&bits as *const u64).cast(),
+            1,
+            konst!(RSMPI_UINT64_T),
+            rank as c_int,
+            disp as ffi::MPI_Aint,
+            1,
+            konst!(RSMPI_UINT64_T),
+            op,
+            win.0,
+        )
+    };
+    check("MPI_Accumulate", code)?;
+    flush_local(win, rank)
+}
+
+/// Atomic fetch-and-add on the u64 at `disp` of `rank`; the old value.
+pub(super) fn fetch_add(win: Win, rank: usize, disp: u64, add: u64) -> Result<u64> {
+    let mut old = 0u64;
+    // SAFETY: one u64 in, one out, both locals; the flush below completes
+    // the operation before they go.
+    let code = unsafe {
+        ffi::MPI_Fetch_and_op(
+            (&add as *const u64).cast(),
+            (&mut old as *mut u64).cast(),
+            konst!(RSMPI_UINT64_T),
+            rank as c_int,
+            disp as ffi::MPI_Aint,
+            konst!(RSMPI_SUM),
+            win.0,
+        )
+    };
+    check("MPI_Fetch_and_op", code)?;
+    flush(win, rank)?;
+    Ok(old)
+}
+
+/// Atomic compare-and-swap on the u64 at `disp` of `rank`; the old value.
+pub(super) fn compare_swap(win: Win, rank: usize, disp: u64, old: u64, new: u64) -> Result<u64> {
+    let mut seen = 0u64;
+    // SAFETY: as in `fetch_add`.
+    let code = unsafe {
+        ffi::MPI_Compare_and_swap(
+            (&new as *const u64).cast(),
+            (&old as *const u64).cast(),
+            (&mut seen as *mut u64).cast(),
+            konst!(RSMPI_UINT64_T),
+            rank as c_int,
+            disp as ffi::MPI_Aint,
+            win.0,
+        )
+    };
+    check("MPI_Compare_and_swap", code)?;
+    flush(win, rank)?;
+    Ok(seen)
+}
+
+/// Remote completion of every operation to `rank` (`MPI_Win_flush`).
+pub(super) fn flush(win: Win, rank: usize) -> Result<()> {
+    // SAFETY: plain call.
+    check("MPI_Win_flush", unsafe {
+        ffi::MPI_Win_flush(rank as c_int, win.0)
+    })
+}
+
+/// Local completion of every operation to `rank` (`MPI_Win_flush_local`).
+fn flush_local(win: Win, rank: usize) -> Result<()> {
+    // SAFETY: plain call.
+    check("MPI_Win_flush_local", unsafe {
+        ffi::MPI_Win_flush_local(rank as c_int, win.0)
+    })
+}
+
+/// Synchronise the window's public and private copies here
+/// (`MPI_Win_sync`), before reading what other ranks wrote.
+pub(super) fn sync(win: Win) {
+    // SAFETY: plain call inside the window's passive epoch.
+    unsafe { ffi::MPI_Win_sync(win.0) };
+}
+
+// --- messages ------------------------------------------------------------
+
+/// Nonblocking synchronous send of `msg`: complete once the receiver
+/// took it.
+///
+/// # Safety
+/// `msg` stays valid and unchanged until the request completes or is
+/// released.
+pub(super) unsafe fn issend(comm: Comm, msg: &[u8], rank: usize, tag: c_int) -> Result<Request> {
+    let mut r = konst!(RSMPI_REQUEST_NULL);
+    // SAFETY: the caller vouches for `msg`.
+    let code = unsafe {
+        ffi::MPI_Issend(
+            msg.as_ptr().cast(),
+            msg.len() as c_int,
+            konst!(RSMPI_UINT8_T),
+            rank as c_int,
+            tag,
+            comm.0,
+            &mut r,
+        )
+    };
+    check("MPI_Issend", code)?;
+    Ok(Request::new(r))
+}
+
+/// Nonblocking send of `msg`.
+///
+/// # Safety
+/// `msg` stays valid and unchanged until the request completes or is
+/// cancelled.
+pub(super) unsafe fn isend(comm: Comm, msg: &[u8], rank: usize, tag: c_int) -> Result<Request> {
+    let mut r = konst!(RSMPI_REQUEST_NULL);
+    // SAFETY: the caller vouches for `msg`.
+    let code = unsafe {
+        ffi::MPI_Isend(
+            msg.as_ptr().cast(),
+            msg.len() as c_int,
+            konst!(RSMPI_UINT8_T),
+            rank as c_int,
+            tag,
+            comm.0,
+            &mut r,
+        )
+    };
+    check("MPI_Isend", code)?;
+    Ok(Request::new(r))
+}
+
+/// Nonblocking receive into `buf` from `rank` with `tag`.
+///
+/// # Safety
+/// `buf` stays valid and untouched until the request completes or is
+/// cancelled.
+pub(super) unsafe fn irecv(comm: Comm, buf: &mut [u8], rank: usize, tag: c_int) -> Result<Request> {
+    let mut r = konst!(RSMPI_REQUEST_NULL);
+    // SAFETY: the caller vouches for `buf`.
+    let code = unsafe {
+        ffi::MPI_Irecv(
+            buf.as_mut_ptr().cast(),
+            buf.len() as c_int,
+            konst!(RSMPI_UINT8_T),
+            rank as c_int,
+            tag,
+            comm.0,
+            &mut r,
+        )
+    };
+    check("MPI_Irecv", code)?;
+    Ok(Request::new(r))
+}
+
+/// A nonblocking barrier over `comm`.
+pub(super) fn ibarrier(comm: Comm) -> Result<Request> {
+    let mut r = konst!(RSMPI_REQUEST_NULL);
+    // SAFETY: out pointer to a local.
+    check("MPI_Ibarrier", unsafe { ffi::MPI_Ibarrier(comm.0, &mut r) })?;
+    Ok(Request::new(r))
+}
+
+impl Request {
+    /// Whether it completed (then it is gone: further tests say true).
+    pub(super) fn test(&mut self) -> Result<bool> {
+        if self.finished {
+            return Ok(true);
+        }
+        let mut flag = 0;
+        // SAFETY: a live request; status ignored.
+        let code =
+            unsafe { ffi::MPI_Test(&mut self.handle.0, &mut flag, konst!(RSMPI_STATUS_IGNORE)) };
+        check("MPI_Test", code)?;
+        self.finished = flag != 0;
+        Ok(self.finished)
+    }
+
+    /// Cancel it and wait for that; whether it was cancelled (false: it
+    /// completed first).
+    pub(super) fn cancel(mut self) -> bool {
+        if self.finished {
+            return false;
+        }
+        // SAFETY: status out of a local; a live request.
+        let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: a live request.
+        unsafe {
+            ffi::MPI_Cancel(&mut self.handle.0);
+            ffi::MPI_Wait(&mut self.handle.0, &mut st);
+        }
+        let mut flag = 0;
+        // SAFETY: a status MPI filled.
+        unsafe { ffi::MPI_Test_cancelled(&st, &mut flag) };
+        flag != 0
+    }
+}
+
+/// A message waiting on `comm` with `tag` from `from` (any rank: `None`):
+/// its sender and length, and the handle to receive it with ([`mrecv`]).
+pub(super) fn improbe(
+    comm: Comm,
+    from: Option<usize>,
+    tag: c_int,
+) -> Option<(usize, usize, Handle<ffi::MPI_Message>)> {
+    let source = from.map_or(konst!(RSMPI_ANY_SOURCE), |r| r as c_int);
+    let mut flag = 0;
+    let mut m = konst!(RSMPI_MESSAGE_NULL);
+    // SAFETY: zeroed status is valid output space.
+    let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+    // SAFETY: out pointers to locals.
+    let code = unsafe { ffi::MPI_Improbe(source, tag, comm.0, &mut flag, &mut m, &mut st) };
+    if code != 0 || flag == 0 {
+        return None;
+    }
+    let mut count = 0;
+    // SAFETY: a status MPI filled.
+    unsafe { ffi::MPI_Get_count(&st, konst!(RSMPI_UINT8_T), &mut count) };
+    Some((st.MPI_SOURCE as usize, count.max(0) as usize, Handle(m)))
+}
+
+/// Receive the message `m` into `buf` (at least its length).
+pub(super) fn mrecv(mut m: Handle<ffi::MPI_Message>, buf: &mut [u8]) -> Result<()> {
+    // SAFETY: `buf` holds the whole message (checked by the caller with
+    // the probed length; MPI fails rather than overrun).
+    let code = unsafe {
+        ffi::MPI_Mrecv(
+            buf.as_mut_ptr().cast(),
+            buf.len() as c_int,
+            konst!(RSMPI_UINT8_T),
+            &mut m.0,
+            konst!(RSMPI_STATUS_IGNORE),
+        )
+    };
+    check("MPI_Mrecv", code)
+}
+
+/// Let MPI make progress (passive-target RMA to this process needs it on
+/// transports without remote memory access in hardware).
+pub(super) fn progress(comm: Comm) {
+    let mut flag = 0;
+    // SAFETY: out pointer to a local; status ignored.
+    unsafe {
+        ffi::MPI_Iprobe(
+            konst!(RSMPI_ANY_SOURCE),
+            konst!(RSMPI_ANY_TAG),
+            comm.0,
+            &mut flag,
+            konst!(RSMPI_STATUS_IGNORE),
+        )
+    };
+}
+
+impl Request {
+    /// Let the request complete without us (`MPI_Request_free`); its buffer
+    /// must stay valid for ever (the caller leaks it).
+    pub(super) fn release(mut self) {
+        if !self.finished {
+            // SAFETY: a live request; MPI completes it on its own.
+            unsafe { ffi::MPI_Request_free(&mut self.handle.0) };
+        }
+    }
+}

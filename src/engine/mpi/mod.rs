@@ -1,0 +1,312 @@
+//! The MPI transport (feature `mpi`): operations whose target is on
+//! another host go through MPI-3 one-sided communication; everything
+//! inside a host stays on the engine's shared memory. This is the design
+//! of DART-MPI (Zhou, Idrees, Gracia, "Leveraging MPI-3 Shared-Memory
+//! Extensions for Efficient PGAS Runtime Systems", Euro-Par 2015):
+//! load/store inside a node, MPI RMA between nodes, a translation from
+//! segment ids to window addresses.
+//!
+//! # Segments
+//! One dynamic window over all ranks (`MPI_Win_create_dynamic`, in one
+//! passive epoch, `MPI_Win_lock_all`, for the job's life); each segment
+//! and node-shared window this rank binds is attached to it, with a
+//! *landing* for notifications, and registering it with a rank writes its
+//! description into that rank's directory (`segments.rs`). A window is
+//! attached by every rank of its node on the one shared mapping: a write
+//! addressed to any of them lands once, in the node's memory.
+//!
+//! # Notifications across hosts
+//! `MPI_Put` of the data, `MPI_Win_flush` (complete at the target), then
+//! the value into the target's landing and a summary bit, flushed
+//! (`calls.rs`). The target moves landed values into the table its
+//! node's waiters watch — the rank itself for the ids it waits for, its
+//! relay thread for windows and while a waiter sleeps (`landing.rs`,
+//! `relay.rs`) — which wakes them. Two notifications with the same id that
+//! land between two moves count once in a window's `posted` counter.
+//!
+//! # Progress
+//! Passive-target operations to a dynamic window need the target to call
+//! into MPI on transports without hardware RMA (MPICH 4 over UCX here: a
+//! put to a target that never calls MPI does not complete). The relay
+//! thread gives that progress (`MPI_Iprobe`), every 20 us while anything
+//! moves or someone sleeps, then less often, down to every 2 ms; a waiter
+//! that polls gives it at once. MPI runs with `MPI_THREAD_MULTIPLE`.
+//!
+//! # Atomics, groups, passive messages
+//! Atomics are `MPI_Fetch_and_op` / `MPI_Compare_and_swap`; once a job has
+//! several nodes, every atomic goes through MPI (MPI's atomics need not
+//! exclude the CPU's), and the waiters of the target's node are woken by a
+//! doorbell. Groups spanning hosts run their barrier and allreduce over
+//! nonblocking point-to-point messages that survive a timeout
+//! (`groups.rs`); passive messages are MPI messages acknowledged once in
+//! the receiver's inbox (`passive.rs`).
+//!
+//! # Failures
+//! MPI's default is to abort the job when a rank fails, and the launchers
+//! that start MPI jobs (`mpirun`, `srun`) end every rank when one dies: a
+//! failed rank is reported by the launcher (ours names it), not as
+//! `RankFailed` to the survivors as on the native and GPI-2 engines. A
+//! clean leave is announced to the other hosts, so operations on a rank
+//! that terminated fail at once with `RankTerminated`.
+
+mod calls;
+mod ffi;
+mod groups;
+mod landing;
+mod passive;
+mod relay;
+mod segments;
+pub(crate) mod start;
+mod watch;
+
+use crate::config::Engine;
+use crate::engine::inbox::Inbox;
+use crate::engine::job::JobBlock;
+use crate::engine::segment::{SegmentObject, Span};
+use crate::engine::transport::{AtomicOp, Combine, Post, Transfer, Transport};
+use crate::engine::wait::lock;
+use crate::error::Result;
+use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
+use relay::{Bound, Shared};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a leaving rank waits for the others at its last barrier.
+const TERM_BARRIER: Duration = Duration::from_secs(30);
+
+/// This rank's MPI side.
+pub(crate) struct Mpi {
+    rank: usize,
+    nranks: usize,
+    /// The ranks of this rank's host.
+    host: Range<usize>,
+    win: ffi::Win,
+    /// Collectives of groups spanning hosts.
+    coll: ffi::Comm,
+    /// Where each rank's directory is in the window.
+    directories: Vec<u64>,
+    /// This rank's directory (attached to the window).
+    directory: &'static [AtomicU64],
+    shared: Arc<Shared>,
+    relay: Mutex<Option<JoinHandle<()>>>,
+    terminated: AtomicBool,
+    /// Per queue, the ranks written to or read from since its last wait.
+    unflushed: Mutex<Vec<BTreeSet<usize>>>,
+    twins: Mutex<BTreeMap<u8, groups::Twin>>,
+    outbox: Mutex<passive::Outbox>,
+}
+
+impl std::fmt::Debug for Mpi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mpi")
+            .field("rank", &self.rank)
+            .field("nranks", &self.nranks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mpi {
+    /// Leave: complete every queue, meet every rank at a last barrier (up
+    /// to [`TERM_BARRIER`], skipped after a failure), stop the relay, and
+    /// if all met, free the window and communicators (MPI is finalised at
+    /// the process's exit). Otherwise everything stays up until the
+    /// process exits (a peer may still reach this process).
+    fn leave(&self, failed: bool, peers_failed: bool) {
+        if self.terminated.swap(true, SeqCst) {
+            return;
+        }
+        self.shared.leaving.store(true, SeqCst);
+        let mut met = false;
+        if !failed && !peers_failed {
+            let queues = lock(&self.unflushed).len();
+            for q in 0..queues {
+                let _ = self.wait(q as QueueId, Timeout::Block);
+            }
+            if let Ok(mut b) = ffi::ibarrier(self.coll) {
+                let until = Instant::now() + TERM_BARRIER;
+                // The relay keeps serving the others meanwhile.
+                while Instant::now() < until {
+                    if b.test().unwrap_or(false) {
+                        met = true;
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                if !met {
+                    b.release();
+                }
+            }
+        }
+        self.shared.stop.store(true, SeqCst);
+        if let Some(h) = lock(&self.relay).take() {
+            let _ = h.join();
+        }
+        if !met {
+            // Others may still write here: keep what they write to, and
+            // leave MPI up until the process exits.
+            std::mem::forget(std::mem::take(&mut *lock(&self.shared.bound)));
+            ffi::may_finalize(false);
+            return;
+        }
+        // Departures sent before the barrier may still wait in MPI.
+        for tag in [passive::TAG_DEPART, watch::TAG_FAILED, watch::TAG_PING] {
+            while let Some((_, len, m)) = ffi::improbe(self.shared.comm, None, tag) {
+                let _ = ffi::mrecv(m, &mut vec![0u8; len]);
+            }
+        }
+        passive::reap(&mut lock(&self.outbox).sends);
+        lock(&self.shared.bound).clear();
+        for mut t in std::mem::take(&mut *lock(&self.twins)).into_values() {
+            t.abandon();
+        }
+        ffi::detach(self.win, self.directory.as_ptr() as *mut u8);
+        ffi::window_free(self.win);
+        ffi::comm_free(self.coll);
+        ffi::comm_free(self.shared.comm);
+        // MPI itself is finalised when the process exits (a process may
+        // make another context; MPI starts only once per process).
+        ffi::may_finalize(true);
+    }
+}
+
+impl Transport for Mpi {
+    fn kind(&self) -> Engine {
+        Engine::Mpi
+    }
+
+    fn counts_each_notification(&self) -> bool {
+        false
+    }
+
+    fn bind(&self, segment: SegmentId, obj: &Arc<SegmentObject>, window: bool) -> Result<()> {
+        Mpi::bind(self, segment, obj, window)
+    }
+
+    fn unbind(&self, segment: SegmentId) {
+        Mpi::unbind(self, segment)
+    }
+
+    fn writes_after_delete(&self) -> bool {
+        // `unbind` clears the registrations first (see `segments.rs`).
+        false
+    }
+
+    fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
+        Mpi::register(self, segment, rank, timeout)
+    }
+
+    fn remote_size(&self, rank: Rank, segment: SegmentId) -> Option<usize> {
+        Mpi::remote_size(self, rank, segment)
+    }
+
+    fn post(&self, rank: Rank, list: &[Transfer], post: Post, queue: QueueId) -> Result<()> {
+        Mpi::post(self, rank, list, post, queue)
+    }
+
+    fn ring(&self, rank: Rank, segment: SegmentId, queue: QueueId) -> Result<()> {
+        Mpi::ring(self, rank, segment, queue)
+    }
+
+    fn atomic(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        offset: usize,
+        op: AtomicOp,
+        _timeout: Timeout,
+    ) -> Result<u64> {
+        Mpi::atomic(self, rank, segment, offset, op)
+    }
+
+    fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        Mpi::wait(self, queue, timeout)
+    }
+
+    fn flush(&self, queue: QueueId, _remote: (SegmentId, u64), timeout: Timeout) -> Result<()> {
+        // The wait is a flush already: complete at the targets.
+        Mpi::wait(self, queue, timeout)
+    }
+
+    fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+        Mpi::purge(self, queue, timeout)
+    }
+
+    fn pump(&self, segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>) {
+        ffi::progress(self.shared.comm);
+        ffi::sync(self.win);
+        let landing = lock(&self.shared.bound)
+            .get(&segment)
+            .map(|b| b.landing.clone());
+        if let Some(l) = landing {
+            l.pump(obj, ids);
+        }
+    }
+
+    fn corrupt_ranks(&self) -> Vec<Rank> {
+        Vec::new()
+    }
+
+    fn passive_send(
+        &self,
+        rank: Rank,
+        msg: Span<'_>,
+        deadline: Deadline,
+        alive: &dyn Fn(Rank) -> Result<()>,
+    ) -> Result<()> {
+        Mpi::passive_send(self, rank, msg, deadline, alive)
+    }
+
+    fn passive_pump(&self) -> bool {
+        Mpi::passive_pump(self)
+    }
+
+    fn relay_enable(&self, inbox: Inbox, block: JobBlock, host: Range<usize>, probe: bool) {
+        *lock(&self.shared.intake) = Some(passive::Intake::new(inbox));
+        *lock(&self.shared.block) = Some(block);
+        *lock(&self.shared.watch) = Some(watch::Watch::new(host, self.rank, probe));
+    }
+
+    fn group_create(&self, id: u8) -> Result<()> {
+        Mpi::group_create(self, id)
+    }
+
+    fn group_delete(&self, id: u8) {
+        Mpi::group_delete(self, id)
+    }
+
+    fn group_prepare(&self, id: u8, members: &[Rank]) -> Result<()> {
+        Mpi::group_prepare(self, id, members)
+    }
+
+    fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
+        Mpi::group_commit(self, id, timeout)
+    }
+
+    fn barrier(&self, id: u8, timeout: Timeout) -> Result<()> {
+        Mpi::barrier(self, id, timeout)
+    }
+
+    fn allreduce_ordered(
+        &self,
+        id: u8,
+        index: usize,
+        send: &[u8],
+        recv: &mut [u8],
+        combine: &mut Combine<'_>,
+        timeout: Timeout,
+    ) -> Result<()> {
+        Mpi::allreduce_ordered(self, id, index, send, recv, combine, timeout)
+    }
+
+    fn depart(&self) {
+        self.announce_departure()
+    }
+
+    fn term(&self, failed: bool, peers_failed: bool) {
+        self.leave(failed, peers_failed)
+    }
+}

@@ -1,0 +1,197 @@
+//! Passive messages and departures between hosts, as MPI messages on the
+//! engine's own communicator.
+//!
+//! A sender sends `[sequence number, message]` (`MPI_Isend`) and waits for
+//! the receiver's acknowledgement carrying the same number (an older one
+//! belongs to a send that timed out, and is dropped). The receiver's relay
+//! (or the receiver itself while it waits for a message) takes a message
+//! only into a free inbox slot: with the inbox full it keeps one message
+//! aside until a slot frees, and leaves the others in MPI. It acknowledges
+//! once the message is in the inbox ([`DELIVERED`]) or, for one larger than
+//! the inbox's slots, at once ([`REFUSED`]). So `passive_send` returns once
+//! the message is in the inbox, as on one host.
+
+use super::relay::Shared;
+use super::{Mpi, ffi};
+use crate::engine::inbox::Inbox;
+use crate::engine::job::JobBlock;
+use crate::engine::segment::Span;
+use crate::engine::transport::PASSIVE_NAP;
+use crate::engine::wait::{lock, poll_with_backoff, poll_with_naps};
+use crate::error::{Error, Result};
+use crate::types::{Deadline, Rank};
+
+pub(super) const TAG_MESSAGE: i32 = 1;
+pub(super) const TAG_ACK: i32 = 2;
+pub(super) const TAG_DEPART: i32 = 3;
+const DELIVERED: u8 = 1;
+const REFUSED: u8 = 2;
+const HEADER: usize = 8;
+/// How long a terminating rank waits for the other hosts to take the news.
+const DEPART_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A send whose buffer MPI may still read.
+pub(super) type InFlight = (ffi::Request, Vec<u8>);
+
+/// Drop the sends that completed.
+pub(super) fn reap(sends: &mut Vec<InFlight>) {
+    sends.retain_mut(|(r, _)| !r.test().unwrap_or(true));
+}
+
+/// This process's sending side.
+#[derive(Default)]
+pub(super) struct Outbox {
+    seq: u64,
+    pub(super) sends: Vec<InFlight>,
+}
+
+/// This rank's receiving side (run by the relay, or by the rank).
+pub(super) struct Intake {
+    inbox: Inbox,
+    /// A message taken from MPI that waits for a free slot.
+    aside: Option<(usize, u64, Vec<u8>)>,
+    acks: Vec<InFlight>,
+}
+
+impl Intake {
+    pub(super) fn new(inbox: Inbox) -> Intake {
+        Intake {
+            inbox,
+            aside: None,
+            acks: Vec::new(),
+        }
+    }
+
+    /// Take departures and one passive message; whether anything happened.
+    pub(super) fn step(&mut self, sh: &Shared, block: Option<&JobBlock>) -> bool {
+        let mut busy = false;
+        reap(&mut self.acks);
+        while let Some((from, _, m)) = ffi::improbe(sh.comm, None, TAG_DEPART) {
+            let _ = ffi::mrecv(m, &mut []);
+            if let Some(b) = block {
+                b.mark_departed(from);
+            }
+            busy = true;
+        }
+        if self.aside.is_none() {
+            if let Some((from, len, m)) = ffi::improbe(sh.comm, None, TAG_MESSAGE) {
+                let mut buf = vec![0u8; len];
+                if ffi::mrecv(m, &mut buf).is_ok() && len >= HEADER {
+                    let seq = u64::from_ne_bytes(buf[..HEADER].try_into().expect("8 bytes"));
+                    if len - HEADER > self.inbox.max_message() {
+                        self.ack(sh, from, seq, REFUSED);
+                    } else {
+                        self.aside = Some((from, seq, buf));
+                    }
+                }
+                busy = true;
+            }
+        }
+        if let Some((from, seq, buf)) = self.aside.take() {
+            if self.inbox.offer(from as Rank, &buf[HEADER..]) {
+                self.ack(sh, from, seq, DELIVERED);
+                busy = true;
+            } else {
+                self.aside = Some((from, seq, buf));
+            }
+        }
+        busy
+    }
+
+    fn ack(&mut self, sh: &Shared, to: usize, seq: u64, answer: u8) {
+        let mut buf = seq.to_ne_bytes().to_vec();
+        buf.push(answer);
+        // SAFETY: the buffer is kept with its request until it completes.
+        if let Ok(r) = unsafe { ffi::isend(sh.comm, &buf, to, TAG_ACK) } {
+            self.acks.push((r, buf));
+        }
+    }
+}
+
+impl Mpi {
+    /// Send `msg` to the inbox of `rank`, on another host, until
+    /// `deadline`; `alive` checks the receiver.
+    pub(super) fn passive_send(
+        &self,
+        rank: Rank,
+        msg: Span<'_>,
+        deadline: Deadline,
+        alive: &dyn Fn(Rank) -> Result<()>,
+    ) -> Result<()> {
+        let mut outbox = poll_with_backoff(deadline, || {
+            Ok(match self.outbox.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            })
+        })?;
+        reap(&mut outbox.sends);
+        outbox.seq += 1;
+        let seq = outbox.seq;
+        let mut buf = Vec::with_capacity(HEADER + msg.len);
+        buf.extend_from_slice(&seq.to_ne_bytes());
+        // SAFETY: `msg` is a checked span of a segment its borrow keeps
+        // mapped; no Rust reference covers it.
+        buf.extend_from_slice(unsafe { std::slice::from_raw_parts(msg.ptr(), msg.len) });
+        // SAFETY: the buffer is kept with its request until it completes.
+        let r = unsafe { ffi::isend(self.shared.comm, &buf, rank as usize, TAG_MESSAGE)? };
+        outbox.sends.push((r, buf));
+        let answer = poll_with_naps(deadline, PASSIVE_NAP, || {
+            alive(rank)?;
+            ffi::progress(self.shared.comm);
+            while let Some((_, len, m)) =
+                ffi::improbe(self.shared.comm, Some(rank as usize), TAG_ACK)
+            {
+                let mut a = vec![0u8; len.max(HEADER + 1)];
+                ffi::mrecv(m, &mut a)?;
+                if a[..HEADER] == seq.to_ne_bytes() {
+                    return Ok(Some(a[HEADER]));
+                }
+            }
+            Ok(None)
+        })?;
+        match answer {
+            REFUSED => Err(Error::InvalidArgument(format!(
+                "a passive message of {} bytes does not fit rank {rank}'s inbox \
+                 (its Config::passive_transfer_size_max is smaller)",
+                msg.len
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Take a passive message from another host now, if the relay is not
+    /// at it; whether one was taken.
+    pub(super) fn passive_pump(&self) -> bool {
+        let Ok(mut intake) = self.shared.intake.try_lock() else {
+            return false;
+        };
+        let block = lock(&self.shared.block);
+        intake
+            .as_mut()
+            .is_some_and(|i| i.step(&self.shared, block.as_ref()))
+    }
+
+    /// Tell every rank of the other hosts that this one terminated, and
+    /// wait (up to [`DEPART_WAIT`]) until they took the news: synchronous
+    /// sends, which their relays receive and record before this rank's
+    /// segments go (so their operations on it fail with `RankTerminated`,
+    /// not with a segment gone). A rank that does not take it in time (it
+    /// failed) is left to MPI.
+    pub(super) fn announce_departure(&self) {
+        let mut sent: Vec<ffi::Request> = (0..self.nranks)
+            .filter(|r| !self.host.contains(r))
+            // SAFETY: empty messages.
+            .filter_map(|r| unsafe { ffi::issend(self.shared.comm, &[], r, TAG_DEPART) }.ok())
+            .collect();
+        let until = std::time::Instant::now() + DEPART_WAIT;
+        while std::time::Instant::now() < until {
+            sent.retain_mut(|r| !r.test().unwrap_or(true));
+            if sent.is_empty() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        sent.into_iter().for_each(ffi::Request::release);
+    }
+}

@@ -1,0 +1,90 @@
+//! The relay thread: what other hosts deliver to this process while its
+//! rank does not look (notifications into windows, doorbells, passive
+//! messages, departures) is moved where the node's ranks see it, and MPI
+//! is given the progress that passive-target operations to this process
+//! need (MPICH over UCX, for one, serves puts to a dynamic window only
+//! when the target calls into MPI).
+
+use super::ffi;
+use super::landing::Landing;
+use super::passive::Intake;
+use super::watch::Watch;
+use crate::engine::job::JobBlock;
+use crate::engine::segment::SegmentObject;
+use crate::engine::transport::IDS;
+use crate::engine::wait::lock;
+use crate::types::SegmentId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A segment or window attached to the window.
+pub(super) struct Bound {
+    pub(super) obj: Arc<SegmentObject>,
+    pub(super) landing: Arc<Landing>,
+    /// A node-shared window: its landing is relayed always.
+    pub(super) window: bool,
+    /// Ranks whose directories describe it.
+    pub(super) registered: BTreeSet<usize>,
+}
+
+/// What the relay thread shares with the rank.
+pub(super) struct Shared {
+    pub(super) bound: Mutex<BTreeMap<SegmentId, Bound>>,
+    pub(super) stop: AtomicBool,
+    /// The rank is terminating (its watch pings no more).
+    pub(super) leaving: AtomicBool,
+    pub(super) intake: Mutex<Option<Intake>>,
+    pub(super) block: Mutex<Option<JobBlock>>,
+    /// Failures across hosts, once enabled.
+    pub(super) watch: Mutex<Option<Watch>>,
+    pub(super) win: ffi::Win,
+    pub(super) comm: ffi::Comm,
+}
+
+/// Move what landed for the bound segments: every window, and segments
+/// with a sleeping waiter; take doorbells. Whether anything moved and
+/// whether someone sleeps.
+pub(super) fn relay_once(sh: &Shared) -> (bool, bool) {
+    ffi::progress(sh.comm);
+    ffi::sync(sh.win);
+    let (mut busy, mut waited) = (false, false);
+    let bound = lock(&sh.bound);
+    for b in bound.values() {
+        let sleeping = b.obj.notifications().ww.has_sleepers();
+        waited |= sleeping;
+        if b.window && b.landing.take_doorbell() {
+            b.obj.notifications().ww.wake();
+            busy = true;
+        }
+        if b.window || sleeping {
+            busy |= b.landing.pump(&b.obj, 0..IDS) > 0;
+        }
+    }
+    drop(bound);
+    if let Some(i) = lock(&sh.intake).as_mut() {
+        busy |= i.step(sh, lock(&sh.block).as_ref());
+    }
+    if let (Some(w), Some(b)) = (lock(&sh.watch).as_mut(), lock(&sh.block).as_ref()) {
+        busy |= w.step(sh.comm, b, sh.leaving.load(SeqCst));
+    }
+    (busy, waited)
+}
+
+/// The relay thread: [`relay_once`] often after activity or while someone
+/// sleeps, then less and less often (20 us to 2 ms) while nothing arrives.
+pub(super) fn relay_loop(sh: &Shared) {
+    const FAST: Duration = Duration::from_micros(20);
+    const SLOW: Duration = Duration::from_millis(2);
+    let mut nap = SLOW;
+    while !sh.stop.load(SeqCst) {
+        let (busy, waited) = relay_once(sh);
+        nap = if busy || waited {
+            FAST
+        } else {
+            (nap * 2).min(SLOW)
+        };
+        std::thread::sleep(nap);
+    }
+}

@@ -1,0 +1,185 @@
+//! Our segments and windows in the MPI window: attaching, registration
+//! through each rank's directory, and the sizes of other ranks' segments.
+//!
+//! MPI windows are made collectively, GASPI segments are not: the engine
+//! makes one dynamic window over all ranks at start (DART-MPI's design:
+//! Zhou, Idrees, Gracia, Euro-Par 2015) and attaches each segment's memory
+//! (and its landing) to it locally. Registering segment `s` with rank `r`
+//! writes its description (address, size, landing) into `r`'s directory,
+//! an array exposed through the same window at an address every rank
+//! learnt at start, in the slot of (`s`, this rank); `r` reads its own
+//! directory locally. Deleting a segment clears the slots it was written
+//! to before the memory is detached.
+
+use super::ffi;
+use super::landing::Landing;
+use super::{Bound, Mpi};
+use crate::engine::segment::SegmentObject;
+use crate::engine::wait::lock;
+use crate::error::{Error, Result};
+use crate::types::{Rank, SegmentId, Timeout};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+/// Segment ids: ours are `0..=255`.
+pub(super) const SEGMENTS: usize = 256;
+/// Words of one directory slot: data address, size | VALID, landing
+/// values address, landing words address.
+pub(super) const SLOT_WORDS: usize = 4;
+/// Set in a slot's size word when it describes a segment.
+const VALID: u64 = 1 << 63;
+
+/// Where a segment of another rank is, as registered with this rank.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Remote {
+    pub(super) data: u64,
+    pub(super) size: usize,
+    pub(super) values: u64,
+    pub(super) words: u64,
+}
+
+/// This rank's directory: a slot per (segment, rank).
+pub(super) fn directory(nranks: usize) -> Box<[AtomicU64]> {
+    (0..SEGMENTS * nranks * SLOT_WORDS)
+        .map(|_| AtomicU64::new(0))
+        .collect()
+}
+
+impl Mpi {
+    fn slot_index(&self, segment: SegmentId, owner: usize) -> usize {
+        (segment as usize * self.nranks + owner) * SLOT_WORDS
+    }
+
+    /// Attach `obj` (and a landing for its notifications) to the window.
+    pub(super) fn bind(
+        &self,
+        segment: SegmentId,
+        obj: &Arc<SegmentObject>,
+        window: bool,
+    ) -> Result<()> {
+        let landing = Arc::new(Landing::new());
+        let size = obj.size().max(1);
+        // SAFETY: the object's mapping stays until `unbind` detaches it
+        // (called before the object goes); other ranks write only ranges
+        // checked against the size registered with them.
+        unsafe { ffi::attach(self.win, obj.data(), size)? };
+        let words = landing.words.as_ptr() as *mut u8;
+        let values = landing.values.as_ptr() as *mut u8;
+        // SAFETY: the landing's boxes live in `Bound` until `unbind`
+        // detaches them; other ranks only accumulate whole aligned words.
+        let attached = unsafe {
+            ffi::attach(self.win, words, landing.words.len() * 8)
+                .and_then(|_| ffi::attach(self.win, values, landing.values.len() * 4))
+        };
+        if let Err(e) = attached {
+            ffi::detach(self.win, words);
+            ffi::detach(self.win, obj.data());
+            return Err(e);
+        }
+        lock(&self.shared.bound).insert(
+            segment,
+            Bound {
+                obj: obj.clone(),
+                landing,
+                window,
+                registered: Default::default(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Undo [`Mpi::bind`]: clear the slots registered, then detach.
+    pub(super) fn unbind(&self, segment: SegmentId) {
+        let Some(b) = lock(&self.shared.bound).remove(&segment) else {
+            return;
+        };
+        let zero = [0u64; SLOT_WORDS];
+        // Not to a rank known gone (failed, or terminated: its relay may
+        // have stopped): a flush to it could wait for ever.
+        let gone = |r: usize| {
+            let s = self.state_of(r);
+            s == crate::engine::job::TERMINATED || s == crate::engine::job::FAILED
+        };
+        for &r in b.registered.iter().filter(|&&r| !gone(r)) {
+            let disp = self.directories[r] + 8 * self.slot_index(segment, self.rank) as u64;
+            // SAFETY: a local array; the flush completes the put before it
+            // goes. Best effort: a rank gone cannot be told.
+            let _ = unsafe { ffi::put(self.win, zero.as_ptr().cast(), 8 * SLOT_WORDS, r, disp) }
+                .and_then(|_| ffi::flush(self.win, r));
+        }
+        ffi::detach(self.win, b.landing.values.as_ptr() as *mut u8);
+        ffi::detach(self.win, b.landing.words.as_ptr() as *mut u8);
+        ffi::detach(self.win, b.obj.data());
+    }
+
+    /// Let `rank` access segment `segment` of this rank: write its
+    /// description into `rank`'s directory (complete when this returns).
+    pub(super) fn register(&self, segment: SegmentId, rank: Rank, _timeout: Timeout) -> Result<()> {
+        let r = rank as usize;
+        let slot = {
+            let mut bound = lock(&self.shared.bound);
+            let b = bound.get_mut(&segment).ok_or_else(|| {
+                Error::InvalidArgument(format!("segment {segment} is not bound to the MPI window"))
+            })?;
+            b.registered.insert(r);
+            [
+                ffi::address(b.obj.data()),
+                b.obj.size() as u64 | VALID,
+                ffi::address(b.landing.values.as_ptr() as *const u8),
+                ffi::address(b.landing.words.as_ptr() as *const u8),
+            ]
+        };
+        let disp = self.directories[r] + 8 * self.slot_index(segment, self.rank) as u64;
+        // SAFETY: a local array; the flush completes the put before it goes.
+        unsafe { ffi::put(self.win, slot.as_ptr().cast(), 8 * SLOT_WORDS, r, disp)? };
+        ffi::flush(self.win, r)
+    }
+
+    /// Segment `segment` of `rank` as registered with this rank.
+    pub(super) fn remote(&self, rank: Rank, segment: SegmentId) -> Option<Remote> {
+        if rank as usize == self.rank {
+            // A rank's own segments need no registration.
+            let bound = lock(&self.shared.bound);
+            let b = bound.get(&segment)?;
+            return Some(Remote {
+                data: ffi::address(b.obj.data()),
+                size: b.obj.size(),
+                values: ffi::address(b.landing.values.as_ptr() as *const u8),
+                words: ffi::address(b.landing.words.as_ptr() as *const u8),
+            });
+        }
+        ffi::sync(self.win);
+        let i = self.slot_index(segment, rank as usize);
+        let w = |k: usize| self.directory[i + k].load(SeqCst);
+        let size = w(1);
+        (size & VALID != 0).then(|| Remote {
+            data: w(0),
+            size: (size & !VALID) as usize,
+            values: w(2),
+            words: w(3),
+        })
+    }
+
+    /// Size of segment `segment` of `rank` as registered with this rank.
+    pub(super) fn remote_size(&self, rank: Rank, segment: SegmentId) -> Option<usize> {
+        self.remote(rank, segment).map(|r| r.size)
+    }
+
+    /// Address of byte `offset` of this rank's bound segment `segment`.
+    pub(super) fn local(&self, segment: SegmentId, offset: u64) -> Result<*mut u8> {
+        let bound = lock(&self.shared.bound);
+        let b = bound.get(&segment).ok_or_else(|| {
+            Error::InvalidArgument(format!("segment {segment} is not bound to the MPI window"))
+        })?;
+        Ok(b.obj.data().wrapping_add(offset as usize))
+    }
+
+    /// Where `rank`'s segment `segment` is, or an error naming it.
+    pub(super) fn remote_of(&self, rank: Rank, segment: SegmentId) -> Result<Remote> {
+        self.remote(rank, segment).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "segment {segment} of rank {rank} is not registered with this rank"
+            ))
+        })
+    }
+}

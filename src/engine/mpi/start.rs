@@ -1,0 +1,216 @@
+//! Starting the MPI engine: MPI says who is where, and the job is joined
+//! accordingly.
+
+use super::groups::Twin;
+use super::relay::{Shared, relay_loop};
+use super::{Mpi, ffi, segments};
+use crate::config::{Config, WaitMode};
+use crate::engine::Native;
+use crate::engine::job;
+use crate::engine::spec::{JobSpec, job_spec, spec_from_env};
+use crate::env;
+use crate::error::{Error, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+
+/// Start the MPI engine for this process. Under our launcher (which
+/// serves MPI's process manager interface itself) the job is joined first,
+/// with its token and node emulation, as the launcher watches the ranks;
+/// under `mpirun` or `srun` the token comes from rank 0 through MPI, hosts
+/// are MPI's shared-memory domains, and each host's ranks share a control
+/// block of their own.
+pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Result<Native> {
+    if config.wait_mode == WaitMode::Auto {
+        // Notifications from other hosts land through MPI, which needs a
+        // caller to progress: waiters look (and pump) rather than sleep.
+        config.wait_mode = WaitMode::Yield;
+    }
+    let emulated = env::number(env::HOST_RANKS)?.filter(|&h| h > 0);
+    init()?;
+    let comm = comm.map_or_else(ffi::world, ffi::Handle);
+    let (rank, nranks) = ffi::rank_size(comm);
+    if std::env::var_os(env::LAUNCHER).is_some() {
+        let mut spec = spec_from_env()?;
+        if (spec.rank as usize, spec.nranks) != (rank, nranks) {
+            return Err(Error::Environment(format!(
+                "MPI says rank {rank} of {nranks}, our launcher rank {} of {}: start the job \
+                 with `gaspi-run --engine mpi` or with mpirun alone",
+                spec.rank, spec.nranks
+            )));
+        }
+        let host = match emulated {
+            Some(h) => {
+                (spec.host_first, spec.attach) = job::host_of(rank, nranks, h);
+                spec.host_first..spec.host_first + spec.attach
+            }
+            None => 0..nranks,
+        };
+        let mut engine = Native::attach(&spec, config, None)?;
+        match Mpi::launch(comm, rank, nranks, host) {
+            Ok(m) => engine.set_transport(Box::new(m)),
+            Err(e) => {
+                engine.term(true);
+                return Err(e);
+            }
+        }
+        return Ok(engine);
+    }
+    let host = match emulated {
+        Some(h) => {
+            let (first, num) = job::host_of(rank, nranks, h);
+            first..first + num
+        }
+        None => shared_host(comm)?,
+    };
+    let spec = job_spec_mpi(comm, rank, nranks, &host)?;
+    let m = Mpi::launch(comm, rank, nranks, host)?;
+    Native::attach(&spec, config, Some(Box::new(m)))
+}
+
+/// Initialise MPI unless the program (or an earlier context) did.
+fn init() -> Result<()> {
+    if !ffi::initialized() {
+        ffi::init_thread()?;
+        ffi::finalize_at_exit();
+    }
+    // Until this context leaves with everyone, exiting must not finalise.
+    ffi::may_finalize(false);
+    if ffi::thread_level() < ffi::thread_multiple() {
+        return Err(Error::Environment(
+            "the MPI engine needs MPI_THREAD_MULTIPLE (its relay thread calls MPI): \
+             initialise MPI with it, or use an MPI library that provides it"
+                .into(),
+        ));
+    }
+    if ffi::replace_op().is_none() {
+        return Err(Error::Environment(
+            "the MPI engine needs an MPI library of the MPICH ABI (MPICH, Intel MPI, MVAPICH, \
+             Cray MPICH); this one is not"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The ranks sharing this machine's memory, which must be consecutive.
+fn shared_host(world: ffi::Comm) -> Result<Range<usize>> {
+    let (rank, _) = ffi::rank_size(world);
+    let local = ffi::split_shared(world)?;
+    let (lrank, lnum) = ffi::rank_size(local);
+    let mut ends = [rank as u64 - lrank as u64, u64::MAX - rank as u64];
+    let ok = ffi::allreduce_u64(local, &mut ends, true);
+    ffi::comm_free(local);
+    ok?;
+    // The largest first rank and the smallest rank of the host must be
+    // the first rank: the host is a block.
+    let first = rank - lrank;
+    if ends[0] != first as u64 || u64::MAX - ends[1] != first as u64 {
+        return Err(Error::Environment(
+            "the ranks of a host are not consecutive: place ranks by block \
+             (mpirun -ppn N / --map-by core, srun --distribution=block)"
+                .into(),
+        ));
+    }
+    Ok(first..first + lnum)
+}
+
+/// The job as MPI placed this process: one token per host, nodes that
+/// nest in hosts (`GASPI_PPN`, else the largest size dividing every host).
+fn job_spec_mpi(
+    world: ffi::Comm,
+    rank: usize,
+    nranks: usize,
+    host: &Range<usize>,
+) -> Result<JobSpec> {
+    let mine = if rank == 0 {
+        u64::from_str_radix(
+            &job::new_token().map_err(|e| Error::system("drawing a job token", e))?[..15],
+            16,
+        )
+        .unwrap_or(1)
+            | 1
+    } else {
+        0
+    };
+    let mut token = [mine];
+    ffi::allreduce_u64(world, &mut token, true)?;
+    let token = job::host_token(&format!("m{:x}", token[0]), host.start);
+    if rank == host.start {
+        // No launcher of ours cleans up after mpirun's jobs: remove what
+        // killed ones left on this host.
+        job::sweep_stale();
+    }
+    let mut spec = job_spec(token, rank, nranks, false)?;
+    if std::env::var_os(env::PPN).is_none() {
+        let sizes = ffi::allgather_u64(world, host.len() as u64)?;
+        let gcd = |a: u64, b: u64| {
+            let (mut a, mut b) = (a, b);
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        };
+        spec.ppn = sizes.into_iter().fold(0, gcd).max(1) as usize;
+    }
+    spec.attach = host.len();
+    spec.host_first = host.start;
+    let node = rank / spec.ppn * spec.ppn;
+    if node < host.start || (node + spec.ppn).min(nranks) > host.end {
+        return Err(Error::Environment(format!(
+            "rank {rank}'s node (ranks {node}.. in blocks of {}) spans hosts: set GASPI_PPN \
+             to a size that divides every host's ranks",
+            spec.ppn
+        )));
+    }
+    Ok(spec)
+}
+
+impl Mpi {
+    /// Make the engine's communicators, window and directory, and start
+    /// the relay (collective over all ranks).
+    fn launch(world: ffi::Comm, rank: usize, nranks: usize, host: Range<usize>) -> Result<Mpi> {
+        let comm = ffi::dup(world)?;
+        let coll = ffi::dup(world)?;
+        let win = ffi::window(comm)?;
+        let directory: &'static [AtomicU64] = Box::leak(segments::directory(nranks));
+        // SAFETY: the directory is leaked (valid for ever); other ranks
+        // write whole slots of it.
+        unsafe { ffi::attach(win, directory.as_ptr() as *mut u8, directory.len() * 8)? };
+        let directories = ffi::allgather_u64(world, ffi::address(directory.as_ptr().cast()))?;
+        let shared = Arc::new(Shared {
+            bound: Mutex::new(BTreeMap::new()),
+            stop: AtomicBool::new(false),
+            leaving: AtomicBool::new(false),
+            intake: Mutex::new(None),
+            block: Mutex::new(None),
+            watch: Mutex::new(None),
+            win,
+            comm,
+        });
+        let relay = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("gaspi-mpi-relay".into())
+                .spawn(move || relay_loop(&shared))
+                .map_err(|e| Error::system("starting the MPI relay thread", e))?
+        };
+        Ok(Mpi {
+            rank,
+            nranks,
+            host,
+            win,
+            coll,
+            directories,
+            directory,
+            shared,
+            relay: Mutex::new(Some(relay)),
+            terminated: AtomicBool::new(false),
+            unflushed: Mutex::new(vec![BTreeSet::new(); 256]),
+            // Group 0, all ranks, exists from the start (GASPI_GROUP_ALL).
+            twins: Mutex::new(BTreeMap::from([(0, Twin::all(nranks))])),
+            outbox: Mutex::default(),
+        })
+    }
+}
