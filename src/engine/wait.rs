@@ -335,6 +335,19 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Lock `m` (poisoned or not), waiting with [`poll_with_backoff`] until
+/// `deadline` while another thread holds it.
+#[cfg(any(feature = "gpi2", feature = "mpi"))]
+pub(crate) fn lock_until<T>(m: &Mutex<T>, deadline: Deadline) -> Result<MutexGuard<'_, T>> {
+    poll_with_backoff(deadline, || {
+        Ok(match m.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        })
+    })
+}
+
 /// Poll `step` with growing naps (5 us to 2 ms) until it yields a value,
 /// fails, or `deadline` passes ([`Error::Timeout`]). For waiting on objects
 /// that another process creates, where nothing can wake us.

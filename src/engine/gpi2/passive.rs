@@ -37,7 +37,7 @@ use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
 use crate::engine::segment::Span;
 use crate::engine::transport::PASSIVE_NAP;
-use crate::engine::wait::{lock, poll_with_backoff, poll_with_naps};
+use crate::engine::wait::{lock, lock_until, poll_with_naps};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, NotificationId, Rank};
 use gpi2_sys as sys;
@@ -76,13 +76,7 @@ impl Gpi2 {
             )));
         }
         // Senders of this process take turns on the outbox.
-        let mut outbox = poll_with_backoff(deadline, || {
-            Ok(match self.outbox.try_lock() {
-                Ok(g) => Some(g),
-                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                Err(std::sync::TryLockError::WouldBlock) => None,
-            })
-        })?;
+        let mut outbox = lock_until(&self.outbox, deadline)?;
         if let Some(before) = outbox.unacked {
             // Whatever became of that message, the outbox is free once
             // answered, or once its receiver is dead.

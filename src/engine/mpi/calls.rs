@@ -37,13 +37,7 @@ impl Mpi {
             // engine; the local segment stays mapped while bound, and the
             // GASPI contract leaves its range alone until the queue's wait
             // (which flushes).
-            unsafe {
-                if write {
-                    ffi::put(self.win, here, x.size as usize, r, there)?;
-                } else {
-                    ffi::get(self.win, here, x.size as usize, r, there)?;
-                }
-            }
+            unsafe { ffi::transfer(self.win, write, here, x.size as usize, r, there)? };
         }
         match post {
             Post::Write(Some((segment, id, value))) => {

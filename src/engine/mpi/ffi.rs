@@ -291,14 +291,17 @@ pub(super) fn detach(win: Win, base: *mut u8) {
 /// Largest count of one MPI transfer.
 const CHUNK: usize = 1 << 30;
 
-/// Put `len` bytes from `src` to `disp` of `rank` (in chunks).
+/// Put `len` bytes at `local` to `disp` of `rank` (`write`), or get them
+/// from there into `local`, in chunks of at most 1 GiB.
 ///
 /// # Safety
-/// `src..src+len` stays valid and unchanged until the put completes (a
-/// flush of `rank`); the target range is attached there.
-pub(super) unsafe fn put(
+/// `local..local+len` stays valid, and unchanged (a put) or untouched (a
+/// get) until the operation completes (a flush of `rank`); the remote
+/// range is attached there.
+pub(super) unsafe fn transfer(
     win: Win,
-    src: *const u8,
+    write: bool,
+    local: *mut u8,
     len: usize,
     rank: usize,
     disp: u64,
@@ -306,48 +309,18 @@ pub(super) unsafe fn put(
     let mut done = 0;
     while done < len {
         let n = (len - done).min(CHUNK);
+        let (count, at) = (n as c_int, (disp + done as u64) as ffi::MPI_Aint);
+        let byte = konst!(RSMPI_UINT8_T);
         // SAFETY: the caller vouches for both ranges.
         let code = unsafe {
-            ffi::MPI_Put(
-                src.add(done).cast(),
-                n as c_int,
-                konst!(RSMPI_UINT8_T),
-                rank as c_int,
-                (disp + done as u64) as ffi::MPI_Aint,
-                n as c_int,
-                konst!(RSMPI_UINT8_T),
-                win.0,
-            )
+            let here = local.add(done).cast();
+            if write {
+                ffi::MPI_Put(here, count, byte, rank as c_int, at, count, byte, win.0)
+            } else {
+                ffi::MPI_Get(here, count, byte, rank as c_int, at, count, byte, win.0)
+            }
         };
-        check("MPI_Put", code)?;
-        done += n;
-    }
-    Ok(())
-}
-
-/// Get `len` bytes at `disp` of `rank` into `dst` (in chunks).
-///
-/// # Safety
-/// `dst..dst+len` stays valid and untouched until the get completes (a
-/// flush of `rank`); the source range is attached there.
-pub(super) unsafe fn get(win: Win, dst: *mut u8, len: usize, rank: usize, disp: u64) -> Result<()> {
-    let mut done = 0;
-    while done < len {
-        let n = (len - done).min(CHUNK);
-        // SAFETY: the caller vouches for both ranges.
-        let code = unsafe {
-            ffi::MPI_Get(
-                dst.add(done).cast(),
-                n as c_int,
-                konst!(RSMPI_UINT8_T),
-                rank as c_int,
-                (disp + done as u64) as ffi::MPI_Aint,
-                n as c_int,
-                konst!(RSMPI_UINT8_T),
-                win.0,
-            )
-        };
-        check("MPI_Get", code)?;
+        check(if write { "MPI_Put" } else { "MPI_Get" }, code)?;
         done += n;
     }
     Ok(())

@@ -11,7 +11,7 @@
 //! Tags keep groups and their incarnations apart: (id, commits so far,
 //! kind).
 
-use super::passive::{InFlight, reap};
+use super::intake::{InFlight, reap};
 use super::{Mpi, ffi};
 use crate::engine::transport::Combine;
 use crate::engine::wait::lock;

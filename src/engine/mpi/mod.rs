@@ -52,6 +52,7 @@
 mod calls;
 mod ffi;
 mod groups;
+mod intake;
 mod landing;
 mod passive;
 mod relay;
@@ -97,7 +98,7 @@ pub(crate) struct Mpi {
     /// Per queue, the ranks written to or read from since its last wait.
     unflushed: Mutex<Vec<BTreeSet<usize>>>,
     twins: Mutex<BTreeMap<u8, groups::Twin>>,
-    outbox: Mutex<passive::Outbox>,
+    outbox: Mutex<intake::Outbox>,
 }
 
 impl std::fmt::Debug for Mpi {
@@ -153,12 +154,12 @@ impl Mpi {
             return;
         }
         // Departures sent before the barrier may still wait in MPI.
-        for tag in [passive::TAG_DEPART, watch::TAG_FAILED, watch::TAG_PING] {
+        for tag in [intake::TAG_DEPART, watch::TAG_FAILED, watch::TAG_PING] {
             while let Some((_, len, m)) = ffi::improbe(self.shared.comm, None, tag) {
                 let _ = ffi::mrecv(m, &mut vec![0u8; len]);
             }
         }
-        passive::reap(&mut lock(&self.outbox).sends);
+        intake::reap(&mut lock(&self.outbox).sends);
         lock(&self.shared.bound).clear();
         for mut t in std::mem::take(&mut *lock(&self.twins)).into_values() {
             t.abandon();
@@ -265,7 +266,7 @@ impl Transport for Mpi {
     }
 
     fn relay_enable(&self, inbox: Inbox, block: JobBlock, host: Range<usize>, probe: bool) {
-        *lock(&self.shared.intake) = Some(passive::Intake::new(inbox));
+        *lock(&self.shared.intake) = Some(intake::Intake::new(inbox));
         *lock(&self.shared.block) = Some(block);
         *lock(&self.shared.watch) = Some(watch::Watch::new(host, self.rank, probe));
     }

@@ -11,102 +11,13 @@
 //! the inbox's slots, at once ([`REFUSED`]). So `passive_send` returns once
 //! the message is in the inbox, as on one host.
 
-use super::relay::Shared;
+use super::intake::{DEPART_WAIT, HEADER, REFUSED, TAG_ACK, TAG_DEPART, TAG_MESSAGE, reap};
 use super::{Mpi, ffi};
-use crate::engine::inbox::Inbox;
-use crate::engine::job::JobBlock;
 use crate::engine::segment::Span;
 use crate::engine::transport::PASSIVE_NAP;
-use crate::engine::wait::{lock, poll_with_backoff, poll_with_naps};
+use crate::engine::wait::{lock, lock_until, poll_with_naps};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank};
-
-pub(super) const TAG_MESSAGE: i32 = 1;
-pub(super) const TAG_ACK: i32 = 2;
-pub(super) const TAG_DEPART: i32 = 3;
-const DELIVERED: u8 = 1;
-const REFUSED: u8 = 2;
-const HEADER: usize = 8;
-/// How long a terminating rank waits for the other hosts to take the news.
-const DEPART_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// A send whose buffer MPI may still read.
-pub(super) type InFlight = (ffi::Request, Vec<u8>);
-
-/// Drop the sends that completed.
-pub(super) fn reap(sends: &mut Vec<InFlight>) {
-    sends.retain_mut(|(r, _)| !r.test().unwrap_or(true));
-}
-
-/// This process's sending side.
-#[derive(Default)]
-pub(super) struct Outbox {
-    seq: u64,
-    pub(super) sends: Vec<InFlight>,
-}
-
-/// This rank's receiving side (run by the relay, or by the rank).
-pub(super) struct Intake {
-    inbox: Inbox,
-    /// A message taken from MPI that waits for a free slot.
-    aside: Option<(usize, u64, Vec<u8>)>,
-    acks: Vec<InFlight>,
-}
-
-impl Intake {
-    pub(super) fn new(inbox: Inbox) -> Intake {
-        Intake {
-            inbox,
-            aside: None,
-            acks: Vec::new(),
-        }
-    }
-
-    /// Take departures and one passive message; whether anything happened.
-    pub(super) fn step(&mut self, sh: &Shared, block: Option<&JobBlock>) -> bool {
-        let mut busy = false;
-        reap(&mut self.acks);
-        while let Some((from, _, m)) = ffi::improbe(sh.comm, None, TAG_DEPART) {
-            let _ = ffi::mrecv(m, &mut []);
-            if let Some(b) = block {
-                b.mark_departed(from);
-            }
-            busy = true;
-        }
-        if self.aside.is_none() {
-            if let Some((from, len, m)) = ffi::improbe(sh.comm, None, TAG_MESSAGE) {
-                let mut buf = vec![0u8; len];
-                if ffi::mrecv(m, &mut buf).is_ok() && len >= HEADER {
-                    let seq = u64::from_ne_bytes(buf[..HEADER].try_into().expect("8 bytes"));
-                    if len - HEADER > self.inbox.max_message() {
-                        self.ack(sh, from, seq, REFUSED);
-                    } else {
-                        self.aside = Some((from, seq, buf));
-                    }
-                }
-                busy = true;
-            }
-        }
-        if let Some((from, seq, buf)) = self.aside.take() {
-            if self.inbox.offer(from as Rank, &buf[HEADER..]) {
-                self.ack(sh, from, seq, DELIVERED);
-                busy = true;
-            } else {
-                self.aside = Some((from, seq, buf));
-            }
-        }
-        busy
-    }
-
-    fn ack(&mut self, sh: &Shared, to: usize, seq: u64, answer: u8) {
-        let mut buf = seq.to_ne_bytes().to_vec();
-        buf.push(answer);
-        // SAFETY: the buffer is kept with its request until it completes.
-        if let Ok(r) = unsafe { ffi::isend(sh.comm, &buf, to, TAG_ACK) } {
-            self.acks.push((r, buf));
-        }
-    }
-}
 
 impl Mpi {
     /// Send `msg` to the inbox of `rank`, on another host, until
@@ -118,13 +29,7 @@ impl Mpi {
         deadline: Deadline,
         alive: &dyn Fn(Rank) -> Result<()>,
     ) -> Result<()> {
-        let mut outbox = poll_with_backoff(deadline, || {
-            Ok(match self.outbox.try_lock() {
-                Ok(g) => Some(g),
-                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-                Err(std::sync::TryLockError::WouldBlock) => None,
-            })
-        })?;
+        let mut outbox = lock_until(&self.outbox, deadline)?;
         reap(&mut outbox.sends);
         outbox.seq += 1;
         let seq = outbox.seq;
@@ -169,7 +74,7 @@ impl Mpi {
         let block = lock(&self.shared.block);
         intake
             .as_mut()
-            .is_some_and(|i| i.step(&self.shared, block.as_ref()))
+            .is_some_and(|i| i.step(self.shared.comm, block.as_ref()))
     }
 
     /// Tell every rank of the other hosts that this one terminated, and

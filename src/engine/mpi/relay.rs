@@ -6,8 +6,8 @@
 //! when the target calls into MPI).
 
 use super::ffi;
+use super::intake::Intake;
 use super::landing::Landing;
-use super::passive::Intake;
 use super::watch::Watch;
 use crate::engine::job::JobBlock;
 use crate::engine::segment::SegmentObject;
@@ -64,7 +64,7 @@ pub(super) fn relay_once(sh: &Shared) -> (bool, bool) {
     }
     drop(bound);
     if let Some(i) = lock(&sh.intake).as_mut() {
-        busy |= i.step(sh, lock(&sh.block).as_ref());
+        busy |= i.step(sh.comm, lock(&sh.block).as_ref());
     }
     if let (Some(w), Some(b)) = (lock(&sh.watch).as_mut(), lock(&sh.block).as_ref()) {
         busy |= w.step(sh.comm, b, sh.leaving.load(SeqCst));

@@ -104,8 +104,17 @@ impl Mpi {
             let disp = self.directories[r] + 8 * self.slot_index(segment, self.rank) as u64;
             // SAFETY: a local array; the flush completes the put before it
             // goes. Best effort: a rank gone cannot be told.
-            let _ = unsafe { ffi::put(self.win, zero.as_ptr().cast(), 8 * SLOT_WORDS, r, disp) }
-                .and_then(|_| ffi::flush(self.win, r));
+            let _ = unsafe {
+                ffi::transfer(
+                    self.win,
+                    true,
+                    zero.as_ptr() as *mut u8,
+                    8 * SLOT_WORDS,
+                    r,
+                    disp,
+                )
+            }
+            .and_then(|_| ffi::flush(self.win, r));
         }
         ffi::detach(self.win, b.landing.values.as_ptr() as *mut u8);
         ffi::detach(self.win, b.landing.words.as_ptr() as *mut u8);
@@ -131,7 +140,16 @@ impl Mpi {
         };
         let disp = self.directories[r] + 8 * self.slot_index(segment, self.rank) as u64;
         // SAFETY: a local array; the flush completes the put before it goes.
-        unsafe { ffi::put(self.win, slot.as_ptr().cast(), 8 * SLOT_WORDS, r, disp)? };
+        unsafe {
+            ffi::transfer(
+                self.win,
+                true,
+                slot.as_ptr() as *mut u8,
+                8 * SLOT_WORDS,
+                r,
+                disp,
+            )?
+        };
         ffi::flush(self.win, r)
     }
 

@@ -16,8 +16,8 @@
 //! (`mpirun` and `srun` usually end the whole job first; our launcher
 //! lets the survivors see the failure.)
 
-use super::passive::InFlight;
-use super::{ffi, passive};
+use super::ffi;
+use super::intake::{InFlight, reap};
 use crate::engine::job::{self, JobBlock};
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -70,7 +70,7 @@ impl Watch {
     /// more: the others may be gone normally). Whether anything happened.
     pub(super) fn step(&mut self, comm: ffi::Comm, block: &JobBlock, leaving: bool) -> bool {
         let mut busy = false;
-        passive::reap(&mut self.sends);
+        reap(&mut self.sends);
         while let Some((_, _, m)) = ffi::improbe(comm, None, TAG_PING) {
             let _ = ffi::mrecv(m, &mut []);
             busy = true;
