@@ -88,7 +88,7 @@ pub struct Cli {
     #[arg(long, value_name = "E", value_parser = parse_engine)]
     pub engine: Option<gaspi::Engine>,
 
-    /// With --engine gpi2: every node a host of its own (no shared memory
+    /// With --engine gpi2 or mpi: every node a host of its own (no shared memory
     /// between nodes, as on a cluster).
     #[arg(long)]
     pub emulate_hosts: bool,
@@ -301,7 +301,7 @@ fn parse_binding(s: &str) -> Result<Binding, String> {
 }
 
 fn parse_engine(s: &str) -> Result<gaspi::Engine, String> {
-    gaspi::Engine::parse(s).ok_or_else(|| format!("'{s}': use native or gpi2"))
+    gaspi::Engine::parse(s).ok_or_else(|| format!("'{s}': use native, gpi2 or mpi"))
 }
 
 fn non_negative(s: &str) -> Result<f64, String> {

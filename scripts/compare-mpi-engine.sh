@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The MPI engine across emulated hosts, beside MPI itself, in alternated
+# rounds of one run (MPICH from Debian; any MPICH-ABI MPI on PATH):
+# - write_notify one way across hosts (gaspi-bench write-notify-lat, ranks
+#   on 2 hosts) beside the bare MPI sequence that does the same
+#   (scripts/mpi/notified_put_lat.c: put + flush + flag put + flush);
+# - allgatherv and allreduce on 4 ranks in 2 hosts, MPI's MPI_Allgatherv and
+#   MPI_Allreduce measured in the same processes (gaspi-bench's MPI twin).
+#   scripts/compare-mpi-engine.sh [ROUNDS]   -> docs/mpi-engine-DATE.csv
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+CARGO_TARGET_DIR=target/mpich cargo build --release --features mpi --bin gaspi-bench >&2
+bench=target/mpich/release/gaspi-bench
+npl=$(mktemp -d)/notified_put_lat
+mpicc -O2 scripts/mpi/notified_put_lat.c -o "$npl"
+out=docs/mpi-engine-$(date -u +%F).csv
+echo "round,bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified,vs_mpi" >"$out"
+rows() { awk -v r="$1" '/^[a-z]/ && !/^bench,/ {print r","$0}'; }
+hosts=(--engine mpi --emulate-hosts)
+for r in $(seq "$rounds"); do
+    "$bench" write-notify-lat -n 2 --ppn 1 "${hosts[@]}" --sizes 8,4K,64K,1M --format csv | rows "$r" >>"$out"
+    mpiexec -n 2 "$npl" 20000 | tr -d '()' |
+        awk -v r="$r" '{print r",write-notify-lat,mpi-put-flush-flag,2,1,8,20000,"$7","$4","$9",,"($10 ~ /yes/ ? "yes" : "no")","}' >>"$out"
+    for b in allgatherv allreduce; do
+        sizes=64K,256K,1M
+        [ $b = allreduce ] && sizes=8,4K,64K,1M,4M
+        "$bench" $b -n 4 --ppn 2 "${hosts[@]}" --sizes $sizes --format csv | rows "$r" >>"$out"
+    done
+done
+echo "rows: $out" >&2
