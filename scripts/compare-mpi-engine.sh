@@ -4,12 +4,16 @@
 # - write_notify one way across hosts (gaspi-bench write-notify-lat, ranks
 #   on 2 hosts) beside the bare MPI sequence that does the same
 #   (scripts/mpi/notified_put_lat.c: put + flush + flag put + flush);
-# - allgatherv and allreduce on 4 ranks in 2 hosts, MPI's MPI_Allgatherv and
-#   MPI_Allreduce measured in the same processes (gaspi-bench's MPI twin).
-#   scripts/compare-mpi-engine.sh [ROUNDS]   -> docs/mpi-engine-DATE.csv
+# - allgatherv and allreduce on 2 hosts of 1 rank (MPICH 4 busy-waits: with
+#   more ranks than cores each of its collectives takes tens of ms, so on a
+#   2-core machine the twin is measured at 2 ranks; LAYOUT n:ppn for more),
+#   MPI's MPI_Allgatherv and MPI_Allreduce measured in the same processes
+#   (gaspi-bench's MPI twin).
+#   scripts/compare-mpi-engine.sh [ROUNDS] [LAYOUT]   -> docs/mpi-engine-DATE.csv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
+layout=${2:-2:1}
 CARGO_TARGET_DIR=target/mpich cargo build --release --features mpi --bin gaspi-bench >&2
 bench=target/mpich/release/gaspi-bench
 npl=$(mktemp -d)/notified_put_lat
@@ -25,7 +29,8 @@ for r in $(seq "$rounds"); do
     for b in allgatherv allreduce; do
         sizes=64K,256K,1M
         [ $b = allreduce ] && sizes=8,4K,64K,1M,4M
-        "$bench" $b -n 4 --ppn 2 "${hosts[@]}" --sizes $sizes --format csv | rows "$r" >>"$out"
+        "$bench" $b -n "${layout%:*}" --ppn "${layout#*:}" "${hosts[@]}" --sizes $sizes \
+            --iters 200 --format csv | rows "$r" >>"$out"
     done
 done
 echo "rows: $out" >&2
