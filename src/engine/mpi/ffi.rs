@@ -24,20 +24,15 @@ unsafe impl<T> Sync for Handle<T> {}
 pub(super) type Comm = Handle<ffi::MPI_Comm>;
 pub(super) type Win = Handle<ffi::MPI_Win>;
 
-/// An outstanding nonblocking operation.
+/// An outstanding nonblocking message and the buffer MPI reads or fills:
+/// the request owns it, so it lives as long as MPI may use it. Dropped
+/// before it completed, the request is left to MPI (`MPI_Request_free`)
+/// and its buffer leaked.
 #[derive(Debug)]
 pub(super) struct Request {
     handle: Handle<ffi::MPI_Request>,
     finished: bool,
-}
-
-impl Request {
-    fn new(r: ffi::MPI_Request) -> Request {
-        Request {
-            handle: Handle(r),
-            finished: false,
-        }
-    }
+    buf: Vec<u8>,
 }
 
 macro_rules! konst {
@@ -326,47 +321,53 @@ pub(super) unsafe fn transfer(
     Ok(())
 }
 
-/// Element-atomic store of `value` at `disp` of `rank` (`MPI_Accumulate`
-/// with `MPI_REPLACE`); complete after a flush.
-pub(super) fn store_u32(win: Win, rank: usize, disp: u64, value: u32) -> Result<()> {
-    // SAFETY: one u32 from a local; the local completion below ends MPI's
-    // use of it before it goes.
-    let code = unsafe {
-        ffi::MPI_Accumulate(
-            (&value as *const u32).cast(),
-            1,
-            konst!(RSMPI_UINT32_T),
-            rank as c_int,
-            disp as ffi::MPI_Aint,
-            1,
-            konst!(RSMPI_UINT32_T),
-            replace_op().expect("checked at start"),
-            win.0,
-        )
-    };
-    check("MPI_Accumulate", code)?;
-    flush_local(win, rank)
+/// How [`accumulate`] changes a remote word.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Change {
+    /// Store a 32-bit value (`MPI_REPLACE`).
+    Store32(u32),
+    /// `|=` on a 64-bit word (`MPI_BOR`).
+    Or64(u64),
+    /// `+=` on a 64-bit word (`MPI_SUM`).
+    Add64(u64),
 }
 
-/// Element-atomic `|=` of `bits` into the u64 at `disp` of `rank`, or `+=`
-/// (`or`: false); complete after a flush.
-pub(super) fn combine_u64(win: Win, rank: usize, disp: u64, bits: u64, or: bool) -> Result<()> {
-    let op = if or {
-        konst!(RSMPI_BOR)
-    } else {
-        konst!(RSMPI_SUM)
+/// Element-atomic `change` of the word at `disp` of `rank`
+/// (`MPI_Accumulate`), complete locally on return and remotely after a
+/// flush.
+pub(super) fn accumulate(win: Win, rank: usize, disp: u64, change: Change) -> Result<()> {
+    let (wide, narrow) = match change {
+        Change::Store32(v) => (0, v),
+        Change::Or64(v) | Change::Add64(v) => (v, 0),
     };
-    // SAFETY: one u64 from a local; the local completion below ends MPI's
-    // use of it before it goes.
+    let (origin, datatype, op): (*const c_void, _, _) = match change {
+        Change::Store32(_) => (
+            (&narrow as *const u32).cast(),
+            konst!(RSMPI_UINT32_T),
+            replace_op().expect("checked at start"),
+        ),
+        Change::Or64(_) => (
+            (&wide as *const u64).cast(),
+            konst!(RSMPI_UINT64_T),
+            konst!(RSMPI_BOR),
+        ),
+        Change::Add64(_) => (
+            (&wide as *const u64).cast(),
+            konst!(RSMPI_UINT64_T),
+            konst!(RSMPI_SUM),
+        ),
+    };
+    // SAFETY: one element from a local that outlives the local completion
+    // below, which ends MPI's use of it.
     let code = unsafe {
         ffi::MPI_Accumulate(
-            (&bits as *const u64).cast(),
+            origin,
             1,
-            konst!(RSMPI_UINT64_T),
+            datatype,
             rank as c_int,
             disp as ffi::MPI_Aint,
             1,
-            konst!(RSMPI_UINT64_T),
+            datatype,
             op,
             win.0,
         )
@@ -441,65 +442,52 @@ pub(super) fn sync(win: Win) {
 
 // --- messages ------------------------------------------------------------
 
-/// Nonblocking synchronous send of `msg`: complete once the receiver
-/// took it.
-///
-/// # Safety
-/// `msg` stays valid and unchanged until the request completes or is
-/// released.
-pub(super) unsafe fn issend(comm: Comm, msg: &[u8], rank: usize, tag: c_int) -> Result<Request> {
+/// Send `msg` to `rank` with `tag`, nonblocking; `synchronous`: complete
+/// only once the receiver took it (`MPI_Issend`), else `MPI_Isend`.
+pub(super) fn send(
+    comm: Comm,
+    msg: Vec<u8>,
+    rank: usize,
+    tag: c_int,
+    synchronous: bool,
+) -> Result<Request> {
     let mut r = konst!(RSMPI_REQUEST_NULL);
-    // SAFETY: the caller vouches for `msg`.
+    let (p, n, byte) = (
+        msg.as_ptr().cast(),
+        msg.len() as c_int,
+        konst!(RSMPI_UINT8_T),
+    );
+    // SAFETY: `msg` moves into the request below, which keeps its heap
+    // buffer (unchanged: nothing writes it) until MPI is done with it.
     let code = unsafe {
-        ffi::MPI_Issend(
-            msg.as_ptr().cast(),
-            msg.len() as c_int,
-            konst!(RSMPI_UINT8_T),
-            rank as c_int,
-            tag,
-            comm.0,
-            &mut r,
-        )
+        if synchronous {
+            ffi::MPI_Issend(p, n, byte, rank as c_int, tag, comm.0, &mut r)
+        } else {
+            ffi::MPI_Isend(p, n, byte, rank as c_int, tag, comm.0, &mut r)
+        }
     };
-    check("MPI_Issend", code)?;
-    Ok(Request::new(r))
+    check(
+        if synchronous {
+            "MPI_Issend"
+        } else {
+            "MPI_Isend"
+        },
+        code,
+    )?;
+    Ok(Request::new(r, msg))
 }
 
-/// Nonblocking send of `msg`.
-///
-/// # Safety
-/// `msg` stays valid and unchanged until the request completes or is
-/// cancelled.
-pub(super) unsafe fn isend(comm: Comm, msg: &[u8], rank: usize, tag: c_int) -> Result<Request> {
+/// Receive `len` bytes from `rank` with `tag`, nonblocking; read them with
+/// [`Request::data`] once complete.
+pub(super) fn recv(comm: Comm, len: usize, rank: usize, tag: c_int) -> Result<Request> {
     let mut r = konst!(RSMPI_REQUEST_NULL);
-    // SAFETY: the caller vouches for `msg`.
-    let code = unsafe {
-        ffi::MPI_Isend(
-            msg.as_ptr().cast(),
-            msg.len() as c_int,
-            konst!(RSMPI_UINT8_T),
-            rank as c_int,
-            tag,
-            comm.0,
-            &mut r,
-        )
-    };
-    check("MPI_Isend", code)?;
-    Ok(Request::new(r))
-}
-
-/// Nonblocking receive into `buf` from `rank` with `tag`.
-///
-/// # Safety
-/// `buf` stays valid and untouched until the request completes or is
-/// cancelled.
-pub(super) unsafe fn irecv(comm: Comm, buf: &mut [u8], rank: usize, tag: c_int) -> Result<Request> {
-    let mut r = konst!(RSMPI_REQUEST_NULL);
-    // SAFETY: the caller vouches for `buf`.
+    let mut buf = vec![0u8; len];
+    // SAFETY: `buf` moves into the request below, which keeps its heap
+    // buffer untouched until MPI is done with it.
     let code = unsafe {
         ffi::MPI_Irecv(
             buf.as_mut_ptr().cast(),
-            buf.len() as c_int,
+            len as c_int,
             konst!(RSMPI_UINT8_T),
             rank as c_int,
             tag,
@@ -508,7 +496,7 @@ pub(super) unsafe fn irecv(comm: Comm, buf: &mut [u8], rank: usize, tag: c_int) 
         )
     };
     check("MPI_Irecv", code)?;
-    Ok(Request::new(r))
+    Ok(Request::new(r, buf))
 }
 
 /// A nonblocking barrier over `comm`.
@@ -516,10 +504,23 @@ pub(super) fn ibarrier(comm: Comm) -> Result<Request> {
     let mut r = konst!(RSMPI_REQUEST_NULL);
     // SAFETY: out pointer to a local.
     check("MPI_Ibarrier", unsafe { ffi::MPI_Ibarrier(comm.0, &mut r) })?;
-    Ok(Request::new(r))
+    Ok(Request::new(r, Vec::new()))
 }
 
 impl Request {
+    fn new(r: ffi::MPI_Request, buf: Vec<u8>) -> Request {
+        Request {
+            handle: Handle(r),
+            finished: false,
+            buf,
+        }
+    }
+
+    /// The buffer (a receive's data once complete).
+    pub(super) fn data(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// Whether it completed (then it is gone: further tests say true).
     pub(super) fn test(&mut self) -> Result<bool> {
         if self.finished {
@@ -535,18 +536,19 @@ impl Request {
     }
 
     /// Cancel it and wait for that; whether it was cancelled (false: it
-    /// completed first).
+    /// completed first). Either way MPI is done with the buffer.
     pub(super) fn cancel(mut self) -> bool {
         if self.finished {
             return false;
         }
-        // SAFETY: status out of a local; a live request.
+        // SAFETY: an all-zero MPI_Status (integers) is a valid value.
         let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        // SAFETY: a live request.
+        // SAFETY: a live request; the wait ends MPI's use of the buffer.
         unsafe {
             ffi::MPI_Cancel(&mut self.handle.0);
             ffi::MPI_Wait(&mut self.handle.0, &mut st);
         }
+        self.finished = true;
         let mut flag = 0;
         // SAFETY: a status MPI filled.
         unsafe { ffi::MPI_Test_cancelled(&st, &mut flag) };
@@ -609,13 +611,14 @@ pub(super) fn progress(comm: Comm) {
     };
 }
 
-impl Request {
-    /// Let the request complete without us (`MPI_Request_free`); its buffer
-    /// must stay valid for ever (the caller leaks it).
-    pub(super) fn release(mut self) {
+impl Drop for Request {
+    /// Let an unfinished request complete without us (`MPI_Request_free`);
+    /// its buffer is leaked, as MPI may still use it.
+    fn drop(&mut self) {
         if !self.finished {
             // SAFETY: a live request; MPI completes it on its own.
             unsafe { ffi::MPI_Request_free(&mut self.handle.0) };
+            std::mem::forget(std::mem::take(&mut self.buf));
         }
     }
 }

@@ -11,16 +11,13 @@
 //! Tags keep groups and their incarnations apart: (id, commits so far,
 //! kind).
 
-use super::intake::{InFlight, reap};
+use super::intake::reap;
 use super::{Mpi, ffi};
 use crate::engine::transport::Combine;
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, Timeout};
 use std::time::Duration;
-
-/// A receive outstanding and the buffer it fills.
-type Receive = (ffi::Request, Vec<u8>);
 
 /// A collective in progress on a twin.
 enum Step {
@@ -32,10 +29,13 @@ enum Step {
     /// Member lists exchanged: per other member, its receive (`None` once
     /// it sent the same list).
     Commit {
-        recvs: Vec<(usize, Option<Receive>)>,
+        recvs: Vec<(usize, Option<ffi::Request>)>,
     },
     /// Contributions sent; receives from every other member.
-    Allreduce { recvs: Vec<Receive>, mine: Vec<u8> },
+    Allreduce {
+        recvs: Vec<ffi::Request>,
+        mine: Vec<u8>,
+    },
 }
 
 /// Our twin of one of our groups.
@@ -45,7 +45,7 @@ pub(super) struct Twin {
     /// Commits completed under this id with these members.
     commits: u32,
     step: Option<Step>,
-    sends: Vec<InFlight>,
+    sends: Vec<ffi::Request>,
 }
 
 const KIND_BARRIER: i32 = 0;
@@ -67,32 +67,18 @@ impl Twin {
     }
 
     /// Forget a collective left unfinished: its receives are cancelled,
-    /// its sends completed by MPI alone (their buffers leaked).
+    /// its sends left to MPI (dropped unfinished).
     pub(super) fn abandon(&mut self) {
-        match self.step.take() {
-            Some(Step::Barrier { recv: Some(r), .. }) => {
-                r.cancel();
-            }
-            Some(Step::Commit { recvs }) => {
-                for (r, buf) in recvs.into_iter().filter_map(|(_, r)| r) {
-                    if !r.cancel() {
-                        drop(buf);
-                    }
-                }
-            }
-            Some(Step::Allreduce { recvs, .. }) => {
-                for (r, buf) in recvs {
-                    if !r.cancel() {
-                        drop(buf);
-                    }
-                }
-            }
-            _ => {}
+        let recvs: Vec<ffi::Request> = match self.step.take() {
+            Some(Step::Barrier { recv, .. }) => recv.into_iter().collect(),
+            Some(Step::Commit { recvs }) => recvs.into_iter().filter_map(|(_, r)| r).collect(),
+            Some(Step::Allreduce { recvs, .. }) => recvs,
+            None => Vec::new(),
+        };
+        for r in recvs {
+            r.cancel();
         }
-        for (r, buf) in self.sends.drain(..) {
-            r.release();
-            std::mem::forget(buf);
-        }
+        self.sends.clear();
     }
 }
 
@@ -136,39 +122,30 @@ impl Mpi {
             if !matches!(t.step, Some(Step::Commit { .. })) {
                 t.abandon();
                 let mut recvs = Vec::new();
-                for &m in t.members.iter().filter(|&&m| m as usize != me.rank) {
-                    let buf = digest.to_vec();
-                    // SAFETY: the buffer is kept with its request.
-                    let s = unsafe { ffi::isend(me.coll, &buf, m as usize, tag)? };
-                    t.sends.push((s, buf));
-                    recvs.push((m as usize, None));
+                for m in t
+                    .members
+                    .iter()
+                    .map(|&m| m as usize)
+                    .filter(|&m| m != me.rank)
+                {
+                    t.sends
+                        .push(ffi::send(me.coll, digest.to_vec(), m, tag, false)?);
+                    recvs.push((m, Some(ffi::recv(me.coll, digest.len(), m, tag)?)));
                 }
                 t.step = Some(Step::Commit { recvs });
-                // Post the receives below.
-                if let Some(Step::Commit { recvs }) = &mut t.step {
-                    for (m, r) in recvs.iter_mut() {
-                        let mut into = vec![0u8; 8];
-                        // SAFETY: the buffer is kept with its request.
-                        let q = unsafe { ffi::irecv(me.coll, &mut into, *m, tag)? };
-                        *r = Some((q, into));
-                    }
-                }
             }
             let Some(Step::Commit { recvs }) = &mut t.step else {
                 unreachable!("set above")
             };
             for (m, slot) in recvs.iter_mut() {
-                let Some((r, buf)) = slot else { continue };
+                let Some(r) = slot else { continue };
                 if !r.test()? {
                     continue;
                 }
-                if buf[..] == digest {
-                    *slot = None;
-                } else {
-                    // SAFETY: as above.
-                    let q = unsafe { ffi::irecv(me.coll, buf, *m, tag)? };
-                    *r = q;
-                }
+                *slot = match r.data() == digest {
+                    true => None,
+                    false => Some(ffi::recv(me.coll, digest.len(), *m, tag)?),
+                };
             }
             if recvs.iter().any(|(_, r)| r.is_some()) {
                 return Ok(None);
@@ -211,11 +188,9 @@ impl Mpi {
                 if recv.is_none() {
                     let to = t.members[(i + dist) % n] as usize;
                     let from = t.members[(i + n - dist % n) % n] as usize;
-                    // SAFETY: empty messages.
-                    let s = unsafe { ffi::isend(me.coll, &[], to, tag)? };
-                    // SAFETY: as above.
-                    *recv = Some(unsafe { ffi::irecv(me.coll, &mut [], from, tag)? });
-                    t.sends.push((s, Vec::new()));
+                    t.sends
+                        .push(ffi::send(me.coll, Vec::new(), to, tag, false)?);
+                    *recv = Some(ffi::recv(me.coll, 0, from, tag)?);
                 }
                 if !recv.as_mut().expect("posted").test()? {
                     return Ok(None);
@@ -250,14 +225,9 @@ impl Mpi {
                     if j == index {
                         continue;
                     }
-                    let buf = send.to_vec();
-                    // SAFETY: the buffer is kept with its request.
-                    let s = unsafe { ffi::isend(me.coll, &buf, m as usize, tag)? };
-                    t.sends.push((s, buf));
-                    let mut into = vec![0u8; send.len()];
-                    // SAFETY: as above.
-                    let r = unsafe { ffi::irecv(me.coll, &mut into, m as usize, tag)? };
-                    recvs.push((r, into));
+                    t.sends
+                        .push(ffi::send(me.coll, send.to_vec(), m as usize, tag, false)?);
+                    recvs.push(ffi::recv(me.coll, send.len(), m as usize, tag)?);
                 }
                 t.step = Some(Step::Allreduce {
                     recvs,
@@ -267,7 +237,7 @@ impl Mpi {
             let Some(Step::Allreduce { recvs, .. }) = &mut t.step else {
                 unreachable!("set above")
             };
-            for (r, _) in recvs.iter_mut() {
+            for r in recvs.iter_mut() {
                 if !r.test()? {
                     return Ok(None);
                 }
@@ -275,13 +245,16 @@ impl Mpi {
             let Some(Step::Allreduce { recvs, mine }) = t.step.take() else {
                 unreachable!("matched above")
             };
-            let mut parts: Vec<Vec<u8>> = recvs.into_iter().map(|(_, b)| b).collect();
+            let mut parts: Vec<Vec<u8>> = recvs.iter().map(|r| r.data().to_vec()).collect();
             parts.insert(index, mine);
             Ok(Some(parts))
         })?;
+        // A left fold in member order, between two buffers.
         let mut acc = parts[0].clone();
+        let mut next = vec![0u8; acc.len()];
         for p in &parts[1..] {
-            combine(&acc.clone(), p, &mut acc);
+            combine(&acc, p, &mut next);
+            std::mem::swap(&mut acc, &mut next);
         }
         recv.copy_from_slice(&acc);
         Ok(())

@@ -17,19 +17,16 @@ pub(super) const HEADER: usize = 8;
 /// How long a terminating rank waits for the other hosts to take the news.
 pub(super) const DEPART_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// A send whose buffer MPI may still read.
-pub(super) type InFlight = (ffi::Request, Vec<u8>);
-
 /// Drop the sends that completed.
-pub(super) fn reap(sends: &mut Vec<InFlight>) {
-    sends.retain_mut(|(r, _)| !r.test().unwrap_or(true));
+pub(super) fn reap(sends: &mut Vec<ffi::Request>) {
+    sends.retain_mut(|r| !r.test().unwrap_or(true));
 }
 
 /// This process's sending side.
 #[derive(Default)]
 pub(super) struct Outbox {
     pub(super) seq: u64,
-    pub(super) sends: Vec<InFlight>,
+    pub(super) sends: Vec<ffi::Request>,
 }
 
 /// This rank's receiving side (run by the relay, or by the rank).
@@ -37,7 +34,7 @@ pub(super) struct Intake {
     inbox: Inbox,
     /// A message taken from MPI that waits for a free slot.
     aside: Option<(usize, u64, Vec<u8>)>,
-    acks: Vec<InFlight>,
+    acks: Vec<ffi::Request>,
 }
 
 impl Intake {
@@ -88,9 +85,8 @@ impl Intake {
     fn ack(&mut self, comm: ffi::Comm, to: usize, seq: u64, answer: u8) {
         let mut buf = seq.to_ne_bytes().to_vec();
         buf.push(answer);
-        // SAFETY: the buffer is kept with its request until it completes.
-        if let Ok(r) = unsafe { ffi::isend(comm, &buf, to, TAG_ACK) } {
-            self.acks.push((r, buf));
+        if let Ok(r) = ffi::send(comm, buf, to, TAG_ACK, false) {
+            self.acks.push(r);
         }
     }
 }

@@ -137,9 +137,7 @@ impl Mpi {
                     }
                     std::thread::sleep(Duration::from_micros(50));
                 }
-                if !met {
-                    b.release();
-                }
+                // Unmet, the barrier is left to MPI as it drops.
             }
         }
         self.shared.stop.store(true, SeqCst);

@@ -38,9 +38,8 @@ impl Mpi {
         // SAFETY: `msg` is a checked span of a segment its borrow keeps
         // mapped; no Rust reference covers it.
         buf.extend_from_slice(unsafe { std::slice::from_raw_parts(msg.ptr(), msg.len) });
-        // SAFETY: the buffer is kept with its request until it completes.
-        let r = unsafe { ffi::isend(self.shared.comm, &buf, rank as usize, TAG_MESSAGE)? };
-        outbox.sends.push((r, buf));
+        let r = ffi::send(self.shared.comm, buf, rank as usize, TAG_MESSAGE, false)?;
+        outbox.sends.push(r);
         let answer = poll_with_naps(deadline, PASSIVE_NAP, || {
             alive(rank)?;
             ffi::progress(self.shared.comm);
@@ -86,8 +85,7 @@ impl Mpi {
     pub(super) fn announce_departure(&self) {
         let mut sent: Vec<ffi::Request> = (0..self.nranks)
             .filter(|r| !self.host.contains(r))
-            // SAFETY: empty messages.
-            .filter_map(|r| unsafe { ffi::issend(self.shared.comm, &[], r, TAG_DEPART) }.ok())
+            .filter_map(|r| ffi::send(self.shared.comm, Vec::new(), r, TAG_DEPART, true).ok())
             .collect();
         let until = std::time::Instant::now() + DEPART_WAIT;
         while std::time::Instant::now() < until {
@@ -97,6 +95,6 @@ impl Mpi {
             }
             std::thread::sleep(std::time::Duration::from_micros(50));
         }
-        sent.into_iter().for_each(ffi::Request::release);
+        // Those not taken in time are left to MPI as they drop.
     }
 }

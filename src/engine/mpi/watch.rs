@@ -17,7 +17,7 @@
 //! lets the survivors see the failure.)
 
 use super::ffi;
-use super::intake::{InFlight, reap};
+use super::intake::reap;
 use crate::engine::job::{self, JobBlock};
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -44,7 +44,7 @@ pub(super) struct Watch {
     /// Deaths the other hosts know of.
     told: BTreeSet<usize>,
     last: Instant,
-    sends: Vec<InFlight>,
+    sends: Vec<ffi::Request>,
     /// The ping in flight: its rank, request and when it left.
     ping: Option<(usize, ffi::Request, Instant)>,
     last_ping: Instant,
@@ -98,22 +98,17 @@ impl Watch {
         if self.host.clone().find(|&r| state(r) == job::RUNNING) != Some(self.rank) {
             return busy;
         }
+        // A ping that ends here (answered, refused, or given up) drops,
+        // which leaves an unanswered one to MPI.
         if let Some((r, mut q, sent)) = self.ping.take() {
-            let answered = q.test();
-            if answered.is_err() {
-                // MPI refuses the request (after another rank's failure,
-                // MPICH may fail operations on the communicator): no
-                // verdict on this rank.
-                q.release();
-            } else if matches!(answered, Ok(true)) {
-                // Answered.
-            } else if leaving || !reachable(r) {
-                q.release();
-            } else if sent.elapsed() >= PING_WAIT {
-                q.release();
-                busy |= block.mark_failed(r);
-            } else {
-                self.ping = Some((r, q, sent));
+            match q.test() {
+                // Answered; or MPI refuses the request (after another
+                // rank's failure MPICH may fail operations on the
+                // communicator): no verdict on this rank.
+                Ok(true) | Err(_) => {}
+                Ok(false) if leaving || !reachable(r) => {}
+                Ok(false) if sent.elapsed() >= PING_WAIT => busy |= block.mark_failed(r),
+                Ok(false) => self.ping = Some((r, q, sent)),
             }
         }
         if self.ping.is_none() && !leaving && self.last_ping.elapsed() >= PING_PERIOD {
@@ -123,8 +118,7 @@ impl Watch {
                 .map(|k| (self.host.end - 1 + k) % n)
                 .find(|&r| reachable(r));
             if let Some(r) = next {
-                // SAFETY: an empty message.
-                if let Ok(q) = unsafe { ffi::issend(comm, &[], r, TAG_PING) } {
+                if let Ok(q) = ffi::send(comm, Vec::new(), r, TAG_PING, true) {
                     self.ping = Some((r, q, Instant::now()));
                 }
             }
@@ -140,11 +134,9 @@ impl Watch {
         for d in dead {
             let others = (0..block.nranks()).filter(|&r| reachable(r));
             for r in others {
-                let buf = (d as u32).to_ne_bytes().to_vec();
-                // SAFETY: the buffer is kept with its request until it
-                // completes.
-                if let Ok(q) = unsafe { ffi::isend(comm, &buf, r, TAG_FAILED) } {
-                    self.sends.push((q, buf));
+                let news = (d as u32).to_ne_bytes().to_vec();
+                if let Ok(q) = ffi::send(comm, news, r, TAG_FAILED, false) {
+                    self.sends.push(q);
                 }
             }
             self.told.insert(d);
