@@ -3,7 +3,8 @@
 # rounds of one run (MPICH from Debian; any MPICH-ABI MPI on PATH):
 # - write_notify one way across hosts (gaspi-bench write-notify-lat, ranks
 #   on 2 hosts) beside the bare MPI sequence that does the same
-#   (scripts/mpi/notified_put_lat.c: put + flush + flag put + flush);
+#   (scripts/mpi/notified_put_lat.c: put + flush + flag put + flush, on a
+#   dynamic window as the engine's, and at 8 B on MPI_Win_allocate's);
 # - allgatherv and allreduce on 2 hosts of 1 rank (MPICH 4 busy-waits: with
 #   more ranks than cores each of its collectives takes tens of ms, so on a
 #   2-core machine the twin is measured at 2 ranks; LAYOUT n:ppn for more),
@@ -23,9 +24,15 @@ echo "round,bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,v
 rows() { awk -v r="$1" '/^[a-z]/ && !/^bench,/ {print r","$0}'; }
 hosts=(--engine mpi --emulate-hosts)
 for r in $(seq "$rounds"); do
-    "$bench" write-notify-lat -n 2 --ppn 1 "${hosts[@]}" --sizes 8,4K,64K,1M --format csv | rows "$r" >>"$out"
-    mpiexec -n 2 "$npl" 20000 | tr -d '()' |
-        awk -v r="$r" '{print r",write-notify-lat,mpi-put-flush-flag,2,1,8,20000,"$7","$4","$9",,"($10 ~ /yes/ ? "yes" : "no")","}' >>"$out"
+    "$bench" write-notify-lat -n 2 --ppn 1 "${hosts[@]}" --sizes 8,4K,64K,1M,4M --format csv | rows "$r" >>"$out"
+    # the bare MPI sequence on the window kind the engine uses (dynamic),
+    # and at 8 B on MPI_Win_allocate's (MPICH maps it shared on one machine)
+    for x in 8:dynamic 4096:dynamic 65536:dynamic 1048576:dynamic 8:allocate; do
+        reps=20000
+        [ "${x%:*}" -ge 1048576 ] && reps=2050
+        mpiexec -n 2 "$npl" $reps "${x%:*}" "${x#*:}" | tr -d '()' |
+            awk -v r="$r" -v n=$reps '{print r",write-notify-lat,mpi-put-flush-flag-"$4",2,1,"$2","n","$10","$7","$12",,"($13 ~ /yes/ ? "yes" : "no")","}' >>"$out"
+    done
     for b in allgatherv allreduce; do
         sizes=64K,256K,1M
         [ $b = allreduce ] && sizes=8,4K,64K,1M,4M

@@ -283,8 +283,14 @@ pub(super) fn detach(win: Win, base: *mut u8) {
     unsafe { ffi::MPI_Win_detach(win.0, base.cast::<c_void>()) };
 }
 
-/// Largest count of one MPI transfer.
-const CHUNK: usize = 1 << 30;
+/// Largest count of one MPI transfer: longer transfers go as several.
+///
+/// 64 KiB, measured: MPICH 4.0 over UCX moves a put or get to a dynamic
+/// window through active messages, and one of more than 64 KiB takes a
+/// slower protocol: a 1 MiB put took 1160 us as one `MPI_Put` and 82-100 us
+/// as sixteen of 64 KiB (4 MiB: 5007 us against 482 us), one flush after
+/// them all (2 ranks, emulated hosts, AMD EPYC).
+const CHUNK: usize = 64 << 10;
 
 /// Put `len` bytes at `local` to `disp` of `rank` (`write`), or get them
 /// from there into `local`, in chunks of at most 1 GiB.
