@@ -57,17 +57,26 @@ use std::marker::PhantomData;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AllgathervOptions {
-    /// Target size of a block in bytes (default 64 KiB): smaller blocks
-    /// pipeline sooner, larger ones cost fewer messages.
+    /// Target size of a block in bytes: smaller blocks pipeline sooner,
+    /// larger ones cost fewer messages. 0 (the default): the engine's
+    /// choice, [`AllgathervOptions::DEFAULT_BLOCK_BYTES`], or 1 MiB where
+    /// blocks cross hosts on the MPI engine (each notified write there
+    /// costs round trips: see the guide's MPI page).
     pub block_bytes: usize,
     /// The queue the collective posts on (default 0).
     pub queue: QueueId,
 }
 
+impl AllgathervOptions {
+    /// The block size chosen for `block_bytes: 0` inside a host and on the
+    /// native and GPI-2 engines: 64 KiB.
+    pub const DEFAULT_BLOCK_BYTES: usize = 64 << 10;
+}
+
 impl Default for AllgathervOptions {
     fn default() -> AllgathervOptions {
         AllgathervOptions {
-            block_bytes: 64 << 10,
+            block_bytes: 0,
             queue: 0,
         }
     }
@@ -185,7 +194,10 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             ppn: ctx.ranks_per_node(),
         };
         let max_blocks = crate::config::NOTIFICATION_LIMIT as usize - 1;
-        let block_elems = (options.block_bytes / elem).max(1);
+        let block_bytes = ctx
+            .engine
+            .block_bytes(options.block_bytes, AllgathervOptions::DEFAULT_BLOCK_BYTES);
+        let block_elems = (block_bytes / elem).max(1);
         let plan = AllgathervPlan::new(layout, counts, displs, block_elems, max_blocks);
         let table = plan.total_blocks() as u32 + 1; // + the credit
         let opts = WindowOptions::default().notifications(table);

@@ -99,12 +99,12 @@ impl Model {
     /// ```
     /// use gaspi::model::{CostParams, Model};
     /// let m = Model::new(CostParams::this_machine());
-    /// assert_eq!(m.block_bytes, gaspi::AllgathervOptions::default().block_bytes);
+    /// assert_eq!(m.block_bytes, gaspi::AllgathervOptions::DEFAULT_BLOCK_BYTES);
     /// ```
     pub fn new(p: CostParams) -> Model {
         Model {
             p,
-            block_bytes: crate::collectives::AllgathervOptions::default().block_bytes,
+            block_bytes: crate::collectives::AllgathervOptions::DEFAULT_BLOCK_BYTES,
         }
     }
 

@@ -269,6 +269,16 @@ impl Native {
         self.transport.as_deref()
     }
 
+    /// A collective's pipelining block: `requested` bytes, or if that is 0
+    /// (the options' default), `default` raised to what the transport
+    /// between hosts needs to amortise a notified write.
+    pub(crate) fn block_bytes(&self, requested: usize, default: usize) -> usize {
+        match requested {
+            0 => default.max(self.across_hosts().map_or(0, |t| t.block_bytes_min())),
+            b => b,
+        }
+    }
+
     /// The transport, if the job spans hosts: what this host cannot map.
     fn across_hosts(&self) -> Option<&dyn Transport> {
         self.transport().filter(|_| self.host.len() < self.nranks())

@@ -105,6 +105,10 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// [`Transport::unbind`] (their registration outlives it): then the
     /// engine keeps the memory until this rank terminates.
     fn writes_after_delete(&self) -> bool;
+    /// The smallest pipelining block the collectives should cut for
+    /// another host (0: no floor): below it a notified write's fixed cost
+    /// outweighs what pipelining gains.
+    fn block_bytes_min(&self) -> usize;
     /// Let `rank` access segment `segment` of this rank.
     fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()>;
     /// Size of segment `segment` of `rank` as registered with this rank.

@@ -181,7 +181,10 @@ impl NodeReduce {
         let dis_ids = 2 * recv_slots * slots;
         let direct_ids = if direct_cap > 0 { 2 * layout.ranks } else { 0 };
         let budget = NOTIFICATION_LIMIT as usize - dis_ids - direct_ids;
-        let mut block = opts.block_bytes.max(64);
+        let mut block = ctx
+            .engine
+            .block_bytes(opts.block_bytes, AllreduceOptions::DEFAULT_BLOCK_BYTES)
+            .max(64);
         let ring_blocks = |block: usize| cap.div_ceil(block) + slots * nodes;
         while ring_used && 2 * ring_blocks(block) > budget {
             block *= 2;

@@ -71,7 +71,9 @@ pub struct AllreduceOptions {
     pub fraction_min: usize,
     /// [`AllreduceAlgorithm::Auto`] uses the ring from this many bytes on.
     pub ring_min: usize,
-    /// Pipelining block of the ring, in bytes.
+    /// Pipelining block of the ring, in bytes. 0 (the default): the
+    /// engine's choice, [`AllreduceOptions::DEFAULT_BLOCK_BYTES`], or 1 MiB
+    /// where the ring crosses hosts on the MPI engine.
     pub block_bytes: usize,
     /// The queue the collective posts on.
     pub queue: QueueId,
@@ -95,6 +97,12 @@ pub struct AllreduceOptions {
     pub share_reduction: Option<bool>,
 }
 
+impl AllreduceOptions {
+    /// The ring block chosen for `block_bytes: 0` inside a host and on the
+    /// native and GPI-2 engines: 128 KiB.
+    pub const DEFAULT_BLOCK_BYTES: usize = 128 << 10;
+}
+
 impl Default for AllreduceOptions {
     fn default() -> AllreduceOptions {
         AllreduceOptions {
@@ -105,7 +113,7 @@ impl Default for AllreduceOptions {
             shared_node_replicate_max: 8 << 10,
             fraction_min: 1 << 10,
             ring_min: 128 << 10,
-            block_bytes: 128 << 10,
+            block_bytes: 0,
             queue: 0,
             share_reduction: None,
         }

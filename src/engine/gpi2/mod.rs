@@ -254,6 +254,10 @@ impl Transport for Gpi2 {
         true
     }
 
+    fn block_bytes_min(&self) -> usize {
+        0
+    }
+
     fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
         Gpi2::register(self, segment, rank, timeout)
     }
