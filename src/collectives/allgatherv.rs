@@ -55,7 +55,7 @@ use std::marker::PhantomData;
 /// assert_eq!(ag.plan().block_elems, 512);
 /// # Ok::<(), gaspi::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AllgathervOptions {
     /// Target size of a block in bytes: smaller blocks pipeline sooner,
     /// larger ones cost fewer messages. 0 (the default): the engine's
@@ -73,14 +73,6 @@ impl AllgathervOptions {
     pub const DEFAULT_BLOCK_BYTES: usize = 64 << 10;
 }
 
-impl Default for AllgathervOptions {
-    fn default() -> AllgathervOptions {
-        AllgathervOptions {
-            block_bytes: 0,
-            queue: 0,
-        }
-    }
-}
 
 /// Where a call stopped (to resume after a timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
