@@ -73,7 +73,6 @@ impl AllgathervOptions {
     pub const DEFAULT_BLOCK_BYTES: usize = 64 << 10;
 }
 
-
 /// Where a call stopped (to resume after a timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
