@@ -2,7 +2,7 @@
 //! atomics, queue completion, flush and purge.
 
 use super::Gpi2;
-use super::codes::{DOORBELL, SCRATCH, check, corrupt_ranks, ms, queue_of, sid};
+use super::codes::{DOORBELL, SCRATCH, check, corrupt_ranks, ms, queue_of, sid, wait_napping};
 use crate::engine::transport::{AtomicOp, Post, Transfer};
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
@@ -225,8 +225,7 @@ impl Gpi2 {
     /// corrupt; GPI-2 has taken that request off the queue, so waiting
     /// again waits for the others.
     pub(crate) fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
-        // SAFETY: plain call.
-        let code = unsafe { sys::gaspi_wait(queue_of(queue), ms(timeout)) };
+        let code = wait_napping(queue_of(queue), timeout);
         match self.corrupt_ranks().first() {
             Some(&rank) if code == sys::GASPI_ERROR => Err(Error::RankFailed { rank }),
             _ => check("gaspi_wait", code, None),

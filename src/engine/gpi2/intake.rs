@@ -2,7 +2,7 @@
 //! notification ids, the scratch segment's layout, and the relay's intake
 //! (see `passive.rs` for the protocol).
 
-use super::codes::{SCRATCH, SCRATCH_BYTES, check, ms, queue_of, sid};
+use super::codes::{SCRATCH, SCRATCH_BYTES, check, ms, queue_of, sid, wait_napping};
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::engine::inbox::Inbox;
 use crate::engine::transport::IDS;
@@ -115,12 +115,10 @@ pub(super) fn notify_all(ranks: &[Rank], id: NotificationId, value: u32) {
             if code != sys::GASPI_QUEUE_FULL {
                 break;
             }
-            // SAFETY: plain call.
-            unsafe { sys::gaspi_wait(q, ms(RELAY_WAIT)) };
+            wait_napping(q, RELAY_WAIT);
         }
     }
-    // SAFETY: plain call.
-    unsafe { sys::gaspi_wait(q, ms(RELAY_WAIT)) };
+    wait_napping(q, RELAY_WAIT);
 }
 
 impl Intake {
@@ -169,7 +167,7 @@ impl Intake {
                 ),
                 Some(sender),
             )
-            .and_then(|()| check("gaspi_wait", sys::gaspi_wait(q, ms(RELAY_WAIT)), None))
+            .and_then(|()| check("gaspi_wait", wait_napping(q, RELAY_WAIT), None))
         };
         if read.is_err() {
             // The sender is gone or unreachable: its send fails by itself.
