@@ -10,7 +10,7 @@
 #   2-core machine the twin is measured at 2 ranks; LAYOUT n:ppn for more),
 #   MPI's MPI_Allgatherv and MPI_Allreduce measured in the same processes
 #   (gaspi-bench's MPI twin).
-#   scripts/compare-mpi-engine.sh [ROUNDS] [LAYOUT]   -> docs/mpi-engine-DATE.csv
+#   scripts/compare-mpi-engine.sh [ROUNDS] [LAYOUT]   -> docs/mpi-engine-DATE[-N].csv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -20,6 +20,9 @@ bench=target/mpich/release/gaspi-bench
 npl=$(mktemp -d)/notified_put_lat
 mpicc -O2 scripts/mpi/notified_put_lat.c -o "$npl"
 out=docs/mpi-engine-$(date -u +%F).csv
+# a second run on one day keeps the first's rows
+k=2
+while [ -e "$out" ]; do out=docs/mpi-engine-$(date -u +%F)-$k.csv; k=$((k + 1)); done
 echo "round,bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified,vs_mpi" >"$out"
 rows() { awk -v r="$1" '/^[a-z]/ && !/^bench,/ {print r","$0}'; }
 hosts=(--engine mpi --emulate-hosts)
