@@ -2,7 +2,7 @@
 //! atomics, queue completion, flush and purge.
 
 use super::Gpi2;
-use super::codes::{DOORBELL, SCRATCH, check, corrupt_ranks, ms, queue_of, sid, wait_napping};
+use super::codes::{DOORBELL, SCRATCH, check, corrupt_ranks, ms, queue_of, sid};
 use crate::engine::transport::{AtomicOp, Post, Transfer};
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
@@ -225,7 +225,15 @@ impl Gpi2 {
     /// corrupt; GPI-2 has taken that request off the queue, so waiting
     /// again waits for the others.
     pub(crate) fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
-        let code = wait_napping(queue_of(queue), timeout);
+        // GPI-2's own (spinning) wait: with `wait_napping` here, passive
+        // messages and write_notify across hosts were 2-4x faster, but one
+        // CI run in three saw a write completed by `wait` not yet at its
+        // target after a barrier (tests/collectives.rs,
+        // barrier_orders_writes_before_and_after_it): GPI-2's TCP device
+        // completes a write once it is in the socket, so the race exists
+        // either way; the barrier must flush first before this can change.
+        // SAFETY: plain call.
+        let code = unsafe { sys::gaspi_wait(queue_of(queue), ms(timeout)) };
         match self.corrupt_ranks().first() {
             Some(&rank) if code == sys::GASPI_ERROR => Err(Error::RankFailed { rank }),
             _ => check("gaspi_wait", code, None),

@@ -108,9 +108,8 @@ pub(super) fn sid(s: SegmentId) -> sys::gaspi_segment_id_t {
 /// own wait spins holding the mutex of the queue's completions, which its
 /// device thread needs to post them, so with fewer cores than busy threads
 /// a completion waited for that way arrives a scheduler slice late.
-/// Measured (2 emulated hosts, 2 cores): a passive message took 1.8-2.1 ms
-/// one way with GPI-2's waits, 465-505 us with these; write_notify 8 B one
-/// way 124-159 us and 72-93 us (GPI-2's own benchmark: 60-74 us).
+/// Used by the runtime's own waits (the relay's passive intake); a user's
+/// `wait` still spins in GPI-2 (see `calls.rs`).
 pub(super) fn wait_napping(q: sys::gaspi_queue_id_t, timeout: Timeout) -> sys::gaspi_return_t {
     // SAFETY: plain call.
     let test = || unsafe { sys::gaspi_wait(q, sys::GASPI_TEST) };
