@@ -53,6 +53,10 @@ use std::marker::PhantomData;
 /// let displs = gaspi::plan::displacements(&counts);
 /// let ag = Allgatherv::<u64>::with_options(&ctx, 0, &counts, &displs, opts, Timeout::Block)?;
 /// assert_eq!(ag.plan().block_elems, 512);
+/// // The default (0) is the engine's choice: 64 KiB inside a host.
+/// drop(ag);
+/// let ag = Allgatherv::<u64>::with_options(&ctx, 0, &counts, &displs, Default::default(), Timeout::Block)?;
+/// assert_eq!(ag.plan().block_elems, AllgathervOptions::DEFAULT_BLOCK_BYTES / 8);
 /// # Ok::<(), gaspi::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
