@@ -7,7 +7,9 @@
 #   e.g. scripts/ab-bench.sh /tmp/old-bench target/release/gaspi-bench 5 \
 #          "all" "allreduce -n 4 --ppn 2" "allgatherv -n 4 --ppn 2"
 #
-# Raw rows go to ${AB_OUT:-ab.csv} (round,variant,run,<gaspi-bench CSV>).
+# Raw rows go to ${AB_OUT:-ab.csv} (round,variant,run,<gaspi-bench CSV>;
+# run: the RUN string with spaces as _ and commas as +, so that runs that
+# differ only in options stay apart).
 set -euo pipefail
 [ $# -ge 4 ] || { sed -n '2,10p' "$0" >&2; exit 2; }
 a=$1 b=$2 rounds=$3
@@ -25,7 +27,7 @@ for r in $(seq 1 "$rounds"); do
             printf 'round %d/%d: %s %s\n' "$r" "$rounds" "$v" "$run" >&2
             # shellcheck disable=SC2086
             "$bin" $run --format csv 2>/dev/null | tail -n +2 | cut -d, -f1-11 |
-                sed "s/^/$r,$v,${run%% *},/" >>"$out"
+                sed "s/^/$r,$v,$(echo "$run" | tr ' ,' '_+'),/" >>"$out"
         done
     done
 done

@@ -65,7 +65,9 @@ with open(os.path.join(out_dir, "same-processes.csv")) as f:
         op = operation(r["bench"], r["impl"])
         same[(layout, r["bench"], op, int(r["bytes"]))][r["impl"]].append(float(r["t_median_us"]))
 
-# (bench, ppn, bytes) -> per round: (intel best over placements, algo, ours best over placements)
+# (bench, ppn, bytes, variant) -> per round: (intel best over placements,
+# algo, ours best over placements); variant: shared (result in the node
+# window) or private (copied into each rank's buffer).
 best = defaultdict(lambda: defaultdict(lambda: [float("inf"), "", float("inf")]))
 # (bench, op, bytes) keys of `same` never include an op for the collectives.
 path = os.path.join(out_dir, "best-algorithm.csv")
@@ -73,7 +75,7 @@ if os.path.exists(path):
     with open(path) as f:
         rows = [l for l in f if not l.startswith("#")]
     for r in csv.DictReader(rows):
-        k = (r["bench"], int(r["ppn"]), int(r["bytes"]))
+        k = (r["bench"], int(r["ppn"]), int(r["bytes"]), r.get("variant") or "shared")
         cur = best[k][r["round"]]
         if float(r["intel_best_us"]) < cur[0]:
             cur[0], cur[1] = float(r["intel_best_us"]), r["intel_best_algo"]
@@ -112,8 +114,8 @@ plots = []
 for bench in benches:
     lines += [f"## {bench}", ""]
     lines += [
-        f"| ranks | ppn | operation | size | ours | impl | {lib} (default) | ours / MPI | best algorithm | its time | ours / best | IMB-MPI1 best (algorithm) | ours / IMB best |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| ranks | ppn | operation | size | ours | impl | {lib} (default) | ours / MPI | best algorithm | its time | ours / best | ours private / best | IMB-MPI1 best (algorithm) | ours / IMB best |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     series = defaultdict(lambda: defaultdict(dict))
     for (layout, b, op, nbytes) in sorted(k for k in same if k[1] == bench):
@@ -124,21 +126,24 @@ for bench in benches:
             continue
         oi = min(ours, key=ours.get)
         t_ours, t_mpi = ours[oi], min(theirs.values())
-        cell_best, cell_t, cell_r = "", "", ""
-        bk = ("allreduce" if bench == "allreduce" else bench, layout[1], nbytes)
+        cell_best, cell_t, cell_r, cell_p = "", "", "", ""
+        bk = (bench, layout[1], nbytes, "shared")
         if layout[0] == 4 and bench.startswith(("allreduce", "allgatherv")) and bk in best:
             rounds = best[bk].values()
             ib = med(x[0] for x in rounds)
             algos = sorted({x[1] for x in rounds})
             cell_best, cell_t = "/".join(algos), f"{ib:.2f}"
             cell_r = f"{med(x[2] / x[0] for x in rounds):.2f}"
+        pk = (bench, layout[1], nbytes, "private")
+        if layout[0] == 4 and pk in best:
+            cell_p = f"{med(x[2] / x[0] for x in best[pk].values()):.2f}"
         cell_imb, cell_imb_r = "", ""
         if layout[0] == 4 and (bench, nbytes) in imb:
             t_imb, algo = imb[(bench, nbytes)]
             cell_imb, cell_imb_r = f"{t_imb:.2f} ({algo})", f"{t_ours / t_imb:.2f}"
         lines.append(
             f"| {layout[0]} | {layout[1]} | {op or bench} | {size(nbytes)} | {t_ours:.2f} | {oi} | {t_mpi:.2f} | "
-            f"{t_ours / t_mpi:.2f} | {cell_best} | {cell_t} | {cell_r} | {cell_imb} | {cell_imb_r} |"
+            f"{t_ours / t_mpi:.2f} | {cell_best} | {cell_t} | {cell_r} | {cell_p} | {cell_imb} | {cell_imb_r} |"
         )
         series[(layout, op)]["ours"][nbytes] = t_ours
         series[(layout, op)]["MPI"][nbytes] = t_mpi

@@ -3,7 +3,10 @@
 # beside gaspi-bench's, rounds alternated so that both see the same machine
 # state. Both sides run the same data, sizes, verification and statistics
 # (scripts/mpi/coll_bench.c mirrors gaspi-bench): per round, the best Intel
-# MPI algorithm for each size (lowest median) against ours.
+# MPI algorithm for each size (lowest median) against ours, both with the
+# result shared in the node's window (gaspi-bench --impl auto, ring-shared)
+# and copied into each rank's own buffer (auto-private, ring-private), as
+# a flat-MPI code needs it; VARIANTS="shared private" (default) picks.
 #
 # Both sides run under both placements of ranks on CPUs: "spread" (rank r
 # on CPU r % cpus: Intel MPI's default; gaspi-bench --bind spread) and
@@ -13,9 +16,10 @@
 #
 # Usage: scripts/impi-collectives.sh [ROUNDS] [RANKS] [PPN...]
 #   e.g. scripts/impi-collectives.sh 5 4 4 2   (4 ranks: one node, then 2x2)
-# Output: CSV on stdout (one line per round, placement, size and layout) and
-# a summary on stderr: per placement, and best placement against best
-# placement, the median over rounds of ours / Intel's best (< 1 is faster).
+# Output: CSV on stdout (one line per round, placement, size, layout and
+# variant) and a summary on stderr: per placement, and best placement
+# against best placement, the median over rounds of ours / Intel's best
+# (< 1 is faster).
 #
 # Installs Intel MPI from PyPI into a virtualenv (default .impi-venv, or
 # $IMPI_VENV), like scripts/impi-baseline.sh. Intel MPI does not know our
@@ -30,6 +34,7 @@ reduce_sizes=${REDUCE_SIZES:-8 64 512 1024 2048 4096 8192 16384 65536 262144 104
 gather_sizes=${GATHER_SIZES:-65536 131072 262144 524288 1048576 2097152 4194304}
 dists=${DISTS:-regular decreasing bcast}
 placements=${PLACEMENTS:-spread block}
+variants=${VARIANTS:-shared private}
 cpus=$(nproc)
 # Intel MPI's CPU for each rank under a placement, as a pin list.
 pin_list() {
@@ -49,7 +54,7 @@ trap 'rm -rf "$out"' EXIT
 medians() { awk -F, '$11 == "true" { print $1 "," $5 "," $8 } $11 == "false" { print "unverified: " $0 > "/dev/stderr" }'; }
 
 impi_header ", $ranks ranks; times in us (medians over batches)"
-echo "bench,ppn,placement,round,bytes,intel_best_us,intel_best_algo,gaspi_us,ratio"
+echo "bench,ppn,placement,round,bytes,intel_best_us,intel_best_algo,gaspi_us,ratio,variant"
 for r in $(seq 1 "$rounds"); do
   for place in $placements; do
     export I_MPI_PIN_PROCESSOR_LIST
@@ -67,17 +72,21 @@ for r in $(seq 1 "$rounds"); do
                     medians | sed "s/\$/,$a/" >>"$out/impi"
             done
         done
-        # Ours: allreduce auto (result copied to the caller), allgatherv
-        # into the node's shared window.
-        $bench allreduce -n "$ranks" --ppn "$ppn" --impl auto --format csv --bind "$place" \
-            --sizes "$(echo $reduce_sizes | tr ' ' ,)" | medians >"$out/ours"
-        for d in $dists; do
-            $bench allgatherv -n "$ranks" --ppn "$ppn" --impl ring-shared --dist "$d" --format csv --bind "$place" \
-                --sizes "$(echo $gather_sizes | tr ' ' ,)" | medians >>"$out/ours"
+        # Ours: the result in the node's window (shared) or copied into
+        # the caller's buffer (private), per variant.
+        : >"$out/ours"
+        for v in $variants; do
+            if [ "$v" = private ]; then red=auto-private gat=ring-private; else red=auto gat=ring-shared; fi
+            $bench allreduce -n "$ranks" --ppn "$ppn" --impl $red --format csv --bind "$place" \
+                --sizes "$(echo $reduce_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
+            for d in $dists; do
+                $bench allgatherv -n "$ranks" --ppn "$ppn" --impl $gat --dist "$d" --format csv --bind "$place" \
+                    --sizes "$(echo $gather_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
+            done
         done
         awk -F, -v ppn="$ppn" -v place="$place" -v round="$r" '
             NR == FNR { k = $1 "," $2; if (!(k in best) || $3 < best[k]) { best[k] = $3; algo[k] = $4 } next }
-            { k = $1 "," $2; if (k in best) printf "%s,%s,%s,%s,%s,%.3f,%s,%.3f,%.3f\n", $1, ppn, place, round, $2, best[k], algo[k], $3, $3 / best[k] }
+            { k = $1 "," $2; if (k in best) printf "%s,%s,%s,%s,%s,%.3f,%s,%.3f,%.3f,%s\n", $1, ppn, place, round, $2, best[k], algo[k], $3, $3 / best[k], $4 }
         ' "$out/impi" "$out/ours"
     done
   done
@@ -86,9 +95,9 @@ echo "# median ratio over rounds (ours / Intel MPI's best algorithm of that roun
 # Per placement: group by bench, layout, placement and size; sorted by the
 # ratio, the middle line of each group is its median.
 summary() {
-    sort -t, -k1,1 -k2,2n -k3,3 -k5,5n -k9,9n | awk -F, '
-        function flush() { if (n) printf "#   %-22s ppn %-2s %-6s %8s B  ratio %.2f  (%d rounds)\n", b, p, pl, s, (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2), n >"/dev/stderr"; n = 0 }
-        { if ($1 != b || $2 != p || $3 != pl || $5 != s) { flush(); b = $1; p = $2; pl = $3; s = $5 } v[++n] = $9 }
+    sort -t, -k10,10 -k1,1 -k2,2n -k3,3 -k5,5n -k9,9n | awk -F, '
+        function flush() { if (n) printf "#   %-22s %-7s ppn %-2s %-6s %8s B  ratio %.2f  (%d rounds)\n", b, va, p, pl, s, (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2), n >"/dev/stderr"; n = 0 }
+        { if ($1 != b || $2 != p || $3 != pl || $5 != s || $10 != va) { flush(); b = $1; p = $2; pl = $3; s = $5; va = $10 } v[++n] = $9 }
         END { flush() }'
 }
 echo "# median over rounds of ours / Intel MPI's best algorithm, per placement" >&2
@@ -96,8 +105,8 @@ summary <"$out/all"
 # Best placement against best placement: per round, each side's lower time.
 echo "# median over rounds of (ours, best placement) / (Intel MPI's best algorithm, best placement)" >&2
 awk -F, '$1 !~ /^#/ && $1 != "bench" {
-        k = $1 "," $2 "," $4 "," $5
+        k = $1 "," $2 "," $4 "," $5 "," $10
         if (!(k in i) || $6 < i[k]) i[k] = $6
         if (!(k in g) || $8 < g[k]) g[k] = $8
     }
-    END { for (k in i) { split(k, f, ","); printf "%s,%s,best,%s,%s,%.3f,-,%.3f,%.3f\n", f[1], f[2], f[3], f[4], i[k], g[k], g[k] / i[k] } }' "$out/all" | summary
+    END { for (k in i) { split(k, f, ","); printf "%s,%s,best,%s,%s,%.3f,-,%.3f,%.3f,%s\n", f[1], f[2], f[3], f[4], i[k], g[k], g[k] / i[k], f[5] } }' "$out/all" | summary

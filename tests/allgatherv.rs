@@ -50,7 +50,9 @@ fn value(rank: usize, it: usize, i: usize) -> u64 {
 }
 
 /// Run `iterations` allgathervs of distribution `d` with mean `c` and check
-/// every element of the result on every rank after each.
+/// every element of the result on every rank after each: odd iterations
+/// into a private buffer (`run_into`, which copies block by block as they
+/// arrive), overwritten before each call so that a missed block shows.
 fn check_dist(ctx: &Context, d: Dist, c: usize, iterations: usize, options: AllgathervOptions) {
     let n = ctx.num_ranks() as usize;
     let me = ctx.rank() as usize;
@@ -61,8 +63,12 @@ fn check_dist(ctx: &Context, d: Dist, c: usize, iterations: usize, options: Allg
     let mut got = vec![0u64; total];
     for it in 0..iterations {
         let send: Vec<u64> = (0..counts[me]).map(|i| value(me, it, i)).collect();
-        let result = ag.run(&send, B).unwrap();
-        result.copy_to_slice(0, &mut got);
+        if it % 2 == 1 {
+            got.fill(u64::MAX);
+            ag.run_into(&send, &mut got, B).unwrap();
+        } else {
+            ag.run(&send, B).unwrap().copy_to_slice(0, &mut got);
+        }
         for r in 0..n {
             for i in 0..counts[r] {
                 let (want, have) = (value(r, it, i), got[displs[r] + i]);
@@ -139,6 +145,18 @@ fn private_buffer_variant_and_bad_arguments() {
             Err(gaspi::Error::InvalidArgument(_))
         ));
         assert!(Allgatherv::<u32>::new(ctx, 12, &counts[1..], &displs, B).is_err());
+        // Contributions in reverse rank order with a gap of 2 before each:
+        // the gaps of the private buffer keep what they held.
+        let gapped: Vec<usize> = (0..n).map(|r| 5 * (n - 1 - r) + 2).collect();
+        let mut ag2 = Allgatherv::<u32>::new(ctx, 12, &counts, &gapped, B).unwrap();
+        for it in 0..3u32 {
+            let mut recv = vec![u32::MAX; 5 * n];
+            ag2.run_into(&[me + 10 * it; 3], &mut recv, B).unwrap();
+            for (r, &at) in gapped.iter().enumerate() {
+                assert_eq!(&recv[at - 2..at], &[u32::MAX; 2], "gap before rank {r}");
+                assert_eq!(&recv[at..at + 3], &[r as u32 + 10 * it; 3], "rank {r}");
+            }
+        }
         barrier(ctx);
     });
 }

@@ -106,7 +106,11 @@ fn check_integers(
         let mine: Vec<u64> = (0..len).map(|i| value(me, it, i)).collect();
         let got = sum.run(&mine, ReduceOp::Sum, B).unwrap().to_vec();
         let again: Vec<u64> = (0..len).map(|i| value(me, it + 1000, i)).collect();
-        let got_again = sum.run(&again, ReduceOp::Sum, B).unwrap().to_vec();
+        // The second into a private buffer (split calls fill it instance
+        // by instance as the node completes them).
+        let mut got_again = vec![u64::MAX; len];
+        sum.run_into(&again, &mut got_again, ReduceOp::Sum, B)
+            .unwrap();
         for (i, (g, h)) in got.iter().zip(&got_again).enumerate() {
             let want: u64 = (0..n).map(|r| value(r, it, i)).sum();
             assert_eq!(*g, want, "{what}: sum of element {i}/{len}, iteration {it}");

@@ -156,8 +156,9 @@ impl NodeReduce {
         // Bytes 0..64*slots: each local rank's arrival word, a cache line
         // each (the calls it has put its input in for); then the shared
         // reduction's claim and done words and the node partial's claim
-        // and ready words, a line each.
-        let inputs = 64 * (slots + 4);
+        // and ready words, a line each; then each instance's done word
+        // (`NodeReduce::instance_done`), a line each.
+        let inputs = 64 * (2 * slots + 4);
         let result = a(add(what, inputs, mul(what, input_parities * slots, cap)?)?)?;
         let shared = a(add(what, result, cols)?)?;
         let shared_cap = if slots > 1 { replicated_cap } else { 0 };
@@ -409,9 +410,24 @@ impl NodeReduce {
             self.plan = Some(self.plan_for(ctx, send.len(), elem));
         }
         let plan = self.plan.take().expect("plan was just made");
-        let direct = recv.filter(|_| self.own_result(&plan));
-        let in_recv = direct.is_some();
-        let r = self.advance(ctx, &plan, &mut progress, send, f, direct, deadline);
+        // The caller's buffer: reduced into straight where this rank's
+        // result is its own, or filled instance by instance as the node's
+        // ranks complete them where the result is split.
+        let (direct, gather) = match recv {
+            Some(r) if self.own_result(&plan) => (Some(r), None),
+            Some(r) if !plan.choice.replicated => (None, Some(r)),
+            _ => (None, None),
+        };
+        let in_recv = direct.is_some() || gather.is_some();
+        let r = self.advance(
+            ctx,
+            &plan,
+            &mut progress,
+            send,
+            f,
+            (direct, gather),
+            deadline,
+        );
         let out = match r {
             Ok(()) => {
                 self.calls += 1;
@@ -459,7 +475,7 @@ impl NodeReduce {
         progress: &mut Progress,
         send: &[T],
         f: &F,
-        mut direct: Option<&mut [T]>,
+        (mut direct, mut gather): (Option<&mut [T]>, Option<&mut [T]>),
         deadline: Deadline,
     ) -> Result<()> {
         let parity = (self.calls % 2) as usize;
@@ -547,6 +563,10 @@ impl NodeReduce {
                     };
                     *stage = Stage::Instances { idx, cursor: c };
                     r?;
+                    // Its part of the result is complete.
+                    self.instance_done(plan.mine[idx])
+                        .store(self.calls + 1, SeqCst);
+                    self.mem.table().ww.wake();
                     *stage = Stage::Instances {
                         idx: idx + 1,
                         cursor: 0,
@@ -554,7 +574,7 @@ impl NodeReduce {
                 }
                 Stage::Closing => {
                     if !plan.choice.replicated {
-                        ctx.node_barrier_watching_all(deadline)?;
+                        self.await_instances(ctx, plan, gather.as_deref_mut(), deadline)?;
                     }
                     if plan.len > 0 && self.layout.nodes() > 1 {
                         ctx.wait(self.opts.queue, deadline.timeout())?;
@@ -563,6 +583,49 @@ impl NodeReduce {
                 }
             }
         }
+    }
+
+    /// Instance `inst`'s done word: the last call whose part of the result
+    /// it holds complete (a split call's instance, written by its owner).
+    pub(super) fn instance_done(&self, inst: usize) -> &AtomicU64 {
+        self.mem.word(64 * (self.slots + 4 + inst))
+    }
+
+    /// Wait until every instance of this split call is complete (then
+    /// every rank of the node has also finished reading this call's
+    /// inputs), copying each into `out` as soon as it is, while the
+    /// others are still being reduced.
+    fn await_instances<T: Pod>(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        mut out: Option<&mut [T]>,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let call = self.calls + 1;
+        let mut copied = vec![false; plan.instances.len()];
+        ctx.engine.patience().wait(
+            self.mem.table().ww,
+            deadline,
+            || {
+                for (i, inst) in plan.instances.iter().enumerate() {
+                    if copied[i] || self.instance_done(i).load(SeqCst) < call {
+                        continue;
+                    }
+                    if let Some(out) = out.as_deref_mut() {
+                        // SAFETY: the instance's result column is complete
+                        // (its owner said so above) and not written again
+                        // before every local rank has put in its input of
+                        // the next call.
+                        let r = unsafe { self.column_read::<T>(inst) };
+                        out[inst.elems.clone()].copy_from_slice(r);
+                    }
+                    copied[i] = true;
+                }
+                copied.iter().all(|&c| c).then_some(())
+            },
+            || ctx.engine.faults(),
+        )
     }
 
     /// Byte offset of local rank `local`'s input slot in this call: slots
@@ -592,6 +655,18 @@ impl NodeReduce {
     pub(super) unsafe fn column<T: Pod>(&self, area: usize, inst: &Instance) -> &mut [T] {
         // SAFETY: forwarded to the caller.
         unsafe { self.mem.write::<T>(area + inst.col, inst.elems.len()) }
+    }
+
+    /// This instance's column of the result, to read.
+    ///
+    /// # Safety
+    /// Nobody writes it meanwhile: the caller's protocol says why.
+    unsafe fn column_read<T: Pod>(&self, inst: &Instance) -> &[T] {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            self.mem
+                .read::<T>(self.areas.result + inst.col, inst.elems.len())
+        }
     }
 
     pub(super) fn post(
