@@ -585,10 +585,11 @@ impl NodeReduce {
         }
     }
 
-    /// Instance `inst`'s done word: the last call whose part of the result
-    /// it holds complete (a split call's instance, written by its owner).
-    pub(super) fn instance_done(&self, inst: usize) -> &AtomicU64 {
-        self.mem.word(64 * (self.slots + 4 + inst))
+    /// Instance `inst`'s done word, the control word after the four of
+    /// [`NodeReduce::word`]: the last call whose part of the result it
+    /// holds complete (a split call's instance, written by its owner).
+    fn instance_done(&self, inst: usize) -> &AtomicU64 {
+        self.word(4 + inst)
     }
 
     /// Wait until every instance of this split call is complete (then
@@ -613,11 +614,12 @@ impl NodeReduce {
                         continue;
                     }
                     if let Some(out) = out.as_deref_mut() {
+                        let at = self.areas.result + inst.col;
                         // SAFETY: the instance's result column is complete
                         // (its owner said so above) and not written again
                         // before every local rank has put in its input of
                         // the next call.
-                        let r = unsafe { self.column_read::<T>(inst) };
+                        let r = unsafe { self.mem.read::<T>(at, inst.elems.len()) };
                         out[inst.elems.clone()].copy_from_slice(r);
                     }
                     copied[i] = true;
@@ -655,18 +657,6 @@ impl NodeReduce {
     pub(super) unsafe fn column<T: Pod>(&self, area: usize, inst: &Instance) -> &mut [T] {
         // SAFETY: forwarded to the caller.
         unsafe { self.mem.write::<T>(area + inst.col, inst.elems.len()) }
-    }
-
-    /// This instance's column of the result, to read.
-    ///
-    /// # Safety
-    /// Nobody writes it meanwhile: the caller's protocol says why.
-    unsafe fn column_read<T: Pod>(&self, inst: &Instance) -> &[T] {
-        // SAFETY: forwarded to the caller.
-        unsafe {
-            self.mem
-                .read::<T>(self.areas.result + inst.col, inst.elems.len())
-        }
     }
 
     pub(super) fn post(
