@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Intel MPI's allreduce and allgatherv (every I_MPI_ADJUST_* algorithm)
-# beside gaspi-bench's, rounds alternated so that both see the same machine
+# Intel MPI's allreduce, allgatherv and alltoallv (every I_MPI_ADJUST_*
+# algorithm) beside gaspi-bench's, rounds alternated so that both see the same machine
 # state. Both sides run the same data, sizes, verification and statistics
 # (scripts/mpi/coll_bench.c mirrors gaspi-bench): per round, the best Intel
 # MPI algorithm for each size (lowest median) against ours, both with the
-# result shared in the node's window (gaspi-bench --impl auto, ring-shared)
-# and copied into each rank's own buffer (auto-private, ring-private), as
-# a flat-MPI code needs it; VARIANTS="shared private" (default) picks.
+# result shared in the node's window (gaspi-bench --impl auto, ring-shared,
+# aggregated) and copied into each rank's own buffer (auto-private,
+# ring-private, aggregated-private), as a flat-MPI code needs it;
+# VARIANTS="shared private" (default) picks. COLLS (default "allreduce
+# allgatherv alltoallv") picks the collectives; alltoallv sizes are bytes
+# per pair of ranks (A2A_SIZES), its distributions A2A_DISTS.
 #
 # Both sides run under both placements of ranks on CPUs: "spread" (rank r
 # on CPU r % cpus: Intel MPI's default; gaspi-bench --bind spread) and
@@ -33,6 +36,10 @@ layouts=("${@:-$ranks}")
 reduce_sizes=${REDUCE_SIZES:-8 64 512 1024 2048 4096 8192 16384 65536 262144 1048576 4194304}
 gather_sizes=${GATHER_SIZES:-65536 131072 262144 524288 1048576 2097152 4194304}
 dists=${DISTS:-regular decreasing bcast}
+colls=${COLLS:-allreduce allgatherv alltoallv}
+a2a_sizes=${A2A_SIZES:-1024 8192 65536 262144 1048576}
+a2a_dists=${A2A_DISTS:-regular random sparse}
+has() { case " $colls " in *" $1 "*) return 0 ;; esac; return 1; }
 placements=${PLACEMENTS:-spread block}
 variants=${VARIANTS:-shared private}
 cpus=$(nproc)
@@ -62,13 +69,19 @@ for r in $(seq 1 "$rounds"); do
     for ppn in "${layouts[@]}"; do
         # Intel MPI: every algorithm, then keep the best per (bench, size).
         : >"$out/impi"
-        for a in $(seq 1 11); do
+        has allreduce && for a in $(seq 1 11); do
             I_MPI_ADJUST_ALLREDUCE=$a mpirun -n "$ranks" "$venv/coll_bench" allreduce "impi-$a" $reduce_sizes |
                 medians | sed "s/\$/,$a/" >>"$out/impi"
         done
-        for d in $dists; do
+        has allgatherv && for d in $dists; do
             for a in 1 2 3 4; do
                 I_MPI_ADJUST_ALLGATHERV=$a mpirun -n "$ranks" "$venv/coll_bench" allgatherv "impi-$a" "$d" $gather_sizes |
+                    medians | sed "s/\$/,$a/" >>"$out/impi"
+            done
+        done
+        has alltoallv && for d in $a2a_dists; do
+            for a in 1 2 3 4 5; do
+                I_MPI_ADJUST_ALLTOALLV=$a mpirun -n "$ranks" "$venv/coll_bench" alltoallv "impi-$a" "$d" $a2a_sizes |
                     medians | sed "s/\$/,$a/" >>"$out/impi"
             done
         done
@@ -76,12 +89,16 @@ for r in $(seq 1 "$rounds"); do
         # the caller's buffer (private), per variant.
         : >"$out/ours"
         for v in $variants; do
-            if [ "$v" = private ]; then red=auto-private gat=ring-private; else red=auto gat=ring-shared; fi
-            $bench allreduce -n "$ranks" --ppn "$ppn" --impl $red --format csv --bind "$place" \
+            if [ "$v" = private ]; then red=auto-private gat=ring-private a2a=aggregated-private; else red=auto gat=ring-shared a2a=aggregated; fi
+            has allreduce && $bench allreduce -n "$ranks" --ppn "$ppn" --impl $red --format csv --bind "$place" \
                 --sizes "$(echo $reduce_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
-            for d in $dists; do
+            has allgatherv && for d in $dists; do
                 $bench allgatherv -n "$ranks" --ppn "$ppn" --impl $gat --dist "$d" --format csv --bind "$place" \
                     --sizes "$(echo $gather_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
+            done
+            has alltoallv && for d in $a2a_dists; do
+                $bench alltoallv -n "$ranks" --ppn "$ppn" --impl $a2a --dist "$d" --format csv --bind "$place" \
+                    --sizes "$(echo $a2a_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
             done
         done
         awk -F, -v ppn="$ppn" -v place="$place" -v round="$r" '

@@ -38,7 +38,8 @@
 //! (`write`, `read`, `*_notify`, lists, `notify`) and queues (`wait`,
 //! `queue_*`); notifications (`notify_waitsome`, `notify_reset`); atomics;
 //! passive communication; groups and collectives (`group_*`, `barrier`,
-//! `allreduce`). The README maps every GASPI procedure to its call.
+//! `allreduce`); the collectives on node windows ([`Allgatherv`],
+//! [`Allreduce`], [`Alltoallv`]). The README maps every GASPI procedure to its call.
 //! ARCHITECTURE.md shows the layers of the source, bottom up.
 //!
 //! # Where `unsafe` lives
@@ -112,8 +113,8 @@ pub use adapters::{
     RmaOptions, RmaWindow,
 };
 pub use collectives::{
-    Allgatherv, AllgathervOptions, Allreduce, AllreduceAlgorithm, AllreduceOptions, ReduceOp,
-    Reducible, model, plan,
+    Allgatherv, AllgathervOptions, Allreduce, AllreduceAlgorithm, AllreduceOptions, Alltoallv,
+    AlltoallvOptions, ReduceOp, Reducible, model, plan,
 };
 pub use config::{
     Config, Engine, GROUP_LIMIT, NOTIFICATION_LIMIT, QUEUE_MAX, QUEUE_SIZE_LIMIT, SEGMENT_LIMIT,

@@ -1,7 +1,8 @@
 //! Snapshot tests of the collectives' plans, to review against Al Ahad et al. 2018:
 //! the dissemination schedules of figures 4 (n = 7) and 5 (n = 11), and the
 //! allgatherv block table of a small linearly decreasing distribution
-//! (algorithm 1, listings 1-3).
+//! (algorithm 1, listings 1-3); and the plan of a sparse node-aggregated
+//! alltoallv (the future work of Al Ahad et al. 2018, section V).
 
 use gaspi::plan::{AllgathervPlan, Dissemination, Layout};
 
@@ -25,5 +26,21 @@ fn allgatherv_block_table_linearly_decreasing() {
         displs[r] = displs[r - 1] + counts[r - 1];
     }
     let plan = AllgathervPlan::new(layout, &counts, &displs, 3, 65_536);
+    insta::assert_snapshot!(plan.table());
+}
+
+#[test]
+fn alltoallv_plan_of_a_sparse_exchange() {
+    // 5 ranks in nodes of 2, 2 and 1: every rank sends 3 elements to the
+    // next, and rank 0 sends 7 to rank 4; chunks of at most 4 elements.
+    // Node 1 sends nothing to node 0, so neither a chunk nor a credit.
+    let layout = Layout { ranks: 5, ppn: 2 };
+    let mut counts = [0; 25];
+    for s in 0..5 {
+        counts[s * 5 + (s + 1) % 5] = 3;
+    }
+    counts[4] = 7;
+    let plan = gaspi::plan::AlltoallvPlan::new(layout, &counts, 8, 4, 1024).unwrap();
+    assert_eq!(plan.senders_to(0).collect::<Vec<_>>(), [2]);
     insta::assert_snapshot!(plan.table());
 }

@@ -31,7 +31,7 @@ impl Context {
     /// In a job of several nodes the barrier over [`GroupId::ALL`] is
     /// node-aware: the node's ranks count themselves in through shared
     /// memory, the first rank of each node runs a dissemination (with the
-    /// partial steps of Simmendinger et al.'s dissemination) with the other nodes' first ranks by
+    /// partial steps of Al Ahad et al. 2018's dissemination) with the other nodes' first ranks by
     /// notifications, and a node barrier releases the node. No rank maps
     /// another node's memory. Other groups use one shared counter, or,
     /// when their members are on several hosts, the transport's (GPI-2's)

@@ -12,15 +12,19 @@
 //! the same group fails with [`Error::ActiveCollective`].
 
 mod allgatherv;
+mod alltoallv;
+mod alltoallv_plan;
 mod barrier;
 mod group_allreduce;
 mod groups;
 mod hierarchical;
+mod layout;
 pub mod model;
 pub mod plan;
 mod reduce_op;
 
 pub use allgatherv::{Allgatherv, AllgathervOptions};
+pub use alltoallv::{Alltoallv, AlltoallvOptions};
 pub use hierarchical::{Allreduce, AllreduceAlgorithm, AllreduceOptions};
 pub use reduce_op::{ReduceOp, Reducible};
 

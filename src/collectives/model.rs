@@ -2,8 +2,9 @@
 //! execute ([`plan`](super::plan)), for node counts far beyond any machine
 //! at hand (up to 65,536 nodes and more): the pipelined-ring allgatherv's
 //! block table, the dissemination's steps and partial reductions, the
-//! allreduce ring, and the RMA broadcast's binomial tree in the LogGP model
-//! of Paznikov 2023 (section 3).
+//! allreduce ring, the alltoallv with and without node aggregation, and the
+//! RMA broadcast's binomial tree in the LogGP model of Paznikov 2023
+//! (section 3).
 //!
 //! Times are in microseconds. A model is a model: it charges each message
 //! `o` at both ends, `L` in flight and `bytes * G` on the sender's link,
@@ -91,6 +92,8 @@ pub struct Model {
     pub p: CostParams,
     /// Bytes per allgatherv block (`AllgathervOptions::block_bytes`).
     pub block_bytes: usize,
+    /// Bytes per alltoallv chunk (`AlltoallvOptions::block_bytes`).
+    pub chunk_bytes: usize,
 }
 
 impl Model {
@@ -105,6 +108,7 @@ impl Model {
         Model {
             p,
             block_bytes: crate::collectives::AllgathervOptions::DEFAULT_BLOCK_BYTES,
+            chunk_bytes: crate::collectives::AlltoallvOptions::DEFAULT_BLOCK_BYTES,
         }
     }
 
@@ -209,6 +213,68 @@ impl Model {
     pub fn allreduce(&self, nodes: usize, ppn: usize, bytes: usize) -> f64 {
         self.allreduce_dissemination(nodes, ppn, bytes)
             .min(self.allreduce_ring(nodes, ppn, bytes))
+    }
+
+    /// Messages between nodes in one alltoallv of `bytes` per pair of
+    /// ranks (regular) over `nodes` nodes of `ppn` ranks: node-aggregated
+    /// (`aggregated`: one section of `ppn^2` pieces per node pair, in
+    /// chunks) or flat (one message per pair of ranks on different nodes).
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// // 8 ranks per node: 64 times fewer messages.
+    /// assert_eq!(m.alltoallv_messages(16, 8, 1024, false), 64.0 * m.alltoallv_messages(16, 8, 1024, true));
+    /// ```
+    pub fn alltoallv_messages(
+        &self,
+        nodes: usize,
+        ppn: usize,
+        bytes: usize,
+        aggregated: bool,
+    ) -> f64 {
+        let pairs = nodes as f64 * nodes.saturating_sub(1) as f64;
+        if aggregated {
+            let section = (ppn * ppn * bytes) as f64;
+            pairs * (section / self.chunk_bytes.max(1) as f64).ceil().max(1.0)
+        } else {
+            pairs * (ppn * ppn) as f64
+        }
+    }
+
+    /// One alltoallv of `bytes` per pair of ranks (regular) over `nodes`
+    /// nodes of `ppn` ranks, result in place. Both variants move the same
+    /// bytes over a node's link, `(nodes - 1) ppn^2 bytes G`, which
+    /// overlaps with the per-message overheads of its ranks; aggregated,
+    /// a rank copies its pieces into the window once (`nodes ppn bytes`)
+    /// and its node's ranks share out the node's `o` at both ends of every
+    /// chunk; flat, every rank pays `o` at both ends of each of its
+    /// `(nodes - 1) ppn` messages. Plus one latency.
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// // A cluster: 1 us per message end, 12.5 GB/s links.
+    /// let p = CostParams { overhead_us: 1.0, gap_per_byte_us: 1.0 / 12_500.0, ..CostParams::this_machine() };
+    /// let m = Model::new(p);
+    /// // Small pieces, many ranks per node: aggregation wins.
+    /// assert!(m.alltoallv(64, 16, 1024, true) < m.alltoallv(64, 16, 1024, false));
+    /// // Inside one machine, where a message costs little, it does not.
+    /// let here = Model::new(CostParams::this_machine());
+    /// assert!(here.alltoallv(64, 16, 1024, true) > here.alltoallv(64, 16, 1024, false));
+    /// ```
+    pub fn alltoallv(&self, nodes: usize, ppn: usize, bytes: usize, aggregated: bool) -> f64 {
+        let p = &self.p;
+        let link = nodes.saturating_sub(1) as f64 * (ppn * ppn * bytes) as f64 * p.gap_per_byte_us;
+        let messages = self.alltoallv_messages(nodes, ppn, bytes, aggregated);
+        // Per rank: its share of its node's messages.
+        let per_rank = messages / (nodes * ppn) as f64;
+        let ends = 2.0 * per_rank * p.overhead_us;
+        let copy = if aggregated {
+            (nodes * ppn * bytes) as f64 * p.local_per_byte_us
+        } else {
+            0.0
+        };
+        copy + link.max(ends) + p.latency_us + 2.0 * p.overhead_us
     }
 
     /// The binomial RMA broadcast of `bytes` to `ranks` ranks (Paznikov 2023):

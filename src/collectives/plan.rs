@@ -1,59 +1,15 @@
-//! The plans of the seed-002 collectives, as pure computations: the block
-//! table of the pipelined-ring allgatherv with its node-local load
-//! balancing, and the dissemination schedule with partial reductions.
+//! The plans of the shared-window collectives, as pure computations: the
+//! block table of the pipelined-ring allgatherv with its node-local load
+//! balancing (Al Ahad et al. 2018), the dissemination schedule with partial
+//! reductions, and the node-aggregated alltoallv ([`AlltoallvPlan`]).
 //! The collectives execute exactly these plans; the cost models
 //! (`gaspi-bench model`-style estimates, traffic assertions in the tests)
 //! are computed from them too.
 
 use std::fmt::Write as _;
 
-/// The shape of the job for a collective: `nodes` nodes of consecutive
-/// ranks, `ppn` per node (the last may have fewer).
-///
-/// ```
-/// use gaspi::plan::Layout;
-/// // 7 ranks, 3 per node: nodes of 3, 3 and 1.
-/// let l = Layout { ranks: 7, ppn: 3 };
-/// assert_eq!(l.nodes(), 3);
-/// assert_eq!(l.node_ranks(2), 6..7);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Layout {
-    /// Number of ranks.
-    pub ranks: usize,
-    /// Ranks per node.
-    pub ppn: usize,
-}
-
-impl Layout {
-    /// Number of nodes.
-    ///
-    /// ```
-    /// assert_eq!(gaspi::plan::Layout { ranks: 8, ppn: 4 }.nodes(), 2);
-    /// ```
-    pub fn nodes(&self) -> usize {
-        self.ranks.div_ceil(self.ppn)
-    }
-
-    /// The ranks of `node`.
-    ///
-    /// ```
-    /// assert_eq!(gaspi::plan::Layout { ranks: 6, ppn: 2 }.node_ranks(1), 2..4);
-    /// ```
-    pub fn node_ranks(&self, node: usize) -> std::ops::Range<usize> {
-        let first = (node * self.ppn).min(self.ranks);
-        first..(first + self.ppn).min(self.ranks)
-    }
-
-    /// The node of `rank`.
-    ///
-    /// ```
-    /// assert_eq!(gaspi::plan::Layout { ranks: 6, ppn: 2 }.node_of(5), 2);
-    /// ```
-    pub fn node_of(&self, rank: usize) -> usize {
-        rank / self.ppn
-    }
-}
+pub use super::alltoallv_plan::{AlltoallvPlan, Chunk};
+pub use super::layout::Layout;
 
 /// One block of an allgatherv: `len` elements of rank `source`'s
 /// contribution, at element `offset` of the result. Its id is its index in

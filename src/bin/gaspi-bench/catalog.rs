@@ -25,6 +25,10 @@ pub enum BenchName {
     /// u64 elements: --impl ring-shared (result in the node window), ring-private
     /// (copied out), naive; --dist regular, decreasing, bcast; bytes = total / ranks
     Allgatherv,
+    /// u64 elements, node-aggregated: --impl aggregated (result in the node
+    /// window), aggregated-private, unknown-private (counts sent in the call),
+    /// flat; --dist regular, random, sparse; bytes = mean per pair of ranks
+    Alltoallv,
     /// RMA epochs: the puts of --pattern, then MPI_Win_fence, per --design
     Fence,
     /// put to the right, compute as long as the epoch takes, fence: the overlap
@@ -56,6 +60,7 @@ impl BenchName {
             BenchName::Barrier => "barrier",
             BenchName::Allreduce => "allreduce",
             BenchName::Allgatherv => "allgatherv",
+            BenchName::Alltoallv => "alltoallv",
             BenchName::Fence => "fence",
             BenchName::FenceOverlap => "fence-overlap",
             BenchName::Lock => "lock",

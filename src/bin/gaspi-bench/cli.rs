@@ -2,6 +2,7 @@
 //! errors come from this one definition).
 
 use crate::adapters::{BCAST_IMPLS, DESIGNS, LOCK_DESIGNS, LOCK_MODES, PATTERNS};
+use crate::alltoallv::{ALLTOALLV_DISTS, ALLTOALLV_IMPLS};
 use crate::catalog::BenchName;
 use crate::collectives::{ALLGATHERV_IMPLS, ALLREDUCE_IMPLS, DISTRIBUTIONS};
 use crate::report::Format;
@@ -40,14 +41,15 @@ pub struct Cli {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: Option<u64>,
 
-    /// Implementations side by side (allreduce, allgatherv, bcast).
+    /// Implementations side by side (allreduce, allgatherv, alltoallv, bcast).
     #[arg(long = "impl", value_name = "I,J", value_delimiter = ',',
           value_parser = PossibleValuesParser::new(known_impls()))]
     pub impls: Option<Vec<String>>,
 
-    /// allgatherv data distributions.
+    /// Data distributions (allgatherv: regular, decreasing, bcast;
+    /// alltoallv: regular, random, sparse).
     #[arg(long = "dist", value_name = "D,E", value_delimiter = ',',
-          value_parser = PossibleValuesParser::new(DISTRIBUTIONS))]
+          value_parser = PossibleValuesParser::new(known_dists()))]
     pub dists: Option<Vec<String>>,
 
     /// fence communication patterns.
@@ -190,12 +192,23 @@ fn known_impls() -> Vec<&'static str> {
     for i in ALLREDUCE_IMPLS
         .iter()
         .chain(&ALLGATHERV_IMPLS)
+        .chain(&ALLTOALLV_IMPLS)
         .chain(&BCAST_IMPLS)
     {
         if !v.contains(i) {
             v.push(i);
         }
     }
+    v
+}
+
+fn known_dists() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = DISTRIBUTIONS.to_vec();
+    v.extend(
+        ALLTOALLV_DISTS
+            .iter()
+            .filter(|d| !DISTRIBUTIONS.contains(d)),
+    );
     v
 }
 
@@ -237,11 +250,22 @@ impl Cli {
             let known: &[&str] = match self.bench {
                 BenchName::Allreduce => &ALLREDUCE_IMPLS,
                 BenchName::Allgatherv => &ALLGATHERV_IMPLS,
+                BenchName::Alltoallv => &ALLTOALLV_IMPLS,
                 BenchName::Bcast => &BCAST_IMPLS,
                 _ => &[],
             };
             if let Some(bad) = impls.iter().find(|i| !known.contains(&i.as_str())) {
                 return Err(format!("{name} has no implementation '{bad}'"));
+            }
+        }
+        if let Some(dists) = &self.dists {
+            let known: &[&str] = match self.bench {
+                BenchName::Allgatherv => &DISTRIBUTIONS,
+                BenchName::Alltoallv => &ALLTOALLV_DISTS,
+                _ => &[],
+            };
+            if let Some(bad) = dists.iter().find(|d| !known.contains(&d.as_str())) {
+                return Err(format!("{name} has no distribution '{bad}'"));
             }
         }
         if let Some(designs) = &self.designs {

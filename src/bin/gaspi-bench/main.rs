@@ -9,6 +9,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod adapters;
+mod alltoallv;
 mod benches;
 mod catalog;
 mod cli;
@@ -74,12 +75,12 @@ fn model(a: &Cli) {
         p.atomic_us,
         p.request_us
     );
-    let header = "nodes,allgatherv_16MiB_total,allgatherv_1MiB_per_rank,allreduce_8B,allreduce_1MiB,bcast_binomial_1MiB,bcast_linear_1MiB,bcast_binomial_8B,bcast_linear_8B";
+    let header = "nodes,allgatherv_16MiB_total,allgatherv_1MiB_per_rank,allreduce_8B,allreduce_1MiB,bcast_binomial_1MiB,bcast_linear_1MiB,bcast_binomial_8B,bcast_linear_8B,alltoallv_1KiB_aggregated,alltoallv_1KiB_flat,alltoallv_messages_aggregated,alltoallv_messages_flat";
     println!("{header}");
     for &n in &nodes {
         let ranks = n * ppn;
         println!(
-            "{n},{:.1},{:.1},{:.2},{:.1},{:.1},{:.1},{:.2},{:.2}",
+            "{n},{:.1},{:.1},{:.2},{:.1},{:.1},{:.1},{:.2},{:.2},{:.1},{:.1},{:.0},{:.0}",
             m.allgatherv(n, ppn, 16 << 20),
             m.allgatherv(n, ppn, ranks << 20),
             m.allreduce(n, ppn, 8),
@@ -88,6 +89,10 @@ fn model(a: &Cli) {
             m.bcast_linear(ranks, 1 << 20),
             m.bcast_binomial(ranks, 8),
             m.bcast_linear(ranks, 8),
+            m.alltoallv(n, ppn, 1024, true),
+            m.alltoallv(n, ppn, 1024, false),
+            m.alltoallv_messages(n, ppn, 1024, true),
+            m.alltoallv_messages(n, ppn, 1024, false),
         );
     }
     for bytes in [8usize, 64 << 10, 1 << 20, 16 << 20] {

@@ -1,5 +1,6 @@
 //! MPI's side of the comparisons (feature `mpi`; `gaspi-bench` started by
-//! `mpirun`): MPI_Allreduce, MPI_Allgatherv, MPI_Bcast, MPI_Barrier, and
+//! `mpirun`): MPI_Allreduce, MPI_Allgatherv, MPI_Alltoallv, MPI_Bcast,
+//! MPI_Barrier, and
 //! the one-sided twins of `fence` (MPI_Put + MPI_Win_fence) and `lock`
 //! (MPI_Win_lock + MPI_Put + MPI_Win_unlock, or MPI_Put + MPI_Win_flush)
 //! in the same processes as ours, on the same data, sizes, repetitions and
@@ -7,13 +8,14 @@
 //! that two verified rows computed the same result.
 
 use crate::adapters::{fence_data_ok, lock_data_ok, tag, targets};
+use crate::alltoallv::{alltoallv_bench, received_ok, send_buffer, touch};
 use crate::benches::{Bench, batches};
 use crate::collectives::{allgatherv_bench, counts, gather_value, reduce_expected, reduce_input};
 use crate::mpi_rma::RawWin;
 use crate::report::Row;
 use gaspi::plan::displacements;
 use mpi::collective::SystemOperation;
-use mpi::datatype::PartitionMut;
+use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
@@ -100,6 +102,44 @@ impl Mpi {
         let samples = batches(reps, 1.0, |i| call(warm + i, false));
         call(warm + reps, true);
         self.row(b, allgatherv_bench(dist), "mpi", c * 8, reps, samples, ok)
+    }
+
+    /// `MPI_Alltoallv` of u64 with distribution `dist`, `c` per pair on
+    /// average: `alltoallv_one`'s twin (its result in the caller's buffer,
+    /// as MPI's always is).
+    pub fn alltoallv(&self, b: &Bench, dist: &str, c: usize) -> Row {
+        let (me, n) = (self.world.rank() as usize, self.world.size() as usize);
+        let counts = crate::alltoallv::pair_counts(dist, n, c);
+        let total: usize = counts.iter().sum();
+        let reps = b.reps(total * 8 / n.max(1), 5_000, 1 << 30);
+        let scount: Vec<i32> = (0..n).map(|t| counts[me * n + t] as i32).collect();
+        let rcount: Vec<i32> = (0..n).map(|s| counts[s * n + me] as i32).collect();
+        let displs = |c: &[i32]| -> Vec<i32> {
+            c.iter()
+                .scan(0, |a, &k| {
+                    let d = *a;
+                    *a += k;
+                    Some(d)
+                })
+                .collect()
+        };
+        let (sdispl, rdispl) = (displs(&scount), displs(&rcount));
+        let mut send = send_buffer(&counts, n, me, 0);
+        let mut recv = vec![0u64; rcount.iter().sum::<i32>() as usize];
+        let mut ok = true;
+        let mut call = |it: usize, full: bool| {
+            touch(&mut send, &counts, n, me, it);
+            let part = Partition::new(&send[..], &scount[..], &sdispl[..]);
+            let mut into = PartitionMut::new(&mut recv[..], &rcount[..], &rdispl[..]);
+            self.world.all_to_all_varcount_into(&part, &mut into);
+            ok &= received_ok(&recv, &counts, n, me, it, full);
+        };
+        self.world.barrier();
+        let warm = reps / 10;
+        (0..warm).for_each(|it| call(it, false));
+        let samples = batches(reps, 1.0, |i| call(warm + i, false));
+        call(warm + reps, true);
+        self.row(b, alltoallv_bench(dist), "mpi", c * 8, reps, samples, ok)
     }
 
     /// `MPI_Bcast` of `bytes` from rank 0, back to back; each batch ends

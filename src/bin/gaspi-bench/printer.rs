@@ -155,6 +155,13 @@ impl Printer {
             }
         }
         lines.push(format!(
+            "alltoallv          64 KiB    {} per call, private {}, sizes unknown {}, flat {} (per pair, regular)",
+            us(self.find("alltoallv-regular", "aggregated", 65_536)),
+            us(self.find("alltoallv-regular", "aggregated-private", 65_536)),
+            us(self.find("alltoallv-regular", "unknown-private", 65_536)),
+            us(self.find("alltoallv-regular", "flat", 65_536)),
+        ));
+        lines.push(format!(
             "fence              8 B       {} per epoch, one put to the right (notified; opt {}, deferred {})",
             us(self.find("fence", "single:notified", 8)),
             us(self.find("fence", "single:opt", 8)),

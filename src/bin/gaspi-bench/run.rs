@@ -5,7 +5,7 @@ use crate::catalog::BenchName;
 use crate::cli::Cli;
 use crate::printer::Printer;
 use crate::report::{Format, Row};
-use crate::{adapters, collectives};
+use crate::{adapters, alltoallv, collectives};
 use gaspi::Context;
 
 impl BenchName {
@@ -37,6 +37,7 @@ impl BenchName {
             }
             BenchName::Allreduce => allreduce(s, out),
             BenchName::Allgatherv => allgatherv(s, out),
+            BenchName::Alltoallv => alltoallv(s, out),
             BenchName::Fence => fence(s, out),
             BenchName::FenceOverlap => {
                 let sizes = s.sizes(&pow2(1024, 1 << 20), &[65_536]);
@@ -222,6 +223,37 @@ fn allgatherv(s: &Session, out: &mut Printer) {
     }
     out.emit(
         "allgatherv: u64 elements over all ranks (bytes = total / ranks)",
+        rows,
+    );
+}
+
+fn alltoallv(s: &Session, out: &mut Printer) {
+    let sizes = s.sizes(&pow2(1024, 1 << 20), &[1024, 65_536]);
+    let dists = s
+        .cli
+        .dists
+        .clone()
+        .unwrap_or_else(|| vec!["regular".into()]);
+    let impls = s.impls(
+        &["aggregated", "aggregated-private"],
+        &[
+            "aggregated",
+            "aggregated-private",
+            "unknown-private",
+            "flat",
+        ],
+    );
+    let mut rows = Vec::new();
+    for dist in &dists {
+        rows.extend(with_twin(
+            s.twin.is_some(),
+            &sizes,
+            |z| alltoallv::alltoallv(&s.b, z, &impls, std::slice::from_ref(dist)),
+            |z| twin!(s.twin, [z], |m| m.alltoallv(&s.b, dist, (z / 8).max(1))),
+        ));
+    }
+    out.emit(
+        "alltoallv: u64 elements between every pair of ranks (bytes = mean per pair)",
         rows,
     );
 }

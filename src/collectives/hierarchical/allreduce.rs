@@ -10,8 +10,8 @@ use crate::types::{SegmentId, Timeout};
 use bytemuck::Pod;
 use std::marker::PhantomData;
 
-/// An allreduce over all ranks on node-shared windows (Simmendinger
-/// et al., section III; see the module documentation of the algorithms): `len` elements of
+/// An allreduce over all ranks on node-shared windows (Al Ahad
+/// et al. 2018, section III; see the module documentation of the algorithms): `len` elements of
 /// type `T` per call, the result in the node's window.
 ///
 /// ```

@@ -1,5 +1,5 @@
-//! The dissemination with partial reductions between nodes (Simmendinger et al.,
-//! section III; the schedule is [`Dissemination`](crate::plan::Dissemination)).
+//! The dissemination with partial reductions between nodes (Al Ahad et al.
+//! 2018, section III; the schedule is [`Dissemination`](crate::plan::Dissemination)).
 //! Each participant sends the value it holds after step `k` to `p + 2^k`
 //! and, if `n` has bit `j = k`, out of band to `p + D_j`; it combines what
 //! it receives in a fixed order: `value(k + 1) = received(k) op value(k)`,

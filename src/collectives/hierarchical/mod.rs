@@ -1,5 +1,5 @@
 //! Allreduce (and barrier) over nodes with node-shared windows and shared
-//! notifications: the algorithm of Simmendinger et al. (notified
+//! notifications: the algorithm of Al Ahad et al. 2018 (notified
 //! communication in shared windows, GASPI), section III.
 //!
 //! # One call
@@ -11,7 +11,7 @@
 //!    node's inputs over an element range and then combining it with the
 //!    same instance on every other node. Instance `i` of node `q` runs on
 //!    the node's local rank `i % local_num(q)`, so on full nodes the ranks
-//!    with the same local rank talk to each other (Simmendinger et al.: "all ranks
+//!    with the same local rank talk to each other (Al Ahad et al. 2018: "all ranks
 //!    subsequently perform the above dissemination algorithm with ranks
 //!    which share the same node-local rank id").
 //!    - **Replicated** (small messages): one instance per local rank, each

@@ -1,0 +1,336 @@
+//! The alltoallv benchmark: the node-aggregated [`Alltoallv`] with the
+//! result in place or copied out, with sizes known or exchanged in the
+//! call, and a flat alltoallv (one notified write per pair of ranks) —
+//! every result verified. Sizes are the mean bytes per pair of ranks.
+//!
+//! Each call changes both ends of every piece (so a stale result shows)
+//! and checks the ends of every received piece; after the timed calls one
+//! more call is checked element by element on every rank.
+
+use crate::benches::{Bench, batches};
+use crate::report::Row;
+use gaspi::{Alltoallv, GroupId, Local, Notification, Remote, SegmentId, Timeout};
+
+const B: Timeout = Timeout::Block;
+/// Segment ids of the windows and the flat variant's buffers.
+const WINDOW: SegmentId = 22;
+const FLAT: SegmentId = 23;
+/// The flat variant's queue.
+const QUEUE: u8 = 1;
+
+/// The implementations `--impl` can name: `aggregated` (counts fixed at
+/// creation, result in the node's window), `aggregated-private` (copied
+/// into the caller's buffer), `unknown-private` (counts exchanged in each
+/// call, result copied out), `flat` (every rank writes every other rank's
+/// piece into its segment with its own notification).
+pub const ALLTOALLV_IMPLS: [&str; 4] = [
+    "aggregated",
+    "aggregated-private",
+    "unknown-private",
+    "flat",
+];
+/// The count distributions.
+pub const ALLTOALLV_DISTS: [&str; 3] = ["regular", "random", "sparse"];
+
+/// A small deterministic hash, for counts every rank computes alike.
+fn mix(a: u64) -> u64 {
+    let mut x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^ (x >> 32)
+}
+
+/// The `n * n` counts of distribution `dist` with mean `c` per pair:
+/// regular `c`; random uniform in `0..=2c`; sparse: `8c` from each rank to
+/// the next and in about one other pair of eight, nothing elsewhere.
+pub fn pair_counts(dist: &str, n: usize, c: usize) -> Vec<usize> {
+    (0..n * n)
+        .map(|i| {
+            let h = mix(i as u64 + 1);
+            let ring = i % n == (i / n + 1) % n;
+            match dist {
+                "random" => (h % (2 * c as u64 + 1)) as usize,
+                "sparse" if ring || h % 8 == 0 => 8 * c,
+                "sparse" => 0,
+                _ => c,
+            }
+        })
+        .collect()
+}
+
+/// Element `i` of the `k`-element piece from `s` to `t` in call `it`: the
+/// call at both ends, fixed elsewhere.
+pub fn value(s: usize, t: usize, i: usize, k: usize, it: usize) -> u64 {
+    let pair = (s as u64) << 48 | (t as u64) << 32;
+    if i == 0 || i + 1 == k {
+        pair | it as u64
+    } else {
+        pair | 1 << 31 | i as u64
+    }
+}
+
+/// Rank `me`'s send buffer for call `it`, packed by target.
+pub fn send_buffer(counts: &[usize], n: usize, me: usize, it: usize) -> Vec<u64> {
+    (0..n)
+        .flat_map(|t| {
+            let k = counts[me * n + t];
+            (0..k).map(move |i| value(me, t, i, k, it))
+        })
+        .collect()
+}
+
+/// Set both ends of every piece of `send` to call `it`'s values.
+pub fn touch(send: &mut [u64], counts: &[usize], n: usize, me: usize, it: usize) {
+    let mut at = 0;
+    for t in 0..n {
+        let k = counts[me * n + t];
+        if k > 0 {
+            send[at] = value(me, t, 0, k, it);
+            send[at + k - 1] = value(me, t, k - 1, k, it);
+        }
+        at += k;
+    }
+}
+
+/// Whether `recv` (packed by source) holds call `it`'s pieces for `me`:
+/// both ends of each, or every element if `full`.
+pub fn received_ok(
+    recv: &[u64],
+    counts: &[usize],
+    n: usize,
+    me: usize,
+    it: usize,
+    full: bool,
+) -> bool {
+    let mut at = 0;
+    let mut ok = true;
+    for s in 0..n {
+        let k = counts[s * n + me];
+        let piece = &recv[at..at + k];
+        at += k;
+        ok &= if full {
+            piece
+                .iter()
+                .enumerate()
+                .all(|(i, &v)| v == value(s, me, i, k, it))
+        } else {
+            k == 0
+                || (piece[0] == value(s, me, 0, k, it)
+                    && piece[k - 1] == value(s, me, k - 1, k, it))
+        };
+    }
+    ok
+}
+
+/// `alltoallv`: u64 elements, per distribution, implementation and mean
+/// bytes per pair of ranks.
+pub fn alltoallv(b: &Bench, sizes: &[usize], impls: &[String], dists: &[String]) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for dist in dists {
+        for imp in impls {
+            for &size in sizes {
+                rows.push(alltoallv_one(b, dist, imp, (size / 8).max(1)));
+            }
+        }
+    }
+    rows
+}
+
+/// The bench column of an alltoallv row with distribution `dist`.
+pub fn alltoallv_bench(dist: &str) -> &'static str {
+    match dist {
+        "random" => "alltoallv-random",
+        "sparse" => "alltoallv-sparse",
+        _ => "alltoallv-regular",
+    }
+}
+
+fn alltoallv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
+    let ctx = b.ctx;
+    let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+    let counts = pair_counts(dist, n, c);
+    let row = counts[me * n..(me + 1) * n].to_vec();
+    let total: usize = counts.iter().sum();
+    let got: usize = (0..n).map(|s| counts[s * n + me]).sum();
+    let reps = b.reps(total * 8 / n.max(1), 5_000, 1 << 30);
+    let mut send = send_buffer(&counts, n, me, 0);
+    let mut recv = vec![0u64; got];
+    let most = (0..n)
+        .map(|r| {
+            let sent: usize = counts[r * n..(r + 1) * n].iter().sum();
+            let got: usize = (0..n).map(|s| counts[s * n + r]).sum();
+            sent.max(got)
+        })
+        .max()
+        .unwrap_or(0);
+    let mut a = match imp {
+        "flat" => None,
+        "unknown-private" => Some(
+            Alltoallv::<u64>::with_unknown_sizes(ctx, WINDOW, most, Default::default(), B)
+                .expect("Alltoallv"),
+        ),
+        _ => Some(Alltoallv::<u64>::new(ctx, WINDOW, &counts, B).expect("Alltoallv")),
+    };
+    let mut flat = (imp == "flat").then(|| Flat::new(b, &counts));
+    let mut ok = true;
+    let mut call = |it: usize, full: bool, send: &mut [u64], recv: &mut [u64]| {
+        touch(send, &counts, n, me, it);
+        match (a.as_mut(), flat.as_mut()) {
+            (Some(a), _) if imp == "aggregated" => {
+                a.run(send, &row, B).expect("alltoallv");
+                let mut at = 0;
+                for s in 0..n {
+                    let view = a.received(s as u16).expect("received");
+                    let k = view.len();
+                    // Ends only (or all): the view is read in place.
+                    if full {
+                        view.copy_to_slice(0, &mut recv[at..at + k]);
+                    } else if k > 0 {
+                        recv[at] = view.get(0);
+                        recv[at + k - 1] = view.get(k - 1);
+                    }
+                    at += k;
+                }
+            }
+            (Some(a), _) => a.run_into(send, &row, recv, B).expect("alltoallv"),
+            (None, Some(f)) => f.run(it, send, recv, full),
+            (None, None) => unreachable!(),
+        }
+        ok &= received_ok(recv, &counts, n, me, it, full);
+    };
+    b.barrier();
+    let warm = reps / 10;
+    for it in 0..warm {
+        call(it, false, &mut send, &mut recv);
+    }
+    let samples = batches(reps, 1.0, |i| call(warm + i, false, &mut send, &mut recv));
+    call(warm + reps, true, &mut send, &mut recv);
+    drop(a);
+    drop(flat);
+    let verified = b.all_ok(ok);
+    let samples = if me == 0 { samples } else { Vec::new() };
+    b.row(alltoallv_bench(dist), imp, c * 8, reps, samples, verified)
+}
+
+/// The flat alltoallv: each rank's segment holds its send pieces and two
+/// receive areas (by call parity); every rank writes its piece for `t`
+/// into `t`'s receive area with notification id `parity * n + me` (a bare
+/// notification for an empty piece, so that every pair hears from each
+/// other every call: that is what makes the two areas enough), and
+/// claims one from every other rank.
+struct Flat<'a> {
+    b: &'a Bench<'a>,
+    view: gaspi::SegmentView<u64>,
+    counts: Vec<usize>,
+    /// Elements before the receive areas, and in one.
+    sent: usize,
+    area: usize,
+    /// Per source: where its piece for this rank lies in a receive area;
+    /// per target: where this rank's piece lies in the target's, and in
+    /// this rank's send buffer.
+    from_at: Vec<usize>,
+    to_at: Vec<usize>,
+    send_at: Vec<usize>,
+}
+
+impl<'a> Flat<'a> {
+    fn new(b: &'a Bench<'a>, counts: &[usize]) -> Flat<'a> {
+        let ctx = b.ctx;
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        // Every rank's segment has room for the largest send and receive.
+        let sent = (0..n)
+            .map(|r| counts[r * n..(r + 1) * n].iter().sum::<usize>())
+            .max()
+            .unwrap_or(0);
+        let area = (0..n)
+            .map(|r| (0..n).map(|s| counts[s * n + r]).sum::<usize>())
+            .max()
+            .unwrap_or(0);
+        if ctx.segment_list().contains(&FLAT) {
+            ctx.segment_delete(FLAT).expect("segment_delete");
+        }
+        ctx.segment_create(
+            FLAT,
+            8 * (sent + 2 * area).max(1),
+            GroupId::ALL,
+            B,
+            gaspi::Alloc::Initialized,
+        )
+        .expect("segment_create");
+        let view = ctx.segment::<u64>(FLAT).expect("segment");
+        let at = |t: usize, s: usize| (0..s).map(|x| counts[x * n + t]).sum::<usize>();
+        Flat {
+            b,
+            view,
+            counts: counts.to_vec(),
+            sent,
+            area,
+            from_at: (0..n).map(|s| at(me, s)).collect(),
+            to_at: (0..n).map(|t| at(t, me)).collect(),
+            send_at: (0..n)
+                .map(|t| counts[me * n..me * n + t].iter().sum())
+                .collect(),
+        }
+    }
+
+    /// One call: `send` in, `recv` out (ends only unless `full`).
+    fn run(&mut self, it: usize, send: &[u64], recv: &mut [u64], full: bool) {
+        let ctx = self.b.ctx;
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let parity = it % 2;
+        let base = self.sent + parity * self.area;
+        self.view.copy_from_slice(0, send);
+        // From the next rank on, so that not all write to the same one.
+        for k in 1..=n {
+            let t = (me + k) % n;
+            let len = self.counts[me * n + t];
+            let at = self.send_at[t];
+            if t == me {
+                self.view
+                    .copy_from_slice(base + self.from_at[me], &send[at..at + len]);
+            } else {
+                let note = Notification::new((parity * n + me) as u32, 1);
+                let remote = Remote::new(t as u16, FLAT, 8 * (base + self.to_at[t]));
+                loop {
+                    let r = if len == 0 {
+                        ctx.notify(t as u16, FLAT, note, QUEUE, B)
+                    } else {
+                        let local = Local::new(FLAT, 8 * at);
+                        ctx.write_notify(local, remote, 8 * len, note, QUEUE, B)
+                    };
+                    match r {
+                        Err(gaspi::Error::QueueFull { .. }) => ctx.wait(QUEUE, B).expect("wait"),
+                        r => break r.expect("write_notify"),
+                    }
+                }
+            }
+        }
+        ctx.wait(QUEUE, B).expect("wait");
+        let ids = (parity * n) as u32..((parity + 1) * n) as u32;
+        for _ in 1..n {
+            let id = ctx
+                .notify_waitsome(FLAT, ids.clone(), B)
+                .expect("notify_waitsome");
+            ctx.notify_reset(FLAT, id).expect("notify_reset");
+        }
+        // The result is in the segment; the ends (or all) into `recv`.
+        let mut at = 0;
+        for s in 0..n {
+            let k = self.counts[s * n + me];
+            let from = base + self.from_at[s];
+            if full {
+                self.view.copy_to_slice(from, &mut recv[at..at + k]);
+            } else if k > 0 {
+                recv[at] = self.view.get(from);
+                recv[at + k - 1] = self.view.get(from + k - 1);
+            }
+            at += k;
+        }
+    }
+}
+
+impl Drop for Flat<'_> {
+    fn drop(&mut self) {
+        let _ = self.b.ctx.segment_delete(FLAT);
+    }
+}

@@ -1,0 +1,965 @@
+//! Alltoallv on node-shared windows with node-level aggregation: the
+//! future work of Al Ahad et al. 2018, section V (an AlltoallV on shared
+//! windows, and one message set per pair of nodes instead of one per pair
+//! of ranks), built on [`AlltoallvPlan`].
+//!
+//! Every node has one window with two copies of its data area, used by
+//! calls in turn (by the parity of the call number): a staging area for
+//! its sections to other nodes and a receive area with one section per
+//! source node (see [`crate::plan::AlltoallvPlan`]). Two copies let a call
+//! start while the previous result is still being read, so no barrier
+//! opens a call. One call with counts known at creation
+//! ([`Alltoallv::new`]), on every rank:
+//! 1. from the third call on, the node's ranks tell every node that sends
+//!    to it, and to which it sends nothing, that it may write this call's
+//!    copy (a "credit" notification per such node, shared out among them):
+//!    having passed the previous call's closing wait, every rank of the
+//!    node is done with the result of the call before, which used the same
+//!    copy. Where the two nodes send each other data, no credit is needed:
+//!    a node's chunks of the previous call said as much (a node writes its
+//!    chunks only once all its ranks have staged, that is, once all are
+//!    done with the call before);
+//! 2. the rank copies its pieces for other nodes into the staging area, at
+//!    their place in their node pair's section, and says so in its
+//!    progress word (a cache line per local rank at the window's start);
+//! 3. the rank waits until every rank of its node has staged, if it sends
+//!    chunks at all, and writes its share of the node's chunks (balanced by
+//!    bytes among the local ranks) with `write_notify`, each once its
+//!    target node's credit for this call is there; then it copies its
+//!    pieces for ranks of its own node straight into the receive area
+//!    while the chunks travel;
+//! 4. the node's ranks claim the node's incoming chunks from its one table
+//!    until all have come; the rank says it is done in its word and waits
+//!    until every rank of the node is: every piece is in place.
+//!
+//! The waits on the progress words are one-sided: a rank that arrives
+//! last does not wait for a release, unlike a barrier's. On one node a
+//! call is one copy per piece and one such wait. An empty node pair
+//! sends nothing, credits included. The result stays in the window
+//! ([`Alltoallv::received`]) until the rank's next call, or is copied into
+//! the caller's buffer ([`Alltoallv::run_into`]).
+//!
+//! With sizes unknown in advance ([`Alltoallv::with_unknown_sizes`]), each
+//! call starts with a size phase: every rank writes its row of counts into
+//! the node's count matrix, and each node writes its rows to every other
+//! node in one notified write (shared out among its ranks). That message is
+//! also the credit: a node sends it only once its ranks are done with the
+//! previous call (a node barrier opens the call, so that the node's rows
+//! are all written). Once all rows have come, every rank computes the same
+//! plan and the data moves as above. Count matrices and their ids alternate
+//! between two copies by the parity of the call, so a node one call ahead
+//! never overwrites rows still being read.
+
+use super::alltoallv_plan::{AlltoallvPlan, Chunk};
+use super::layout::Layout;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::extent;
+use crate::segments::SegmentView;
+use crate::types::{Deadline, GroupId, Notification, QueueId, Rank, SegmentId, Timeout};
+use crate::windows::{Window, WindowOptions};
+use bytemuck::Pod;
+use std::marker::PhantomData;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::SeqCst;
+
+/// Options of an [`Alltoallv`].
+///
+/// ```
+/// use gaspi::{Alltoallv, AlltoallvOptions, Config, Context, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let n = ctx.num_ranks() as usize;
+/// // Chunks of 4 KiB on queue 1.
+/// let opts = AlltoallvOptions { block_bytes: 4096, queue: 1 };
+/// let a = Alltoallv::<u64>::with_options(&ctx, 0, &vec![1000; n * n], opts, Timeout::Block)?;
+/// assert_eq!(a.plan().unwrap().block_elems, 512);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AlltoallvOptions {
+    /// The most bytes in one notified write between nodes: larger sections
+    /// are cut into chunks that the node's ranks share out. 0 (the
+    /// default): the engine's choice, as for the allgatherv's blocks.
+    pub block_bytes: usize,
+    /// The queue the collective posts on (default 0).
+    pub queue: QueueId,
+}
+
+impl AlltoallvOptions {
+    /// The chunk size chosen for `block_bytes: 0` inside a host: 1 MiB
+    /// (an aggregated section is usually sent whole).
+    pub const DEFAULT_BLOCK_BYTES: usize = 1 << 20;
+}
+
+/// Counts fixed at creation, or learned in every call.
+#[derive(Clone, Copy, Debug)]
+enum Sizes {
+    Fixed,
+    /// At most `capacity` elements sent and received per rank and call;
+    /// `data_ids` notification ids for chunks, then two sets of `nodes`
+    /// for the count rows.
+    Unknown {
+        capacity: usize,
+        data_ids: usize,
+    },
+}
+
+/// Where a call stopped (to resume after a timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Unknown sizes: writing the rank's row of counts.
+    Start,
+    /// Unknown sizes: waiting until the node's ranks have written theirs.
+    Rows,
+    /// Sending credits (fixed) or count rows (unknown), from the `next`th.
+    Opening { next: usize },
+    /// Unknown sizes: waiting for the other nodes' rows.
+    Counting,
+    /// Copying into the staging area.
+    Staging,
+    /// Writing chunks from the `next`th of the rank's share (once the
+    /// node's ranks have staged), then copying the pieces for this node.
+    Sending { next: usize },
+    /// Claiming the node's incoming chunks.
+    Receiving,
+    /// Waiting until every rank of the node is done.
+    Closing,
+}
+
+/// An alltoallv over all ranks with node-level aggregation, created once
+/// and run as often as needed (see the module documentation).
+///
+/// Rank `s` sends `counts[s * ranks + t]` elements to rank `t`; its send
+/// buffer holds its pieces packed in target order, and a private receive
+/// buffer holds the received pieces packed in source order (the
+/// displacements are the prefix sums, [`crate::plan::displacements`]).
+///
+/// ```
+/// use gaspi::{Alltoallv, Config, Context, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+/// // Rank s sends s + 1 elements to every rank.
+/// let counts: Vec<usize> = (0..n * n).map(|i| i / n + 1).collect();
+/// let mut a = Alltoallv::<u32>::new(&ctx, 3, &counts, Timeout::Block)?;
+/// let row = &counts[me * n..(me + 1) * n];
+/// let send = vec![me as u32; row.iter().sum()];
+/// a.run(&send, row, Timeout::Block)?;
+/// // In place, in the node's window: what rank 0 sent me.
+/// assert_eq!(a.received(0)?.to_vec(), [0]);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Alltoallv<'a, T> {
+    ctx: &'a Context,
+    segment: SegmentId,
+    window: Window,
+    options: AlltoallvOptions,
+    sizes: Sizes,
+    /// The plan of every call (fixed counts) or of the last call started.
+    plan: Option<AlltoallvPlan>,
+    /// The window as words: the progress words, then (unknown sizes) the
+    /// two count matrices.
+    control: SegmentView<u64>,
+    /// Elements of `T` before the data areas.
+    data_base: usize,
+    /// The copy of the data area that holds the last result.
+    last: usize,
+    /// Calls completed.
+    calls: u64,
+    /// Claims on the node's table in the calls completed.
+    claimed: u64,
+    /// The call in progress, if one timed out.
+    phase: Option<Phase>,
+    _t: PhantomData<T>,
+}
+
+impl<'a, T: Pod> Alltoallv<'a, T> {
+    /// Collectively prepare an alltoallv with fixed `counts` (`ranks *
+    /// ranks`, the same on every rank) using segment id `segment` for the
+    /// node windows.
+    ///
+    /// ```
+    /// use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let a = Alltoallv::<f64>::new(&ctx, 0, &vec![4; n * n], Timeout::Block)?;
+    /// assert!(Alltoallv::<f64>::new(&ctx, 1, &[4], Timeout::Block).is_err() || n == 1);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn new(
+        ctx: &'a Context,
+        segment: SegmentId,
+        counts: &[usize],
+        timeout: Timeout,
+    ) -> Result<Alltoallv<'a, T>> {
+        Alltoallv::with_options(ctx, segment, counts, AlltoallvOptions::default(), timeout)
+    }
+
+    /// An alltoall: `count` elements from every rank to every rank.
+    ///
+    /// ```
+    /// use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as u8);
+    /// let mut a = Alltoallv::<u8>::alltoall(&ctx, 0, 2, Default::default(), Timeout::Block)?;
+    /// let mut recv = vec![0u8; 2 * n];
+    /// a.run_into(&vec![me; 2 * n], &vec![2; n], &mut recv, Timeout::Block)?;
+    /// assert_eq!(recv[2 * n - 1] as usize, n - 1);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn alltoall(
+        ctx: &'a Context,
+        segment: SegmentId,
+        count: usize,
+        options: AlltoallvOptions,
+        timeout: Timeout,
+    ) -> Result<Alltoallv<'a, T>> {
+        let n = ctx.num_ranks() as usize;
+        let counts = vec![count; extent::mul("ranks * ranks", n, n)?];
+        Alltoallv::with_options(ctx, segment, &counts, options, timeout)
+    }
+
+    /// [`Alltoallv::new`] with options.
+    ///
+    /// ```
+    /// use gaspi::{Alltoallv, AlltoallvOptions, Config, Context, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let opts = AlltoallvOptions { block_bytes: 64, ..Default::default() };
+    /// let a = Alltoallv::<u64>::with_options(&ctx, 0, &vec![100; n * n], opts, Timeout::Block)?;
+    /// // Sections of 100 * ppn^2 elements in chunks of 8.
+    /// assert_eq!(a.plan().unwrap().block_elems, 8);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn with_options(
+        ctx: &'a Context,
+        segment: SegmentId,
+        counts: &[usize],
+        options: AlltoallvOptions,
+        timeout: Timeout,
+    ) -> Result<Alltoallv<'a, T>> {
+        let elem = std::mem::size_of::<T>().max(1);
+        let block = Self::block_elems(ctx, options);
+        // Two sets of chunk ids (by call parity), then the credits.
+        let max_ids = (crate::config::NOTIFICATION_LIMIT as usize - ctx.num_nodes() - 1) / 2;
+        let plan = AlltoallvPlan::new(Self::layout(ctx), counts, elem, block, max_ids)?;
+        let node = ctx.node();
+        let table = 2 * plan.in_chunks(node) + ctx.num_nodes();
+        let two = extent::mul("alltoallv window", plan.window_len(node), 2)?;
+        let data_base = Self::control_bytes(ctx).div_ceil(elem);
+        let elems = extent::add("alltoallv window", data_base, two)?;
+        let bytes = extent::mul("alltoallv window", elems, elem)?;
+        let window = Self::create_window(ctx, segment, bytes, table, timeout)?;
+        Ok(Alltoallv {
+            ctx,
+            segment,
+            control: window.view(),
+            window,
+            options,
+            sizes: Sizes::Fixed,
+            plan: Some(plan),
+            data_base,
+            last: 0,
+            calls: 0,
+            claimed: 0,
+            phase: None,
+            _t: PhantomData,
+        })
+    }
+
+    /// Collectively prepare an alltoallv whose counts each call brings
+    /// ([`Alltoallv::run`]'s `send_counts`; they may differ from call to
+    /// call and between ranks): no rank sends, and no rank receives, more
+    /// than `capacity` elements in one call. The counts travel in the call
+    /// (a size phase before the data; see the module documentation).
+    ///
+    /// ```
+    /// use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+    /// let mut a = Alltoallv::<u16>::with_unknown_sizes(&ctx, 0, 64, Default::default(), Timeout::Block)?;
+    /// for it in 0..3 {
+    ///     // Sparse: each rank sends `it` elements to the next rank only.
+    ///     let mut row = vec![0; n];
+    ///     row[(me + 1) % n] += it;
+    ///     a.run(&vec![me as u16; it], &row, Timeout::Block)?;
+    ///     let prev = (me + n - 1) % n;
+    ///     assert_eq!(a.received(prev as u16)?.to_vec(), vec![prev as u16; it]);
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn with_unknown_sizes(
+        ctx: &'a Context,
+        segment: SegmentId,
+        capacity: usize,
+        options: AlltoallvOptions,
+        timeout: Timeout,
+    ) -> Result<Alltoallv<'a, T>> {
+        let elem = std::mem::size_of::<T>().max(1);
+        let (n, nodes) = (ctx.num_ranks() as usize, ctx.num_nodes());
+        // Two copies of staging and receive areas of `capacity` per rank
+        // each, for the largest node (so that every node's copies start at
+        // the same place).
+        let area = extent::mul("capacity * ranks per node", capacity, ctx.ranks_per_node())?;
+        let data = extent::mul("alltoallv window", area, 4)?;
+        let data_bytes = extent::mul("alltoallv window", data, elem)?;
+        let matrices = extent::mul("alltoallv count matrices", n, n)?;
+        let count_bytes = extent::mul("alltoallv count matrices", matrices, 16)?;
+        let control = extent::add("alltoallv window", Self::control_bytes(ctx), count_bytes)?;
+        let data_base = control.div_ceil(elem);
+        let bytes = extent::add("alltoallv window", data_base * elem, data_bytes)?;
+        let block = Self::block_elems(ctx, options);
+        // The same on every node (senders compute the ids of the count
+        // rows from it): from the largest node's receive area.
+        let most = crate::config::NOTIFICATION_LIMIT as usize - 2 * nodes - 1;
+        let data_ids = (area.div_ceil(block) + nodes).min(most);
+        let window = Self::create_window(ctx, segment, bytes, data_ids + 2 * nodes, timeout)?;
+        Ok(Alltoallv {
+            ctx,
+            segment,
+            control: window.view(),
+            window,
+            options,
+            sizes: Sizes::Unknown { capacity, data_ids },
+            plan: None,
+            data_base,
+            last: 0,
+            calls: 0,
+            claimed: 0,
+            phase: None,
+            _t: PhantomData,
+        })
+    }
+
+    /// The first notification id of `node`'s chunks in a call of
+    /// `parity`. Fixed counts: a set per parity, since with no barrier
+    /// opening a call a node may write the next call's chunks before the
+    /// target has claimed this call's; unknown sizes: one set (a node
+    /// writes only after the target's count rows for that call).
+    fn chunk_ids(&self, node: usize, parity: usize) -> usize {
+        match (self.sizes, &self.plan) {
+            (Sizes::Fixed, Some(p)) => parity * p.in_chunks(node),
+            _ => 0,
+        }
+    }
+
+    /// Where copy `parity` of `node`'s data area starts in its window.
+    fn area(&self, node: usize, parity: usize) -> usize {
+        let len = match (self.sizes, &self.plan) {
+            (Sizes::Fixed, Some(p)) => p.window_len(node),
+            (Sizes::Unknown { capacity, .. }, _) => 2 * capacity * self.ctx.ranks_per_node(),
+            (Sizes::Fixed, None) => unreachable!("fixed counts have a plan"),
+        };
+        self.data_base + parity * len
+    }
+
+    /// Bytes of the progress words at the window's start: a cache line per
+    /// local rank.
+    fn control_bytes(ctx: &Context) -> usize {
+        64 * ctx.ranks_per_node()
+    }
+
+    /// Unknown sizes: the word index of count matrix `parity` (row `s`,
+    /// column `t` at `s * ranks + t` from there).
+    fn matrix_at(&self, parity: usize) -> usize {
+        let n = self.ctx.num_ranks() as usize;
+        Self::control_bytes(self.ctx) / 8 + parity * n * n
+    }
+
+    fn layout(ctx: &Context) -> Layout {
+        Layout {
+            ranks: ctx.num_ranks() as usize,
+            ppn: ctx.ranks_per_node(),
+        }
+    }
+
+    fn block_elems(ctx: &Context, options: AlltoallvOptions) -> usize {
+        let bytes = ctx
+            .engine
+            .block_bytes(options.block_bytes, AlltoallvOptions::DEFAULT_BLOCK_BYTES);
+        (bytes / std::mem::size_of::<T>().max(1)).max(1)
+    }
+
+    fn create_window(
+        ctx: &Context,
+        segment: SegmentId,
+        bytes: usize,
+        table: usize,
+        timeout: Timeout,
+    ) -> Result<Window> {
+        let table = u32::try_from(table).map_err(|_| {
+            Error::InvalidArgument(format!("an alltoallv needing {table} notification ids"))
+        })?;
+        let opts = WindowOptions::default().notifications(table);
+        ctx.window_create_with(segment, bytes.max(1), GroupId::ALL, opts, timeout)
+    }
+
+    /// The plan of every call (fixed counts), or of the last call (sizes
+    /// unknown in advance; `None` before the first).
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let a = Alltoallv::<u8>::new(&ctx, 0, &vec![1; n * n], Timeout::Block)?;
+    /// let p = a.plan().unwrap();
+    /// // One message per node pair instead of one per rank pair.
+    /// assert!(p.inter_node_messages() <= p.flat_inter_node_messages());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn plan(&self) -> Option<&AlltoallvPlan> {
+        self.plan.as_ref()
+    }
+
+    /// The segment id of the node windows.
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let a = Alltoallv::<u8>::alltoall(&ctx, 7, 1, Default::default(), Timeout::Block)?;
+    /// assert_eq!(a.segment(), 7);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn segment(&self) -> SegmentId {
+        self.segment
+    }
+
+    /// What `source` sent this rank in the last call, in place in the
+    /// node's window (valid until this rank calls again).
+    /// [`Error::InvalidRank`] for a rank that does not exist.
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let mut a = Alltoallv::<u64>::alltoall(&ctx, 0, 1, Default::default(), Timeout::Block)?;
+    /// let send: Vec<u64> = (0..n as u64).map(|t| 100 * ctx.rank() as u64 + t).collect();
+    /// a.run(&send, &vec![1; n], Timeout::Block)?;
+    /// assert_eq!(a.received(0)?.get(0), ctx.rank() as u64);
+    /// assert!(a.received(n as u16).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn received(&self, source: Rank) -> Result<SegmentView<T>> {
+        self.ctx.engine.check_rank(source)?;
+        let me = self.ctx.rank() as usize;
+        let view = self.window.view::<T>();
+        Ok(match &self.plan {
+            Some(p) => {
+                let at = self.area(self.ctx.node(), self.last) + p.recv_at(source as usize, me);
+                view.sub(at..at + p.count(source as usize, me))
+            }
+            None => view.sub(0..0),
+        })
+    }
+
+    /// How many elements this rank received from each rank in the last
+    /// call (all zero before the first call with unknown sizes).
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let a = Alltoallv::<u8>::alltoall(&ctx, 0, 3, Default::default(), Timeout::Block)?;
+    /// assert_eq!(a.recv_counts(), vec![3; n]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn recv_counts(&self) -> Vec<usize> {
+        let (n, me) = (self.ctx.num_ranks() as usize, self.ctx.rank() as usize);
+        match &self.plan {
+            Some(p) => (0..n).map(|s| p.count(s, me)).collect(),
+            None => vec![0; n],
+        }
+    }
+
+    /// Send `send` (this rank's pieces packed in target order,
+    /// `send_counts[t]` elements for rank `t`) to every rank; the result
+    /// stays in the node's window ([`Alltoallv::received`]). With fixed
+    /// counts, `send_counts` must be this rank's row of them. On a
+    /// timeout, call again with the same arguments to continue.
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let mut a = Alltoallv::<i32>::alltoall(&ctx, 0, 1, Default::default(), Timeout::Block)?;
+    /// // Wrong length or counts: a clear error, nothing sent.
+    /// assert!(a.run(&[1], &vec![1; n + 1], Timeout::Block).is_err());
+    /// assert!(a.run(&vec![1; n + 1], &vec![1; n], Timeout::Block).is_err());
+    /// a.run(&vec![1; n], &vec![1; n], Timeout::Block)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn run(&mut self, send: &[T], send_counts: &[usize], timeout: Timeout) -> Result<()> {
+        self.call(send, send_counts, None, timeout)
+    }
+
+    /// [`Alltoallv::run`], then copy what this rank received into `recv`,
+    /// packed in source order. With fixed counts, a `recv` too small is
+    /// refused before the call; with unknown sizes it is found once the
+    /// counts are known: the call completes (the result is in the window)
+    /// and returns [`Error::InvalidArgument`], `recv` untouched.
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as u64);
+    /// let mut a = Alltoallv::<u64>::alltoall(&ctx, 0, 1, Default::default(), Timeout::Block)?;
+    /// let send: Vec<u64> = (0..n as u64).map(|t| 100 * me + t).collect();
+    /// let mut recv = vec![0; n];
+    /// a.run_into(&send, &vec![1; n], &mut recv, Timeout::Block)?;
+    /// assert_eq!(recv, (0..n as u64).map(|s| 100 * s + me).collect::<Vec<_>>());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn run_into(
+        &mut self,
+        send: &[T],
+        send_counts: &[usize],
+        recv: &mut [T],
+        timeout: Timeout,
+    ) -> Result<()> {
+        if let (Sizes::Fixed, Some(p)) = (self.sizes, &self.plan) {
+            let me = self.ctx.rank() as usize;
+            let total: usize = (0..p.layout.ranks).map(|s| p.count(s, me)).sum();
+            if recv.len() < total {
+                return Err(Self::short(total, recv.len()));
+            }
+        }
+        self.call(send, send_counts, Some(recv), timeout)
+    }
+
+    fn short(total: usize, len: usize) -> Error {
+        Error::InvalidArgument(format!(
+            "this rank receives {total} elements, the receive buffer holds {len}"
+        ))
+    }
+
+    /// One call, resumed where a timeout stopped it.
+    fn call(
+        &mut self,
+        send: &[T],
+        send_counts: &[usize],
+        recv: Option<&mut [T]>,
+        timeout: Timeout,
+    ) -> Result<()> {
+        let (n, me) = (self.ctx.num_ranks() as usize, self.ctx.rank() as usize);
+        if send_counts.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "an alltoallv needs one send count per rank ({n}), got {}",
+                send_counts.len()
+            )));
+        }
+        let total = extent::sum("sum of send counts", send_counts.iter().copied())?;
+        if send.len() != total {
+            return Err(Error::InvalidArgument(format!(
+                "the send counts add up to {total} elements, the send buffer holds {}",
+                send.len()
+            )));
+        }
+        if let (Sizes::Fixed, Some(p)) = (self.sizes, &self.plan) {
+            if p.counts[me * n..(me + 1) * n] != *send_counts {
+                return Err(Error::InvalidArgument(
+                    "the send counts differ from this rank's row of the alltoallv's counts".into(),
+                ));
+            }
+        }
+        // (A capacity exceeded is found by every rank alike once the
+        // counts are known: refusing here would leave the others waiting.)
+        let deadline = timeout.deadline();
+        let mut phase = self.phase.take().unwrap_or(Phase::Start);
+        let result = self.advance(&mut phase, send, send_counts, deadline);
+        match result {
+            Ok(Some(refused)) => {
+                self.calls += 1;
+                Err(refused)
+            }
+            Ok(None) => {
+                self.last = (self.calls % 2) as usize;
+                self.calls += 1;
+                let p = self.plan.as_ref().expect("a completed call has a plan");
+                let total: usize = (0..n).map(|s| p.count(s, me)).sum();
+                match recv {
+                    Some(recv) if recv.len() < total => Err(Self::short(total, recv.len())),
+                    Some(recv) => {
+                        self.copy_out(recv);
+                        Ok(())
+                    }
+                    None => Ok(()),
+                }
+            }
+            Err(e) => {
+                self.phase = Some(phase);
+                Err(e)
+            }
+        }
+    }
+
+    /// Copy this rank's received pieces into `recv`, packed by source.
+    fn copy_out(&self, recv: &mut [T]) {
+        let p = self.plan.as_ref().expect("a completed call has a plan");
+        let (n, me) = (p.layout.ranks, self.ctx.rank() as usize);
+        let view = self.window.view::<T>();
+        let base = self.area(self.ctx.node(), self.last);
+        let mut at = 0;
+        let mut s = 0;
+        // Sources whose pieces follow each other in the window go in one
+        // copy (the sources of one node do).
+        while s < n {
+            let start = p.recv_at(s, me);
+            let mut len = p.count(s, me);
+            s += 1;
+            while s < n && p.recv_at(s, me) == start + len {
+                len += p.count(s, me);
+                s += 1;
+            }
+            view.copy_to_slice(base + start, &mut recv[at..at + len]);
+            at += len;
+        }
+    }
+
+    /// The notification value that tags call `call`: the call number plus
+    /// one, wrapping but never 0.
+    fn tag(call: u64) -> u32 {
+        let t = (call + 1) as u32;
+        if t == 0 { 1 } else { t }
+    }
+
+    /// The rank of node `node` this rank writes to: the same local rank,
+    /// or fewer if the node has fewer ranks.
+    fn peer(&self, node: usize) -> Rank {
+        let ranks = self.ctx.node_ranks(node);
+        let local = self.ctx.local_rank() as usize % ranks.len();
+        ranks.start + local as Rank
+    }
+
+    /// Run the call's phases from `phase` on, updating it as they finish.
+    /// `Ok(Some(e))`: the call ended on every rank with error `e` (unknown
+    /// sizes beyond the capacity).
+    fn advance(
+        &mut self,
+        phase: &mut Phase,
+        send: &[T],
+        send_counts: &[usize],
+        deadline: Deadline,
+    ) -> Result<Option<Error>> {
+        let ctx = self.ctx;
+        let (node, nodes) = (ctx.node(), ctx.num_nodes());
+        let (local, local_num) = (ctx.local_rank() as usize, ctx.local_num() as usize);
+        let tag = Self::tag(self.calls);
+        let parity = (self.calls % 2) as usize;
+        // What each rank's progress word says in this call: rows written,
+        // pieces staged, done (see `publish`).
+        let calls = self.calls;
+        let step = |j: u64| 3 * calls + j;
+        loop {
+            match *phase {
+                Phase::Start => {
+                    if let Sizes::Unknown { .. } = self.sizes {
+                        self.write_row(parity, send_counts);
+                        self.publish(step(1));
+                        *phase = Phase::Rows;
+                    } else {
+                        *phase = Phase::Opening { next: 0 };
+                    }
+                }
+                Phase::Rows => {
+                    self.gather(step(1), deadline)?;
+                    *phase = Phase::Opening { next: 0 };
+                }
+                Phase::Opening { next } => {
+                    // Fixed: a credit to each node that sends here. Unknown:
+                    // this node's count rows to every node. Shared out: the
+                    // k-th such message is local rank k's (mod the node's).
+                    let targets: Vec<usize> = match self.sizes {
+                        // The first two calls use copies never written.
+                        Sizes::Fixed if self.calls < 2 => Vec::new(),
+                        Sizes::Fixed => {
+                            let p = self.plan().expect("fixed");
+                            p.senders_to(node)
+                                .filter(|&m| p.needs_credit(m, node))
+                                .collect()
+                        }
+                        Sizes::Unknown { .. } => (1..nodes).map(|k| (node + k) % nodes).collect(),
+                    };
+                    for (k, &to) in targets.iter().enumerate().skip(next) {
+                        if k % local_num != local {
+                            continue;
+                        }
+                        *phase = Phase::Opening { next: k };
+                        self.open_to(to, parity, tag, deadline)?;
+                    }
+                    *phase = match self.sizes {
+                        Sizes::Fixed => Phase::Staging,
+                        Sizes::Unknown { .. } => Phase::Counting,
+                    };
+                }
+                Phase::Counting => {
+                    if let Err(refused) = self.count(parity, deadline)? {
+                        // Every rank ends here alike; the words still say
+                        // this call is over.
+                        self.publish(step(3));
+                        return Ok(Some(refused));
+                    }
+                    *phase = Phase::Staging;
+                }
+                Phase::Staging => {
+                    self.stage(send, send_counts, false, parity);
+                    self.publish(step(2));
+                    let p = self.plan().expect("planned");
+                    *phase = Phase::Sending {
+                        next: p.sends(ctx.rank() as usize).start,
+                    };
+                }
+                Phase::Sending { next } => {
+                    let p = self.plan.as_ref().expect("planned");
+                    let sends = p.sends(ctx.rank() as usize);
+                    if next < sends.end {
+                        // A chunk holds pieces of every local rank.
+                        self.gather(step(2), deadline)?;
+                    }
+                    for i in next..sends.end {
+                        *phase = Phase::Sending { next: i };
+                        let c = p.chunks(node)[i];
+                        self.send_chunk(p, &c, parity, deadline)?;
+                    }
+                    // The pieces for this node's ranks, while chunks travel.
+                    self.stage(send, send_counts, true, parity);
+                    *phase = Phase::Receiving;
+                }
+                Phase::Receiving => {
+                    let expect = self.plan().expect("planned").in_chunks(node);
+                    if expect > 0 {
+                        let first = self.chunk_ids(node, parity) as u32;
+                        let ids = first..first + expect as u32;
+                        let until = self.claimed + expect as u64;
+                        while let Some((_, v)) = ctx.notify_claim_until(
+                            self.segment,
+                            ids.clone(),
+                            until,
+                            deadline.timeout(),
+                        )? {
+                            debug_assert_eq!(v, tag);
+                        }
+                    }
+                    // Sends complete locally before staging is rewritten.
+                    ctx.wait(self.options.queue, Timeout::Block)?;
+                    self.claimed += expect as u64;
+                    // Done: this node's chunks have all come (the claims
+                    // counted them), this rank's pieces are in place and its
+                    // sends have left.
+                    self.publish(step(3));
+                    *phase = Phase::Closing;
+                }
+                Phase::Closing => {
+                    self.gather(step(3), deadline)?;
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// This rank's progress word: one cache line per local rank at the
+    /// window's start, written only by its rank.
+    fn word(&self, local: usize) -> &AtomicU64 {
+        self.control.atomic_u64(64 * local)
+    }
+
+    /// Say that this rank has reached `step` of its calls (`3 * call + j`:
+    /// 1 its row of counts written, 2 its pieces staged, 3 done with the
+    /// call), and wake the node's waiters. A rank reaches a step of a call
+    /// only after it is done with the previous call, so a word at a step
+    /// also says that.
+    fn publish(&self, step: u64) {
+        self.word(self.ctx.local_rank() as usize)
+            .store(step, SeqCst);
+        self.window.object().notifications().ww.wake();
+    }
+
+    /// Wait until every rank of the node has reached `step`. Ranks that
+    /// reach it later than others need not wait for them: the waits are
+    /// one-sided, unlike a barrier's.
+    fn gather(&self, step: u64, deadline: Deadline) -> Result<()> {
+        let local_num = self.ctx.local_num() as usize;
+        let obj = self.window.object();
+        self.ctx.engine.patience().wait(
+            obj.notifications().ww,
+            deadline,
+            || {
+                (0..local_num)
+                    .all(|l| self.word(l).load(SeqCst) >= step)
+                    .then_some(())
+            },
+            || self.ctx.engine.faults(),
+        )
+    }
+
+    /// Copy this rank's pieces from `send` into copy `parity` of the data
+    /// area: those for other nodes into the staging area (`own_node`
+    /// false), or those for this node's ranks into the receive area
+    /// (`own_node` true).
+    fn stage(&self, send: &[T], send_counts: &[usize], own_node: bool, parity: usize) {
+        let p = self.plan.as_ref().expect("planned");
+        let me = self.ctx.rank() as usize;
+        let base = self.area(self.ctx.node(), parity);
+        let view = self.window.view::<T>();
+        let mut at = 0;
+        for (t, &c) in send_counts.iter().enumerate() {
+            let piece = &send[at..at + c];
+            at += c;
+            if c == 0 {
+                continue;
+            }
+            let to = match (p.stage_at(me, t), own_node) {
+                (Some(staged), false) => staged,
+                (None, true) => p.recv_at(me, t),
+                _ => continue,
+            };
+            view.copy_from_slice(base + to, piece);
+        }
+    }
+
+    /// Write chunk `c` of plan `p` from and to copy `parity` of the data
+    /// areas, with its notification (the call's tag).
+    fn send_chunk(
+        &self,
+        p: &AlltoallvPlan,
+        c: &Chunk,
+        parity: usize,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let tag = Self::tag(self.calls);
+        if let (Sizes::Fixed, 2..) = (self.sizes, self.calls) {
+            if !p.needs_credit(c.from, c.to) {
+                // The target node's chunks of the previous call said it.
+                return self.post_chunk(p, c, parity, tag, deadline);
+            }
+            // The target node's credit for this call (or a later one).
+            let credit = (2 * p.in_chunks(self.ctx.node()) + c.to) as u32;
+            self.ctx
+                .await_notification_tag(self.segment, credit, tag, deadline)?;
+        }
+        self.post_chunk(p, c, parity, tag, deadline)
+    }
+
+    /// Post chunk `c` (see `send_chunk`).
+    fn post_chunk(
+        &self,
+        p: &AlltoallvPlan,
+        c: &Chunk,
+        parity: usize,
+        tag: u32,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let elem = std::mem::size_of::<T>();
+        let (from, to) = p.chunk_at(c);
+        let from = (self.area(self.ctx.node(), parity) + from) * elem;
+        let to = (self.area(c.to, parity) + to) * elem;
+        super::post(
+            self.ctx,
+            self.segment,
+            self.options.queue,
+            self.peer(c.to),
+            (from, to, c.len * elem),
+            Notification::new((self.chunk_ids(c.to, parity) + c.id) as u32, tag),
+            deadline,
+        )
+    }
+
+    /// Fixed counts: node `to` may write here (a credit). Unknown sizes:
+    /// this node's rows of count matrix `parity` to node `to`.
+    fn open_to(&self, to: usize, parity: usize, tag: u32, deadline: Deadline) -> Result<()> {
+        let (ctx, node) = (self.ctx, self.ctx.node());
+        let (id, bytes) = match self.sizes {
+            Sizes::Fixed => {
+                let id = 2 * self.plan().expect("fixed").in_chunks(to) + node;
+                (id, (0, 0, 0))
+            }
+            Sizes::Unknown { data_ids, .. } => {
+                let n = ctx.num_ranks() as usize;
+                let rows = ctx.node_ranks(node);
+                let at = 8 * (self.matrix_at(parity) + rows.start as usize * n);
+                (
+                    data_ids + parity * ctx.num_nodes() + node,
+                    (at, at, 8 * rows.len() * n),
+                )
+            }
+        };
+        super::post(
+            ctx,
+            self.segment,
+            self.options.queue,
+            self.peer(to),
+            bytes,
+            Notification::new(id as u32, tag),
+            deadline,
+        )
+    }
+
+    /// Unknown sizes: this rank's row of count matrix `parity`.
+    fn write_row(&self, parity: usize, send_counts: &[usize]) {
+        let n = send_counts.len();
+        let me = self.ctx.rank() as usize;
+        let row: Vec<u64> = send_counts.iter().map(|&c| c as u64).collect();
+        self.control
+            .copy_from_slice(self.matrix_at(parity) + me * n, &row);
+    }
+
+    /// Unknown sizes: wait for every other node's count rows, then plan the
+    /// call from the whole matrix. Every rank computes the same plan, so a
+    /// capacity exceeded ends the call on all alike (`Ok(Err(_))`).
+    fn count(&mut self, parity: usize, deadline: Deadline) -> Result<Result<()>> {
+        let Sizes::Unknown { capacity, data_ids } = self.sizes else {
+            return Ok(Ok(()));
+        };
+        let ctx = self.ctx;
+        let (n, nodes) = (ctx.num_ranks() as usize, ctx.num_nodes());
+        if nodes > 1 {
+            let first = (data_ids + parity * nodes) as u32;
+            let until = self.claimed + nodes as u64 - 1;
+            while ctx
+                .notify_claim_until(
+                    self.segment,
+                    first..first + nodes as u32,
+                    until,
+                    deadline.timeout(),
+                )?
+                .is_some()
+            {}
+            self.claimed = until;
+        }
+        let mut matrix = vec![0u64; n * n];
+        self.control
+            .copy_to_slice(self.matrix_at(parity), &mut matrix);
+        let counts: Vec<usize> = matrix.iter().map(|&c| c as usize).collect();
+        let elem = std::mem::size_of::<T>().max(1);
+        let block = Self::block_elems(ctx, self.options);
+        let plan = AlltoallvPlan::new(Self::layout(ctx), &counts, elem, block, data_ids);
+        let over = |what: &str, r: usize, total: usize| {
+            Error::InvalidArgument(format!(
+                "rank {r} {what} {total} elements in this call, the alltoallv's capacity is {capacity}"
+            ))
+        };
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(e) => return Ok(Err(e)),
+        };
+        for r in 0..n {
+            let sent: usize = (0..n).map(|t| plan.count(r, t)).sum();
+            let got: usize = (0..n).map(|s| plan.count(s, r)).sum();
+            if sent > capacity {
+                return Ok(Err(over("sends", r, sent)));
+            }
+            if got > capacity {
+                return Ok(Err(over("receives", r, got)));
+            }
+        }
+        self.plan = Some(plan);
+        Ok(Ok(()))
+    }
+}
+
+impl<T> Drop for Alltoallv<'_, T> {
+    /// Deletes this rank's window segment. When a call returns, every chunk
+    /// for this node has arrived, so no more writes come in.
+    fn drop(&mut self) {
+        let _ = self.ctx.segment_delete(self.segment);
+    }
+}

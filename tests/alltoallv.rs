@@ -1,0 +1,483 @@
+//! The node-aggregated alltoallv on emulated node layouts: fixed counts
+//! (regular, random, sparse) and counts unknown in advance, results in the
+//! window and in private buffers, the inter-node messages against the
+//! plan, bad arguments, timeouts.
+
+mod common;
+
+use common::*;
+use gaspi::plan::AlltoallvPlan;
+use gaspi::testing::Job;
+use gaspi::{
+    Alltoallv, AlltoallvOptions, Context, Error, GroupId, Notification, ReduceOp, Timeout,
+};
+
+const B: Timeout = Timeout::Block;
+
+/// (nodes, ranks per node) as (ranks, ppn): one node, one rank per node,
+/// several per node, and a last node with fewer ranks.
+fn layouts() -> Vec<(usize, usize)> {
+    vec![
+        (1, 1),
+        (4, 4),
+        (2, 1),
+        (3, 1),
+        (4, 2),
+        (6, 2),
+        (6, 3),
+        (8, 2),
+        (5, 2),
+        (7, 3),
+    ]
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Dist {
+    Regular,
+    Random,
+    Sparse,
+}
+
+/// A small deterministic hash (no shared state between ranks needed).
+fn mix(a: u64) -> u64 {
+    let mut x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^ (x >> 32)
+}
+
+/// The count matrix (`n * n`) of distribution `d` with mean about `c`,
+/// varied by `salt`: regular `c`; random `0..2c`; sparse: a piece in
+/// about one pair of eight, none at all between some nodes.
+fn counts(d: Dist, n: usize, c: usize, salt: u64) -> Vec<usize> {
+    (0..n * n)
+        .map(|i| {
+            let h = mix(i as u64 ^ salt << 20);
+            match d {
+                Dist::Regular => c,
+                Dist::Random => (h % (2 * c as u64 + 1)) as usize,
+                Dist::Sparse if h % 8 == 0 => (h >> 8) as usize % (8 * c + 1),
+                Dist::Sparse => 0,
+            }
+        })
+        .collect()
+}
+
+/// Element `i` of the piece from `s` to `t` in iteration `it`.
+fn value(s: usize, t: usize, it: usize, i: usize) -> u64 {
+    (s as u64) << 48 | (t as u64) << 32 | (it as u64) << 20 | i as u64
+}
+
+fn send_of(counts: &[usize], n: usize, me: usize, it: usize) -> Vec<u64> {
+    (0..n)
+        .flat_map(|t| (0..counts[me * n + t]).map(move |i| value(me, t, it, i)))
+        .collect()
+}
+
+/// What `me` must hold after iteration `it`, packed by source.
+fn expected(counts: &[usize], n: usize, me: usize, it: usize) -> Vec<u64> {
+    (0..n)
+        .flat_map(|s| (0..counts[s * n + me]).map(move |i| value(s, me, it, i)))
+        .collect()
+}
+
+/// Check `a`'s result in place against `want`.
+fn check_in_place(a: &Alltoallv<u64>, counts: &[usize], n: usize, me: usize, it: usize) {
+    for s in 0..n {
+        let got = a.received(s as u16).unwrap().to_vec();
+        let want: Vec<u64> = (0..counts[s * n + me])
+            .map(|i| value(s, me, it, i))
+            .collect();
+        assert_eq!(got, want, "it {it}: piece from {s} to {me} in the window");
+    }
+}
+
+/// `iterations` calls of a fixed-count alltoallv, alternating the result
+/// in place and in a private buffer (poisoned before each call).
+fn check_fixed(ctx: &Context, d: Dist, c: usize, iterations: usize, options: AlltoallvOptions) {
+    let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+    let counts = counts(d, n, c, c as u64);
+    let mut a = Alltoallv::<u64>::with_options(ctx, 10, &counts, options, B).unwrap();
+    let row = &counts[me * n..(me + 1) * n];
+    let want_len = expected(&counts, n, me, 0).len();
+    let mut recv = vec![0u64; want_len + 3];
+    for it in 0..iterations {
+        let send = send_of(&counts, n, me, it);
+        if it % 2 == 1 {
+            recv.fill(u64::MAX);
+            a.run_into(&send, row, &mut recv, B).unwrap();
+            assert_eq!(
+                recv[..want_len],
+                expected(&counts, n, me, it)[..],
+                "{d:?} c={c} it={it}"
+            );
+            assert_eq!(recv[want_len..], [u64::MAX; 3], "beyond the result");
+        } else {
+            a.run(&send, row, B).unwrap();
+            check_in_place(&a, &counts, n, me, it);
+        }
+        assert_eq!(
+            a.recv_counts(),
+            (0..n).map(|s| counts[s * n + me]).collect::<Vec<_>>()
+        );
+    }
+}
+
+fn run_dist(d: Dist) {
+    for (ranks, ppn) in layouts() {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            // Small chunks, so that sections are cut and shared out.
+            let small = AlltoallvOptions {
+                block_bytes: 8 * 16,
+                ..Default::default()
+            };
+            for c in [0, 1, 37] {
+                check_fixed(ctx, d, c, 20, small);
+            }
+            check_fixed(ctx, d, 300, 4, AlltoallvOptions::default());
+        });
+    }
+}
+
+#[test]
+fn regular_counts_on_every_layout() {
+    run_dist(Dist::Regular);
+}
+
+#[test]
+fn random_counts_on_every_layout() {
+    run_dist(Dist::Random);
+}
+
+#[test]
+fn sparse_counts_on_every_layout() {
+    run_dist(Dist::Sparse);
+}
+
+#[test]
+fn pieces_of_1_mib() {
+    for (ranks, ppn) in [(4, 2), (3, 1), (4, 4)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            check_fixed(
+                ctx,
+                Dist::Regular,
+                128 << 10,
+                3,
+                AlltoallvOptions::default(),
+            );
+            check_fixed(ctx, Dist::Random, 64 << 10, 3, AlltoallvOptions::default());
+        });
+    }
+}
+
+#[test]
+fn unknown_sizes_change_every_call_on_every_layout() {
+    for (ranks, ppn) in layouts() {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let capacity = 8 * 40 * n;
+            let opts = AlltoallvOptions {
+                block_bytes: 8 * 24,
+                ..Default::default()
+            };
+            let mut a = Alltoallv::<u64>::with_unknown_sizes(ctx, 11, capacity, opts, B).unwrap();
+            let mut recv = vec![0u64; capacity];
+            for it in 0..30 {
+                let d = [Dist::Regular, Dist::Random, Dist::Sparse][it % 3];
+                let counts = counts(d, n, [0, 1, 40][(it / 3) % 3], it as u64);
+                let row = &counts[me * n..(me + 1) * n];
+                let send = send_of(&counts, n, me, it);
+                let want = expected(&counts, n, me, it);
+                if it % 2 == 1 {
+                    recv.fill(u64::MAX);
+                    a.run_into(&send, row, &mut recv, B).unwrap();
+                    assert_eq!(recv[..want.len()], want[..], "{d:?} it={it}");
+                } else {
+                    a.run(&send, row, B).unwrap();
+                    check_in_place(&a, &counts, n, me, it);
+                }
+                assert_eq!(a.plan().unwrap().counts, counts);
+            }
+        });
+    }
+}
+
+#[test]
+fn unknown_sizes_beyond_the_capacity_fail_on_every_rank_then_work_again() {
+    Job::new(&[6]).ppn(2).run(|ctx| {
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let mut a =
+            Alltoallv::<u32>::with_unknown_sizes(ctx, 3, 10, Default::default(), B).unwrap();
+        // Rank 1 sends 11 elements: every rank learns it and fails alike.
+        let mut row = vec![0; n];
+        if me == 1 {
+            row[4] = 11;
+        }
+        let send = vec![7u32; row.iter().sum()];
+        match a.run(&send, &row, B) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("rank 1 sends 11"), "{m}"),
+            other => panic!("expected a capacity error, got {other:?}"),
+        }
+        // Rank 2 would receive 2 * 6 = 12.
+        let row: Vec<usize> = (0..n).map(|t| if t == 2 { 2 } else { 0 }).collect();
+        match a.run(&[me as u32; 2], &row, B) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("rank 2 receives 12"), "{m}"),
+            other => panic!("expected a capacity error, got {other:?}"),
+        }
+        // Within the capacity again; a receive buffer too small fails
+        // after the call, whose result is in the window.
+        let row = vec![1; n];
+        let mut small = vec![0u32; n - 1];
+        assert!(matches!(
+            a.run_into(&vec![me as u32; n], &row, &mut small, B),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(small, vec![0; n - 1], "untouched");
+        for s in 0..n {
+            assert_eq!(a.received(s as u16).unwrap().to_vec(), [s as u32]);
+        }
+        let mut recv = vec![0u32; n];
+        a.run_into(&vec![me as u32 + 100; n], &row, &mut recv, B)
+            .unwrap();
+        assert_eq!(recv, (100..100 + n as u32).collect::<Vec<_>>());
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let n = ctx.num_ranks() as usize;
+        assert!(matches!(
+            Alltoallv::<u8>::new(ctx, 1, &[1; 15], B),
+            Err(Error::InvalidArgument(_))
+        ));
+        let mut huge = vec![0; 16];
+        huge[1] = usize::MAX / 2;
+        assert!(matches!(
+            Alltoallv::<u64>::new(ctx, 1, &huge, B),
+            Err(Error::SizeOverflow { .. })
+        ));
+        assert!(matches!(
+            Alltoallv::<u64>::with_unknown_sizes(ctx, 1, usize::MAX / 4, Default::default(), B),
+            Err(Error::SizeOverflow { .. })
+        ));
+        let mut a = Alltoallv::<u16>::alltoall(ctx, 1, 2, Default::default(), B).unwrap();
+        let row = vec![2; n];
+        let send = vec![1u16; 2 * n];
+        // Too few counts, a send buffer of the wrong size, counts other
+        // than the fixed ones, a receive buffer too small, a rank that does
+        // not exist: each a clear error, nothing started.
+        assert!(a.run(&send, &row[1..], B).is_err());
+        assert!(a.run(&send[1..], &row, B).is_err());
+        let mut other = row.clone();
+        other[0] = 3;
+        assert!(a.run(&vec![1u16; 2 * n + 1], &other, B).is_err());
+        assert!(a.run_into(&send, &row, &mut [0u16; 3], B).is_err());
+        assert!(matches!(
+            a.received(n as u16),
+            Err(Error::InvalidRank { .. })
+        ));
+        // Still usable.
+        let mut recv = vec![0u16; 2 * n];
+        a.run_into(&send, &row, &mut recv, B).unwrap();
+        assert_eq!(recv, vec![1; 2 * n]);
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn inter_node_messages_match_the_plan() {
+    for (ranks, ppn) in [(4, 2), (6, 2), (6, 3), (5, 1), (8, 4)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let nodes = ctx.num_nodes() as u64;
+            for d in [Dist::Regular, Dist::Sparse] {
+                let counts = counts(d, n, 50, 1);
+                let opts = AlltoallvOptions {
+                    block_bytes: 8 * 64,
+                    ..Default::default()
+                };
+                let mut a = Alltoallv::<u64>::with_options(ctx, 10, &counts, opts, B).unwrap();
+                let row = &counts[me * n..(me + 1) * n];
+                let send = send_of(&counts, n, me, 0);
+                // Warm up (map the windows); credits start with the third call.
+                a.run(&send, row, B).unwrap();
+                a.run(&send, row, B).unwrap();
+                barrier(ctx);
+                ctx.reset_traffic();
+                a.run(&send, row, B).unwrap();
+                let sums = inter_node_sums(ctx);
+                let plan = a.plan().unwrap();
+                let chunks = plan.inter_node_messages() as u64;
+                let credits: u64 = (0..ctx.num_nodes())
+                    .map(|k| {
+                        plan.senders_to(k)
+                            .filter(|&m| plan.needs_credit(m, k))
+                            .count() as u64
+                    })
+                    .sum();
+                if let Dist::Regular = d {
+                    assert_eq!(credits, 0, "every node pair sends both ways");
+                }
+                let bytes: u64 = (0..ctx.num_nodes())
+                    .flat_map(|f| {
+                        (0..ctx.num_nodes())
+                            .filter(move |&t| t != f)
+                            .map(move |t| (f, t))
+                    })
+                    .map(|(f, t)| 8 * plan.section_len(f, t) as u64)
+                    .sum();
+                assert_eq!(
+                    sums,
+                    [chunks, chunks + credits, bytes],
+                    "{d:?}\n{}",
+                    plan.table()
+                );
+                if let Dist::Regular = d {
+                    // With the default chunks, one message per node pair,
+                    // against a flat exchange's one per pair of ranks on
+                    // different nodes.
+                    let whole =
+                        AlltoallvPlan::new(plan.layout, &counts, 8, 1 << 17, 1 << 16).unwrap();
+                    assert_eq!(whole.inter_node_messages() as u64, nodes * (nodes - 1));
+                    let local: usize = (0..ctx.num_nodes())
+                        .map(|k| ctx.node_ranks(k).len().pow(2))
+                        .sum();
+                    assert_eq!(whole.flat_inter_node_messages(), n * n - local);
+                }
+                drop(a);
+                barrier(ctx);
+            }
+            // Unknown sizes: the count rows go to every other node, and
+            // take the place of the credits.
+            let counts = counts(Dist::Sparse, n, 50, 2);
+            let mut a =
+                Alltoallv::<u64>::with_unknown_sizes(ctx, 12, 8 * 50 * n, Default::default(), B)
+                    .unwrap();
+            let row = &counts[me * n..(me + 1) * n];
+            let send = send_of(&counts, n, me, 0);
+            a.run(&send, row, B).unwrap();
+            barrier(ctx);
+            ctx.reset_traffic();
+            a.run(&send, row, B).unwrap();
+            let sums = inter_node_sums(ctx);
+            let chunks = a.plan().unwrap().inter_node_messages() as u64;
+            let rows = nodes * (nodes - 1);
+            assert_eq!([sums[0], sums[1]], [chunks + rows, chunks + rows]);
+            barrier(ctx);
+        });
+    }
+}
+
+/// Inter-node writes, notifications and bytes of all ranks since the last
+/// reset.
+fn inter_node_sums(ctx: &Context) -> [u64; 3] {
+    let t = ctx.traffic();
+    let mut sums = [0u64; 3];
+    ctx.allreduce(
+        &[t.inter.writes, t.inter.notifications, t.inter.bytes],
+        &mut sums,
+        ReduceOp::Sum,
+        GroupId::ALL,
+        B,
+    )
+    .unwrap();
+    sums
+}
+
+#[test]
+fn timeout_then_retry_completes_the_same_call() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        segment(ctx, 0, 64);
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let counts = counts(Dist::Random, n, 20, 3);
+        let mut fixed = Alltoallv::<u64>::new(ctx, 1, &counts, B).unwrap();
+        let mut unknown =
+            Alltoallv::<u64>::with_unknown_sizes(ctx, 2, 40 * n, Default::default(), B).unwrap();
+        let row = &counts[me * n..(me + 1) * n];
+        let send = send_of(&counts, n, me, 5);
+        for a in [&mut fixed, &mut unknown] {
+            // Rank 0 comes late: the others time out first, then tell it.
+            if me != 0 {
+                assert!(a.run(&send, row, Timeout::ms(10)).unwrap_err().is_timeout());
+                ctx.notify(0, 0, Notification::new(me as u32, 1), 0, B)
+                    .unwrap();
+            } else {
+                for _ in 1..n {
+                    let id = ctx.notify_waitsome(0, 1..n as u32, B).unwrap();
+                    ctx.notify_reset(0, id).unwrap();
+                }
+            }
+            a.run(&send, row, B).unwrap();
+            check_in_place(a, &counts, n, me, 5);
+            // And the next call is a normal one.
+            let send = send_of(&counts, n, me, 6);
+            a.run(&send, row, B).unwrap();
+            check_in_place(a, &counts, n, me, 6);
+        }
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn plans_aggregate_and_balance() {
+    // 2 nodes of 3: every section is one message; 9 pieces in one.
+    let l = gaspi::plan::Layout { ranks: 6, ppn: 3 };
+    let plan = AlltoallvPlan::new(l, &[5; 36], 8, 1 << 20, 1 << 16).unwrap();
+    assert_eq!(plan.inter_node_messages(), 2);
+    assert_eq!(plan.flat_inter_node_messages(), 18);
+    // Chunks of 5 elements: 9 per section, shared 3/3/3 by bytes.
+    let plan = AlltoallvPlan::new(l, &[5; 36], 8, 5, 1 << 16).unwrap();
+    for r in 0..6 {
+        assert_eq!(plan.sends(r).len(), 3, "rank {r}\n{}", plan.table());
+    }
+    // Every piece has its own place in its target's window.
+    for (ranks, ppn) in layouts() {
+        let l = gaspi::plan::Layout { ranks, ppn };
+        let counts = counts(Dist::Random, ranks, 9, 4);
+        let plan = AlltoallvPlan::new(l, &counts, 8, 7, 1 << 16).unwrap();
+        for node in 0..l.nodes() {
+            let mut cover = vec![0u8; plan.window_len(node)];
+            for t in l.node_ranks(node) {
+                for s in 0..ranks {
+                    let at = plan.recv_at(s, t);
+                    for x in &mut cover[at..at + plan.count(s, t)] {
+                        *x += 1;
+                    }
+                }
+            }
+            let staged = plan.stage_len(node);
+            assert!(cover[..staged].iter().all(|&x| x == 0));
+            assert!(cover[staged..].iter().all(|&x| x == 1), "node {node}");
+            // Chunks cover each outgoing section once, ids are distinct
+            // per target.
+            let sent: usize = plan.chunks(node).iter().map(|c| c.len).sum();
+            assert_eq!(sent, staged);
+        }
+    }
+}
+
+#[test]
+fn one_way_sections_wait_for_credits() {
+    // Only node 0 sends, to the last node: that node says by credits when
+    // it may be written, and its result may not be overwritten while it
+    // reads it (checked after each call, before the next).
+    for (ranks, ppn) in [(4, 2), (3, 1), (6, 3)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let mut counts = vec![0; n * n];
+            counts[n - 1] = 64; // rank 0 -> the last rank
+            counts[n + n - 1] = 3; // rank 1 -> the last rank
+            let mut a = Alltoallv::<u64>::new(ctx, 5, &counts, B).unwrap();
+            let plan = a.plan().unwrap();
+            assert!(plan.needs_credit(0, ctx.num_nodes() - 1));
+            let row = counts[me * n..(me + 1) * n].to_vec();
+            for it in 0..30 {
+                a.run(&send_of(&counts, n, me, it), &row, B).unwrap();
+                check_in_place(&a, &counts, n, me, it);
+            }
+            barrier(ctx);
+        });
+    }
+}
