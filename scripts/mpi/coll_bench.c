@@ -43,6 +43,24 @@ static void row(const char *bench, const char *impl, long bytes, long reps, doub
   fflush(stdout);
 }
 
+/* Run `reps` calls like gaspi-bench: reps / 10 warm-up calls, BATCHES
+ * timed batches of reps / BATCHES (rank 0's time per call into t), then one
+ * more call checked element by element. call(arg, it, full) runs call
+ * number `it` and says whether its result checked out (every element if
+ * `full`, else the ones that change every call). */
+static int timed(long reps, int (*call)(void *, long, int), void *arg, double *t) {
+  long per = reps / BATCHES, warm = reps / 10, it = 0;
+  int ok = 1;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (long b = -1; b <= BATCHES; b++) {
+    long count = b < 0 ? warm : b == BATCHES ? 1 : per;
+    double t0 = MPI_Wtime();
+    for (long x = 0; x < count; x++, it++) ok &= call(arg, it, b == BATCHES);
+    if (b >= 0 && b < BATCHES) t[b] = (MPI_Wtime() - t0) * 1e6 / per;
+  }
+  return ok;
+}
+
 static double reduce_input(int r, long j, long len, long it) {
   double base = (double)((r + 1) * (j % 1000 + 1));
   return (j == 0 || j + 1 == len) ? base + (double)it : base;
@@ -54,33 +72,34 @@ static double reduce_expected(long j, long len, long it) {
   return s;
 }
 
+struct reduce { double *send, *recv; long len; };
+
+static int reduce_call(void *arg, long it, int full) {
+  struct reduce *a = arg;
+  long len = a->len;
+  a->send[0] = reduce_input(me, 0, len, it);
+  a->send[len - 1] = reduce_input(me, len - 1, len, it);
+  MPI_Allreduce(a->send, a->recv, (int)len, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  int ok = 1;
+  if (full) {
+    for (long j = 0; j < len; j++) ok &= a->recv[j] == reduce_expected(j, len, it);
+  } else {
+    ok = a->recv[0] == reduce_expected(0, len, it) && a->recv[len / 2] == reduce_expected(len / 2, len, it) &&
+         a->recv[len - 1] == reduce_expected(len - 1, len, it);
+  }
+  return ok;
+}
+
 static void allreduce(const char *impl, long size) {
   long len = size / 8 > 0 ? size / 8 : 1, bytes = len * 8;
-  long reps = reps_for(bytes, 20000, 1L << 30), per = reps / BATCHES, warm = reps / 10;
-  double *send = malloc(bytes), *recv = malloc(bytes), t[BATCHES];
-  for (long j = 0; j < len; j++) send[j] = reduce_input(me, j, len, 0);
-  int ok = 1;
-  long it = 0;
-  MPI_Barrier(MPI_COMM_WORLD);
-  for (long b = -1; b < BATCHES; b++) {
-    long count = b < 0 ? warm : per;
-    double t0 = MPI_Wtime();
-    for (long k = 0; k < count; k++, it++) {
-      send[0] = reduce_input(me, 0, len, it);
-      send[len - 1] = reduce_input(me, len - 1, len, it);
-      MPI_Allreduce(send, recv, (int)len, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      ok &= recv[0] == reduce_expected(0, len, it) && recv[len / 2] == reduce_expected(len / 2, len, it) &&
-            recv[len - 1] == reduce_expected(len - 1, len, it);
-    }
-    if (b >= 0) t[b] = (MPI_Wtime() - t0) * 1e6 / per;
-  }
-  send[0] = reduce_input(me, 0, len, it);
-  send[len - 1] = reduce_input(me, len - 1, len, it);
-  MPI_Allreduce(send, recv, (int)len, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  for (long j = 0; j < len; j++) ok &= recv[j] == reduce_expected(j, len, it);
+  long reps = reps_for(bytes, 20000, 1L << 30);
+  struct reduce a = {malloc(bytes), malloc(bytes), len};
+  double t[BATCHES];
+  for (long j = 0; j < len; j++) a.send[j] = reduce_input(me, j, len, 0);
+  int ok = timed(reps, reduce_call, &a, t);
   row("allreduce", impl, bytes, reps, t, ok);
-  free(send);
-  free(recv);
+  free(a.send);
+  free(a.recv);
 }
 
 static long count_of(const char *dist, int i, long c) {
@@ -94,52 +113,52 @@ static uint64_t gather_value(int r, long i, long count, long it) {
   return (uint64_t)r << 40 | (uint64_t)i;
 }
 
+struct gather { uint64_t *send, *recv; int *counts, *displs; };
+
+static int gather_call(void *arg, long it, int full) {
+  struct gather *a = arg;
+  long k = a->counts[me];
+  int ok = 1;
+  if (k > 0) {
+    a->send[0] = gather_value(me, 0, k, it);
+    a->send[k - 1] = gather_value(me, k - 1, k, it);
+  }
+  MPI_Allgatherv(a->send, (int)k, MPI_UINT64_T, a->recv, a->counts, a->displs, MPI_UINT64_T, MPI_COMM_WORLD);
+  for (int r = 0; r < n; r++) {
+    long kr = a->counts[r], at = a->displs[r];
+    if (kr == 0) continue;
+    if (full) {
+      for (long i = 0; i < kr; i++) ok &= a->recv[at + i] == gather_value(r, i, kr, it);
+    } else {
+      ok &= a->recv[at] == gather_value(r, 0, kr, it) && a->recv[at + kr - 1] == gather_value(r, kr - 1, kr, it);
+    }
+  }
+  return ok;
+}
+
 static void allgatherv(const char *impl, const char *dist, long size) {
   long c = size / 8 > 0 ? size / 8 : 1;
-  int *counts = malloc(n * sizeof(int)), *displs = malloc(n * sizeof(int));
+  struct gather a = {NULL, NULL, malloc(n * sizeof(int)), malloc(n * sizeof(int))};
   long total = 0;
   for (int r = 0; r < n; r++) {
-    counts[r] = (int)count_of(dist, r, c);
-    displs[r] = (int)total;
-    total += counts[r];
+    a.counts[r] = (int)count_of(dist, r, c);
+    a.displs[r] = (int)total;
+    total += a.counts[r];
   }
-  long k = counts[me];
-  uint64_t *send = malloc((k > 0 ? k : 1) * 8), *recv = malloc(total * 8);
-  for (long i = 0; i < k; i++) send[i] = gather_value(me, i, k, 0);
-  long reps = reps_for(total * 8, 5000, 1L << 30), per = reps / BATCHES, warm = reps / 10;
+  long k = a.counts[me];
+  a.send = malloc((k > 0 ? k : 1) * 8);
+  a.recv = malloc((total > 0 ? total : 1) * 8);
+  for (long i = 0; i < k; i++) a.send[i] = gather_value(me, i, k, 0);
+  long reps = reps_for(total * 8, 5000, 1L << 30);
   double t[BATCHES];
-  int ok = 1;
-  long it = 0;
-  MPI_Barrier(MPI_COMM_WORLD);
-  for (long b = -1; b <= BATCHES; b++) {
-    long count = b < 0 ? warm : b == BATCHES ? 1 : per;
-    double t0 = MPI_Wtime();
-    for (long x = 0; x < count; x++, it++) {
-      if (k > 0) {
-        send[0] = gather_value(me, 0, k, it);
-        send[k - 1] = gather_value(me, k - 1, k, it);
-      }
-      MPI_Allgatherv(send, (int)k, MPI_UINT64_T, recv, counts, displs, MPI_UINT64_T, MPI_COMM_WORLD);
-      for (int r = 0; r < n; r++) {
-        long kr = counts[r];
-        if (kr == 0) continue;
-        if (b == BATCHES) { /* the last call: every element */
-          for (long i = 0; i < kr; i++) ok &= recv[displs[r] + i] == gather_value(r, i, kr, it);
-        } else {
-          ok &= recv[displs[r]] == gather_value(r, 0, kr, it) &&
-                recv[displs[r] + kr - 1] == gather_value(r, kr - 1, kr, it);
-        }
-      }
-    }
-    if (b >= 0 && b < BATCHES) t[b] = (MPI_Wtime() - t0) * 1e6 / per;
-  }
+  int ok = timed(reps, gather_call, &a, t);
   char bench[64];
   snprintf(bench, sizeof bench, "allgatherv-%s", dist);
   row(bench, impl, c * 8, reps, t, ok);
-  free(send);
-  free(recv);
-  free(counts);
-  free(displs);
+  free(a.send);
+  free(a.recv);
+  free(a.counts);
+  free(a.displs);
 }
 
 /* gaspi-bench's alltoallv counts and values (alltoallv.rs: mix, pair_counts,
@@ -165,60 +184,59 @@ static uint64_t a2a_value(int s, int t, long i, long k, long it) {
   return pair | 1ull << 31 | (uint64_t)i;
 }
 
+struct a2a { uint64_t *send, *recv; int *sc, *sd, *rc, *rd; };
+
+static int a2a_call(void *arg, long it, int full) {
+  struct a2a *a = arg;
+  int ok = 1;
+  for (int q = 0; q < n; q++) {
+    long k = a->sc[q];
+    if (k == 0) continue;
+    a->send[a->sd[q]] = a2a_value(me, q, 0, k, it);
+    a->send[a->sd[q] + k - 1] = a2a_value(me, q, k - 1, k, it);
+  }
+  MPI_Alltoallv(a->send, a->sc, a->sd, MPI_UINT64_T, a->recv, a->rc, a->rd, MPI_UINT64_T, MPI_COMM_WORLD);
+  for (int s = 0; s < n; s++) {
+    long k = a->rc[s], at = a->rd[s];
+    if (k == 0) continue;
+    if (full) {
+      for (long i = 0; i < k; i++) ok &= a->recv[at + i] == a2a_value(s, me, i, k, it);
+    } else {
+      ok &= a->recv[at] == a2a_value(s, me, 0, k, it) && a->recv[at + k - 1] == a2a_value(s, me, k - 1, k, it);
+    }
+  }
+  return ok;
+}
+
 static void alltoallv(const char *impl, const char *dist, long size) {
-  long c = size / 8 > 0 ? size / 8 : 1, total = 0;
-  int *sc = malloc(n * sizeof(int)), *sd = malloc(n * sizeof(int));
-  int *rc = malloc(n * sizeof(int)), *rd = malloc(n * sizeof(int));
-  long sent = 0, got = 0;
+  long c = size / 8 > 0 ? size / 8 : 1, total = 0, sent = 0, got = 0;
+  struct a2a a = {NULL, NULL, malloc(n * sizeof(int)), malloc(n * sizeof(int)), malloc(n * sizeof(int)),
+                  malloc(n * sizeof(int))};
   for (long i = 0; i < (long)n * n; i++) total += a2a_count(dist, i, c);
   for (int r = 0; r < n; r++) {
-    sc[r] = (int)a2a_count(dist, (long)me * n + r, c);
-    sd[r] = (int)sent;
-    sent += sc[r];
-    rc[r] = (int)a2a_count(dist, (long)r * n + me, c);
-    rd[r] = (int)got;
-    got += rc[r];
+    a.sc[r] = (int)a2a_count(dist, (long)me * n + r, c);
+    a.sd[r] = (int)sent;
+    sent += a.sc[r];
+    a.rc[r] = (int)a2a_count(dist, (long)r * n + me, c);
+    a.rd[r] = (int)got;
+    got += a.rc[r];
   }
-  uint64_t *send = malloc((sent > 0 ? sent : 1) * 8), *recv = malloc((got > 0 ? got : 1) * 8);
+  a.send = malloc((sent > 0 ? sent : 1) * 8);
+  a.recv = malloc((got > 0 ? got : 1) * 8);
   for (int t = 0; t < n; t++)
-    for (long i = 0; i < sc[t]; i++) send[sd[t] + i] = a2a_value(me, t, i, sc[t], 0);
-  long reps = reps_for(total * 8 / n, 5000, 1L << 30), per = reps / BATCHES, warm = reps / 10;
+    for (long i = 0; i < a.sc[t]; i++) a.send[a.sd[t] + i] = a2a_value(me, t, i, a.sc[t], 0);
+  long reps = reps_for(total * 8 / n, 5000, 1L << 30);
   double t[BATCHES];
-  int ok = 1;
-  long it = 0;
-  MPI_Barrier(MPI_COMM_WORLD);
-  for (long b = -1; b <= BATCHES; b++) {
-    long count = b < 0 ? warm : b == BATCHES ? 1 : per;
-    double t0 = MPI_Wtime();
-    for (long x = 0; x < count; x++, it++) {
-      for (int q = 0; q < n; q++) {
-        long k = sc[q];
-        if (k == 0) continue;
-        send[sd[q]] = a2a_value(me, q, 0, k, it);
-        send[sd[q] + k - 1] = a2a_value(me, q, k - 1, k, it);
-      }
-      MPI_Alltoallv(send, sc, sd, MPI_UINT64_T, recv, rc, rd, MPI_UINT64_T, MPI_COMM_WORLD);
-      for (int s = 0; s < n; s++) {
-        long k = rc[s];
-        if (k == 0) continue;
-        if (b == BATCHES) { /* the last call: every element */
-          for (long i = 0; i < k; i++) ok &= recv[rd[s] + i] == a2a_value(s, me, i, k, it);
-        } else {
-          ok &= recv[rd[s]] == a2a_value(s, me, 0, k, it) && recv[rd[s] + k - 1] == a2a_value(s, me, k - 1, k, it);
-        }
-      }
-    }
-    if (b >= 0 && b < BATCHES) t[b] = (MPI_Wtime() - t0) * 1e6 / per;
-  }
+  int ok = timed(reps, a2a_call, &a, t);
   char bench[64];
   snprintf(bench, sizeof bench, "alltoallv-%s", dist);
   row(bench, impl, c * 8, reps, t, ok);
-  free(send);
-  free(recv);
-  free(sc);
-  free(sd);
-  free(rc);
-  free(rd);
+  free(a.send);
+  free(a.recv);
+  free(a.sc);
+  free(a.sd);
+  free(a.rc);
+  free(a.rd);
 }
 
 int main(int argc, char **argv) {

@@ -44,9 +44,9 @@
 //! the node's count matrix, and each node writes its rows to every other
 //! node in one notified write (shared out among its ranks). That message is
 //! also the credit: a node sends it only once its ranks are done with the
-//! previous call (a node barrier opens the call, so that the node's rows
-//! are all written). Once all rows have come, every rank computes the same
-//! plan and the data moves as above. Count matrices and their ids alternate
+//! previous call (the call opens with a wait on the progress words until
+//! the node's rows are all written). Once all rows have come, every rank
+//! computes the same plan and the data moves as above. Count matrices and their ids alternate
 //! between two copies by the parity of the call, so a node one call ahead
 //! never overwrites rows still being read.
 
@@ -250,21 +250,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let elems = extent::add("alltoallv window", data_base, two)?;
         let bytes = extent::mul("alltoallv window", elems, elem)?;
         let window = Self::create_window(ctx, segment, bytes, table, timeout)?;
-        Ok(Alltoallv {
+        Ok(Self::made(
             ctx,
             segment,
-            control: window.view(),
             window,
             options,
-            sizes: Sizes::Fixed,
-            plan: Some(plan),
+            Sizes::Fixed,
+            Some(plan),
             data_base,
-            last: 0,
-            calls: 0,
-            claimed: 0,
-            phase: None,
-            _t: PhantomData,
-        })
+        ))
     }
 
     /// Collectively prepare an alltoallv whose counts each call brings
@@ -314,21 +308,37 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let most = crate::config::NOTIFICATION_LIMIT as usize - 2 * nodes - 1;
         let data_ids = (area.div_ceil(block) + nodes).min(most);
         let window = Self::create_window(ctx, segment, bytes, data_ids + 2 * nodes, timeout)?;
-        Ok(Alltoallv {
+        let sizes = Sizes::Unknown { capacity, data_ids };
+        Ok(Self::made(
+            ctx, segment, window, options, sizes, None, data_base,
+        ))
+    }
+
+    /// The collective on its new `window`, before its first call.
+    fn made(
+        ctx: &'a Context,
+        segment: SegmentId,
+        window: Window,
+        options: AlltoallvOptions,
+        sizes: Sizes,
+        plan: Option<AlltoallvPlan>,
+        data_base: usize,
+    ) -> Alltoallv<'a, T> {
+        Alltoallv {
             ctx,
             segment,
             control: window.view(),
             window,
             options,
-            sizes: Sizes::Unknown { capacity, data_ids },
-            plan: None,
+            sizes,
+            plan,
             data_base,
             last: 0,
             calls: 0,
             claimed: 0,
             phase: None,
             _t: PhantomData,
-        })
+        }
     }
 
     /// The first notification id of `node`'s chunks in a call of
