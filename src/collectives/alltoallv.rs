@@ -244,7 +244,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let max_ids = (crate::config::NOTIFICATION_LIMIT as usize - ctx.num_nodes() - 1) / 2;
         let plan = AlltoallvPlan::new(Self::layout(ctx), counts, elem, block, max_ids)?;
         let node = ctx.node();
-        let table = 2 * plan.in_chunks(node) + ctx.num_nodes();
+        // The same table on every node: engines that cannot see a remote
+        // table check ids against their own.
+        let most_in = (0..ctx.num_nodes())
+            .map(|k| plan.in_chunks(k))
+            .max()
+            .unwrap_or(0);
+        let table = 2 * most_in + ctx.num_nodes();
         let two = extent::mul("alltoallv window", plan.window_len(node), 2)?;
         let data_base = Self::control_bytes(ctx).div_ceil(elem);
         let elems = extent::add("alltoallv window", data_base, two)?;
