@@ -134,6 +134,13 @@ fn run_dist(d: Dist) {
             for c in [0, 1, 37] {
                 check_fixed(ctx, d, c, 20, small);
             }
+            // The node's ranks share its chunks out (and wait for each
+            // other's staging) instead of its last rank sending them all.
+            let shared_out = AlltoallvOptions {
+                one_sender_max: 0,
+                ..small
+            };
+            check_fixed(ctx, d, 37, 20, shared_out);
             check_fixed(ctx, d, 300, 4, AlltoallvOptions::default());
         });
     }

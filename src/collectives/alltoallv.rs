@@ -25,9 +25,12 @@
 //! 3. the rank waits until every rank of its node has staged, if it sends
 //!    chunks at all, and writes its share of the node's chunks (balanced by
 //!    bytes among the local ranks) with `write_notify`, each once its
-//!    target node's credit for this call is there; then it copies its
-//!    pieces for ranks of its own node straight into the receive area
-//!    while the chunks travel;
+//!    target node's credit for this call is there. Up to
+//!    [`AlltoallvOptions::one_sender_max`] bytes going out of the node
+//!    (64 KiB by default), the node's last rank to stage (a counter in the
+//!    window tells) writes all the node's chunks instead, and no rank waits
+//!    for the others' staging. Then the rank copies its pieces for ranks of
+//!    its own node straight into the receive area while the chunks travel;
 //! 4. the node's ranks claim the node's incoming chunks from its one table
 //!    until all have come; the rank says it is done in its word and waits
 //!    until every rank of the node is: every piece is in place.
@@ -70,12 +73,12 @@ use std::sync::atomic::Ordering::SeqCst;
 /// let ctx = Context::init(Config::default())?;
 /// let n = ctx.num_ranks() as usize;
 /// // Chunks of 4 KiB on queue 1.
-/// let opts = AlltoallvOptions { block_bytes: 4096, queue: 1 };
+/// let opts = AlltoallvOptions { block_bytes: 4096, queue: 1, ..Default::default() };
 /// let a = Alltoallv::<u64>::with_options(&ctx, 0, &vec![1000; n * n], opts, Timeout::Block)?;
 /// assert_eq!(a.plan().unwrap().block_elems, 512);
 /// # Ok::<(), gaspi::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AlltoallvOptions {
     /// The most bytes in one notified write between nodes: larger sections
     /// are cut into chunks that the node's ranks share out. 0 (the
@@ -83,12 +86,33 @@ pub struct AlltoallvOptions {
     pub block_bytes: usize,
     /// The queue the collective posts on (default 0).
     pub queue: QueueId,
+    /// Up to this many bytes going out of a node per call, the node's last
+    /// rank to stage its pieces writes all the node's chunks, and no rank
+    /// waits for the others to stage; above, the node's ranks share the
+    /// chunks out by bytes and each waits until all have staged. 0: always
+    /// share. Default [`AlltoallvOptions::DEFAULT_ONE_SENDER_MAX`].
+    pub one_sender_max: usize,
+}
+
+impl Default for AlltoallvOptions {
+    fn default() -> AlltoallvOptions {
+        AlltoallvOptions {
+            block_bytes: 0,
+            queue: 0,
+            one_sender_max: AlltoallvOptions::DEFAULT_ONE_SENDER_MAX,
+        }
+    }
 }
 
 impl AlltoallvOptions {
     /// The chunk size chosen for `block_bytes: 0` inside a host: 1 MiB
     /// (an aggregated section is usually sent whole).
     pub const DEFAULT_BLOCK_BYTES: usize = 1 << 20;
+    /// The default of `one_sender_max`: 64 KiB. Measured here (4 and 8
+    /// ranks on 2 cores, alternated rounds): one sender took 0.85-0.96 of
+    /// the shared-out time at 1-8 KiB per pair, 1.10 at 64-256 KiB on 2
+    /// nodes of 2 (256 KiB going out per node).
+    pub const DEFAULT_ONE_SENDER_MAX: usize = 64 << 10;
 }
 
 /// Counts fixed at creation, or learned in every call.
@@ -117,9 +141,9 @@ enum Phase {
     Counting,
     /// Copying into the staging area.
     Staging,
-    /// Writing chunks from the `next`th of the rank's share (once the
-    /// node's ranks have staged), then copying the pieces for this node.
-    Sending { next: usize },
+    /// Writing the node's chunks `next..end` (`wait`: once the node's
+    /// ranks have staged), then copying the pieces for this node.
+    Sending { next: usize, end: usize, wait: bool },
     /// Claiming the node's incoming chunks.
     Receiving,
     /// Waiting until every rank of the node is done.
@@ -168,6 +192,8 @@ pub struct Alltoallv<'a, T> {
     calls: u64,
     /// Claims on the node's table in the calls completed.
     claimed: u64,
+    /// Calls that staged (all but those refused for their sizes).
+    stagings: u64,
     /// The call in progress, if one timed out.
     phase: Option<Phase>,
     _t: PhantomData<T>,
@@ -342,6 +368,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             last: 0,
             calls: 0,
             claimed: 0,
+            stagings: 0,
             phase: None,
             _t: PhantomData,
         }
@@ -370,9 +397,16 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Bytes of the progress words at the window's start: a cache line per
-    /// local rank.
+    /// local rank, and one for the node's count of stagings.
     fn control_bytes(ctx: &Context) -> usize {
-        64 * ctx.ranks_per_node()
+        64 * (ctx.ranks_per_node() + 1)
+    }
+
+    /// How many times the node's ranks have staged, in all (see
+    /// [`AlltoallvOptions::one_sender_max`]): the cache line after the
+    /// progress words.
+    fn staged_count(&self) -> &AtomicU64 {
+        self.control.atomic_u64(64 * self.ctx.ranks_per_node())
     }
 
     /// Unknown sizes: the word index of count matrix `parity` (row `s`,
@@ -719,20 +753,38 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 Phase::Staging => {
                     self.stage(send, send_counts, false, parity);
                     self.publish(step(2));
+                    self.stagings += 1;
                     let p = self.plan().expect("planned");
-                    *phase = Phase::Sending {
-                        next: p.sends(ctx.rank() as usize).start,
+                    let elem = std::mem::size_of::<T>();
+                    let outgoing = p.stage_len(node).saturating_mul(elem);
+                    *phase = if outgoing <= self.options.one_sender_max {
+                        // The node's last rank to stage sends it all, at
+                        // once: nobody waits for the others to stage.
+                        let arrived = self.staged_count().fetch_add(1, SeqCst) + 1;
+                        let last = arrived == self.stagings * local_num as u64;
+                        let all = if last { p.chunks(node).len() } else { 0 };
+                        Phase::Sending {
+                            next: 0,
+                            end: all,
+                            wait: false,
+                        }
+                    } else {
+                        let share = p.sends(ctx.rank() as usize);
+                        Phase::Sending {
+                            next: share.start,
+                            end: share.end,
+                            wait: true,
+                        }
                     };
                 }
-                Phase::Sending { next } => {
+                Phase::Sending { next, end, wait } => {
                     let p = self.plan.as_ref().expect("planned");
-                    let sends = p.sends(ctx.rank() as usize);
-                    if next < sends.end {
+                    if wait && next < end {
                         // A chunk holds pieces of every local rank.
                         self.gather(step(2), deadline)?;
                     }
-                    for i in next..sends.end {
-                        *phase = Phase::Sending { next: i };
+                    for i in next..end {
+                        *phase = Phase::Sending { next: i, end, wait };
                         let c = p.chunks(node)[i];
                         self.send_chunk(p, &c, parity, deadline)?;
                     }
