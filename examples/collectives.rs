@@ -1,7 +1,8 @@
 //! The collectives of the shared-window paper on emulated nodes: an
 //! allgatherv of linearly decreasing contributions whose result every rank
-//! reads in its node's window, and an allreduce, repeated on the same
-//! windows call after call.
+//! reads in its node's window, an allreduce, and the node-aggregated
+//! alltoallv (the paper's future work), repeated on the same windows call
+//! after call.
 //!
 //! ```text
 //! cargo build --release --examples
@@ -10,7 +11,7 @@
 //! cargo run --release --example collectives -- -n 8 --ppn 4
 //! ```
 
-use gaspi::{Allgatherv, Allreduce, Config, Context, ReduceOp, Timeout};
+use gaspi::{Allgatherv, Allreduce, Alltoallv, Config, Context, ReduceOp, Timeout};
 
 fn main() -> Result<(), gaspi::Error> {
     gaspi::launcher::launch_self(); // `-n N [--ppn P]`: start N ranks of this program
@@ -29,6 +30,11 @@ fn main() -> Result<(), gaspi::Error> {
         .collect();
     let mut gather = Allgatherv::<u64>::new(&ctx, 0, &counts, &displs, t)?;
     let mut sum = Allreduce::<f64>::new(&ctx, 1, 4, t)?;
+    // Rank s sends s + t + 1 elements to rank t.
+    let pairs: Vec<usize> = (0..n * n).map(|i| i / n + i % n + 1).collect();
+    let row = &pairs[me * n..(me + 1) * n];
+    let mut exchange = Alltoallv::<u64>::new(&ctx, 2, &pairs, t)?;
+    let mut got = vec![0u64; (0..n).map(|s| pairs[s * n + me]).sum()];
 
     for it in 0..100u64 {
         // The paper's data: (iProc + 1) * (it + 1).
@@ -40,12 +46,25 @@ fn main() -> Result<(), gaspi::Error> {
 
         let x = [1.0, me as f64, it as f64, 0.5];
         let total = sum.run(&x, ReduceOp::Sum, t)?.to_vec();
-        let n = n as f64;
-        assert_eq!(total, [n, n * (n - 1.0) / 2.0, n * it as f64, n / 2.0]);
+        let nf = n as f64;
+        assert_eq!(total, [nf, nf * (nf - 1.0) / 2.0, nf * it as f64, nf / 2.0]);
+
+        // Each piece holds (sender, receiver, call); odd calls into my buffer.
+        let piece = |s: usize, t: usize| ((s * n + t) as u64) << 32 | it;
+        let send: Vec<u64> = (0..n).flat_map(|to| vec![piece(me, to); row[to]]).collect();
+        if it % 2 == 1 {
+            exchange.run_into(&send, row, &mut got, t)?;
+        } else {
+            exchange.run(&send, row, t)?;
+            exchange
+                .received(0)?
+                .copy_to_slice(0, &mut got[..pairs[me]]);
+        }
+        assert_eq!(got[0], piece(0, me));
     }
     if me == 0 {
         println!(
-            "100 allgathervs of {} elements and 100 allreduces on {} ranks in {} nodes: all correct",
+            "100 allgathervs of {} elements, 100 allreduces and 100 alltoallvs on {} ranks in {} nodes: all correct",
             counts.iter().sum::<usize>(),
             ctx.num_ranks(),
             ctx.num_nodes()
