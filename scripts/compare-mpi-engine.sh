@@ -5,11 +5,13 @@
 #   on 2 hosts) beside the bare MPI sequence that does the same
 #   (scripts/mpi/notified_put_lat.c: put + flush + flag put + flush, on a
 #   dynamic window as the engine's, and at 8 B on MPI_Win_allocate's);
-# - allgatherv and allreduce on 2 hosts of 1 rank (MPICH 4 busy-waits: with
+# - allgatherv, allreduce and alltoallv on 2 hosts of 1 rank (MPICH 4 busy-waits: with
 #   more ranks than cores each of its collectives takes tens of ms, so on a
 #   2-core machine the twin is measured at 2 ranks; LAYOUT n:ppn for more),
-#   MPI's MPI_Allgatherv and MPI_Allreduce measured in the same processes
-#   (gaspi-bench's MPI twin).
+#   MPI's MPI_Allgatherv, MPI_Allreduce and MPI_Alltoallv measured in the
+#   same processes (gaspi-bench's MPI twin); the alltoallv also as a flat
+#   exchange of ours (one write_notify per pair of ranks), which shows what
+#   the node aggregation saves once messages cost round trips.
 #   scripts/compare-mpi-engine.sh [ROUNDS] [LAYOUT]   -> docs/mpi-engine-DATE[-N].csv
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,11 +38,13 @@ for r in $(seq "$rounds"); do
         mpiexec -n 2 "$npl" $reps "${x%:*}" "${x#*:}" | tr -d '()' |
             awk -v r="$r" -v n=$reps '{print r",write-notify-lat,mpi-put-flush-flag-"$4",2,1,"$2","n","$10","$7","$12",,"($13 ~ /yes/ ? "yes" : "no")","}' >>"$out"
     done
-    for b in allgatherv allreduce; do
+    for b in allgatherv allreduce alltoallv; do
         sizes=64K,256K,1M
+        impls=()
         [ $b = allreduce ] && sizes=8,4K,64K,1M,4M
+        [ $b = alltoallv ] && sizes=1K,64K,1M && impls=(--impl aggregated,aggregated-private,flat)
         "$bench" $b -n "${layout%:*}" --ppn "${layout#*:}" "${hosts[@]}" --sizes $sizes \
-            --iters 200 --format csv | rows "$r" >>"$out"
+            "${impls[@]}" --iters 200 --format csv | rows "$r" >>"$out"
     done
 done
 echo "rows: $out" >&2
