@@ -457,10 +457,22 @@ fn plans_aggregate_and_balance() {
             let staged = plan.stage_len(node);
             assert!(cover[..staged].iter().all(|&x| x == 0));
             assert!(cover[staged..].iter().all(|&x| x == 1), "node {node}");
-            // Chunks cover each outgoing section once, ids are distinct
-            // per target.
+            // Chunks cover each outgoing section once.
             let sent: usize = plan.chunks(node).iter().map(|c| c.len).sum();
             assert_eq!(sent, staged);
+        }
+        // Every node's incoming chunks have the ids 0..in_chunks, each once.
+        for to in 0..l.nodes() {
+            let mut ids: Vec<usize> = (0..l.nodes())
+                .flat_map(|from| plan.chunks(from).iter().filter(move |c| c.to == to))
+                .map(|c| c.id)
+                .collect();
+            ids.sort_unstable();
+            assert_eq!(
+                ids,
+                (0..plan.in_chunks(to)).collect::<Vec<_>>(),
+                "node {to}"
+            );
         }
     }
 }

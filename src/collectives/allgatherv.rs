@@ -193,10 +193,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         }
         let elem = std::mem::size_of::<T>().max(1);
         let len = super::plan::check_extents(counts, displs, elem)?;
-        let layout = Layout {
-            ranks: n,
-            ppn: ctx.ranks_per_node(),
-        };
+        let layout = Layout::of(ctx);
         let max_blocks = crate::config::NOTIFICATION_LIMIT as usize - 1;
         let block_bytes = ctx
             .engine
@@ -343,13 +340,6 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         }
     }
 
-    /// The notification value that tags call `call`: the call number plus
-    /// one, wrapping but never 0 (credits are compared in wrapping order).
-    fn tag(call: u64) -> u32 {
-        let t = (call + 1) as u32;
-        if t == 0 { 1 } else { t }
-    }
-
     /// Run the call's phases from `phase` on, updating it as they finish.
     /// Write block `id` with its notification (value `tag`) to the rank
     /// of this local rank on the next node.
@@ -408,7 +398,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let me = ctx.rank() as usize;
         let node = ctx.node();
         let nodes = ctx.num_nodes();
-        let tag = Self::tag(self.calls);
+        let tag = super::call_tag(self.calls);
         let credit = plan.total_blocks() as u32;
         // Every block not copied yet; all must be complete.
         let copy_rest = |recv: &mut Option<&mut [T]>, copied: &mut [bool]| {

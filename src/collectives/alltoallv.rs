@@ -121,10 +121,11 @@ enum Sizes {
     Fixed,
     /// At most `capacity` elements sent and received per rank and call;
     /// `data_ids` notification ids for chunks, then two sets of `nodes`
-    /// for the count rows.
+    /// for the count rows; `copy` elements per copy of the data area.
     Unknown {
         capacity: usize,
         data_ids: usize,
+        copy: usize,
     },
 }
 
@@ -268,7 +269,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let block = Self::block_elems(ctx, options);
         // Two sets of chunk ids (by call parity), then the credits.
         let max_ids = (crate::config::NOTIFICATION_LIMIT as usize - ctx.num_nodes() - 1) / 2;
-        let plan = AlltoallvPlan::new(Self::layout(ctx), counts, elem, block, max_ids)?;
+        let plan = AlltoallvPlan::new(Layout::of(ctx), counts, elem, block, max_ids)?;
         let node = ctx.node();
         // The same table on every node: engines that cannot see a remote
         // table check ids against their own.
@@ -327,7 +328,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // each, for the largest node (so that every node's copies start at
         // the same place).
         let area = extent::mul("capacity * ranks per node", capacity, ctx.ranks_per_node())?;
-        let data = extent::mul("alltoallv window", area, 4)?;
+        let copy = extent::mul("alltoallv window", area, 2)?;
+        let data = extent::mul("alltoallv window", copy, 2)?;
         let data_bytes = extent::mul("alltoallv window", data, elem)?;
         let matrices = extent::mul("alltoallv count matrices", n, n)?;
         let count_bytes = extent::mul("alltoallv count matrices", matrices, 16)?;
@@ -340,7 +342,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let most = crate::config::NOTIFICATION_LIMIT as usize - 2 * nodes - 1;
         let data_ids = (area.div_ceil(block) + nodes).min(most);
         let window = Self::create_window(ctx, segment, bytes, data_ids + 2 * nodes, timeout)?;
-        let sizes = Sizes::Unknown { capacity, data_ids };
+        let sizes = Sizes::Unknown {
+            capacity,
+            data_ids,
+            copy,
+        };
         Ok(Self::made(
             ctx, segment, window, options, sizes, None, data_base,
         ))
@@ -390,7 +396,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     fn area(&self, node: usize, parity: usize) -> usize {
         let len = match (self.sizes, &self.plan) {
             (Sizes::Fixed, Some(p)) => p.window_len(node),
-            (Sizes::Unknown { capacity, .. }, _) => 2 * capacity * self.ctx.ranks_per_node(),
+            (Sizes::Unknown { copy, .. }, _) => copy,
             (Sizes::Fixed, None) => unreachable!("fixed counts have a plan"),
         };
         self.data_base + parity * len
@@ -414,13 +420,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     fn matrix_at(&self, parity: usize) -> usize {
         let n = self.ctx.num_ranks() as usize;
         Self::control_bytes(self.ctx) / 8 + parity * n * n
-    }
-
-    fn layout(ctx: &Context) -> Layout {
-        Layout {
-            ranks: ctx.num_ranks() as usize,
-            ppn: ctx.ranks_per_node(),
-        }
     }
 
     fn block_elems(ctx: &Context, options: AlltoallvOptions) -> usize {
@@ -665,13 +664,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
     }
 
-    /// The notification value that tags call `call`: the call number plus
-    /// one, wrapping but never 0.
-    fn tag(call: u64) -> u32 {
-        let t = (call + 1) as u32;
-        if t == 0 { 1 } else { t }
-    }
-
     /// The rank of node `node` this rank writes to: the same local rank,
     /// or fewer if the node has fewer ranks.
     fn peer(&self, node: usize) -> Rank {
@@ -693,7 +685,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let ctx = self.ctx;
         let (node, nodes) = (ctx.node(), ctx.num_nodes());
         let (local, local_num) = (ctx.local_rank() as usize, ctx.local_num() as usize);
-        let tag = Self::tag(self.calls);
+        let tag = super::call_tag(self.calls);
         let parity = (self.calls % 2) as usize;
         // What each rank's progress word says in this call: rows written,
         // pieces staged, done (see `publish`).
@@ -893,16 +885,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         parity: usize,
         deadline: Deadline,
     ) -> Result<()> {
-        let tag = Self::tag(self.calls);
+        let tag = super::call_tag(self.calls);
+        // From the third call on, the target node's credit for this call
+        // (or a later one), unless its chunks of the previous call said it.
         if let (Sizes::Fixed, 2..) = (self.sizes, self.calls) {
-            if !p.needs_credit(c.from, c.to) {
-                // The target node's chunks of the previous call said it.
-                return self.post_chunk(p, c, parity, tag, deadline);
+            if p.needs_credit(c.from, c.to) {
+                let credit = (2 * p.in_chunks(self.ctx.node()) + c.to) as u32;
+                self.ctx
+                    .await_notification_tag(self.segment, credit, tag, deadline)?;
             }
-            // The target node's credit for this call (or a later one).
-            let credit = (2 * p.in_chunks(self.ctx.node()) + c.to) as u32;
-            self.ctx
-                .await_notification_tag(self.segment, credit, tag, deadline)?;
         }
         self.post_chunk(p, c, parity, tag, deadline)
     }
@@ -974,7 +965,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// call from the whole matrix. Every rank computes the same plan, so a
     /// capacity exceeded ends the call on all alike (`Ok(Err(_))`).
     fn count(&mut self, parity: usize, deadline: Deadline) -> Result<Result<()>> {
-        let Sizes::Unknown { capacity, data_ids } = self.sizes else {
+        let Sizes::Unknown {
+            capacity, data_ids, ..
+        } = self.sizes
+        else {
             return Ok(Ok(()));
         };
         let ctx = self.ctx;
@@ -999,7 +993,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let counts: Vec<usize> = matrix.iter().map(|&c| c as usize).collect();
         let elem = std::mem::size_of::<T>().max(1);
         let block = Self::block_elems(ctx, self.options);
-        let plan = AlltoallvPlan::new(Self::layout(ctx), &counts, elem, block, data_ids);
+        let plan = AlltoallvPlan::new(Layout::of(ctx), &counts, elem, block, data_ids);
         let over = |what: &str, r: usize, total: usize| {
             Error::InvalidArgument(format!(
                 "rank {r} {what} {total} elements in this call, the alltoallv's capacity is {capacity}"

@@ -1,5 +1,7 @@
 //! The shape of a job as the collectives' plans see it.
 
+use crate::context::Context;
+
 /// The shape of the job for a collective: `nodes` nodes of consecutive
 /// ranks, `ppn` per node (the last may have fewer).
 ///
@@ -19,6 +21,14 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The layout of `ctx`'s job.
+    pub(crate) fn of(ctx: &Context) -> Layout {
+        Layout {
+            ranks: ctx.num_ranks() as usize,
+            ppn: ctx.ranks_per_node(),
+        }
+    }
+
     /// Number of nodes.
     ///
     /// ```

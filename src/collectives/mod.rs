@@ -32,6 +32,14 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
 
+/// The notification value that tags call `call` of a collective object:
+/// the call number plus one, wrapping but never 0 (credits are compared in
+/// wrapping order, [`tag_reached`](crate::notifications::tag_reached)).
+pub(crate) fn call_tag(call: u64) -> u32 {
+    let t = (call + 1) as u32;
+    if t == 0 { 1 } else { t }
+}
+
 /// `write_notify` `len` bytes from `local` of this rank's segment `segment`
 /// to `remote` of `to`'s (a `notify` alone when `len` is 0), on `queue`. A
 /// full queue is waited for (within `deadline`) and the post retried: the

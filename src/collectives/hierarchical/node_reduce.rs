@@ -79,10 +79,7 @@ impl NodeReduce {
         opts: AllreduceOptions,
         timeout: Timeout,
     ) -> Result<NodeReduce> {
-        let layout = Layout {
-            ranks: ctx.num_ranks() as usize,
-            ppn: ctx.ranks_per_node(),
-        };
+        let layout = Layout::of(ctx);
         let nodes = layout.nodes();
         let slots = layout.ppn.min(layout.ranks);
         let dis = Dissemination::new(nodes);
