@@ -176,6 +176,8 @@ mod guide {
     struct Launching;
     #[doc = include_str!("../docs/guide/porting.md")]
     struct Porting;
+    #[doc = include_str!("../docs/guide/porting-stencil.md")]
+    struct PortingStencil;
     #[doc = include_str!("../docs/guide/engines.md")]
     struct Engines;
     #[doc = include_str!("../docs/guide/mpi.md")]

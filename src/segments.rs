@@ -581,6 +581,33 @@ impl<T: Pod> SegmentView<T> {
         self.obj.atomic_u64(self.start + byte_offset)
     }
 
+    /// The view's whole 8-byte words as atomics: shared access at full
+    /// speed without `unsafe` (a relaxed load or store is a plain move on
+    /// common CPUs; read-modify-writes such as `fetch_xor` are atomic among
+    /// all ranks of a node). Panics if the view does not start 8-byte
+    /// aligned.
+    ///
+    /// ```
+    /// # use std::sync::atomic::Ordering::Relaxed;
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// let win = ctx.window_create(0, 1024, gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
+    /// let words = win.view::<u64>().sub(4..8);
+    /// let w = words.atomic_u64s();
+    /// assert_eq!(w.len(), 4);
+    /// w[1].fetch_xor(0b101, Relaxed); // atomic among the node's ranks
+    /// assert_eq!(win.view::<u64>().get(5), 0b101);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn atomic_u64s(&self) -> &[AtomicU64] {
+        let bytes = self.len * std::mem::size_of::<T>();
+        assert!(
+            self.start % 8 == 0,
+            "atomic words of a view that starts at byte {} (not 8-aligned)",
+            self.start
+        );
+        self.obj.atomic_u64s(self.start, bytes / 8)
+    }
+
     /// Pointer to the first element.
     ///
     /// ```

@@ -2,7 +2,9 @@
 //! execute ([`plan`](super::plan)), for node counts far beyond any machine
 //! at hand (up to 65,536 nodes and more): the pipelined-ring allgatherv's
 //! block table, the dissemination's steps and partial reductions, the
-//! allreduce ring, the alltoallv with and without node aggregation, and the
+//! allreduce ring, the alltoallv with and without node aggregation, a
+//! stencil's halo exchange and a round of Random Access, flat and
+//! node-shared ([`Exchange`]), and the
 //! RMA broadcast's binomial tree in the LogGP model of Paznikov 2023
 //! (section 3).
 //!
@@ -318,6 +320,179 @@ impl Model {
         let p = &self.p;
         let send = p.overhead_us + bytes as f64 * p.gap_per_byte_us;
         2.0 * p.atomic_us + (ranks.saturating_sub(1)) as f64 * send + p.latency_us
+    }
+}
+
+/// Messages and bytes of one step of an application kernel, job-wide.
+///
+/// ```
+/// let t = gaspi::model::Traffic { messages: 2.0, bytes: 1024.0 };
+/// assert_eq!(t.bytes / t.messages, 512.0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Traffic {
+    /// Messages that carry data.
+    pub messages: f64,
+    /// Their bytes.
+    pub bytes: f64,
+}
+
+/// The traffic of one step of an application kernel ([`Model::halo`],
+/// [`Model::gups_round`]), between nodes and inside them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Exchange {
+    /// Between nodes.
+    pub inter: Traffic,
+    /// Inside nodes (data messages; notifications without data not counted).
+    pub intra: Traffic,
+}
+
+/// The columns of the grid of node blocks for `nodes` nodes of `ppn` row
+/// bands: the divisor of `nodes` that makes the grid of rank blocks
+/// squarest (the smallest such), so that halos are short.
+///
+/// ```
+/// // 4 nodes of 2 bands: 2 x 2 nodes, ranks 4 rows x 2 columns.
+/// assert_eq!(gaspi::model::halo_node_columns(4, 2), 2);
+/// assert_eq!(gaspi::model::halo_node_columns(1, 8), 1);
+/// ```
+pub fn halo_node_columns(nodes: usize, ppn: usize) -> usize {
+    (1..=nodes.max(1))
+        .filter(|x| nodes.max(1) % x == 0)
+        .min_by_key(|&x| (nodes.max(1) / x).saturating_mul(ppn).abs_diff(x))
+        .unwrap_or(1)
+}
+
+impl Model {
+    /// The halo exchange of a two-dimensional five-point stencil, per
+    /// sweep: `nodes` node blocks in the grid [`halo_node_columns`] picks,
+    /// each cut into `ppn` row bands of `side x side` f64 points, one per
+    /// rank (`gaspi-bench stencil`'s cut); flat (`node_shared` false) or
+    /// node-shared.
+    ///
+    /// Between nodes, flat and node-shared codes send the same: a row each
+    /// way across every north-south node edge, and each band's piece of the
+    /// column each way across every east-west edge. Inside a node, a flat
+    /// code sends a row each way between neighbouring bands (`2 (ppn - 1)`
+    /// messages per node); a node-shared one reads them in place and sends
+    /// none, only a notification per band edge and direction.
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// let (flat, shared) = (m.halo(4, 8, 1024, false), m.halo(4, 8, 1024, true));
+    /// assert_eq!(flat.inter, shared.inter);
+    /// assert_eq!((flat.intra.messages, shared.intra.messages), (4.0 * 14.0, 0.0));
+    /// ```
+    pub fn halo(&self, nodes: usize, ppn: usize, side: usize, node_shared: bool) -> Exchange {
+        let x = halo_node_columns(nodes, ppn);
+        let y = nodes.max(1) / x;
+        let row = (side * 8) as f64;
+        let ns_edges = (y - 1) as f64 * x as f64;
+        let ew_edges = (x - 1) as f64 * y as f64;
+        let inter = 2.0 * ns_edges + 2.0 * ppn as f64 * ew_edges;
+        let intra = if node_shared {
+            0.0
+        } else {
+            2.0 * ppn.saturating_sub(1) as f64 * nodes as f64
+        };
+        Exchange {
+            inter: Traffic {
+                messages: inter,
+                bytes: inter * row,
+            },
+            intra: Traffic {
+                messages: intra,
+                bytes: intra * row,
+            },
+        }
+    }
+
+    /// One round of Random Access (`gaspi-bench gups`): every rank sends
+    /// `updates` random updates (8 bytes each) to their owners, uniformly
+    /// spread over `nodes` nodes of `ppn` ranks. Flat, a rank sends a bucket
+    /// to every other rank each round (a notification alone when it is
+    /// empty); node-shared, one bucket to every other node, and it updates
+    /// its own node's words in the node's window (no message). The bytes
+    /// between nodes are the same.
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// let (flat, shared) = (m.gups_round(64, 16, 1024, false), m.gups_round(64, 16, 1024, true));
+    /// // 1024 ranks: 1023 buckets per rank, or 63.
+    /// assert_eq!(flat.inter.messages / shared.inter.messages, 16.0);
+    /// assert_eq!(flat.inter.bytes, shared.inter.bytes);
+    /// assert_eq!(shared.intra.messages, 0.0);
+    /// ```
+    pub fn gups_round(
+        &self,
+        nodes: usize,
+        ppn: usize,
+        updates: usize,
+        node_shared: bool,
+    ) -> Exchange {
+        let (n, p) = (nodes.max(1) as f64, ppn.max(1) as f64);
+        let ranks = n * p;
+        let bytes = ranks * (updates * 8) as f64;
+        let (inter, intra) = if node_shared {
+            (ranks * (n - 1.0), 0.0)
+        } else {
+            (ranks * (ranks - p), ranks * (p - 1.0))
+        };
+        Exchange {
+            inter: Traffic {
+                messages: inter,
+                bytes: bytes * (n - 1.0) / n,
+            },
+            intra: Traffic {
+                messages: intra,
+                bytes: if node_shared {
+                    0.0
+                } else {
+                    bytes * (p - 1.0) / ranks
+                },
+            },
+        }
+    }
+
+    /// The halo exchange's time in one sweep for a band inside a node
+    /// with neighbours all round (no computation): flat, four messages
+    /// (two inside the node, copied at `local_per_byte_us`, two to the
+    /// nodes east and west) with `o` at both ends of each; node-shared,
+    /// the two between nodes and two notifications (`q` each) inside it.
+    ///
+    /// ```
+    /// use gaspi::model::{CostParams, Model};
+    /// let m = Model::new(CostParams::this_machine());
+    /// assert!(m.halo_time(64, 4, 1024, true) < m.halo_time(64, 4, 1024, false));
+    /// // One rank per node: nothing inside a node to save.
+    /// assert_eq!(m.halo_time(64, 1, 1024, true), m.halo_time(64, 1, 1024, false));
+    /// ```
+    pub fn halo_time(&self, nodes: usize, ppn: usize, side: usize, node_shared: bool) -> f64 {
+        let p = &self.p;
+        let row = (side * 8) as f64;
+        let x = halo_node_columns(nodes, ppn);
+        let y = nodes.max(1) / x;
+        let (inside, across) = if ppn > 1 {
+            (2.0, if x > 1 { 2.0 } else { 0.0 })
+        } else {
+            (
+                0.0,
+                if x > 1 { 2.0 } else { 0.0 } + if y > 1 { 2.0 } else { 0.0 },
+            )
+        };
+        let network = if across > 0.0 {
+            2.0 * across * p.overhead_us + p.latency_us + row * p.gap_per_byte_us
+        } else {
+            0.0
+        };
+        let node = if node_shared {
+            inside * p.atomic_us
+        } else {
+            inside * (2.0 * p.overhead_us + row * p.local_per_byte_us)
+        };
+        network + node
     }
 }
 

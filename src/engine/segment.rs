@@ -411,6 +411,18 @@ impl SegmentObject {
         unsafe { &*p.cast::<AtomicU64>() }
     }
 
+    /// The `len` 8-byte words from data offset `off` as atomics; panics if
+    /// out of range or not 8-byte aligned (callers validate before).
+    pub(crate) fn atomic_u64s(&self, off: usize, len: usize) -> &[AtomicU64] {
+        let bytes = len.checked_mul(8).expect("unchecked atomic range");
+        let p = self.span(off, bytes);
+        assert_eq!(p as usize % 8, 0, "unchecked atomic alignment");
+        // SAFETY: p..p+8*len is inside the mapping (span), 8-byte aligned
+        // (checked), and lives as long as &self; AtomicU64 is valid for any
+        // bits, and atomics may be accessed from any rank at once.
+        unsafe { std::slice::from_raw_parts(p.cast::<AtomicU64>(), len) }
+    }
+
     /// Read the `T` at data offset `off` with a volatile load, so that a
     /// polling loop really reads memory each time.
     pub(crate) fn load<T: bytemuck::Pod>(&self, off: usize) -> T {

@@ -42,6 +42,15 @@ pub enum BenchName {
     PutLatDistance,
     /// remote write_notify into node 1's window until a rank of node 1 claims it
     SharedNotifyLat,
+    /// five-point stencil sweeps, verified bit for bit: --impl flat (a segment
+    /// per rank), node (node windows, rows read in place); --decomp 1d, 2d;
+    /// bytes = one rank's block; under mpirun beside flat MPI (Isend/Irecv)
+    Stencil,
+    /// Random Access (HPCC GUPS), exact, checked as HPCC does: --impl flat
+    /// (buckets per rank), node (node windows, atomics inside a node, one
+    /// bucket per node); bytes = one rank's table; under mpirun beside
+    /// flat MPI (buckets by MPI_Alltoallv)
+    Gups,
     /// every benchmark briefly on 4 ranks in 2 nodes, with a summary
     All,
     /// the collectives' cost models for 1 to 65,536 nodes (no job)
@@ -67,6 +76,8 @@ impl BenchName {
             BenchName::Bcast => "bcast",
             BenchName::PutLatDistance => "put-lat-distance",
             BenchName::SharedNotifyLat => "shared-notify-lat",
+            BenchName::Stencil => "stencil",
+            BenchName::Gups => "gups",
             BenchName::All => "all",
             BenchName::Model => "model",
         }

@@ -5,6 +5,7 @@ use crate::adapters::{BCAST_IMPLS, DESIGNS, LOCK_DESIGNS, LOCK_MODES, PATTERNS};
 use crate::alltoallv::{ALLTOALLV_DISTS, ALLTOALLV_IMPLS};
 use crate::catalog::BenchName;
 use crate::collectives::{ALLGATHERV_IMPLS, ALLREDUCE_IMPLS, DISTRIBUTIONS};
+use crate::kernels::{DECOMPS, GUPS_IMPLS, STENCIL_IMPLS};
 use crate::report::Format;
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, ValueEnum};
@@ -41,7 +42,8 @@ pub struct Cli {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: Option<u64>,
 
-    /// Implementations side by side (allreduce, allgatherv, alltoallv, bcast).
+    /// Implementations side by side (allreduce, allgatherv, alltoallv, bcast,
+    /// stencil, gups).
     #[arg(long = "impl", value_name = "I,J", value_delimiter = ',',
           value_parser = PossibleValuesParser::new(known_impls()))]
     pub impls: Option<Vec<String>>,
@@ -51,6 +53,11 @@ pub struct Cli {
     #[arg(long = "dist", value_name = "D,E", value_delimiter = ',',
           value_parser = PossibleValuesParser::new(known_dists()))]
     pub dists: Option<Vec<String>>,
+
+    /// stencil: how the grid is cut (1d: row bands; 2d: blocks).
+    #[arg(long = "decomp", value_name = "D,E", value_delimiter = ',',
+          value_parser = PossibleValuesParser::new(DECOMPS))]
+    pub decomps: Option<Vec<String>>,
 
     /// fence communication patterns.
     #[arg(long = "pattern", value_name = "P,Q", value_delimiter = ',',
@@ -194,6 +201,8 @@ fn known_impls() -> Vec<&'static str> {
         .chain(&ALLGATHERV_IMPLS)
         .chain(&ALLTOALLV_IMPLS)
         .chain(&BCAST_IMPLS)
+        .chain(&STENCIL_IMPLS)
+        .chain(&GUPS_IMPLS)
     {
         if !v.contains(i) {
             v.push(i);

@@ -14,6 +14,8 @@ mod benches;
 mod catalog;
 mod cli;
 mod collectives;
+mod gups;
+mod kernels;
 #[cfg(feature = "mpi")]
 mod mpi_rma;
 #[cfg(feature = "mpi")]
@@ -22,6 +24,8 @@ mod plot;
 mod printer;
 mod report;
 mod run;
+mod sharing;
+mod stencil;
 
 use catalog::BenchName;
 use cli::Cli;
@@ -75,12 +79,17 @@ fn model(a: &Cli) {
         p.atomic_us,
         p.request_us
     );
-    let header = "nodes,allgatherv_16MiB_total,allgatherv_1MiB_per_rank,allreduce_8B,allreduce_1MiB,bcast_binomial_1MiB,bcast_linear_1MiB,bcast_binomial_8B,bcast_linear_8B,alltoallv_1KiB_aggregated,alltoallv_1KiB_flat,alltoallv_messages_aggregated,alltoallv_messages_flat";
+    let header = "nodes,allgatherv_16MiB_total,allgatherv_1MiB_per_rank,allreduce_8B,allreduce_1MiB,bcast_binomial_1MiB,bcast_linear_1MiB,bcast_binomial_8B,bcast_linear_8B,alltoallv_1KiB_aggregated,alltoallv_1KiB_flat,alltoallv_messages_aggregated,alltoallv_messages_flat,halo_1024_inter_messages,halo_1024_inter_bytes,halo_1024_intra_messages_flat,halo_1024_intra_bytes_flat,halo_1024_intra_messages_node,halo_1024_us_flat,halo_1024_us_node,gups_1024_inter_messages_flat,gups_1024_inter_messages_node,gups_1024_inter_bytes,gups_1024_intra_messages_flat";
     println!("{header}");
     for &n in &nodes {
         let ranks = n * ppn;
+        let (flat, node) = (m.halo(n, ppn, 1024, false), m.halo(n, ppn, 1024, true));
+        let (gflat, gnode) = (
+            m.gups_round(n, ppn, 1024, false),
+            m.gups_round(n, ppn, 1024, true),
+        );
         println!(
-            "{n},{:.1},{:.1},{:.2},{:.1},{:.1},{:.1},{:.2},{:.2},{:.1},{:.1},{:.0},{:.0}",
+            "{n},{:.1},{:.1},{:.2},{:.1},{:.1},{:.1},{:.2},{:.2},{:.1},{:.1},{:.0},{:.0},{:.0},{:.0},{:.0},{:.0},{:.0},{:.2},{:.2},{:.0},{:.0},{:.0},{:.0}",
             m.allgatherv(n, ppn, 16 << 20),
             m.allgatherv(n, ppn, ranks << 20),
             m.allreduce(n, ppn, 8),
@@ -93,6 +102,17 @@ fn model(a: &Cli) {
             m.alltoallv(n, ppn, 1024, false),
             m.alltoallv_messages(n, ppn, 1024, true),
             m.alltoallv_messages(n, ppn, 1024, false),
+            flat.inter.messages,
+            flat.inter.bytes,
+            flat.intra.messages,
+            flat.intra.bytes,
+            node.intra.messages,
+            m.halo_time(n, ppn, 1024, false),
+            m.halo_time(n, ppn, 1024, true),
+            gflat.inter.messages,
+            gnode.inter.messages,
+            gflat.inter.bytes,
+            gflat.intra.messages,
         );
     }
     for bytes in [8usize, 64 << 10, 1 << 20, 16 << 20] {

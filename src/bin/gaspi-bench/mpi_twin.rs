@@ -1,6 +1,6 @@
 //! MPI's side of the comparisons (feature `mpi`; `gaspi-bench` started by
 //! `mpirun`): MPI_Allreduce, MPI_Allgatherv, MPI_Alltoallv, MPI_Bcast,
-//! MPI_Barrier, and
+//! MPI_Barrier, the flat-MPI stencil and Random Access, and
 //! the one-sided twins of `fence` (MPI_Put + MPI_Win_fence) and `lock`
 //! (MPI_Win_lock + MPI_Put + MPI_Win_unlock, or MPI_Put + MPI_Win_flush)
 //! in the same processes as ours, on the same data, sizes, repetitions and
@@ -11,8 +11,11 @@ use crate::adapters::{fence_data_ok, lock_data_ok, tag, targets};
 use crate::alltoallv::{alltoallv_bench, received_ok, send_buffer, touch};
 use crate::benches::{Bench, batches};
 use crate::collectives::{allgatherv_bench, counts, gather_value, reduce_expected, reduce_input};
+use crate::gups::on_mpi::MpiGups;
+use crate::kernels;
 use crate::mpi_rma::RawWin;
 use crate::report::Row;
+use crate::stencil::on_mpi::MpiStencil;
 use gaspi::plan::displacements;
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
@@ -278,6 +281,42 @@ impl Mpi {
             samples,
             ok,
         )
+    }
+
+    /// The flat-MPI stencil (halo exchange by `MPI_Isend`/`MPI_Irecv`):
+    /// `stencil_one`'s twin, same cut, sweeps and check.
+    pub fn stencil(&self, b: &Bench, decomp: &str, bytes: usize, most: usize) -> Row {
+        let shape = kernels::shape(b, decomp, bytes);
+        let mut st = MpiStencil::new(&self.world, shape);
+        let reps = kernels::sweeps(b, bytes, most);
+        self.world.barrier();
+        for _ in 0..reps / 10 {
+            st.step();
+        }
+        let samples = batches(reps, 1.0, |_| st.step());
+        let me = self.world.rank() as usize;
+        let ok = kernels::block_ok(&shape, me, st.done(), &st.block());
+        let side = shape.side;
+        let bench = kernels::stencil_bench(decomp);
+        self.row(b, bench, "mpi", side * side * 8, reps, samples, ok)
+    }
+
+    /// The flat-MPI Random Access (buckets by `MPI_Alltoallv`):
+    /// `gups_one`'s twin, same stream, rounds and check.
+    pub fn gups(&self, b: &Bench, bytes: usize, most: usize) -> Row {
+        let table = kernels::table(b, bytes);
+        let mut g = MpiGups::new(&self.world, table);
+        let reps = kernels::gups_rounds(b, most);
+        self.world.barrier();
+        for _ in 0..reps / 10 {
+            g.round();
+        }
+        let samples = batches(reps, 1.0, |_| g.round());
+        let rounds = g.rounds();
+        let me = self.world.rank() as usize;
+        let ok = kernels::gups_errors(&table, me, rounds, g.finish()) == 0;
+        let row = self.row(b, "gups", "mpi", table.words * 8, reps, samples, ok);
+        kernels::gups_row(row, table.ranks)
     }
 
     /// A row of MPI's, verified when every rank's check passed.

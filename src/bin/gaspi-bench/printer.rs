@@ -162,6 +162,20 @@ impl Printer {
             us(self.find("alltoallv-regular", "flat", 65_536)),
         ));
         lines.push(format!(
+            "stencil            512 KiB   {} per sweep node-shared, flat {} (block per rank, 2-D cut)",
+            us(self.find("stencil-2d", "node", 524_288)),
+            us(self.find("stencil-2d", "flat", 524_288)),
+        ));
+        let gups = |imp: &str| {
+            self.find("gups", imp, 8 << 20)
+                .map_or("-".to_string(), |r| format!("{:.4} GUP/s", r.mbps() / 1e3))
+        };
+        lines.push(format!(
+            "gups               8 MiB     {} node-shared, flat {} (table per rank, exact)",
+            gups("node"),
+            gups("flat"),
+        ));
+        lines.push(format!(
             "fence              8 B       {} per epoch, one put to the right (notified; opt {}, deferred {})",
             us(self.find("fence", "single:notified", 8)),
             us(self.find("fence", "single:opt", 8)),

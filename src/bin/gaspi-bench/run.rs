@@ -5,7 +5,7 @@ use crate::catalog::BenchName;
 use crate::cli::Cli;
 use crate::printer::Printer;
 use crate::report::{Format, Row};
-use crate::{adapters, alltoallv, collectives};
+use crate::{adapters, alltoallv, collectives, kernels};
 use gaspi::Context;
 
 impl BenchName {
@@ -63,6 +63,8 @@ impl BenchName {
                     )
                 }
             }
+            BenchName::Stencil => stencil(s, out),
+            BenchName::Gups => gups(s, out),
             BenchName::All | BenchName::Model => {}
         }
     }
@@ -254,6 +256,51 @@ fn alltoallv(s: &Session, out: &mut Printer) {
     }
     out.emit(
         "alltoallv: u64 elements between every pair of ranks (bytes = mean per pair)",
+        rows,
+    );
+}
+
+fn stencil(s: &Session, out: &mut Printer) {
+    let sizes = s.sizes(
+        &[32 << 10, 512 << 10, 8 << 20, 32 << 20],
+        &[32 << 10, 512 << 10],
+    );
+    let decomps = s.cli.decomps.clone().unwrap_or_else(|| {
+        let d: &[&str] = if s.quick { &["2d"] } else { &kernels::DECOMPS };
+        d.iter().map(|d| d.to_string()).collect()
+    });
+    let impls = s.impls(&kernels::STENCIL_IMPLS, &kernels::STENCIL_IMPLS);
+    // Brief under `all`: the check sweeps the blocks' light cones again.
+    let most = if s.quick { 200 } else { 2_000 };
+    for decomp in &decomps {
+        let rows = with_twin(
+            s.twin.is_some(),
+            &sizes,
+            |z| kernels::stencil(&s.b, z, &impls, decomp, most),
+            |z| twin!(s.twin, [z, most], |m| m.stencil(&s.b, decomp, z, most)),
+        );
+        out.emit(
+            &format!(
+                "{}: one five-point sweep with its halo exchange, grid cut {decomp} (bytes = one rank's block)",
+                kernels::stencil_bench(decomp)
+            ),
+            rows,
+        );
+    }
+}
+
+fn gups(s: &Session, out: &mut Printer) {
+    let sizes = s.sizes(&[8 << 20, 64 << 20, 512 << 20], &[8 << 20]);
+    let impls = s.impls(&kernels::GUPS_IMPLS, &kernels::GUPS_IMPLS);
+    let most = if s.quick { 200 } else { 1_000 };
+    let rows = with_twin(
+        s.twin.is_some(),
+        &sizes,
+        |z| kernels::gups(&s.b, z, &impls, most),
+        |z| twin!(s.twin, [z, most], |m| m.gups(&s.b, z, most)),
+    );
+    out.emit(
+        "gups: a round of 1024 random XOR updates per rank (bytes = one rank's table; MB/s column = million updates per second, all ranks)",
         rows,
     );
 }
