@@ -93,8 +93,8 @@ impl BenchName {
     }
 
     /// What it needs of the job, if it cannot run on a job of `ranks`
-    /// ranks in `nodes` nodes.
-    pub fn missing(self, ranks: usize, nodes: usize) -> Option<&'static str> {
+    /// ranks with `ppn` per node.
+    pub fn missing(self, ranks: usize, ppn: usize) -> Option<&'static str> {
         let two = matches!(
             self,
             BenchName::WriteNotifyLat
@@ -104,10 +104,16 @@ impl BenchName {
                 | BenchName::PutLatDistance
                 | BenchName::All
         );
+        let nodes = ranks.div_ceil(ppn.max(1));
+        // The kernels' node-shared variants cut a node's share into one
+        // part per rank: every node needs all its ranks (`all` skips them).
+        let kernel = matches!(self, BenchName::Stencil | BenchName::Gups);
         if two && ranks < 2 {
             Some("at least 2 ranks")
         } else if self == BenchName::SharedNotifyLat && nodes < 2 {
             Some("at least 2 nodes (--ppn)")
+        } else if kernel && ranks % ppn.max(1) != 0 {
+            Some("full nodes (ranks a multiple of --ppn)")
         } else {
             None
         }
@@ -138,5 +144,8 @@ mod tests {
         }
         assert!(!BenchName::All.members().contains(&BenchName::Model));
         assert_eq!(BenchName::Lock.members(), vec![BenchName::Lock]);
+        assert!(BenchName::Stencil.missing(5, 2).is_some());
+        assert!(BenchName::Gups.missing(6, 3).is_none());
+        assert!(BenchName::SharedNotifyLat.missing(4, 4).is_some());
     }
 }

@@ -63,6 +63,11 @@ impl BenchName {
                     )
                 }
             }
+            BenchName::Stencil | BenchName::Gups if !full_nodes(s) => {
+                if out.prints() {
+                    println!("# {}: skipped, it needs full nodes", self.name());
+                }
+            }
             BenchName::Stencil => stencil(s, out),
             BenchName::Gups => gups(s, out),
             BenchName::All | BenchName::Model => {}
@@ -260,6 +265,12 @@ fn alltoallv(s: &Session, out: &mut Printer) {
     );
 }
 
+/// Whether every node has `--ppn` ranks (the kernels need it; `all` may
+/// run on other layouts).
+fn full_nodes(s: &Session) -> bool {
+    s.ranks() % s.b.ppn.max(1) == 0
+}
+
 fn stencil(s: &Session, out: &mut Printer) {
     let sizes = s.sizes(
         &[32 << 10, 512 << 10, 8 << 20, 32 << 20],
@@ -397,7 +408,7 @@ fn bcast(s: &Session, out: &mut Printer) {
 /// job); returns whether everything verified.
 pub fn run_on(cli: &Cli, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error> {
     let n = ctx.num_ranks() as usize;
-    if let Some(need) = cli.bench.missing(n, ctx.num_nodes()) {
+    if let Some(need) = cli.bench.missing(n, ctx.ranks_per_node()) {
         if ctx.rank() == 0 {
             eprintln!("gaspi-bench: {} needs {need}", cli.bench.name());
         }
