@@ -5,6 +5,7 @@
 //! owner writes it. Same stream, rounds and check as the GASPI variants.
 
 use super::{CHUNK, Table, next, stream_start};
+use gaspi::plan::displacements;
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
@@ -50,14 +51,10 @@ impl<'a> MpiGups<'a> {
         let counts: Vec<i32> = self.buckets.iter().map(|b| b.len() as i32).collect();
         let mut got = vec![0i32; n];
         self.world.all_to_all_into(&counts[..], &mut got[..]);
-        let displs = |c: &[i32]| {
-            c.iter()
-                .scan(0, |at, &k| {
-                    let d = *at;
-                    *at += k;
-                    Some(d)
-                })
-                .collect::<Vec<i32>>()
+        // Displacements by the project's one prefix sum, as MPI's ints.
+        let displs = |c: &[i32]| -> Vec<i32> {
+            let c: Vec<usize> = c.iter().map(|&k| k as usize).collect();
+            displacements(&c).into_iter().map(|d| d as i32).collect()
         };
         let send: Vec<u64> = self.buckets.concat();
         let mut recv = vec![0u64; got.iter().sum::<i32>() as usize];

@@ -181,29 +181,31 @@ impl<'a> Stencil<'a> {
             self.wait_inputs(p, t)?;
         }
         let (v, s, cols, lo) = (&self.view, self.shape.side, self.cols, self.lo());
-        let src = v.sub(self.field(p) + lo * cols..self.field(p) + (lo + s + 2) * cols);
-        let west = v.sub(self.west_in(p) + lo..self.west_in(p) + lo + s);
-        let east = v.sub(self.east_in(p) + lo..self.east_in(p) + lo + s);
-        let out = v.sub(self.field(q) + (lo + 1) * cols..self.field(q) + (lo + 1 + s) * cols);
-        // SAFETY: no one writes these bytes while the slices live. The
-        // source (parity p: this band, its neighbours' edge rows, the halo
-        // rows and received columns) was completed by the sweep t - 1 of
-        // this band and of the bands and domains whose notifications
-        // `wait_inputs` claimed; none of them writes parity p again before
-        // it has this rank's news of sweep t, sent below after the slices
-        // are gone. The output (this band's rows of parity q) is written by
-        // this rank alone, and read by others only in sweep t + 1 (after
-        // that news) and in sweep t - 1 (finished: claimed above). The
-        // slices do not overlap: different parities.
-        unsafe {
-            sweep(
-                src.as_slice(),
-                west.as_slice(),
-                east.as_slice(),
-                cols,
-                out.as_mut_slice(),
-            )
-        };
+        {
+            let src = v.sub(self.field(p) + lo * cols..self.field(p) + (lo + s + 2) * cols);
+            let west = v.sub(self.west_in(p) + lo..self.west_in(p) + lo + s);
+            let east = v.sub(self.east_in(p) + lo..self.east_in(p) + lo + s);
+            let out = v.sub(self.field(q) + (lo + 1) * cols..self.field(q) + (lo + 1 + s) * cols);
+            // SAFETY: no one writes these bytes while the slices live. The
+            // source (parity p: this band, its neighbours' edge rows, the halo
+            // rows and received columns) was completed by the sweep t - 1 of
+            // this band and of the bands and domains whose notifications
+            // `wait_inputs` claimed; none of them writes parity p again before
+            // it has this rank's news of sweep t, sent below after the slices
+            // are gone. The output (this band's rows of parity q) is written by
+            // this rank alone, and read by others only in sweep t + 1 (after
+            // that news) and in sweep t - 1 (finished: claimed above). The
+            // slices do not overlap: different parities.
+            let (src, west, east, out) = unsafe {
+                (
+                    src.as_slice(),
+                    west.as_slice(),
+                    east.as_slice(),
+                    out.as_mut_slice(),
+                )
+            };
+            sweep(src, west, east, cols, out);
+        }
         self.done += 1;
         self.send(q, t + 1)
     }
