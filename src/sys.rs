@@ -112,6 +112,53 @@ pub(crate) fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// The CPUs our launcher (process `launcher`, `GASPI_LAUNCHER`) may use,
+/// when they are more than this thread's: the set a rank's helper threads
+/// may float over while the rank itself stays bound.
+#[cfg(any(feature = "gpi2", feature = "mpi", test))]
+fn launcher_cpus(launcher: u32) -> Option<CpuSet> {
+    let wide = thread::sched_getaffinity(Some(pid_of(launcher).ok()?)).ok()?;
+    let mine = thread::sched_getaffinity(None).ok()?;
+    let count = |s: &CpuSet| (0..CpuSet::MAX_CPU).filter(|&i| s.is_set(i)).count();
+    let covers = (0..CpuSet::MAX_CPU).all(|i| !mine.is_set(i) || wide.is_set(i));
+    (covers && count(&wide) > count(&mine)).then_some(wide)
+}
+
+/// Run `f` (which starts helper threads: a transport's progress or device
+/// threads) with the calling thread allowed on every CPU of the job's
+/// launcher (ours, [`env::LAUNCHER`](crate::env::LAUNCHER)), then bind the
+/// thread again as it was. Threads started meanwhile keep the wider set: a
+/// helper that wakes to receive then runs on an idle CPU instead of waiting
+/// for the bound rank it serves to give up its own. Without our launcher,
+/// or nothing wider, `f` just runs.
+#[cfg(any(feature = "gpi2", feature = "mpi"))]
+pub(crate) fn with_helpers_unbound<T>(f: impl FnOnce() -> T) -> T {
+    let launcher = std::env::var(crate::env::LAUNCHER)
+        .ok()
+        .and_then(|v| v.parse().ok());
+    unbound_during(launcher, f)
+}
+
+/// [`with_helpers_unbound`] with the launcher's process id given.
+#[cfg(any(feature = "gpi2", feature = "mpi", test))]
+fn unbound_during<T>(launcher: Option<u32>, f: impl FnOnce() -> T) -> T {
+    let Some(wide) = launcher.and_then(launcher_cpus) else {
+        return f();
+    };
+    let Ok(mine) = thread::sched_getaffinity(None) else {
+        return f();
+    };
+    if thread::sched_setaffinity(None, &wide).is_err() {
+        return f();
+    }
+    let out = f();
+    // Restoring can fail only if a CPU of ours went offline meanwhile:
+    // the thread then stays on the wider set, which is correct, only
+    // placed differently.
+    let _ = thread::sched_setaffinity(None, &mine);
+    out
+}
+
 /// Make the child started by `cmd` run on `cpus` only.
 pub(crate) fn bind_to(cmd: &mut Command, cpus: &[usize]) {
     let mut set = CpuSet::new();
@@ -236,6 +283,43 @@ pub(crate) fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cpus_of(set: &CpuSet) -> Vec<usize> {
+        (0..CpuSet::MAX_CPU).filter(|&i| set.is_set(i)).collect()
+    }
+
+    #[test]
+    fn helpers_float_over_the_launchers_cpus_while_the_rank_stays_bound() {
+        let all = allowed_cpus();
+        if all.len() < 2 {
+            return; // nothing wider to float over on one CPU
+        }
+        // A thread of its own stands for a bound rank; this process (its
+        // main thread's set) for the launcher.
+        let launcher = std::process::id();
+        std::thread::spawn(move || {
+            let mut one = CpuSet::new();
+            one.set(all[0]);
+            thread::sched_setaffinity(None, &one).unwrap();
+            let helper = unbound_during(Some(launcher), || {
+                std::thread::spawn(|| cpus_of(&thread::sched_getaffinity(None).unwrap()))
+                    .join()
+                    .unwrap()
+            });
+            assert_eq!(helper, all, "a helper started inside floats");
+            let rank = cpus_of(&thread::sched_getaffinity(None).unwrap());
+            assert_eq!(rank, vec![all[0]], "the rank is bound again");
+            // Not under our launcher: nothing changes.
+            let helper = unbound_during(None, || {
+                std::thread::spawn(|| cpus_of(&thread::sched_getaffinity(None).unwrap()))
+                    .join()
+                    .unwrap()
+            });
+            assert_eq!(helper, vec![all[0]]);
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn host_names_that_do_not_resolve_are_named_once() {

@@ -134,7 +134,9 @@ fn passive_limits_timeouts_and_oversized_messages() {
 #[test]
 fn passive_messages_across_hosts_and_full_inboxes() {
     // Every rank a node: under the GPI-2 engine with emulated hosts each
-    // is a host, and the receiver's relay pulls every message.
+    // is a host: the receiver reads the first message and larger ones from
+    // the sender, later ones of up to 1 KiB are written into its slot at
+    // the receiver.
     let cfg = Config {
         passive_queue_size_max: 2,
         ..Default::default()
@@ -194,8 +196,8 @@ fn passive_messages_across_hosts_and_full_inboxes() {
                         .is_timeout()
                 );
             } else {
-                // Across hosts it waited in the receiver's landing area and
-                // arrives once there is room.
+                // Across hosts it waited at the receiver (in the sender's
+                // slot there) and arrives once there is room.
                 assert_eq!(
                     ctx.passive_receive(Local::new(0, 4096), 64, Timeout::Block)
                         .unwrap(),

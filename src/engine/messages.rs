@@ -5,7 +5,6 @@
 use super::Native;
 use super::segment::Span;
 use super::transport::PASSIVE_NAP;
-use super::wait::poll_with_naps;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank};
 
@@ -26,7 +25,7 @@ impl Native {
     pub(crate) fn passive_send(&self, rank: Rank, msg: Span<'_>, deadline: Deadline) -> Result<()> {
         let alive = |r| self.check_alive(r);
         match self.across_hosts().filter(|_| !self.same_host(rank)) {
-            Some(t) => t.passive_send(rank, msg, deadline, &alive),
+            Some(t) => t.passive_send(rank, msg, deadline, &alive, &self.patience()),
             None => self
                 .peer_inbox(rank)?
                 .send(self.rank, msg, &self.patience(), deadline, || alive(rank)),
@@ -46,7 +45,7 @@ impl Native {
         let Some(t) = self.across_hosts() else {
             return inbox.receive(into, &self.patience(), deadline, faults);
         };
-        poll_with_naps(deadline, PASSIVE_NAP, || {
+        self.patience().poll(deadline, PASSIVE_NAP, || {
             let into = Span { ..into };
             match inbox.receive(into, &self.patience(), Deadline::Now, faults) {
                 Err(Error::Timeout) => {

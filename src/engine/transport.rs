@@ -20,6 +20,7 @@
 use super::inbox::Inbox;
 use super::job::JobBlock;
 use super::segment::{SegmentObject, Span};
+use super::wait::Patience;
 use crate::config::Engine;
 use crate::error::Result;
 use crate::types::{
@@ -151,13 +152,15 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     // --- passive --------------------------------------------------------
 
     /// Send the message `msg` to `rank` on another host; returns once it is
-    /// in its inbox. `alive` fails if `rank` is known gone.
+    /// in its inbox. `alive` fails if `rank` is known gone; `patience` is
+    /// how to wait for the receiver's answer.
     fn passive_send(
         &self,
         rank: Rank,
         msg: Span<'_>,
         deadline: Deadline,
         alive: &dyn Fn(Rank) -> Result<()>,
+        patience: &Patience<'_>,
     ) -> Result<()>;
     /// Take one passive message from another host into this rank's inbox,
     /// if one waits; whether anything was done.

@@ -226,6 +226,100 @@ impl Patience<'_> {
         ranks > self.policy.spin_while_awake
     }
 
+    /// The spinning and yielding phases of a wait ([`Patience::wait`],
+    /// [`Patience::poll`]): `Some` once `poll` succeeded, the deadline
+    /// passed or `check` failed; `None` when it is time to sleep.
+    fn busy<T>(
+        &self,
+        deadline: Deadline,
+        poll: &mut impl FnMut() -> Option<T>,
+        check: &mut impl FnMut() -> Result<()>,
+    ) -> Option<Result<T>> {
+        macro_rules! check {
+            () => {
+                if let Err(e) = check() {
+                    return Some(poll().ok_or(e));
+                }
+            };
+        }
+        let w = self.policy;
+
+        // Phase 1: spin, while there are cores for every awake rank.
+        if !w.spin.is_zero() && self.may_spin() {
+            let start = Instant::now();
+            let mut i: u32 = 0;
+            loop {
+                std::hint::spin_loop();
+                if let Some(v) = poll() {
+                    return Some(Ok(v));
+                }
+                i = i.wrapping_add(1);
+                if i % 128 == 0 {
+                    if start.elapsed() >= w.spin || !self.may_spin() {
+                        break;
+                    }
+                    check!();
+                    if deadline.expired() {
+                        return Some(Err(Error::Timeout));
+                    }
+                }
+            }
+        }
+
+        // Phase 2: yield. The clock is read every 8 yields only (a yield
+        // that hands the core over costs ~1 us; a clock read ~25 ns, and
+        // the waits of a small collective are a yield or two).
+        if !w.yield_for.is_zero() {
+            let mut yield_start = None;
+            let mut i: u32 = 0;
+            loop {
+                std::thread::yield_now();
+                if let Some(v) = poll() {
+                    return Some(Ok(v));
+                }
+                i = i.wrapping_add(1);
+                if i % 8 == 0 {
+                    check!();
+                    if deadline.expired() {
+                        return Some(Err(Error::Timeout));
+                    }
+                    let since = *yield_start.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= w.yield_for {
+                        break;
+                    }
+                }
+            }
+        }
+
+        None
+    }
+
+    /// Wait until `step` returns a value or an error, or `deadline` passes
+    /// ([`Error::Timeout`]), for something that nothing wakes us for (a
+    /// transport's completion or notification): spin and yield as
+    /// [`Patience::wait`] does, then poll with naps of up to `longest`
+    /// instead of sleeping on a futex.
+    pub(crate) fn poll<T>(
+        &self,
+        deadline: Deadline,
+        longest: Duration,
+        mut step: impl FnMut() -> Result<Option<T>>,
+    ) -> Result<T> {
+        let failed = std::cell::Cell::new(None);
+        let mut poll = || match step() {
+            Ok(v) => v,
+            Err(e) => {
+                failed.set(Some(e));
+                None
+            }
+        };
+        let mut check = || failed.take().map_or(Ok(()), Err);
+        if let Some(done) = self.busy(deadline, &mut poll, &mut check) {
+            return done;
+        }
+        poll_with_naps(deadline, longest, step)
+    }
+
     /// Wait until `poll` returns `Some`, the deadline passes
     /// ([`Error::Timeout`]) or `check` reports an error (a failed rank).
     ///
@@ -255,54 +349,10 @@ impl Patience<'_> {
         if let Deadline::Now = deadline {
             return Err(Error::Timeout);
         }
+        if let Some(done) = self.busy(deadline, &mut poll, &mut check) {
+            return done;
+        }
         let w = self.policy;
-
-        // Phase 1: spin, while there are cores for every awake rank.
-        if !w.spin.is_zero() && self.may_spin() {
-            let start = Instant::now();
-            let mut i: u32 = 0;
-            loop {
-                std::hint::spin_loop();
-                if let Some(v) = poll() {
-                    return Ok(v);
-                }
-                i = i.wrapping_add(1);
-                if i % 128 == 0 {
-                    if start.elapsed() >= w.spin || !self.may_spin() {
-                        break;
-                    }
-                    check!();
-                    if deadline.expired() {
-                        return Err(Error::Timeout);
-                    }
-                }
-            }
-        }
-
-        // Phase 2: yield. The clock is read every 8 yields only (a yield
-        // that hands the core over costs ~1 us; a clock read ~25 ns, and
-        // the waits of a small collective are a yield or two).
-        if !w.yield_for.is_zero() {
-            let mut yield_start = None;
-            let mut i: u32 = 0;
-            loop {
-                std::thread::yield_now();
-                if let Some(v) = poll() {
-                    return Ok(v);
-                }
-                i = i.wrapping_add(1);
-                if i % 8 == 0 {
-                    check!();
-                    if deadline.expired() {
-                        return Err(Error::Timeout);
-                    }
-                    let since = *yield_start.get_or_insert_with(Instant::now);
-                    if since.elapsed() >= w.yield_for {
-                        break;
-                    }
-                }
-            }
-        }
 
         // Phase 3: sleep on the futex.
         loop {

@@ -29,6 +29,9 @@ pub struct Bench<'a> {
 /// Number of batches the repetitions of one size are cut into.
 pub const BATCHES: usize = 25;
 
+/// Whether [`batches`] times every call on its own (`--per-op`).
+pub static PER_OP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 impl Bench<'_> {
     fn me(&self) -> Rank {
         self.ctx.rank()
@@ -107,13 +110,18 @@ impl Bench<'_> {
     }
 }
 
-/// Time `reps` calls of `op` in `BATCHES` batches; microseconds per call
-/// (divided by `per_call`, e.g. 2 for a round trip) for each batch.
+/// Time `reps` calls of `op` in `BATCHES` batches (or each on its own
+/// under `--per-op`); microseconds per call (divided by `per_call`, e.g. 2
+/// for a round trip) for each batch.
 pub fn batches(reps: usize, per_call: f64, mut op: impl FnMut(usize)) -> Vec<f64> {
-    let per = reps / BATCHES;
-    let mut samples = Vec::with_capacity(BATCHES);
+    let (count, per) = if PER_OP.load(std::sync::atomic::Ordering::Relaxed) {
+        (reps, 1)
+    } else {
+        (BATCHES, reps / BATCHES)
+    };
+    let mut samples = Vec::with_capacity(count);
     let mut i = 0;
-    for _ in 0..BATCHES {
+    for _ in 0..count {
         let t0 = Instant::now();
         for _ in 0..per {
             op(i);

@@ -42,6 +42,12 @@ pub struct Cli {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: Option<u64>,
 
+    /// Time every call on its own: min, median and max of single calls
+    /// (the statistic of GPI-2's and OSU's micro-benchmarks) instead of 25
+    /// batch means, which include the slow calls of a noisy machine.
+    #[arg(long)]
+    pub per_op: bool,
+
     /// Implementations side by side (allreduce, allgatherv, alltoallv, bcast,
     /// stencil, gups).
     #[arg(long = "impl", value_name = "I,J", value_delimiter = ',',

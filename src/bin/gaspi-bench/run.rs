@@ -414,6 +414,7 @@ pub fn run_on(cli: &Cli, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error>
         }
         return Ok(false);
     }
+    crate::benches::PER_OP.store(cli.per_op, std::sync::atomic::Ordering::Relaxed);
     let s = Session {
         b: Bench {
             ctx: &ctx,

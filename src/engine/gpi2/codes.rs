@@ -104,10 +104,16 @@ pub(super) fn sid(s: SegmentId) -> sys::gaspi_segment_id_t {
     }
 }
 
+/// How long [`wait_napping`] yields before it naps.
+const YIELDING: std::time::Duration = std::time::Duration::from_micros(100);
+
 /// `gaspi_wait` on `q` until `timeout`, testing with naps in between: GPI-2's
 /// own wait spins holding the mutex of the queue's completions, which its
 /// device thread needs to post them, so with fewer cores than busy threads
 /// a completion waited for that way arrives a scheduler slice late.
+/// The first [`YIELDING`] it yields the CPU between tests (a completion
+/// the device thread posts within microseconds costs no nap: 50-100 us
+/// more per passive message across hosts, measured).
 /// Used by the runtime's own waits (the relay's passive intake); a user's
 /// `wait` still spins in GPI-2 (see `calls.rs`).
 pub(super) fn wait_napping(q: sys::gaspi_queue_id_t, timeout: Timeout) -> sys::gaspi_return_t {
@@ -117,13 +123,21 @@ pub(super) fn wait_napping(q: sys::gaspi_queue_id_t, timeout: Timeout) -> sys::g
     if first != sys::GASPI_TIMEOUT || matches!(timeout, Timeout::Test) {
         return first;
     }
-    let naps = crate::engine::wait::poll_with_naps(
-        timeout.deadline(),
-        std::time::Duration::from_micros(50),
-        || match test() {
-            sys::GASPI_TIMEOUT => Ok(None),
-            code => Ok(Some(code)),
-        },
-    );
+    let deadline = timeout.deadline();
+    let start = std::time::Instant::now();
+    while start.elapsed() < YIELDING && !deadline.expired() {
+        std::thread::yield_now();
+        match test() {
+            sys::GASPI_TIMEOUT => {}
+            code => return code,
+        }
+    }
+    let naps =
+        crate::engine::wait::poll_with_naps(deadline, std::time::Duration::from_micros(50), || {
+            match test() {
+                sys::GASPI_TIMEOUT => Ok(None),
+                code => Ok(Some(code)),
+            }
+        });
     naps.unwrap_or(sys::GASPI_TIMEOUT)
 }

@@ -38,21 +38,45 @@ pub(super) fn notification_num(nranks: usize) -> u32 {
 pub(super) const DELIVERED: u32 = 1;
 /// Acknowledgement: the message is larger than the inbox's slots.
 pub(super) const REFUSED: u32 = 2;
+/// Acknowledgement: the message is in the inbox, and the receiver's
+/// scratch segment is now registered with the sender: its next messages
+/// of up to [`PUSH_BYTES`] may be written into its slot there.
+pub(super) const PUSH: u32 = 3;
+/// Largest message a sender writes straight into its slot at the receiver
+/// (once allowed: [`PUSH`]) instead of letting the receiver read it.
+pub(super) const PUSH_BYTES: usize = 1024;
+/// Marks a request's value (the message length) as pushed: the message is
+/// in the sender's slot at the receiver, notified on the scratch segment.
+pub(super) const PUSHED: u32 = 1 << 31;
 /// How long the relay waits for a read or a notification it posted.
 const RELAY_WAIT: Timeout = Timeout::After(std::time::Duration::from_secs(10));
+/// How long the relay waits to register its scratch segment with a sender
+/// (beyond it, the sender's messages keep being read: the relay has
+/// failures to watch and windows to serve meanwhile).
+const REGISTER_WAIT: Timeout = Timeout::After(std::time::Duration::from_secs(1));
 
-/// Bytes of the scratch segment for messages of up to `cap` bytes: the
-/// flush page, the outbox, the landing area.
-pub(super) fn scratch_bytes(cap: usize) -> usize {
-    SCRATCH_BYTES + 2 * outbox_bytes(cap)
+/// Bytes of the scratch segment of a job of `nranks` with messages of up
+/// to `cap` bytes: the flush page, a slot of [`PUSH_BYTES`] per sender
+/// rank, the outbox, the landing area. (Untouched slots cost no memory:
+/// the allocation is zeroed pages the kernel maps on first use.)
+pub(super) fn scratch_bytes(cap: usize, nranks: usize) -> usize {
+    outbox_at(nranks) + 2 * outbox_bytes(cap)
 }
 
 fn outbox_bytes(cap: usize) -> usize {
     cap.div_ceil(SCRATCH_BYTES) * SCRATCH_BYTES
 }
 
-/// Offset of the outbox in every process's scratch segment.
-pub(super) const OUTBOX: usize = SCRATCH_BYTES;
+/// Offset of `sender`'s slot in every process's scratch segment.
+pub(super) fn slot_at(sender: Rank) -> usize {
+    SCRATCH_BYTES + sender as usize * PUSH_BYTES
+}
+
+/// Offset of the outbox in every process's scratch segment (the same in
+/// every process of the job: receivers read their senders' outboxes).
+pub(super) fn outbox_at(nranks: usize) -> usize {
+    (SCRATCH_BYTES + nranks * PUSH_BYTES).next_multiple_of(SCRATCH_BYTES)
+}
 
 /// The sending side of a process.
 #[derive(Debug, Default)]
@@ -62,6 +86,9 @@ pub(super) struct Outbox {
     /// The receiver of the message in the outbox, while it waits for its
     /// acknowledgement (its send timed out).
     pub(super) unacked: Option<Rank>,
+    /// Receivers that registered their scratch segment with us: messages
+    /// of up to [`PUSH_BYTES`] are written into our slot there.
+    pub(super) pushing: BTreeSet<Rank>,
 }
 
 /// The receiving side, run by the relay thread.
@@ -70,9 +97,12 @@ pub(super) struct Intake {
     /// This rank's inbox, mapped for the relay.
     inbox: Inbox,
     nranks: u32,
-    /// A message read into the landing area that the inbox had no room
-    /// for yet: (sender, length).
-    held: Option<(Rank, usize)>,
+    /// A message that the inbox had no room for yet: (sender, length, at
+    /// which offset of the scratch segment: the landing area or the
+    /// sender's slot).
+    held: Option<(Rank, usize, usize)>,
+    /// Senders our scratch segment is registered with (they push).
+    pushing: BTreeSet<Rank>,
 }
 
 impl Intake {
@@ -82,6 +112,7 @@ impl Intake {
             inbox,
             nranks,
             held: None,
+            pushing: BTreeSet::new(),
         }
     }
 }
@@ -89,7 +120,15 @@ impl Intake {
 /// Take a notification of ids `first..first + num` of the reserved
 /// segment: (id, value).
 pub(super) fn take(first: NotificationId, num: u32) -> Option<(NotificationId, u32)> {
-    let seg = sid(RESERVED_SEGMENT);
+    take_on(sid(RESERVED_SEGMENT), first, num)
+}
+
+/// Take a notification of ids `first..first + num` of GPI-2 segment `seg`.
+fn take_on(
+    seg: sys::gaspi_segment_id_t,
+    first: NotificationId,
+    num: u32,
+) -> Option<(NotificationId, u32)> {
     let mut id: sys::gaspi_notification_id_t = 0;
     // SAFETY: out pointer to a local; the ids are inside GPI-2's table.
     let code = unsafe { sys::gaspi_notify_waitsome(seg, first, num, &mut id, sys::GASPI_TEST) };
@@ -123,61 +162,98 @@ pub(super) fn notify_all(ranks: &[Rank], id: NotificationId, value: u32) {
 
 impl Intake {
     /// One round of the relay: deliver a held message, or take the next
-    /// request. Returns whether anything happened.
+    /// one, pushed or requested. Returns whether anything happened.
     pub(super) fn step(&mut self, page: usize, cap: usize) -> bool {
-        let landing = OUTBOX + outbox_bytes(cap);
-        // SAFETY: the landing area (`cap` bytes, `len <= cap`) lies inside
-        // the leaked scratch allocation and only the holder of the intake
-        // lock (`&mut self`) reads it; GPI-2 writes it only for our reads,
-        // which have completed when a message is held or offered.
-        let area =
-            |len: usize| unsafe { std::slice::from_raw_parts((page + landing) as *const u8, len) };
-        if let Some((sender, len)) = self.held {
-            if !self.inbox.offer(sender, area(len)) {
+        let nranks = self.nranks as usize;
+        let landing = outbox_at(nranks) + outbox_bytes(cap);
+        // SAFETY: the range (the landing area, `len <= cap`, or a sender's
+        // slot, `len <= PUSH_BYTES`) lies inside the leaked scratch
+        // allocation (`scratch_bytes`) and only the holder of the intake
+        // lock (`&mut self`) reads it; GPI-2 writes the landing area only
+        // for our reads, which have completed when a message is held or
+        // offered, and a slot only for its sender's next message, which
+        // waits for our acknowledgement.
+        let area = |at: usize, len: usize| unsafe {
+            std::slice::from_raw_parts((page + at) as *const u8, len)
+        };
+        if let Some((sender, len, at)) = self.held {
+            if !self.inbox.offer(sender, area(at, len)) {
                 return false;
             }
             self.held = None;
-            notify_all(&[sender], ACK, DELIVERED);
+            notify_all(&[sender], ACK, self.answer(sender));
             return true;
         }
-        let Some((id, value)) = take(REQUEST, self.nranks) else {
-            return false;
+        let (id, value) = match take_on(SCRATCH, REQUEST, self.nranks) {
+            Some(pushed) => pushed,
+            None => match take(REQUEST, self.nranks) {
+                Some(requested) => requested,
+                None => return false,
+            },
         };
-        let (sender, len) = ((id - REQUEST) as Rank, value as usize);
-        if len > cap.min(self.inbox.max_message()) {
-            notify_all(&[sender], ACK, REFUSED);
-            return true;
-        }
-        let q = queue_of(RESERVED_QUEUE);
-        // SAFETY: plain calls; the landing area has room for `cap` bytes,
-        // and the sender registered its scratch segment with us before
-        // it notified.
-        let read = unsafe {
-            check(
-                "gaspi_read",
-                sys::gaspi_read(
-                    SCRATCH,
-                    landing as u64,
-                    sender,
-                    SCRATCH,
-                    OUTBOX as u64,
-                    len as u64,
-                    q,
-                    ms(RELAY_WAIT),
-                ),
-                Some(sender),
-            )
-            .and_then(|()| check("gaspi_wait", wait_napping(q, RELAY_WAIT), None))
-        };
-        if read.is_err() {
-            // The sender is gone or unreachable: its send fails by itself.
-            return true;
-        }
-        if self.inbox.offer(sender, area(len)) {
-            notify_all(&[sender], ACK, DELIVERED);
+        let sender = (id - REQUEST) as Rank;
+        let len = (value & !PUSHED) as usize;
+        let at = if value & PUSHED != 0 {
+            if len > PUSH_BYTES.min(self.inbox.max_message()) {
+                notify_all(&[sender], ACK, REFUSED);
+                return true;
+            }
+            slot_at(sender)
         } else {
-            self.held = Some((sender, len));
+            if len > cap.min(self.inbox.max_message()) {
+                notify_all(&[sender], ACK, REFUSED);
+                return true;
+            }
+            let q = queue_of(RESERVED_QUEUE);
+            // SAFETY: plain calls; the landing area has room for `cap`
+            // bytes, and the sender registered its scratch segment with
+            // us before it notified.
+            let read = unsafe {
+                check(
+                    "gaspi_read",
+                    sys::gaspi_read(
+                        SCRATCH,
+                        landing as u64,
+                        sender,
+                        SCRATCH,
+                        outbox_at(nranks) as u64,
+                        len as u64,
+                        q,
+                        ms(RELAY_WAIT),
+                    ),
+                    Some(sender),
+                )
+                .and_then(|()| check("gaspi_wait", wait_napping(q, RELAY_WAIT), None))
+            };
+            if read.is_err() {
+                // The sender is gone or unreachable: its send fails by itself.
+                return true;
+            }
+            landing
+        };
+        if self.inbox.offer(sender, area(at, len)) {
+            notify_all(&[sender], ACK, self.answer(sender));
+        } else {
+            self.held = Some((sender, len, at));
         }
         true
+    }
+
+    /// The acknowledgement of a message from `sender` now in the inbox:
+    /// [`PUSH`] once our scratch segment is registered with it (the first
+    /// message registers it), else [`DELIVERED`] (registration failed:
+    /// it keeps being read from its outbox).
+    fn answer(&mut self, sender: Rank) -> u32 {
+        if self.pushing.contains(&sender) {
+            return PUSH;
+        }
+        // SAFETY: plain call (the scratch segment is bound for the rest of
+        // the process).
+        let code = unsafe { sys::gaspi_segment_register(SCRATCH, sender, ms(REGISTER_WAIT)) };
+        if code != sys::GASPI_SUCCESS {
+            return DELIVERED;
+        }
+        self.pushing.insert(sender);
+        PUSH
     }
 }

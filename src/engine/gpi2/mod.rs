@@ -92,7 +92,7 @@ use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
 use crate::engine::segment::{SegmentObject, Span};
 use crate::engine::transport::{AtomicOp, Combine, Post, Transfer, Transport};
-use crate::engine::wait::lock;
+use crate::engine::wait::{Patience, lock};
 use crate::error::Result;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 use codes::{QUEUES, states};
@@ -311,8 +311,9 @@ impl Transport for Gpi2 {
         msg: Span<'_>,
         deadline: Deadline,
         alive: &dyn Fn(Rank) -> Result<()>,
+        patience: &Patience<'_>,
     ) -> Result<()> {
-        Gpi2::passive_send(self, rank, msg, deadline, alive)
+        Gpi2::passive_send(self, rank, msg, deadline, alive, patience)
     }
 
     fn passive_pump(&self) -> bool {

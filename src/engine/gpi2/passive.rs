@@ -1,28 +1,43 @@
 //! Passive messages between hosts, over GPI-2's one-sided operations.
 //!
 //! On one host a sender copies its message straight into the receiver's
-//! inbox (shared memory, see `inbox.rs`). Across hosts the receiver pulls
-//! it, so that the inbox keeps its CPU atomics and only its owner's process
-//! touches it from afar:
+//! inbox (shared memory, see `inbox.rs`). Across hosts only its owner's
+//! process touches the inbox (it keeps its CPU atomics); the message
+//! reaches that process first:
 //!
 //! 1. the sender copies the message into its *outbox* (in its scratch
-//!    segment, registered with the receiver on first use) and notifies the
-//!    receiver on the reserved segment, id [`REQUEST`] + sender rank,
-//!    value = the message length. A process has one message in flight:
-//!    its senders take turns on the outbox;
-//! 2. the receiver's relay thread takes the request (`gaspi_notify_reset`),
-//!    reads the message from the sender's outbox into its *landing area*
-//!    (`gaspi_read`, then `gaspi_wait`: the data is there), queues it in
-//!    the inbox like a local sender (which wakes receivers) and
-//!    acknowledges on the sender's reserved segment, id [`ACK`], value
-//!    [`DELIVERED`] (or [`REFUSED`] for a message larger than the inbox's
-//!    slots, without reading it). A full inbox keeps the message in the
-//!    landing area until a slot frees; further requests stay in GPI-2's
-//!    table meanwhile;
+//!    segment). A process has one message in flight: its senders take
+//!    turns on the outbox. Then either
+//!    - **push** (messages of up to [`PUSH_BYTES`], once the receiver
+//!      allowed it): `gaspi_write_notify` from the outbox into the
+//!      sender's *slot* in the receiver's scratch segment, notifying the
+//!      scratch segment's id [`REQUEST`] + sender rank with value
+//!      [`PUSHED`] | length (GPI-2 shows the notification after the
+//!      data); or
+//!    - **pull** (the first message to a receiver, and larger ones): the
+//!      outbox is registered with the receiver on first use and the
+//!      sender notifies the receiver's reserved segment, id [`REQUEST`] +
+//!      sender rank, value = the length;
+//! 2. the receiver takes the request (`gaspi_notify_reset`) — its relay
+//!    thread, or the rank itself while it waits in `passive_receive` —,
+//!    for a pull reads the message from the sender's outbox into its
+//!    *landing area* (`gaspi_read`, then `gaspi_wait`: the data is there),
+//!    queues it in the inbox like a local sender (which wakes receivers)
+//!    and acknowledges on the sender's reserved segment, id [`ACK`]:
+//!    [`PUSH`] (delivered; its scratch segment, registered with the
+//!    sender on the first message, takes pushes from now on),
+//!    [`DELIVERED`](super::intake::DELIVERED) (delivered, registration failed) or [`REFUSED`] (larger
+//!    than the inbox's slots, not read). A full inbox keeps the message
+//!    where it is (landing area or slot) until a slot frees; further
+//!    requests stay in GPI-2's tables meanwhile;
 //! 3. the sender returns on the acknowledgement, so `passive_send` keeps
 //!    its promise across hosts: the message is in the inbox. A send that
 //!    timed out may still be delivered: the next send of the process waits
-//!    for that acknowledgement before it reuses the outbox.
+//!    for that acknowledgement before it reuses the outbox (and the slot).
+//!
+//! A push costs one notified write instead of a notification and a read
+//! (a round trip); one way, a passive message across hosts takes about a
+//! write_notify's time (`scripts/compare-gpi2.sh`).
 //!
 //! GPI-2's own passive channel (`gaspi_passive_send`) is not used: its TCP
 //! device keeps a receive posted after a timeout and mishandles a message
@@ -31,13 +46,15 @@
 
 use super::Gpi2;
 use super::codes::{SCRATCH, check, corrupt, ms, queue_of, sid};
-use super::intake::{ACK, Intake, OUTBOX, REFUSED, REQUEST, take};
+use super::intake::{
+    ACK, Intake, PUSH, PUSH_BYTES, PUSHED, REFUSED, REQUEST, outbox_at, slot_at, take,
+};
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
 use crate::engine::segment::Span;
 use crate::engine::transport::PASSIVE_NAP;
-use crate::engine::wait::{lock, lock_until, poll_with_naps};
+use crate::engine::wait::{Patience, lock, lock_until};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, NotificationId, Rank};
 use gpi2_sys as sys;
@@ -67,6 +84,7 @@ impl Gpi2 {
         msg: Span<'_>,
         deadline: Deadline,
         alive: &dyn Fn(Rank) -> Result<()>,
+        patience: &Patience<'_>,
     ) -> Result<()> {
         let len = msg.len;
         if len > self.passive_cap {
@@ -80,7 +98,10 @@ impl Gpi2 {
         if let Some(before) = outbox.unacked {
             // Whatever became of that message, the outbox is free once
             // answered, or once its receiver is dead.
-            match self.await_ack(before, deadline, alive) {
+            match self.await_ack(before, deadline, alive, patience) {
+                Ok(PUSH) => {
+                    outbox.pushing.insert(before);
+                }
                 Ok(_) | Err(Error::RankFailed { .. } | Error::RankTerminated { .. }) => {}
                 Err(e) => return Err(e),
             }
@@ -90,32 +111,58 @@ impl Gpi2 {
             self.register(SCRATCH, rank, deadline.timeout())?;
             outbox.registered.insert(rank);
         }
+        let me = self.placement.rank;
+        let out = outbox_at(self.placement.nranks);
         // SAFETY: the outbox (`passive_cap >= len` bytes, checked above)
         // lies inside the leaked scratch allocation (`scratch_bytes`), is
-        // written only under the `outbox` lock and
-        // read by a receiver only between this notification and its
+        // written only under the `outbox` lock and read by GPI-2 (a push)
+        // or a receiver (a pull) only between this request and its
         // acknowledgement; `msg` is a checked span of a segment that its
         // borrow keeps mapped, and no Rust reference covers either range.
         unsafe {
-            std::ptr::copy_nonoverlapping(msg.ptr(), (self.page + OUTBOX) as *mut u8, len);
+            std::ptr::copy_nonoverlapping(msg.ptr(), (self.page + out) as *mut u8, len);
         }
         let q = queue_of(RESERVED_QUEUE);
-        // SAFETY: plain call; the id is inside GPI-2's table (see `start`).
-        let code = unsafe {
-            sys::gaspi_notify(
-                sid(RESERVED_SEGMENT),
-                rank,
-                REQUEST + self.placement.rank as NotificationId,
-                len as u32,
-                q,
-                ms(deadline.timeout()),
-            )
+        let id = REQUEST + me as NotificationId;
+        let code = if len <= PUSH_BYTES && outbox.pushing.contains(&rank) {
+            // SAFETY: plain call; the slot (`PUSH_BYTES`) is inside the
+            // receiver's scratch segment, registered with us (it said
+            // PUSH), the outbox inside ours, the id inside GPI-2's table.
+            unsafe {
+                sys::gaspi_write_notify(
+                    SCRATCH,
+                    out as u64,
+                    rank,
+                    SCRATCH,
+                    slot_at(me) as u64,
+                    len as u64,
+                    id,
+                    PUSHED | len as u32,
+                    q,
+                    ms(deadline.timeout()),
+                )
+            }
+        } else {
+            // SAFETY: plain call; the id is inside GPI-2's table (see `start`).
+            unsafe {
+                sys::gaspi_notify(
+                    sid(RESERVED_SEGMENT),
+                    rank,
+                    id,
+                    len as u32,
+                    q,
+                    ms(deadline.timeout()),
+                )
+            }
         };
-        check("gaspi_notify", code, Some(rank))?;
+        check("gaspi_write_notify", code, Some(rank))?;
         outbox.unacked = Some(rank);
         self.wait(RESERVED_QUEUE, deadline.timeout())?;
-        let answer = self.await_ack(rank, deadline, alive)?;
+        let answer = self.await_ack(rank, deadline, alive, patience)?;
         outbox.unacked = None;
+        if answer == PUSH {
+            outbox.pushing.insert(rank);
+        }
         match answer {
             REFUSED => Err(Error::InvalidArgument(format!(
                 "a passive message of {len} bytes does not fit rank {rank}'s inbox \
@@ -147,8 +194,9 @@ impl Gpi2 {
         rank: Rank,
         deadline: Deadline,
         alive: &dyn Fn(Rank) -> Result<()>,
+        patience: &Patience<'_>,
     ) -> Result<u32> {
-        poll_with_naps(deadline, PASSIVE_NAP, || {
+        patience.poll(deadline, PASSIVE_NAP, || {
             alive(rank)?;
             if corrupt(rank) {
                 return Err(Error::RankFailed { rank });

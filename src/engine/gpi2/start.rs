@@ -181,9 +181,13 @@ impl Gpi2 {
         if let Ok(mfile) = std::env::var(env::GPI2_MFILE) {
             unresolved_hosts(&mfile)?;
         }
+        // GPI-2's threads (its TCP device's) and our relay float over the
+        // launcher's CPUs; the rank stays where the launcher bound it.
         // SAFETY: called once per process (Context allows one at a time,
         // and GPI-2 is never terminated and restarted by us: see `term`).
-        let code = unsafe { sys::gaspi_proc_init(ms(config.init_timeout)) };
+        let code = crate::sys::with_helpers_unbound(|| unsafe {
+            sys::gaspi_proc_init(ms(config.init_timeout))
+        });
         check("gaspi_proc_init", code, None).map_err(|e| {
             let launched = std::env::var_os(env::GPI2_MFILE).is_some()
                 && std::env::var_os(env::SOCKET).is_some();
@@ -224,7 +228,7 @@ impl Gpi2 {
             )?;
         }
         let cap = config.passive_transfer_size_max;
-        let bytes = intake::scratch_bytes(cap);
+        let bytes = intake::scratch_bytes(cap, num as usize);
         let page = scratch_page(bytes)?;
         // SAFETY: the memory is GPI-2's for the rest of the process (leaked).
         let code = unsafe { sys::gaspi_segment_bind(SCRATCH, page.cast(), bytes as u64, 0) };
@@ -240,10 +244,12 @@ impl Gpi2 {
         });
         let relay = {
             let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("gaspi-gpi2-relay".into())
-                .spawn(move || relay_loop(&shared))
-                .map_err(|e| Error::system("starting the GPI-2 relay thread", e))?
+            crate::sys::with_helpers_unbound(|| {
+                std::thread::Builder::new()
+                    .name("gaspi-gpi2-relay".into())
+                    .spawn(move || relay_loop(&shared))
+            })
+            .map_err(|e| Error::system("starting the GPI-2 relay thread", e))?
         };
         Ok(Gpi2 {
             placement: Placement {

@@ -65,7 +65,7 @@ use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
 use crate::engine::segment::{SegmentObject, Span};
 use crate::engine::transport::{AtomicOp, Combine, Post, Transfer, Transport};
-use crate::engine::wait::lock;
+use crate::engine::wait::{Patience, lock};
 use crate::error::Result;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 use relay::{Bound, Shared};
@@ -264,8 +264,9 @@ impl Transport for Mpi {
         msg: Span<'_>,
         deadline: Deadline,
         alive: &dyn Fn(Rank) -> Result<()>,
+        patience: &Patience<'_>,
     ) -> Result<()> {
-        Mpi::passive_send(self, rank, msg, deadline, alive)
+        Mpi::passive_send(self, rank, msg, deadline, alive, patience)
     }
 
     fn passive_pump(&self) -> bool {

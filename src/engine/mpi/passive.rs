@@ -15,7 +15,7 @@ use super::intake::{DEPART_WAIT, HEADER, REFUSED, TAG_ACK, TAG_DEPART, TAG_MESSA
 use super::{Mpi, ffi};
 use crate::engine::segment::Span;
 use crate::engine::transport::PASSIVE_NAP;
-use crate::engine::wait::{lock, lock_until, poll_with_naps};
+use crate::engine::wait::{Patience, lock, lock_until};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank};
 
@@ -28,6 +28,7 @@ impl Mpi {
         msg: Span<'_>,
         deadline: Deadline,
         alive: &dyn Fn(Rank) -> Result<()>,
+        patience: &Patience<'_>,
     ) -> Result<()> {
         let mut outbox = lock_until(&self.outbox, deadline)?;
         reap(&mut outbox.sends);
@@ -40,7 +41,7 @@ impl Mpi {
         buf.extend_from_slice(unsafe { std::slice::from_raw_parts(msg.ptr(), msg.len) });
         let r = ffi::send(self.shared.comm, buf, rank as usize, TAG_MESSAGE, false)?;
         outbox.sends.push(r);
-        let answer = poll_with_naps(deadline, PASSIVE_NAP, || {
+        let answer = patience.poll(deadline, PASSIVE_NAP, || {
             alive(rank)?;
             ffi::progress(self.shared.comm);
             while let Some((_, len, m)) =

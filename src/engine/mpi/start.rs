@@ -191,10 +191,14 @@ impl Mpi {
         });
         let relay = {
             let shared = shared.clone();
-            std::thread::Builder::new()
-                .name("gaspi-mpi-relay".into())
-                .spawn(move || relay_loop(&shared))
-                .map_err(|e| Error::system("starting the MPI relay thread", e))?
+            // It floats over the launcher's CPUs (ours, under gaspi-run);
+            // the rank stays bound.
+            crate::sys::with_helpers_unbound(|| {
+                std::thread::Builder::new()
+                    .name("gaspi-mpi-relay".into())
+                    .spawn(move || relay_loop(&shared))
+            })
+            .map_err(|e| Error::system("starting the MPI relay thread", e))?
         };
         Ok(Mpi {
             rank,
