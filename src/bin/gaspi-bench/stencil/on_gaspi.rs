@@ -309,9 +309,15 @@ impl<'a> Stencil<'a> {
         self.view.sub(at..at + s * cols).to_vec()
     }
 
-    /// Collectively end: wait until everyone is done, then delete the
-    /// memory (with the notifications of a sweep no one will run).
+    /// Collectively end: take the inputs of the sweep no one will run
+    /// (their notifications say the data is here: a transport's `wait` and
+    /// a barrier do not, and a write landing in a deleted segment is lost
+    /// or, under GPI-2, a crash), wait until everyone is done, then delete
+    /// the memory.
     pub fn close(self) -> Result<(), Error> {
+        if self.done > 0 {
+            self.wait_inputs(self.done % 2, self.done)?;
+        }
         self.ctx.wait(self.queue, B)?;
         self.ctx.barrier(GroupId::ALL, B)?;
         drop(self.view);
