@@ -305,17 +305,10 @@ impl Patience<'_> {
         longest: Duration,
         mut step: impl FnMut() -> Result<Option<T>>,
     ) -> Result<T> {
-        let failed = std::cell::Cell::new(None);
-        let mut poll = || match step() {
-            Ok(v) => v,
-            Err(e) => {
-                failed.set(Some(e));
-                None
-            }
-        };
-        let mut check = || failed.take().map_or(Ok(()), Err);
-        if let Some(done) = self.busy(deadline, &mut poll, &mut check) {
-            return done;
+        // A step's error ends the wait like its value: both are `Some`.
+        let mut poll = || step().transpose();
+        if let Some(done) = self.busy(deadline, &mut poll, &mut || Ok(())) {
+            return done?;
         }
         poll_with_naps(deadline, longest, step)
     }
@@ -464,6 +457,42 @@ mod tests {
             );
             assert_eq!(got.unwrap(), 7);
             t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn polling_sees_values_errors_and_deadlines_in_every_mode() {
+        for mode in [
+            WaitMode::Auto,
+            WaitMode::Spin,
+            WaitMode::Yield,
+            WaitMode::Block,
+        ] {
+            let (awake, policy) = (AtomicU32::new(1), Waiter::new(mode, 1));
+            let w = policy.with(&awake);
+            let nap = Duration::from_micros(100);
+            // A value another thread makes (nothing wakes the poller).
+            let flag = Arc::new(AtomicBool::new(false));
+            let flag2 = flag.clone();
+            let t = std::thread::spawn(move || flag2.store(true, SeqCst));
+            let got = w.poll(Deadline::Never, nap, || Ok(flag.load(SeqCst).then_some(7)));
+            assert_eq!(got.unwrap(), 7);
+            t.join().unwrap();
+            // A step's error ends the wait at its first poll.
+            let mut steps = 0;
+            let err = w.poll(Deadline::Never, nap, || {
+                steps += 1;
+                Err::<Option<()>, _>(Error::RankFailed { rank: 3 })
+            });
+            assert!(
+                matches!(err, Err(Error::RankFailed { rank: 3 })),
+                "{mode:?}"
+            );
+            assert_eq!(steps, 1, "{mode:?}");
+            // Nothing comes: the deadline.
+            let deadline = Deadline::At(Instant::now() + Duration::from_millis(5));
+            let none = w.poll(deadline, nap, || Ok(None::<()>));
+            assert!(matches!(none, Err(Error::Timeout)), "{mode:?}");
         }
     }
 

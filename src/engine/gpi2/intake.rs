@@ -91,6 +91,17 @@ pub(super) struct Outbox {
     pub(super) pushing: BTreeSet<Rank>,
 }
 
+impl Outbox {
+    /// `rank` answered the message in the outbox with `answer`: the outbox
+    /// is free, and after [`PUSH`] the next messages to `rank` are pushed.
+    pub(super) fn answered(&mut self, rank: Rank, answer: u32) {
+        self.unacked = None;
+        if answer == PUSH {
+            self.pushing.insert(rank);
+        }
+    }
+}
+
 /// The receiving side, run by the relay thread.
 #[derive(Debug)]
 pub(super) struct Intake {
@@ -184,47 +195,39 @@ impl Intake {
             notify_all(&[sender], ACK, self.answer(sender));
             return true;
         }
-        let (id, value) = match take_on(SCRATCH, REQUEST, self.nranks) {
-            Some(pushed) => pushed,
-            None => match take(REQUEST, self.nranks) {
-                Some(requested) => requested,
-                None => return false,
-            },
+        let Some((id, value)) =
+            take_on(SCRATCH, REQUEST, self.nranks).or_else(|| take(REQUEST, self.nranks))
+        else {
+            return false;
         };
-        let sender = (id - REQUEST) as Rank;
-        let len = (value & !PUSHED) as usize;
-        let at = if value & PUSHED != 0 {
-            if len > PUSH_BYTES.min(self.inbox.max_message()) {
-                notify_all(&[sender], ACK, REFUSED);
-                return true;
-            }
+        let (sender, len) = ((id - REQUEST) as Rank, (value & !PUSHED) as usize);
+        let pushed = value & PUSHED != 0;
+        let room = if pushed { PUSH_BYTES } else { cap };
+        if len > room.min(self.inbox.max_message()) {
+            notify_all(&[sender], ACK, REFUSED);
+            return true;
+        }
+        let at = if pushed {
             slot_at(sender)
         } else {
-            if len > cap.min(self.inbox.max_message()) {
-                notify_all(&[sender], ACK, REFUSED);
-                return true;
-            }
             let q = queue_of(RESERVED_QUEUE);
-            // SAFETY: plain calls; the landing area has room for `cap`
+            // SAFETY: plain call; the landing area has room for `cap`
             // bytes, and the sender registered its scratch segment with
             // us before it notified.
-            let read = unsafe {
-                check(
-                    "gaspi_read",
-                    sys::gaspi_read(
-                        SCRATCH,
-                        landing as u64,
-                        sender,
-                        SCRATCH,
-                        outbox_at(nranks) as u64,
-                        len as u64,
-                        q,
-                        ms(RELAY_WAIT),
-                    ),
-                    Some(sender),
+            let code = unsafe {
+                sys::gaspi_read(
+                    SCRATCH,
+                    landing as u64,
+                    sender,
+                    SCRATCH,
+                    outbox_at(nranks) as u64,
+                    len as u64,
+                    q,
+                    ms(RELAY_WAIT),
                 )
-                .and_then(|()| check("gaspi_wait", wait_napping(q, RELAY_WAIT), None))
             };
+            let read = check("gaspi_read", code, Some(sender))
+                .and_then(|()| check("gaspi_wait", wait_napping(q, RELAY_WAIT), None));
             if read.is_err() {
                 // The sender is gone or unreachable: its send fails by itself.
                 return true;

@@ -24,7 +24,7 @@
 //!    *landing area* (`gaspi_read`, then `gaspi_wait`: the data is there),
 //!    queues it in the inbox like a local sender (which wakes receivers)
 //!    and acknowledges on the sender's reserved segment, id [`ACK`]:
-//!    [`PUSH`] (delivered; its scratch segment, registered with the
+//!    [`PUSH`](super::intake::PUSH) (delivered; its scratch segment, registered with the
 //!    sender on the first message, takes pushes from now on),
 //!    [`DELIVERED`](super::intake::DELIVERED) (delivered, registration failed) or [`REFUSED`] (larger
 //!    than the inbox's slots, not read). A full inbox keeps the message
@@ -46,9 +46,7 @@
 
 use super::Gpi2;
 use super::codes::{SCRATCH, check, corrupt, ms, queue_of, sid};
-use super::intake::{
-    ACK, Intake, PUSH, PUSH_BYTES, PUSHED, REFUSED, REQUEST, outbox_at, slot_at, take,
-};
+use super::intake::{ACK, Intake, PUSH_BYTES, PUSHED, REFUSED, REQUEST, outbox_at, slot_at, take};
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
@@ -99,13 +97,12 @@ impl Gpi2 {
             // Whatever became of that message, the outbox is free once
             // answered, or once its receiver is dead.
             match self.await_ack(before, deadline, alive, patience) {
-                Ok(PUSH) => {
-                    outbox.pushing.insert(before);
+                Ok(answer) => outbox.answered(before, answer),
+                Err(Error::RankFailed { .. } | Error::RankTerminated { .. }) => {
+                    outbox.unacked = None
                 }
-                Ok(_) | Err(Error::RankFailed { .. } | Error::RankTerminated { .. }) => {}
                 Err(e) => return Err(e),
             }
-            outbox.unacked = None;
         }
         if !outbox.registered.contains(&rank) {
             self.register(SCRATCH, rank, deadline.timeout())?;
@@ -124,11 +121,11 @@ impl Gpi2 {
         }
         let q = queue_of(RESERVED_QUEUE);
         let id = REQUEST + me as NotificationId;
-        let code = if len <= PUSH_BYTES && outbox.pushing.contains(&rank) {
+        let (call, code) = if len <= PUSH_BYTES && outbox.pushing.contains(&rank) {
             // SAFETY: plain call; the slot (`PUSH_BYTES`) is inside the
             // receiver's scratch segment, registered with us (it said
             // PUSH), the outbox inside ours, the id inside GPI-2's table.
-            unsafe {
+            let code = unsafe {
                 sys::gaspi_write_notify(
                     SCRATCH,
                     out as u64,
@@ -141,10 +138,11 @@ impl Gpi2 {
                     q,
                     ms(deadline.timeout()),
                 )
-            }
+            };
+            ("gaspi_write_notify", code)
         } else {
             // SAFETY: plain call; the id is inside GPI-2's table (see `start`).
-            unsafe {
+            let code = unsafe {
                 sys::gaspi_notify(
                     sid(RESERVED_SEGMENT),
                     rank,
@@ -153,16 +151,14 @@ impl Gpi2 {
                     q,
                     ms(deadline.timeout()),
                 )
-            }
+            };
+            ("gaspi_notify", code)
         };
-        check("gaspi_write_notify", code, Some(rank))?;
+        check(call, code, Some(rank))?;
         outbox.unacked = Some(rank);
         self.wait(RESERVED_QUEUE, deadline.timeout())?;
         let answer = self.await_ack(rank, deadline, alive, patience)?;
-        outbox.unacked = None;
-        if answer == PUSH {
-            outbox.pushing.insert(rank);
-        }
+        outbox.answered(rank, answer);
         match answer {
             REFUSED => Err(Error::InvalidArgument(format!(
                 "a passive message of {len} bytes does not fit rank {rank}'s inbox \
