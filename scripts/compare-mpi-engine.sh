@@ -4,7 +4,8 @@
 # - write_notify one way across hosts (gaspi-bench write-notify-lat, ranks
 #   on 2 hosts) beside the bare MPI sequence that does the same
 #   (scripts/mpi/notified_put_lat.c: put + flush + flag put + flush, on a
-#   dynamic window as the engine's, and at 8 B on MPI_Win_allocate's);
+#   dynamic window as the engine's, and at 8 B on MPI_Win_allocate's; and
+#   with the flag as the engine's two accumulates, at 8 B and 4 KiB);
 # - allgatherv, allreduce and alltoallv on 2 hosts of 1 rank (MPICH 4 busy-waits: with
 #   more ranks than cores each of its collectives takes tens of ms, so on a
 #   2-core machine the twin is measured at 2 ranks; LAYOUT n:ppn for more),
@@ -32,11 +33,15 @@ for r in $(seq "$rounds"); do
     "$bench" write-notify-lat -n 2 --ppn 1 "${hosts[@]}" --sizes 8,4K,64K,1M,4M --format csv | rows "$r" >>"$out"
     # the bare MPI sequence on the window kind the engine uses (dynamic),
     # and at 8 B on MPI_Win_allocate's (MPICH maps it shared on one machine)
-    for x in 8:dynamic 4096:dynamic 65536:dynamic 1048576:dynamic 8:allocate; do
+    # (`put`: the flag by MPI_Put; `acc`: the engine's two element-atomic
+    # accumulates, the cheapest sequence with its guarantee)
+    for x in 8:dynamic:put 4096:dynamic:put 65536:dynamic:put 1048576:dynamic:put \
+        8:allocate:put 8:dynamic:acc 4096:dynamic:acc; do
+        IFS=: read -r bytes window flag <<<"$x"
         reps=20000
-        [ "${x%:*}" -ge 1048576 ] && reps=2050
-        mpiexec -n 2 "$npl" $reps "${x%:*}" "${x#*:}" | tr -d '()' |
-            awk -v r="$r" -v n=$reps '{print r",write-notify-lat,mpi-put-flush-flag-"$4",2,1,"$2","n","$10","$7","$12",,"($13 ~ /yes/ ? "yes" : "no")","}' >>"$out"
+        [ "$bytes" -ge 1048576 ] && reps=2050
+        mpiexec -n 2 "$npl" $reps "$bytes" "$window" "$flag" | tr -d '()' |
+            awk -v r="$r" -v n=$reps -v f="$flag" '{print r",write-notify-lat,mpi-"f"-flush-flag-"$4",2,1,"$2","n","$10","$7","$12",,"($13 ~ /yes/ ? "yes" : "no")","}' >>"$out"
     done
     for b in allgatherv allreduce alltoallv; do
         sizes=64K,256K,1M

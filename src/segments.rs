@@ -557,9 +557,12 @@ impl<T: Pod> SegmentView<T> {
         }
     }
 
-    /// The 8-byte word at byte offset `byte_offset` as an atomic, for local
-    /// access to words that remote ranks update with `atomic_fetch_add` or
-    /// `atomic_compare_swap`. Panics if out of range or not 8-byte aligned.
+    /// The 8-byte word at byte offset `byte_offset` of the view as an
+    /// atomic, for local access to words that remote ranks update with
+    /// `atomic_fetch_add` or `atomic_compare_swap`. A word that is not
+    /// inside the view is an [`Error::InvalidArgument`]; one that is not
+    /// 8-byte aligned in its segment an [`Error::MisalignedAtomic`] (with
+    /// the segment's offset, as the one-sided atomics report it).
     ///
     /// ```
     /// # use std::sync::atomic::Ordering;
@@ -568,44 +571,50 @@ impl<T: Pod> SegmentView<T> {
     /// let counter = gaspi::Remote::new(ctx.rank(), 0, 8);
     /// ctx.atomic_fetch_add(counter, 3, gaspi::Timeout::Block)?;
     /// let v = ctx.segment::<u8>(0)?;
-    /// assert_eq!(v.atomic_u64(8).load(Ordering::Acquire), 3);
+    /// assert_eq!(v.atomic_u64(8)?.load(Ordering::Acquire), 3);
+    /// assert!(matches!(v.atomic_u64(12), Err(gaspi::Error::MisalignedAtomic { offset: 12 })));
+    /// assert!(v.atomic_u64(64).is_err()); // past the end
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn atomic_u64(&self, byte_offset: usize) -> &AtomicU64 {
-        assert!(
-            byte_offset
-                .checked_add(8)
-                .is_some_and(|end| end <= self.len * std::mem::size_of::<T>()),
-            "atomic word at byte {byte_offset} outside the view"
-        );
-        self.obj.atomic_u64(self.start + byte_offset)
+    pub fn atomic_u64(&self, byte_offset: usize) -> Result<&AtomicU64> {
+        let bytes = self.len * std::mem::size_of::<T>();
+        if byte_offset.checked_add(8).is_none_or(|end| end > bytes) {
+            return Err(Error::InvalidArgument(format!(
+                "atomic word at byte {byte_offset} of a view of {bytes} bytes: the word must \
+                 lie inside the view"
+            )));
+        }
+        let offset = self.start + byte_offset;
+        if offset % 8 != 0 {
+            return Err(Error::MisalignedAtomic { offset });
+        }
+        Ok(self.obj.atomic_u64(offset))
     }
 
     /// The view's whole 8-byte words as atomics: shared access at full
     /// speed without `unsafe` (a relaxed load or store is a plain move on
     /// common CPUs; read-modify-writes such as `fetch_xor` are atomic among
-    /// all ranks of a node). Panics if the view does not start 8-byte
-    /// aligned.
+    /// all ranks of a node). A view that does not start 8-byte aligned in
+    /// its segment is an [`Error::MisalignedAtomic`].
     ///
     /// ```
     /// # use std::sync::atomic::Ordering::Relaxed;
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
     /// let win = ctx.window_create(0, 1024, gaspi::GroupId::ALL, gaspi::Timeout::Block)?;
     /// let words = win.view::<u64>().sub(4..8);
-    /// let w = words.atomic_u64s();
+    /// let w = words.atomic_u64s()?;
     /// assert_eq!(w.len(), 4);
     /// w[1].fetch_xor(0b101, Relaxed); // atomic among the node's ranks
     /// assert_eq!(win.view::<u64>().get(5), 0b101);
+    /// assert!(win.view::<u32>().sub(1..4).atomic_u64s().is_err()); // starts at byte 4
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn atomic_u64s(&self) -> &[AtomicU64] {
+    pub fn atomic_u64s(&self) -> Result<&[AtomicU64]> {
         let bytes = self.len * std::mem::size_of::<T>();
-        assert!(
-            self.start % 8 == 0,
-            "atomic words of a view that starts at byte {} (not 8-aligned)",
-            self.start
-        );
-        self.obj.atomic_u64s(self.start, bytes / 8)
+        if self.start % 8 != 0 {
+            return Err(Error::MisalignedAtomic { offset: self.start });
+        }
+        Ok(self.obj.atomic_u64s(self.start, bytes / 8))
     }
 
     /// Pointer to the first element.

@@ -27,7 +27,9 @@ fn fetch_add_from_every_rank_sums_exactly() {
         // Each rank received ADDS/n adds from each rank r of value r+1 (ADDS divisible by n).
         let expect = (ADDS / n) * (1..=n).sum::<u64>();
         assert_eq!(
-            seg.atomic_u64(0).load(std::sync::atomic::Ordering::SeqCst),
+            seg.atomic_u64(0)
+                .unwrap()
+                .load(std::sync::atomic::Ordering::SeqCst),
             expect
         );
         assert!(

@@ -11,7 +11,6 @@ use gaspi::{
     Allgatherv, Alloc, Allreduce, Config, Error, GroupId, Local, Notification, Remote, RmaWindow,
     Timeout,
 };
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
 /// Sizes whose object layout cannot be computed or mapped.
@@ -158,22 +157,35 @@ fn allgatherv_layouts_that_overflow_or_overlap_are_refused() {
     });
 }
 
-/// `SegmentView::atomic_u64` panics (as documented) for a word outside
-/// the view, also for offsets whose end wraps around.
+/// `SegmentView::atomic_u64` refuses a word outside the view (also for
+/// offsets whose end wraps around) and one that is not 8-byte aligned in
+/// its segment, as errors; `atomic_u64s` refuses a view that does not
+/// start aligned.
 #[test]
-fn an_atomic_word_outside_a_sub_view_is_refused() {
+fn an_atomic_word_outside_a_sub_view_or_misaligned_is_refused() {
     Job::new(&[1]).run(|ctx| {
         let whole = segment(ctx, 0, 64);
         let sub = whole.sub(8..24);
         for off in [16, 17, usize::MAX - 3, usize::MAX - 7, usize::MAX] {
-            let r = catch_unwind(AssertUnwindSafe(|| {
-                sub.atomic_u64(off);
-            }));
-            assert!(r.is_err(), "byte {off} of a 16-byte view");
+            match sub.atomic_u64(off) {
+                Err(Error::InvalidArgument(m)) => assert!(m.contains("inside the view"), "{m}"),
+                other => panic!("byte {off} of a 16-byte view: {other:?}"),
+            }
         }
-        let w = sub.atomic_u64(8);
+        for (off, at) in [(1, 9), (4, 12), (7, 15)] {
+            match sub.atomic_u64(off) {
+                Err(Error::MisalignedAtomic { offset }) => assert_eq!(offset, at),
+                other => panic!("byte {off} of a view at byte 8: {other:?}"),
+            }
+        }
+        let w = sub.atomic_u64(8).unwrap();
         w.store(0x0102_0304_0506_0708, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(whole.get(16), 0x08);
+        assert_eq!(sub.atomic_u64s().unwrap().len(), 2);
+        match whole.sub(3..19).atomic_u64s() {
+            Err(Error::MisalignedAtomic { offset: 3 }) => {}
+            other => panic!("a view at byte 3: {other:?}"),
+        }
     });
 }
 

@@ -4,7 +4,15 @@
  * MPI_Iprobe beside it: MPICH over UCX serves a put to a window only when
  * the target calls into MPI (without it, this program hangs there).
  *
- *   notified_put_lat [REPS] [BYTES] [dynamic|allocate]
+ *   notified_put_lat [REPS] [BYTES] [dynamic|allocate] [put|acc]
+ *
+ * `put` (the default) writes the flag with MPI_Put; `acc` as the engine
+ * notifies: two element-atomic MPI_Accumulate (a 32-bit value with
+ * MPI_REPLACE, a 64-bit summary word with MPI_BOR; the flag is the
+ * summary word) before the flush. MPI promises nothing about a put that
+ * meets a concurrent local load or store (the engine's mover swaps landed
+ * values to 0), an accumulate is atomic per element: `acc` is the
+ * cheapest sequence with the engine's guarantee, `put` the fastest.
  *
  * `dynamic` (the default) is the window the MPI engine uses: one
  * MPI_Win_create_dynamic with the memory attached, puts of at most 64 KiB
@@ -29,10 +37,11 @@ int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 20000;
   size_t size = argc > 2 ? (size_t)atol(argv[2]) : 8;
   int dynamic = !(argc > 3 && strcmp(argv[3], "allocate") == 0);
+  int acc = argc > 4 && strcmp(argv[4], "acc") == 0;
   size_t chunk = dynamic ? CHUNK : size;
   if (chunk == 0) chunk = 1;
-  /* data, then the flag in its own aligned word */
-  size_t flag_at = (size + 7) / 8 * 8, bytes = flag_at + 8;
+  /* data, a 32-bit value word (acc), then the flag in its own aligned word */
+  size_t value_at = (size + 7) / 8 * 8, flag_at = value_at + 8, bytes = flag_at + 8;
   char *buf; MPI_Win win; MPI_Aint base = 0, peer_base;
   if (dynamic) {
     buf = malloc(bytes);
@@ -64,7 +73,16 @@ int main(int argc, char **argv) {
         MPI_Put(src + o, n, MPI_BYTE, peer, peer_base + o, n, MPI_BYTE, win);
       }
       MPI_Win_flush(peer, win);
-      v = i; MPI_Put(&v, 1, MPI_INT64_T, peer, peer_base + flag_at, 1, MPI_INT64_T, win);
+      v = i;
+      if (acc) {
+        /* the summary word carries the message number here (MPI_REPLACE)
+         * for the poller to see; the engine's MPI_BOR costs the same */
+        uint32_t value = 1;
+        MPI_Accumulate(&value, 1, MPI_UINT32_T, peer, peer_base + value_at, 1, MPI_UINT32_T, MPI_REPLACE, win);
+        MPI_Accumulate(&v, 1, MPI_INT64_T, peer, peer_base + flag_at, 1, MPI_INT64_T, MPI_REPLACE, win);
+      } else {
+        MPI_Put(&v, 1, MPI_INT64_T, peer, peer_base + flag_at, 1, MPI_INT64_T, win);
+      }
       MPI_Win_flush(peer, win);
       if (me == 0) {
         while (*flag != i) poll(win);
@@ -74,7 +92,7 @@ int main(int argc, char **argv) {
     if (b >= 0) t[b] = (MPI_Wtime() - t0) * 1e6 / (2.0 * per);
   }
   qsort(t, BATCHES, sizeof t[0], cmp);
-  if (me == 0) printf("mpi-notified-put %zu B %s one-way median %.3f us (min %.3f max %.3f) verified=%s\n", size, dynamic ? "dynamic" : "allocate", t[BATCHES/2], t[0], t[BATCHES-1], bad ? "NO" : "yes");
+  if (me == 0) printf("mpi-notified-%s %zu B %s one-way median %.3f us (min %.3f max %.3f) verified=%s\n", acc ? "acc" : "put", size, dynamic ? "dynamic" : "allocate", t[BATCHES/2], t[0], t[BATCHES-1], bad ? "NO" : "yes");
   MPI_Win_unlock_all(win); MPI_Win_free(&win); MPI_Finalize();
   return 0;
 }

@@ -14,7 +14,6 @@ use crate::context::Context;
 use crate::engine::segment::SegmentObject;
 use crate::engine::transport::AtomicOp;
 use crate::error::{Error, Result};
-use crate::segments::SegmentView;
 use crate::types::{Deadline, Rank, Remote, SegmentId, Timeout};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
@@ -42,21 +41,14 @@ impl Word {
 pub(super) struct Words<'a> {
     ctx: &'a Context,
     segment: SegmentId,
-    /// This node's window.
-    bytes: SegmentView<u8>,
-    /// Its object (whose futex word the wake-ups use).
+    /// This node's window (its words, and the futex word the wake-ups use).
     node: Arc<SegmentObject>,
 }
 
 impl<'a> Words<'a> {
     /// The words of window `segment`, whose object on this node is `node`.
     pub(super) fn new(ctx: &'a Context, segment: SegmentId, node: Arc<SegmentObject>) -> Words<'a> {
-        Words {
-            ctx,
-            segment,
-            bytes: SegmentView::of(node.clone()),
-            node,
-        }
+        Words { ctx, segment, node }
     }
 
     fn local(&self, w: Word) -> bool {
@@ -76,7 +68,7 @@ impl<'a> Words<'a> {
     /// An atomic on `w`, then a wake-up of `w`'s node.
     fn atomic(&self, w: Word, op: AtomicOp) -> Result<u64> {
         if self.hardware(w) {
-            let old = op.apply(self.bytes.atomic_u64(w.at));
+            let old = op.apply(self.node.atomic_u64(w.at));
             self.node.notifications().ww.wake();
             Ok(old)
         } else {
@@ -128,7 +120,7 @@ impl<'a> Words<'a> {
     /// `fetch_add` without a wake-up (for words nobody waits on).
     pub(super) fn fetch_add_quiet(&self, w: Word, v: u64) -> Result<u64> {
         if self.hardware(w) {
-            Ok(self.bytes.atomic_u64(w.at).fetch_add(v, SeqCst))
+            Ok(self.node.atomic_u64(w.at).fetch_add(v, SeqCst))
         } else {
             self.ctx.atomic_fetch_add(self.remote(w), v, Timeout::Block)
         }
@@ -153,7 +145,7 @@ impl<'a> Words<'a> {
     /// An atomic read (`fetch_add` of 0 on another node).
     pub(super) fn load(&self, w: Word) -> Result<u64> {
         if self.local(w) {
-            Ok(self.bytes.atomic_u64(w.at).load(SeqCst))
+            Ok(self.node.atomic_u64(w.at).load(SeqCst))
         } else {
             self.ctx.atomic_fetch_add(self.remote(w), 0, Timeout::Block)
         }
@@ -175,7 +167,7 @@ impl<'a> Words<'a> {
     /// (a rank's own queue node before it is queued).
     pub(super) fn store_own(&self, w: Word, v: u64) {
         debug_assert!(self.local(w));
-        self.bytes.atomic_u64(w.at).store(v, SeqCst);
+        self.node.atomic_u64(w.at).store(v, SeqCst);
     }
 
     /// Wait until `pred` holds for `w`'s value (see the module docs);

@@ -412,7 +412,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// [`AlltoallvOptions::one_sender_max`]): the cache line after the
     /// progress words.
     fn staged_count(&self) -> &AtomicU64 {
-        self.control.atomic_u64(64 * self.ctx.ranks_per_node())
+        self.control
+            .atomic_u64(64 * self.ctx.ranks_per_node())
+            .expect("the control lines lie at the window's aligned start")
     }
 
     /// Unknown sizes: the word index of count matrix `parity` (row `s`,
@@ -819,7 +821,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// This rank's progress word: one cache line per local rank at the
     /// window's start, written only by its rank.
     fn word(&self, local: usize) -> &AtomicU64 {
-        self.control.atomic_u64(64 * local)
+        self.control
+            .atomic_u64(64 * local)
+            .expect("the control lines lie at the window's aligned start")
     }
 
     /// Say that this rank has reached `step` of its calls (`3 * call + j`:

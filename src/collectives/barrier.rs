@@ -33,9 +33,11 @@ impl Context {
     /// memory, the first rank of each node runs a dissemination (with the
     /// partial steps of Al Ahad et al. 2018's dissemination) with the other nodes' first ranks by
     /// notifications, and a node barrier releases the node. No rank maps
-    /// another node's memory. Other groups use one shared counter, or,
-    /// when their members are on several hosts, the transport's (GPI-2's)
-    /// barrier.
+    /// another node's memory. Where the MPI engine spans hosts, the first
+    /// ranks meet in MPI messages instead (a dissemination of one message
+    /// per step, where a notified write takes two round trips). Other
+    /// groups use one shared counter, or, when their members are on
+    /// several hosts, the transport's barrier.
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
@@ -47,6 +49,9 @@ impl Context {
         let mut st = c.state()?;
         let deadline = timeout.deadline();
         if group == GroupId::ALL && self.num_nodes() > 1 {
+            if let Some(leaders) = self.leaders_group() {
+                return self.barrier_through_leaders(&mut st, leaders, deadline);
+            }
             let mut nodes = lock(&self.all_nodes);
             if let Some(nr) = nodes.as_mut() {
                 match st.pending {
@@ -90,6 +95,44 @@ impl Context {
         };
         st.pending = Some(Pending::Barrier { generation });
         self.await_generation(shared, generation, &c.members, scope, deadline)?;
+        st.pending = None;
+        Ok(())
+    }
+
+    /// The node-aware barrier over all ranks where the transport's
+    /// barrier beats notified writes between hosts: a node barrier, the
+    /// transport's barrier among the nodes' first ranks (`leaders`), a
+    /// node barrier. Each phase resumes after a timeout, and the call
+    /// resumes in the phase it stopped in.
+    fn barrier_through_leaders(
+        &self,
+        st: &mut CollState,
+        leaders: GroupId,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let mut phase = match st.pending {
+            None => 0,
+            Some(Pending::LeadersBarrier { phase }) => phase,
+            Some(_) => {
+                return Err(Error::ActiveCollective {
+                    group: GroupId::ALL,
+                });
+            }
+        };
+        let leader = self.node_ranks(self.node()).next() == Some(self.rank());
+        while phase < 3 {
+            st.pending = Some(Pending::LeadersBarrier { phase });
+            match phase {
+                1 if leader => {
+                    let l = self.committed(leaders)?;
+                    let mut lst = l.state()?;
+                    self.flat_barrier(&l, &mut lst, deadline, FaultScope::Members)?;
+                }
+                1 => {}
+                _ => self.node_barrier_watching_all(deadline)?,
+            }
+            phase += 1;
+        }
         st.pending = None;
         Ok(())
     }

@@ -51,13 +51,22 @@ impl Context {
     }
 
     /// Commit the group of all ranks and, if the job has several nodes,
-    /// the group of this rank's node (at init, where every rank takes
-    /// part).
+    /// the group of this rank's node, and where the node-aware barrier
+    /// crosses hosts through the transport's collectives
+    /// ([`Context::leaders_group`]), the group of the nodes' first ranks
+    /// on those ranks (at init, where every rank takes part).
     pub(crate) fn commit_initial_groups(&self) -> Result<()> {
         let node = GroupId(self.config.group_max as u8);
         let mut initial = vec![(GroupId::ALL, (0..self.num_ranks()).collect::<Vec<_>>())];
         if self.num_nodes() > 1 {
             initial.push((node, self.node_ranks(self.node()).collect()));
+        }
+        if let Some(leaders) = self.leaders_group() {
+            let first = |n| self.node_ranks(n).next();
+            let members: Vec<Rank> = (0..self.num_nodes()).filter_map(first).collect();
+            if members.contains(&self.rank()) {
+                initial.push((leaders, members));
+            }
         }
         for (g, members) in initial {
             self.groups.slot(g, |slot| {
@@ -67,6 +76,15 @@ impl Context {
             self.group_commit(g, self.config.init_timeout)?;
         }
         Ok(())
+    }
+
+    /// The group of the first rank of every node, committed at init on
+    /// those ranks, where the job spans hosts through a transport whose
+    /// group collectives beat notified writes (the MPI engine's): the
+    /// node-aware barrier crosses hosts through it. `None` elsewhere.
+    pub(crate) fn leaders_group(&self) -> Option<GroupId> {
+        (self.num_nodes() > 1 && self.engine.host_collectives_fast())
+            .then(|| GroupId(self.config.group_max as u8 + 1))
     }
 
     /// The group of the ranks of this rank's node, committed at init
@@ -111,7 +129,7 @@ impl Context {
     /// ```
     pub fn group_create(&self) -> Result<GroupId> {
         // Ids 0..group_max are the user's (0: all ranks); the node group
-        // sits at group_max.
+        // sits at group_max, the leaders' group after it.
         let user = self.config.group_max as usize;
         self.groups
             .create(user, |id| self.engine.host_group_create(id))?
@@ -288,9 +306,11 @@ impl Context {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn group_delete(&self, group: GroupId) -> Result<()> {
-        if group == GroupId::ALL || group.0 as u32 == self.config.group_max {
+        if group == GroupId::ALL || group.0 as u32 >= self.config.group_max {
             return Err(Error::InvalidArgument(
-                "GroupId::ALL and the node group cannot be deleted".into(),
+                "GroupId::ALL and the runtime's groups (the node group and after) cannot be \
+                 deleted"
+                    .into(),
             ));
         }
         let e = self.groups.slot(group, |slot| {

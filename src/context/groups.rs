@@ -16,6 +16,11 @@ pub(crate) enum Pending {
     },
     /// The node-aware barrier over all ranks.
     NodeBarrier,
+    /// The node-aware barrier over all ranks through the leaders' group:
+    /// the phase it stopped in (node, leaders, node).
+    LeadersBarrier {
+        phase: u8,
+    },
     /// The transport's barrier of a group spanning hosts.
     HostBarrier,
     /// The transport's allreduce of a group spanning hosts.
@@ -130,9 +135,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Groups {
+    /// The groups of a rank with `max` user group ids: the user's, the
+    /// node group (id `max`) and the leaders' group (id `max + 1`).
     pub(crate) fn new(max: usize) -> Groups {
         Groups {
-            table: Mutex::new((0..=max).map(|_| None).collect()),
+            table: Mutex::new((0..=max + 1).map(|_| None).collect()),
             windows: Mutex::new(HashMap::new()),
             pending_create: Mutex::new(None),
         }

@@ -44,13 +44,17 @@ impl Native {
         deadline: Deadline,
     ) -> Result<()> {
         let t = self.hosts()?;
-        self.sliced(members, deadline, false, |s| t.group_commit(id, s))
+        let patience = self.patience();
+        self.sliced(members, deadline, false, |s| {
+            t.group_commit(id, s, &patience)
+        })
     }
 
     /// Barrier over the twin of `id` (members `members`) until `deadline`.
     pub(crate) fn host_barrier(&self, id: u8, members: &[Rank], deadline: Deadline) -> Result<()> {
         let t = self.hosts()?;
-        self.sliced(members, deadline, true, |s| t.barrier(id, s))
+        let patience = self.patience();
+        self.sliced(members, deadline, true, |s| t.barrier(id, s, &patience))
     }
 
     /// Allreduce in member order over the twin of `id` (members `members`,
@@ -67,8 +71,9 @@ impl Native {
         deadline: Deadline,
     ) -> Result<()> {
         let t = self.hosts()?;
+        let patience = self.patience();
         self.sliced(members, deadline, true, |s| {
-            t.allreduce_ordered(id, index, send, recv, combine, s)
+            t.allreduce_ordered(id, index, send, recv, combine, s, &patience)
         })
     }
 

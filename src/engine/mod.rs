@@ -212,7 +212,10 @@ impl Native {
         })?;
 
         let native = Native {
-            waiter: Waiter::new(config.wait_mode, spec.cores),
+            waiter: match transport {
+                Some(_) => Waiter::new(config.wait_mode, spec.cores).sleepless(),
+                None => Waiter::new(config.wait_mode, spec.cores),
+            },
             rank: spec.rank,
             ppn: spec.ppn,
             launched: spec.launched,
@@ -261,6 +264,7 @@ impl Native {
     /// start needs the job first).
     #[cfg(any(feature = "gpi2", feature = "mpi"))]
     pub(crate) fn set_transport(&mut self, transport: Box<dyn Transport>) {
+        self.waiter = self.waiter.sleepless();
         self.transport = Some(transport);
     }
 
@@ -366,6 +370,13 @@ impl Native {
 
     /// Whether a group of `members` lives in the transport: it reaches
     /// beyond this rank's host (no shared memory reaches all of them).
+    /// Whether the job spans hosts through a transport whose group
+    /// collectives beat notified writes ([`Transport::host_collectives_fast`]).
+    pub(crate) fn host_collectives_fast(&self) -> bool {
+        self.across_hosts()
+            .is_some_and(|t| t.host_collectives_fast())
+    }
+
     pub(crate) fn spans_hosts(&self, members: &[Rank]) -> bool {
         self.across_hosts().is_some() && members.iter().any(|r| !self.host.contains(r))
     }

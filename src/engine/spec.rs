@@ -28,6 +28,19 @@ pub(crate) struct JobSpec {
     pub(crate) host_first: usize,
 }
 
+impl JobSpec {
+    /// Join as if each block of `per_host` consecutive ranks ran on a host
+    /// of its own (`GASPI_HOST_RANKS`): this host's control block only,
+    /// and the host's share of the CPUs (the emulated hosts share the
+    /// machine's, and each host counts only its own awake ranks).
+    #[cfg(any(feature = "gpi2", feature = "mpi"))]
+    pub(crate) fn emulate_host(&mut self, per_host: usize) {
+        (self.host_first, self.attach) =
+            super::job::host_of(self.rank as usize, self.nranks, per_host);
+        self.cores = self.cores.saturating_mul(self.attach) / self.nranks.max(1);
+    }
+}
+
 /// The job this process belongs to, from the launcher's environment.
 pub(crate) fn spec_from_env() -> Result<JobSpec> {
     let rank = env::number(env::RANK)?;
@@ -153,4 +166,36 @@ pub(crate) fn open_job(spec: &JobSpec, deadline: Deadline) -> Result<JobBlock> {
         )),
         e => e,
     })
+}
+
+#[cfg(all(test, any(feature = "gpi2", feature = "mpi")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emulated_host_gets_its_ranks_and_its_share_of_the_cores() {
+        let spec = |rank, nranks, cores| JobSpec {
+            token: "t".into(),
+            rank,
+            nranks,
+            ppn: 1,
+            launched: true,
+            cores,
+            attach: nranks,
+            host_first: 0,
+        };
+        let mut s = spec(5, 8, 2);
+        s.emulate_host(4);
+        assert_eq!((s.host_first, s.attach, s.cores), (4, 4, 1));
+        let mut s = spec(1, 2, 2);
+        s.emulate_host(1);
+        assert_eq!((s.host_first, s.attach, s.cores), (1, 1, 1));
+        // The last host may be smaller; a share below one core is none.
+        let mut s = spec(6, 7, 2);
+        s.emulate_host(3);
+        assert_eq!((s.host_first, s.attach, s.cores), (6, 1, 0));
+        let mut s = spec(0, 4, usize::MAX);
+        s.emulate_host(2);
+        assert_eq!(s.cores, usize::MAX / 4);
+    }
 }

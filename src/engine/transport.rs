@@ -110,6 +110,12 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// another host (0: no floor): below it a notified write's fixed cost
     /// outweighs what pipelining gains.
     fn block_bytes_min(&self) -> usize;
+    /// Whether the transport's group collectives ([`Transport::barrier`],
+    /// [`Transport::allreduce_ordered`]) beat notified writes between
+    /// hosts (MPI: one message where a notified write takes two round
+    /// trips): then the node-aware barrier crosses hosts through them,
+    /// among the first ranks of the nodes.
+    fn host_collectives_fast(&self) -> bool;
     /// Let `rank` access segment `segment` of this rank.
     fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()>;
     /// Size of segment `segment` of `rank` as registered with this rank.
@@ -179,13 +185,16 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn group_delete(&self, id: u8);
     /// Prepare the twin of `id` for a commit with `members`.
     fn group_prepare(&self, id: u8, members: &[Rank]) -> Result<()>;
-    /// Commit the twin of `id` (call again after a timeout).
-    fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()>;
+    /// Commit the twin of `id` (call again after a timeout). `patience`
+    /// is how a transport that waits in our code (not in its library's
+    /// calls) waits, as for [`Transport::passive_send`].
+    fn group_commit(&self, id: u8, timeout: Timeout, patience: &Patience<'_>) -> Result<()>;
     /// Barrier over the twin of `id` (call again after a timeout).
-    fn barrier(&self, id: u8, timeout: Timeout) -> Result<()>;
+    fn barrier(&self, id: u8, timeout: Timeout, patience: &Patience<'_>) -> Result<()>;
     /// Allreduce over the twin of `id` that combines contributions in
     /// member order: bit-identical on every member, `combine` need not be
     /// commutative. `index` is this rank's position in the group.
+    #[allow(clippy::too_many_arguments)]
     fn allreduce_ordered(
         &self,
         id: u8,
@@ -194,6 +203,7 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
         recv: &mut [u8],
         combine: &mut Combine<'_>,
         timeout: Timeout,
+        patience: &Patience<'_>,
     ) -> Result<()>;
 
     // --- the end --------------------------------------------------------

@@ -180,6 +180,24 @@ impl Waiter {
         }
     }
 
+    /// This policy without its sleeping phase where it has a yielding
+    /// one (the automatic mode keeps its spinning, then yields for as
+    /// long as the wait lasts). For a job with a transport between hosts:
+    /// what other hosts send lands in memory that nothing wakes a sleeper
+    /// for, so waiters look (and pump) rather than sleep.
+    /// (`GASPI_WAIT=block` still sleeps: the relay threads wake sleepers,
+    /// later than a look would see.)
+    pub(crate) fn sleepless(self) -> Waiter {
+        Waiter {
+            yield_for: if self.yield_for.is_zero() {
+                Duration::ZERO
+            } else {
+                Duration::MAX
+            },
+            ..self
+        }
+    }
+
     /// This policy with the job's count of awake ranks.
     pub(crate) fn with<'a>(&'a self, awake: &'a AtomicU32) -> Patience<'a> {
         Patience {
@@ -429,6 +447,25 @@ mod tests {
 
     fn no_faults() -> Result<()> {
         Ok(())
+    }
+
+    #[test]
+    fn a_sleepless_policy_keeps_its_spinning_and_yields_for_ever() {
+        let auto = Waiter::new(WaitMode::Auto, 4);
+        let s = auto.sleepless();
+        assert_eq!((s.spin, s.spin_while_awake), (auto.spin, 4));
+        assert_eq!(s.yield_for, Duration::MAX);
+        // Modes without a yielding phase are left as they are: blocking
+        // waiters still sleep (the relay threads wake them).
+        for mode in [WaitMode::Block, WaitMode::Spin] {
+            let w = Waiter::new(mode, 4);
+            let s = w.sleepless();
+            assert_eq!((s.spin, s.yield_for), (w.spin, w.yield_for), "{mode:?}");
+        }
+        assert_eq!(
+            Waiter::new(WaitMode::Yield, 4).sleepless().yield_for,
+            Duration::MAX
+        );
     }
 
     #[test]

@@ -258,6 +258,12 @@ impl Transport for Gpi2 {
         0
     }
 
+    fn host_collectives_fast(&self) -> bool {
+        // GPI-2's barrier spins in its calls; its groups are few (the
+        // node-aware barrier's notified writes need no group of GPI-2's).
+        false
+    }
+
     fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
         Gpi2::register(self, segment, rank, timeout)
     }
@@ -336,11 +342,12 @@ impl Transport for Gpi2 {
         Gpi2::group_prepare(self, id, members)
     }
 
-    fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
+    fn group_commit(&self, id: u8, timeout: Timeout, _patience: &Patience<'_>) -> Result<()> {
+        // GPI-2 waits inside its calls (for at most `timeout`).
         Gpi2::group_commit(self, id, timeout)
     }
 
-    fn barrier(&self, id: u8, timeout: Timeout) -> Result<()> {
+    fn barrier(&self, id: u8, timeout: Timeout, _patience: &Patience<'_>) -> Result<()> {
         Gpi2::barrier(self, id, timeout)
     }
 
@@ -352,6 +359,7 @@ impl Transport for Gpi2 {
         recv: &mut [u8],
         combine: &mut Combine<'_>,
         timeout: Timeout,
+        _patience: &Patience<'_>,
     ) -> Result<()> {
         Gpi2::allreduce_ordered(self, id, index, send, recv, combine, timeout)
     }

@@ -35,15 +35,17 @@ pub(crate) fn start(config: &mut Config) -> Result<Native> {
     if config.wait_mode == WaitMode::Auto {
         // GPI-2 writes data and notifications from its own threads
         // (device, NIC), which cannot wake a rank sleeping in the kernel:
-        // waiters yield and look (pumping) instead of sleeping.
+        // waiters yield and look (pumping) instead of sleeping, and do not
+        // spin either, which would keep those threads off the cores (the
+        // MPI engine, whose transfers progress in the ranks' own calls,
+        // spins first: see `Native::join`).
         config.wait_mode = WaitMode::Yield;
     }
     let emulated = env::number(env::HOST_RANKS)?.filter(|&h| h > 0);
     if std::env::var_os(env::LAUNCHER).is_some() {
         let mut spec = spec_from_env()?;
         if let Some(h) = emulated {
-            // Emulated hosts: this host's control block only.
-            (spec.host_first, spec.attach) = job::host_of(spec.rank as usize, spec.nranks, h);
+            spec.emulate_host(h);
         }
         let mut engine = Native::attach(&spec, config, None)?;
         match Gpi2::launch(config) {

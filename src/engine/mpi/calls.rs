@@ -5,9 +5,11 @@
 //! complete *at the target*: MPI-3.1 §11.5.4), then the notification into
 //! the target's landing (`landing.rs`). The notification therefore cannot
 //! be seen before its data; the price is a round trip per notified write.
-//! The notification is flushed too, so that it arrives without the
-//! writer's next wait whatever the MPI library defers (a second round trip;
-//! dropping it is one of the next measurements to make).
+//! The notification (two element-atomic accumulates, see `landing.rs`) is
+//! flushed too, so that it arrives without the writer's next wait whatever
+//! the MPI library defers (a second round trip; dropping it measured no
+//! faster). That flush completes every earlier operation to the target,
+//! so the queue's wait has nothing left to do for a notified write.
 
 use super::Mpi;
 use super::ffi::{self, Change};
@@ -45,8 +47,10 @@ impl Mpi {
                 if !list.is_empty() {
                     ffi::flush(self.win, r)?;
                 }
+                // The notification's flush completed every operation to
+                // `rank` so far: the queue's wait has nothing left to do
+                // for them (it would cost another round trip).
                 self.notify(rank, segment, id, value)?;
-                lock(&self.unflushed)[queue as usize].insert(r);
             }
             Post::Read(Some((segment, id))) => {
                 ffi::flush(self.win, r)?;
@@ -72,23 +76,19 @@ impl Mpi {
     ) -> Result<()> {
         let r = rank as usize;
         let to = self.remote_of(rank, segment)?;
-        ffi::accumulate(
-            self.win,
-            r,
-            to.values + 4 * id as u64,
-            Change::Store32(value),
-        )?;
-        let bit = Change::Or64(1 << (id % 64));
-        ffi::accumulate(self.win, r, to.words + Landing::summary_offset(id), bit)?;
-        ffi::flush(self.win, r)
+        let value = (to.values + 4 * id as u64, Change::Store32(value));
+        let bit = (
+            to.words + Landing::summary_offset(id),
+            Change::Or64(1 << (id % 64)),
+        );
+        ffi::accumulate(self.win, r, &[value, bit])
     }
 
     /// Wake the waiters of `rank`'s node on window `segment`: its doorbell.
     pub(super) fn ring(&self, rank: Rank, segment: SegmentId, _queue: QueueId) -> Result<()> {
         let r = rank as usize;
         let to = self.remote_of(rank, segment)?;
-        ffi::accumulate(self.win, r, to.words, Change::Add64(1))?;
-        ffi::flush(self.win, r)
+        ffi::accumulate(self.win, r, &[(to.words, Change::Add64(1))])
     }
 
     /// An MPI atomic on the word at `offset` of `rank`'s `segment`.

@@ -338,48 +338,49 @@ pub(super) enum Change {
     Add64(u64),
 }
 
-/// Element-atomic `change` of the word at `disp` of `rank`
-/// (`MPI_Accumulate`), complete locally on return and remotely after a
-/// flush.
-pub(super) fn accumulate(win: Win, rank: usize, disp: u64, change: Change) -> Result<()> {
-    let (wide, narrow) = match change {
-        Change::Store32(v) => (0, v),
-        Change::Or64(v) | Change::Add64(v) => (v, 0),
-    };
-    let (origin, datatype, op): (*const c_void, _, _) = match change {
-        Change::Store32(_) => (
-            (&narrow as *const u32).cast(),
-            konst!(RSMPI_UINT32_T),
-            replace_op().expect("checked at start"),
-        ),
-        Change::Or64(_) => (
-            (&wide as *const u64).cast(),
-            konst!(RSMPI_UINT64_T),
-            konst!(RSMPI_BOR),
-        ),
-        Change::Add64(_) => (
-            (&wide as *const u64).cast(),
-            konst!(RSMPI_UINT64_T),
-            konst!(RSMPI_SUM),
-        ),
-    };
-    // SAFETY: one element from a local that outlives the local completion
-    // below, which ends MPI's use of it.
-    let code = unsafe {
-        ffi::MPI_Accumulate(
-            origin,
-            1,
-            datatype,
-            rank as c_int,
-            disp as ffi::MPI_Aint,
-            1,
-            datatype,
-            op,
-            win.0,
-        )
-    };
-    check("MPI_Accumulate", code)?;
-    flush_local(win, rank)
+/// Element-atomic `changes` (each of the word at its displacement) of
+/// `rank`'s window (`MPI_Accumulate`), complete at the target on return:
+/// one flush for all of them. (Completing each locally first, as its own
+/// origin buffer would need, costs a round trip more per change with
+/// MPICH over UCX, whose local flush is a full one.)
+pub(super) fn accumulate(win: Win, rank: usize, changes: &[(u64, Change)]) -> Result<()> {
+    for (disp, change) in changes {
+        let (origin, datatype, op): (*const c_void, _, _) = match change {
+            Change::Store32(v) => (
+                (v as *const u32).cast(),
+                konst!(RSMPI_UINT32_T),
+                replace_op().expect("checked at start"),
+            ),
+            Change::Or64(v) => (
+                (v as *const u64).cast(),
+                konst!(RSMPI_UINT64_T),
+                konst!(RSMPI_BOR),
+            ),
+            Change::Add64(v) => (
+                (v as *const u64).cast(),
+                konst!(RSMPI_UINT64_T),
+                konst!(RSMPI_SUM),
+            ),
+        };
+        // SAFETY: one element of `changes`, which the caller keeps until
+        // this function returns, after the flush below has completed the
+        // operation (and with it MPI's use of the element).
+        let code = unsafe {
+            ffi::MPI_Accumulate(
+                origin,
+                1,
+                datatype,
+                rank as c_int,
+                *disp as ffi::MPI_Aint,
+                1,
+                datatype,
+                op,
+                win.0,
+            )
+        };
+        check("MPI_Accumulate", code)?;
+    }
+    flush(win, rank)
 }
 
 /// Atomic fetch-and-add on the u64 at `disp` of `rank`; the old value.
@@ -428,14 +429,6 @@ pub(super) fn flush(win: Win, rank: usize) -> Result<()> {
     // SAFETY: plain call.
     check("MPI_Win_flush", unsafe {
         ffi::MPI_Win_flush(rank as c_int, win.0)
-    })
-}
-
-/// Local completion of every operation to `rank` (`MPI_Win_flush_local`).
-fn flush_local(win: Win, rank: usize) -> Result<()> {
-    // SAFETY: plain call.
-    check("MPI_Win_flush_local", unsafe {
-        ffi::MPI_Win_flush_local(rank as c_int, win.0)
     })
 }
 

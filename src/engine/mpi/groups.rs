@@ -14,7 +14,7 @@
 use super::intake::reap;
 use super::{Mpi, ffi};
 use crate::engine::transport::Combine;
-use crate::engine::wait::lock;
+use crate::engine::wait::{Patience, lock};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, Timeout};
 use std::time::Duration;
@@ -112,8 +112,13 @@ impl Mpi {
     /// one, from a member with another list or from an abandoned commit, is
     /// dropped and waited past: a mismatch ends in a timeout, as in GPI-2).
     /// Resumed after a timeout.
-    pub(super) fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
-        self.poll(timeout.deadline(), |me| {
+    pub(super) fn group_commit(
+        &self,
+        id: u8,
+        timeout: Timeout,
+        patience: &Patience<'_>,
+    ) -> Result<()> {
+        self.poll(timeout.deadline(), patience, |me| {
             let mut twins = lock(&me.twins);
             let t = twins.get_mut(&id).ok_or_else(no_twin)?;
             reap(&mut t.sends);
@@ -157,8 +162,8 @@ impl Mpi {
     }
 
     /// The dissemination barrier over twin `id` (resumed after a timeout).
-    pub(super) fn barrier(&self, id: u8, timeout: Timeout) -> Result<()> {
-        self.poll(timeout.deadline(), |me| {
+    pub(super) fn barrier(&self, id: u8, timeout: Timeout, patience: &Patience<'_>) -> Result<()> {
+        self.poll(timeout.deadline(), patience, |me| {
             let mut twins = lock(&me.twins);
             let t = twins.get_mut(&id).ok_or_else(no_twin)?;
             reap(&mut t.sends);
@@ -203,6 +208,7 @@ impl Mpi {
 
     /// Allreduce over twin `id` combining contributions in member order
     /// (resumed after a timeout with the same `send`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn allreduce_ordered(
         &self,
         id: u8,
@@ -211,9 +217,10 @@ impl Mpi {
         recv: &mut [u8],
         combine: &mut Combine<'_>,
         timeout: Timeout,
+        patience: &Patience<'_>,
     ) -> Result<()> {
         let deadline = timeout.deadline();
-        let parts = self.poll(deadline, |me| {
+        let parts = self.poll(deadline, patience, |me| {
             let mut twins = lock(&me.twins);
             let t = twins.get_mut(&id).ok_or_else(no_twin)?;
             reap(&mut t.sends);
@@ -260,14 +267,16 @@ impl Mpi {
         Ok(())
     }
 
-    /// Poll `step` (which gets the engine) with short naps, letting MPI
-    /// progress, until it yields or `deadline` passes.
+    /// Poll `step` (which gets the engine; its tests let MPI progress)
+    /// as `patience` waits (spin, yield, then naps of up to 50 us), until
+    /// it yields or `deadline` passes.
     fn poll<T>(
         &self,
         deadline: Deadline,
+        patience: &Patience<'_>,
         mut step: impl FnMut(&Mpi) -> Result<Option<T>>,
     ) -> Result<T> {
-        crate::engine::wait::poll_with_naps(deadline, Duration::from_micros(50), || step(self))
+        patience.poll(deadline, Duration::from_micros(50), || step(self))
     }
 }
 

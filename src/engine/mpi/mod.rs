@@ -203,6 +203,13 @@ impl Transport for Mpi {
         1 << 20
     }
 
+    fn host_collectives_fast(&self) -> bool {
+        // Measured with MPICH 4.0 over UCX, 2 emulated hosts: a barrier
+        // of MPI messages 0.8 us, the node-aware one of notified writes
+        // 4.3-6.5 us.
+        true
+    }
+
     fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()> {
         Mpi::register(self, segment, rank, timeout)
     }
@@ -291,12 +298,12 @@ impl Transport for Mpi {
         Mpi::group_prepare(self, id, members)
     }
 
-    fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
-        Mpi::group_commit(self, id, timeout)
+    fn group_commit(&self, id: u8, timeout: Timeout, patience: &Patience<'_>) -> Result<()> {
+        Mpi::group_commit(self, id, timeout, patience)
     }
 
-    fn barrier(&self, id: u8, timeout: Timeout) -> Result<()> {
-        Mpi::barrier(self, id, timeout)
+    fn barrier(&self, id: u8, timeout: Timeout, patience: &Patience<'_>) -> Result<()> {
+        Mpi::barrier(self, id, timeout, patience)
     }
 
     fn allreduce_ordered(
@@ -307,8 +314,9 @@ impl Transport for Mpi {
         recv: &mut [u8],
         combine: &mut Combine<'_>,
         timeout: Timeout,
+        patience: &Patience<'_>,
     ) -> Result<()> {
-        Mpi::allreduce_ordered(self, id, index, send, recv, combine, timeout)
+        Mpi::allreduce_ordered(self, id, index, send, recv, combine, timeout, patience)
     }
 
     fn depart(&self) {

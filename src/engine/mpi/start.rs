@@ -4,7 +4,7 @@
 use super::groups::Twin;
 use super::relay::{Shared, relay_loop};
 use super::{Mpi, ffi, segments};
-use crate::config::{Config, WaitMode};
+use crate::config::Config;
 use crate::engine::Native;
 use crate::engine::job;
 use crate::engine::spec::{JobSpec, job_spec, spec_from_env};
@@ -22,11 +22,6 @@ use std::sync::{Arc, Mutex};
 /// are MPI's shared-memory domains, and each host's ranks share a control
 /// block of their own.
 pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Result<Native> {
-    if config.wait_mode == WaitMode::Auto {
-        // Notifications from other hosts land through MPI, which needs a
-        // caller to progress: waiters look (and pump) rather than sleep.
-        config.wait_mode = WaitMode::Yield;
-    }
     let emulated = env::number(env::HOST_RANKS)?.filter(|&h| h > 0);
     init()?;
     let comm = comm.map_or_else(ffi::world, ffi::Handle);
@@ -42,7 +37,7 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
         }
         let host = match emulated {
             Some(h) => {
-                (spec.host_first, spec.attach) = job::host_of(rank, nranks, h);
+                spec.emulate_host(h);
                 spec.host_first..spec.host_first + spec.attach
             }
             None => 0..nranks,
@@ -64,7 +59,10 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
         }
         None => shared_host(comm)?,
     };
-    let spec = job_spec_mpi(comm, rank, nranks, &host)?;
+    let mut spec = job_spec_mpi(comm, rank, nranks, &host)?;
+    if let Some(h) = emulated {
+        spec.emulate_host(h);
+    }
     let m = Mpi::launch(comm, rank, nranks, host)?;
     Native::attach(&spec, config, Some(Box::new(m)))
 }

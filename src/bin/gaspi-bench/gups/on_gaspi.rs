@@ -146,7 +146,7 @@ impl<'a> Gups<'a> {
         let p = self.rounds % 2;
         let base = self.domain * self.ppn * self.table.words;
         let view = self.view.sub(0..self.ppn * self.table.words);
-        let (words, atomic) = (view.atomic_u64s(), self.atomic);
+        let (words, atomic) = (view.atomic_u64s()?, self.atomic);
         self.buckets.iter_mut().for_each(Vec::clear);
         for _ in 0..CHUNK {
             self.a = next(self.a);
