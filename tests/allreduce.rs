@@ -6,10 +6,7 @@ mod common;
 
 use common::*;
 use gaspi::testing::Job;
-use gaspi::{
-    Allreduce, AllreduceAlgorithm, AllreduceOptions, Context, GroupId, Notification, ReduceOp,
-    Timeout,
-};
+use gaspi::{Allreduce, AllreduceAlgorithm, AllreduceOptions, Context, GroupId, ReduceOp, Timeout};
 
 const B: Timeout = Timeout::Block;
 
@@ -441,39 +438,4 @@ fn inter_node_messages_match_the_cost_model() {
             }
         });
     }
-}
-
-#[test]
-fn a_timed_out_call_resumes() {
-    Job::new(&[4]).ppn(2).run(|ctx| {
-        let me = ctx.rank();
-        let mut ar = Allreduce::<u64>::new(ctx, 33, 5, B).unwrap();
-        let flags = segment(ctx, 34, 64);
-        if me == 0 {
-            // Nobody else has started: the call cannot complete.
-            let e = ar.run(&[1; 5], ReduceOp::Sum, Timeout::Test).unwrap_err();
-            assert!(e.is_timeout(), "{e}");
-            // A different length is refused while the call is pending.
-            assert!(matches!(
-                ar.run(&[1; 4], ReduceOp::Sum, B),
-                Err(gaspi::Error::InvalidArgument(_))
-            ));
-            for r in 1..4 {
-                ctx.notify(r, 34, Notification::new(0, 1), 0, B).unwrap();
-            }
-        } else {
-            ctx.notify_claim(34, 0..1, B).unwrap();
-        }
-        let got = ar.run(&[1; 5], ReduceOp::Sum, B).unwrap().to_vec();
-        assert_eq!(got, vec![4; 5]);
-        // And the next call is a fresh one.
-        let got = ar.run(&[me as u64; 5], ReduceOp::Max, B).unwrap().to_vec();
-        assert_eq!(got, vec![3; 5]);
-        assert!(matches!(
-            ar.run(&[1; 6], ReduceOp::Sum, B),
-            Err(gaspi::Error::InvalidArgument(_))
-        ));
-        drop(flags);
-        barrier(ctx);
-    });
 }

@@ -5,8 +5,8 @@ mod common;
 use common::*;
 use gaspi::testing::Job;
 use gaspi::{
-    Alloc, Config, Context, Error, GroupId, Local, Notification, Rank, ReduceOp, Reducible, Remote,
-    Timeout,
+    Alloc, Allreduce, Config, Context, Error, GroupId, Local, Notification, Rank, ReduceOp,
+    Reducible, Remote, Timeout,
 };
 
 /// Job sizes on one node, then (ranks, ranks per node) of several nodes,
@@ -558,6 +558,105 @@ fn allreduce_timeout_then_retry() {
         ctx.allreduce(&send, &mut out, ReduceOp::Min, GroupId::ALL, Timeout::Block)
             .unwrap();
         assert_eq!(out[0], -1);
+        barrier(ctx);
+    });
+}
+
+/// The node-aware `Allreduce` of small messages (through the nodes' first
+/// ranks and MPI's messages where the MPI engine spans hosts, by notified
+/// writes elsewhere): exact integer results, floating-point results
+/// identical on every rank, `run_into` equal to `run`, and a size past the
+/// group allreduce's slots (the notified-write path on every engine).
+#[test]
+fn small_window_allreduces_are_exact_and_identical_on_every_rank() {
+    for (ranks, ppn) in [(2, 1), (4, 2), (6, 2), (5, 2)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let n = ctx.num_ranks() as u64;
+            let me = ctx.rank() as u64;
+            for len in [1, 3, 255, 300] {
+                let mut ar = Allreduce::<u64>::new(ctx, 40, len, Timeout::Block).unwrap();
+                let mine: Vec<u64> = (0..len as u64).map(|i| (me + 1) * (i + 1)).collect();
+                let want: Vec<u64> = (0..len as u64).map(|i| n * (n + 1) / 2 * (i + 1)).collect();
+                for _ in 0..3 {
+                    let got = ar.run(&mine, ReduceOp::Sum, Timeout::Block).unwrap();
+                    assert_eq!(got.to_vec(), want, "{ranks}/{ppn}, {len} elements");
+                    let mut into = vec![0u64; len];
+                    ar.run_into(&mine, &mut into, ReduceOp::Sum, Timeout::Block)
+                        .unwrap();
+                    assert_eq!(into, want, "run_into, {ranks}/{ppn}, {len} elements");
+                }
+                drop(ar);
+                let mut ar = Allreduce::<f64>::new(ctx, 40, len, Timeout::Block).unwrap();
+                let mine: Vec<f64> = (0..len).map(|i| 1.0 / (me + i as u64 + 3) as f64).collect();
+                let got = ar
+                    .run(&mine, ReduceOp::Sum, Timeout::Block)
+                    .unwrap()
+                    .to_vec();
+                let bits: Vec<u64> = got.iter().map(|x| x.to_bits()).collect();
+                // (the GASPI allreduce takes at most 255 elements)
+                for part in bits.chunks(255) {
+                    let (mut lo, mut hi) = (vec![0u64; part.len()], vec![0u64; part.len()]);
+                    let (all, b) = (GroupId::ALL, Timeout::Block);
+                    ctx.allreduce(part, &mut lo, ReduceOp::Min, all, b).unwrap();
+                    ctx.allreduce(part, &mut hi, ReduceOp::Max, all, b).unwrap();
+                    assert_eq!(
+                        (&lo[..], &hi[..]),
+                        (part, part),
+                        "{ranks}/{ppn}: the same bits"
+                    );
+                }
+                for (i, x) in got.iter().enumerate() {
+                    let exact: f64 = (0..n).map(|r| 1.0 / (r + i as u64 + 3) as f64).sum();
+                    assert!((x - exact).abs() <= 1e-12 * exact, "{x} against {exact}");
+                }
+                drop(ar);
+                barrier(ctx);
+            }
+        });
+    }
+}
+
+/// A window `Allreduce` that timed out is completed by calling again with
+/// the same arguments (other lengths are refused meanwhile), and the next
+/// call is a fresh one.
+#[test]
+fn a_timed_out_window_allreduce_resumes() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let me = ctx.rank();
+        let mut ar = Allreduce::<u64>::new(ctx, 33, 5, Timeout::Block).unwrap();
+        let flags = segment(ctx, 34, 64);
+        if me == 0 {
+            // Nobody else has started: the call cannot complete.
+            let e = ar.run(&[1; 5], ReduceOp::Sum, Timeout::Test).unwrap_err();
+            assert!(e.is_timeout(), "{e}");
+            // A different length is refused while the call is pending.
+            assert!(matches!(
+                ar.run(&[1; 4], ReduceOp::Sum, Timeout::Block),
+                Err(gaspi::Error::InvalidArgument(_))
+            ));
+            for r in 1..4 {
+                ctx.notify(r, 34, Notification::new(0, 1), 0, Timeout::Block)
+                    .unwrap();
+            }
+        } else {
+            ctx.notify_claim(34, 0..1, Timeout::Block).unwrap();
+        }
+        let got = ar
+            .run(&[1; 5], ReduceOp::Sum, Timeout::Block)
+            .unwrap()
+            .to_vec();
+        assert_eq!(got, vec![4; 5]);
+        // And the next call is a fresh one.
+        let got = ar
+            .run(&[me as u64; 5], ReduceOp::Max, Timeout::Block)
+            .unwrap()
+            .to_vec();
+        assert_eq!(got, vec![3; 5]);
+        assert!(matches!(
+            ar.run(&[1; 6], ReduceOp::Sum, Timeout::Block),
+            Err(gaspi::Error::InvalidArgument(_))
+        ));
+        drop(flags);
         barrier(ctx);
     });
 }

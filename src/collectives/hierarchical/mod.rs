@@ -51,6 +51,14 @@
 //!      in node order into the node's window (`nodes - 1` messages per
 //!      node, one reduction per node; replicated up to
 //!      [`AllreduceOptions::shared_replicate_max`]).
+//!
+//!    Where the MPI engine spans hosts (its messages beat its notified
+//!    writes), small replicated calls of the automatic algorithm (at most
+//!    [`Config::allreduce_buf_size`](crate::Config::allreduce_buf_size)
+//!    bytes, up to 16 nodes) go through the nodes' first ranks instead:
+//!    the node's partial by the node group's allreduce, MPI's messages
+//!    between the first ranks (the transport's allreduce, partials in
+//!    node order), and the result back to the node's ranks.
 //! 4. The result lies in the node's window: the whole message (split or
 //!    shared reduction), or each rank's own copy (replicated).
 //!
@@ -60,8 +68,9 @@
 //! - Ring and direct: every block is reduced once (ring), all inputs are
 //!   reduced in rank order (direct, by every rank or once per node), or
 //!   every node's partial (its inputs in local-rank order) is reduced in
-//!   node order (direct with node partials), so **every rank gets
-//!   bit-identical results**, floating point included.
+//!   node order (direct with node partials, and the calls through the
+//!   nodes' first ranks), so **every rank gets bit-identical results**,
+//!   floating point included.
 //! - Dissemination: every rank of a node gets bit-identical results (split:
 //!   one copy per node; replicated: the same operations on the same
 //!   values); ranks of *different* nodes combine the node values in

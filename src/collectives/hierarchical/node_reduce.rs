@@ -39,6 +39,24 @@ pub(super) struct Progress {
     shared: bool,
 }
 
+/// Where a call through the leaders' group stopped (to resume after a
+/// timeout): its phase, and the node's partial (phase 1) or the result
+/// (phase 2) as bytes.
+#[derive(Clone, Debug)]
+pub(super) struct LeadersProgress {
+    len: usize,
+    elem: usize,
+    phase: u8,
+    value: Vec<u8>,
+}
+
+/// The most nodes whose leaders reduce a small call through the
+/// transport's allreduce (every leader sends its partial to every other:
+/// `nodes * (nodes - 1)` messages, where the dissemination sends
+/// `nodes * log2(nodes)` notified writes). Measured at 2 nodes only
+/// (2026-11-25); the crossover beyond is not.
+const LEADERS_NODES_MAX: usize = 16;
+
 /// The node-aware reduction engine: a window, its areas, and the call
 /// counter. Untyped; each call brings its element type and operation.
 #[derive(Debug)]
@@ -57,6 +75,7 @@ pub(crate) struct NodeReduce {
     pub(super) calls: u64,
     pub(super) progress: Option<Progress>,
     pub(super) plan: Option<CallPlan>,
+    pub(super) leaders_progress: Option<LeadersProgress>,
 }
 
 /// Where the result of a call is: bytes `range` of the window, or the
@@ -229,6 +248,7 @@ impl NodeReduce {
             calls: 0,
             progress: None,
             plan: None,
+            leaders_progress: None,
         })
     }
 
@@ -337,7 +357,7 @@ impl NodeReduce {
     pub(crate) fn inter_node_messages(&self, ctx: &Context, len: usize, elem: usize) -> u64 {
         let plan = self.plan_for(ctx, len, elem);
         let nodes = self.layout.nodes() as u64;
-        if nodes < 2 {
+        if nodes < 2 || self.leaders_for(ctx, len * elem).is_some() {
             return 0;
         }
         match plan.choice.inter {
@@ -382,6 +402,9 @@ impl NodeReduce {
             return Err(Error::InvalidArgument(
                 "allreduce elements must be aligned to at most 64 bytes".into(),
             ));
+        }
+        if let Some(leaders) = self.leaders_for(ctx, bytes) {
+            return self.run_through_leaders(ctx, leaders, send, f, recv, deadline);
         }
         let mut progress = match self.progress.take() {
             None => Progress {
@@ -440,6 +463,109 @@ impl NodeReduce {
         };
         self.plan = Some(plan);
         out
+    }
+
+    /// The leaders' group, if a call of `bytes` bytes crosses hosts
+    /// through the transport's allreduce among the nodes' first ranks
+    /// ([`Context::leaders_group`]: the MPI engine, whose messages beat
+    /// its notified writes): small replicated calls of the automatic
+    /// algorithm that fit the group allreduce's slots, on at most
+    /// [`LEADERS_NODES_MAX`] nodes. The same on every rank.
+    fn leaders_for(&self, ctx: &Context, bytes: usize) -> Option<GroupId> {
+        let nodes = self.layout.nodes();
+        let small = bytes > 0
+            && bytes <= ctx.config.allreduce_slot_bytes()
+            && self.opts.algorithm == AllreduceAlgorithm::Auto
+            && nodes <= LEADERS_NODES_MAX
+            && choose(
+                &self.opts,
+                bytes,
+                nodes,
+                self.dis.messages_per_participant(),
+            )
+            .replicated;
+        ctx.leaders_group().filter(|_| small)
+    }
+
+    /// A small call through the leaders' group: the node's partial (its
+    /// ranks' inputs in local-rank order, by the node group's allreduce),
+    /// the leaders' allreduce of the partials in node order (the
+    /// transport's), then the leader's result to every rank of the node
+    /// (the node group's allreduce taking the first member's value). Every
+    /// rank gets the result of the direct exchange with node partials, bit
+    /// for bit. Each phase resumes after a timeout, and the call resumes
+    /// in the phase it stopped in.
+    fn run_through_leaders<T: Pod, F: Fn(&T, &T) -> T>(
+        &mut self,
+        ctx: &Context,
+        leaders: GroupId,
+        send: &[T],
+        f: &F,
+        recv: Option<&mut [T]>,
+        deadline: Deadline,
+    ) -> Result<ResultPlace> {
+        let (len, elem) = (send.len(), std::mem::size_of::<T>());
+        let mut p = match self.leaders_progress.take() {
+            None => LeadersProgress {
+                len,
+                elem,
+                phase: 0,
+                value: Vec::new(),
+            },
+            Some(p) if p.len == len && p.elem == elem => p,
+            Some(p) => {
+                self.leaders_progress = Some(p);
+                return Err(Error::InvalidArgument(
+                    "an allreduce that timed out must be called again with the same length and type"
+                        .into(),
+                ));
+            }
+        };
+        let (node, timeout) = (ctx.node_group(), deadline.timeout());
+        let leader = ctx.node_ranks(ctx.node()).next() == Some(ctx.rank());
+        let mut value = vec![T::zeroed(); len];
+        if !p.value.is_empty() {
+            bytemuck::cast_slice_mut(&mut value).copy_from_slice(&p.value);
+        }
+        let mut next = vec![T::zeroed(); len];
+        while p.phase < 3 {
+            let step = match p.phase {
+                0 => ctx.allreduce_user(send, &mut next, f, node, timeout),
+                1 if leader => ctx.allreduce_user(&value, &mut next, f, leaders, timeout),
+                1 => {
+                    next.copy_from_slice(&value);
+                    Ok(())
+                }
+                _ => ctx.allreduce_user(&value, &mut next, |a: &T, _: &T| *a, node, timeout),
+            };
+            if let Err(e) = step {
+                p.value = bytemuck::cast_slice(&value).to_vec();
+                self.leaders_progress = Some(p);
+                return Err(e);
+            }
+            std::mem::swap(&mut value, &mut next);
+            p.phase += 1;
+        }
+        // `calls` counts the calls on the window (its input parities and
+        // arrival words): this one used none of it, on every rank.
+        let bytes = len * elem;
+        // This rank's own column of the result area, as a replicated
+        // call's (`output`).
+        let start = self.areas.result + ctx.local_rank() as usize * bytes;
+        let in_recv = match recv {
+            Some(r) => {
+                r.copy_from_slice(&value);
+                true
+            }
+            None => {
+                self.mem.put(start, bytemuck::cast_slice(&value));
+                false
+            }
+        };
+        Ok(ResultPlace {
+            range: start..start + bytes,
+            in_recv,
+        })
     }
 
     /// Whether this rank computes its result on its own from inputs that
