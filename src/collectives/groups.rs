@@ -295,21 +295,25 @@ impl Context {
         })
     }
 
-    /// Delete `group` (`gaspi_group_delete`). [`GroupId::ALL`] cannot be
-    /// deleted.
+    /// Delete `group` (`gaspi_group_delete`). [`GroupId::ALL`] and the
+    /// runtime's groups ([`Context::node_group`], and after it the MPI
+    /// engine's group of the nodes' first ranks) cannot be deleted; an id
+    /// that names no group is [`Error::InvalidGroup`].
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
     /// let g = ctx.group_create()?;
     /// ctx.group_delete(g)?;
     /// assert!(ctx.group_delete(gaspi::GroupId::ALL).is_err());
+    /// assert!(matches!(ctx.group_delete(gaspi::GroupId(200)), Err(gaspi::Error::InvalidGroup { .. })));
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn group_delete(&self, group: GroupId) -> Result<()> {
-        if group == GroupId::ALL || group.0 as u32 >= self.config.group_max {
+        let runtime = self.config.group_max..=self.config.group_max + 1;
+        if group == GroupId::ALL || runtime.contains(&(group.0 as u32)) {
             return Err(Error::InvalidArgument(
-                "GroupId::ALL and the runtime's groups (the node group and after) cannot be \
-                 deleted"
+                "GroupId::ALL and the runtime's groups (the node group and the one after it) \
+                 cannot be deleted"
                     .into(),
             ));
         }
