@@ -3,22 +3,11 @@
 
 use super::hierarchical::{AllreduceOptions, NodeReduce};
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT, internal};
-use crate::context::groups::{CollState, Committed, GroupSync, Pending};
+use crate::context::groups::{CollState, Committed, FaultScope, GroupSync, Pending};
 use crate::context::{AllNodes, Context};
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
-use crate::types::{Deadline, GroupId, Timeout};
-
-/// Whose failure ends a wait in a barrier.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FaultScope {
-    /// The group's members.
-    Members,
-    /// Every rank: for node barriers inside a collective over all ranks,
-    /// where a local rank may never arrive because a rank of another node
-    /// failed.
-    Everyone,
-}
+use crate::types::{Deadline, GroupId, Rank, Timeout};
 
 impl Context {
     /// Wait until every member of `group` has called `barrier`
@@ -83,7 +72,8 @@ impl Context {
                     Some(_) => return Err(Error::ActiveCollective { group: c.id }),
                 }
                 st.pending = Some(Pending::HostBarrier);
-                self.engine.host_barrier(*id, &c.members, deadline)?;
+                let watched = self.watched(&c.members, scope);
+                self.engine.host_barrier(*id, &watched, deadline)?;
                 st.pending = None;
                 return Ok(());
             }
@@ -126,7 +116,7 @@ impl Context {
                 1 if leader => {
                     let l = self.committed(leaders)?;
                     let mut lst = l.state()?;
-                    self.flat_barrier(&l, &mut lst, deadline, FaultScope::Members)?;
+                    self.flat_barrier(&l, &mut lst, deadline, FaultScope::Everyone)?;
                 }
                 1 => {}
                 _ => self.node_barrier_watching_all(deadline)?,
@@ -135,6 +125,15 @@ impl Context {
         }
         st.pending = None;
         Ok(())
+    }
+
+    /// The ranks whose failure ends a wait of a group of `members` with
+    /// fault scope `scope`.
+    pub(crate) fn watched(&self, members: &[Rank], scope: FaultScope) -> Vec<Rank> {
+        match scope {
+            FaultScope::Members => members.to_vec(),
+            FaultScope::Everyone => (0..self.num_ranks()).collect(),
+        }
     }
 
     /// The node barrier of a collective over all ranks: fails as soon as

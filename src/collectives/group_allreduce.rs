@@ -15,10 +15,9 @@
 //! sums are grouped differently than on one host (the operation must be
 //! associative, up to rounding, either way).
 
-use super::barrier::FaultScope;
 use super::reduce_op::{ReduceOp, Reducible};
 use crate::context::Context;
-use crate::context::groups::{GroupSync, Pending};
+use crate::context::groups::{FaultScope, GroupSync, Pending};
 use crate::error::{Error, Result};
 use crate::types::{GroupId, Timeout};
 use bytemuck::Pod;
@@ -86,6 +85,21 @@ impl Context {
         group: GroupId,
         timeout: Timeout,
     ) -> Result<()> {
+        self.allreduce_watching(send, recv, reduce, group, timeout, FaultScope::Members)
+    }
+
+    /// [`Context::allreduce_user`], failing when a rank of `scope` fails
+    /// (every rank: for the phases of a collective over all ranks, where
+    /// a member may never arrive because a rank elsewhere failed).
+    pub(crate) fn allreduce_watching<T: Pod>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        reduce: impl Fn(&T, &T) -> T,
+        group: GroupId,
+        timeout: Timeout,
+        scope: FaultScope,
+    ) -> Result<()> {
         if send.is_empty() || send.len() != recv.len() {
             return Err(Error::InvalidArgument(format!(
                 "allreduce needs equally long, non-empty send and receive buffers (got {} and {})",
@@ -128,7 +142,7 @@ impl Context {
                 };
                 self.engine.host_allreduce(
                     *id,
-                    &c.members,
+                    &self.watched(&c.members, scope),
                     c.index,
                     bytemuck::cast_slice(send),
                     bytemuck::cast_slice_mut(recv),
@@ -158,13 +172,7 @@ impl Context {
             parity,
             bytes,
         });
-        self.await_generation(
-            shared,
-            generation,
-            &c.members,
-            FaultScope::Members,
-            timeout.deadline(),
-        )?;
+        self.await_generation(shared, generation, &c.members, scope, timeout.deadline())?;
         st.pending = None;
         shared.get_contribution(parity, 0, bytemuck::cast_slice_mut(recv));
         let mut other = vec![T::zeroed(); recv.len()];

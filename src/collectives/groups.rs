@@ -6,9 +6,8 @@
 //! shared memory (the leader creates it, the others open it, all meet at
 //! its barrier); one that spans hosts commits its twin in the transport.
 
-use super::barrier::FaultScope;
 use crate::context::Context;
-use crate::context::groups::{Committed, GroupEntry, GroupSync, release};
+use crate::context::groups::{Committed, FaultScope, GroupEntry, GroupSync, release};
 use crate::engine::group::GroupShared;
 use crate::engine::wait::poll_with_backoff;
 use crate::error::{Error, Result};

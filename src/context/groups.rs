@@ -34,6 +34,17 @@ pub(crate) enum Pending {
     },
 }
 
+/// Whose failure ends a wait in a group's collective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FaultScope {
+    /// The group's members.
+    Members,
+    /// Every rank: for node barriers inside a collective over all ranks,
+    /// where a local rank may never arrive because a rank of another node
+    /// failed.
+    Everyone,
+}
+
 /// Per-group state of the collectives, owned by one caller at a time.
 #[derive(Debug, Default)]
 pub(crate) struct CollState {

@@ -11,6 +11,7 @@ use crate::collectives::post;
 use crate::collectives::reduce_op::ReduceOp;
 use crate::config::NOTIFICATION_LIMIT;
 use crate::context::Context;
+use crate::context::groups::FaultScope;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, GroupId, Notification, Rank, SegmentId, Timeout};
 use crate::windows::{Window, WindowOptions};
@@ -529,14 +530,21 @@ impl NodeReduce {
         }
         let mut next = vec![T::zeroed(); len];
         while p.phase < 3 {
+            // Every phase watches every rank, as the node barriers of the
+            // other calls do: a rank of another node that failed keeps
+            // this node's ranks from ever completing.
+            let all = FaultScope::Everyone;
             let step = match p.phase {
-                0 => ctx.allreduce_user(send, &mut next, f, node, timeout),
-                1 if leader => ctx.allreduce_user(&value, &mut next, f, leaders, timeout),
+                0 => ctx.allreduce_watching(send, &mut next, f, node, timeout, all),
+                1 if leader => ctx.allreduce_watching(&value, &mut next, f, leaders, timeout, all),
                 1 => {
                     next.copy_from_slice(&value);
                     Ok(())
                 }
-                _ => ctx.allreduce_user(&value, &mut next, |a: &T, _: &T| *a, node, timeout),
+                _ => {
+                    let first = |a: &T, _: &T| *a;
+                    ctx.allreduce_watching(&value, &mut next, first, node, timeout, all)
+                }
             };
             if let Err(e) = step {
                 p.value = bytemuck::cast_slice(&value).to_vec();
