@@ -129,10 +129,14 @@ impl Context {
 
     /// The ranks whose failure ends a wait of a group of `members` with
     /// fault scope `scope`.
-    pub(crate) fn watched(&self, members: &[Rank], scope: FaultScope) -> Vec<Rank> {
+    pub(crate) fn watched<'m>(
+        &self,
+        members: &'m [Rank],
+        scope: FaultScope,
+    ) -> std::borrow::Cow<'m, [Rank]> {
         match scope {
-            FaultScope::Members => members.to_vec(),
-            FaultScope::Everyone => (0..self.num_ranks()).collect(),
+            FaultScope::Members => members.into(),
+            FaultScope::Everyone => (0..self.num_ranks()).collect::<Vec<_>>().into(),
         }
     }
 

@@ -538,8 +538,9 @@ impl NodeReduce {
                 0 => ctx.allreduce_watching(send, &mut next, f, node, timeout, all),
                 1 if leader => ctx.allreduce_watching(&value, &mut next, f, leaders, timeout, all),
                 1 => {
-                    next.copy_from_slice(&value);
-                    Ok(())
+                    // Not a leader: the partial waits for phase 2 as it is.
+                    p.phase += 1;
+                    continue;
                 }
                 _ => {
                     let first = |a: &T, _: &T| *a;

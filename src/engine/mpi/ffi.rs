@@ -363,8 +363,8 @@ pub(super) fn accumulate(win: Win, rank: usize, changes: &[(u64, Change)]) -> Re
             ),
         };
         // SAFETY: one element of `changes`, which the caller keeps until
-        // this function returns, after the flush below has completed the
-        // operation (and with it MPI's use of the element).
+        // this function returns; every return is after a flush, which
+        // completes the operation (and with it MPI's use of the element).
         let code = unsafe {
             ffi::MPI_Accumulate(
                 origin,
@@ -378,7 +378,12 @@ pub(super) fn accumulate(win: Win, rank: usize, changes: &[(u64, Change)]) -> Re
                 win.0,
             )
         };
-        check("MPI_Accumulate", code)?;
+        if let Err(e) = check("MPI_Accumulate", code) {
+            // The changes issued before it may still read their elements:
+            // complete them before the caller's slice can go.
+            let _ = flush(win, rank);
+            return Err(e);
+        }
     }
     flush(win, rank)
 }
