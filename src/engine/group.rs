@@ -21,6 +21,7 @@
 //! finished reading the buffers of call k.
 
 use super::job::Names;
+use super::memcopy;
 use super::shm::{self, Mapping, Shared};
 use super::wait::WaitWord;
 use crate::extent;
@@ -229,7 +230,7 @@ impl GroupShared {
         let dst = self.contribution(parity, member, data.len());
         // SAFETY: dst..dst+len is inside this member's slot of the mapping
         // (asserted by `contribution`); `data` is a separate Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        unsafe { memcopy::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
     }
 
     /// Read `member`'s contribution of parity `parity` into `out`.
@@ -237,7 +238,7 @@ impl GroupShared {
         let src = self.contribution(parity, member, out.len());
         // SAFETY: src..src+len is inside the slot (asserted); `out` is a
         // separate Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
+        unsafe { memcopy::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
     }
 }
 

@@ -12,6 +12,7 @@
 //! nothing and leaves the inbox usable.
 
 use super::job::Names;
+use super::memcopy;
 use super::segment::Span;
 use super::shm::{self, Mapping, Shared};
 use super::wait::{Patience, WaitWord};
@@ -233,7 +234,7 @@ impl Inbox {
         // SAFETY: the slot at `pos` is ours alone until we publish it; its
         // data area holds slot_bytes >= len bytes inside the mapping; the
         // caller vouches for `src`.
-        unsafe { std::ptr::copy_nonoverlapping(src, self.slot_data(pos), len) };
+        unsafe { memcopy::copy_nonoverlapping(src, self.slot_data(pos), len) };
         let slot = self.slot(pos);
         slot.sender.store(sender as u32, SeqCst);
         slot.len.store(len as u32, SeqCst);
@@ -290,7 +291,7 @@ impl Inbox {
         // SAFETY: the slot is ours until we free it; it holds len <= capacity
         // bytes; dst..dst+capacity is inside `into` (span) and distinct from
         // the inbox mapping.
-        unsafe { std::ptr::copy_nonoverlapping(self.slot_data(pos), dst, len) };
+        unsafe { memcopy::copy_nonoverlapping(self.slot_data(pos), dst, len) };
         slot.seq.store(pos + self.slots as u64, SeqCst);
         h.send_ww.wake();
         Ok((sender, len))

@@ -25,7 +25,8 @@
 //!   atomics, passive messages, groups spanning hosts — each mapped here or
 //!   carried by the transport;
 //! - the memory modules: [`shm`] (mappings), [`segment`], [`notify`],
-//!   [`inbox`], [`group`], [`job`] (the shared objects), [`epoch`]
+//!   [`inbox`], [`group`], [`job`] (the shared objects), [`memcopy`]
+//!   (every copy of data, avoiding a slow `memcpy` case), [`epoch`]
 //!   (deferred reclamation), [`futex`] and [`wait`] (waiting, and the
 //!   small helpers every file uses: `lock`, polling);
 //! - [`transport`] (the trait) and its implementations `gpi2/` and `mpi/`.
@@ -42,6 +43,7 @@ pub(crate) mod group;
 pub(crate) mod hosts;
 pub(crate) mod inbox;
 pub(crate) mod job;
+pub(crate) mod memcopy;
 pub(crate) mod messages;
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;

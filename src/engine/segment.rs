@@ -13,6 +13,7 @@
 //! notifications" without scanning the table.
 
 use super::job::{Names, ObjectId};
+use super::memcopy;
 use super::notify::{self, Counters, NotificationTable};
 use super::shm::{self, BoundRegion, Mapping, Shared};
 use super::wait::WaitWord;
@@ -382,7 +383,7 @@ impl SegmentObject {
         // `self` and `dst` keep mapped for the duration of the call.
         // Concurrent access by other ranks is the GASPI contract's business:
         // the bytes are plain data and no Rust reference covers them.
-        unsafe { std::ptr::copy(s, d, len) };
+        unsafe { memcopy::copy(s, d, len) };
     }
 
     /// Copy `out.len()` bytes from data offset `off` into `out`.
@@ -390,7 +391,7 @@ impl SegmentObject {
         let s = self.span(off, out.len());
         // SAFETY: s..s+len is inside the mapping (span); `out` is a distinct
         // Rust buffer, so the ranges cannot overlap.
-        unsafe { std::ptr::copy_nonoverlapping(s, out.as_mut_ptr(), out.len()) };
+        unsafe { memcopy::copy_nonoverlapping(s, out.as_mut_ptr(), out.len()) };
     }
 
     /// Copy `data` to data offset `off`.
@@ -398,7 +399,7 @@ impl SegmentObject {
         let d = self.span(off, data.len());
         // SAFETY: d..d+len is inside the mapping (span); `data` is a distinct
         // Rust buffer, so the ranges cannot overlap.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), d, data.len()) };
+        unsafe { memcopy::copy_nonoverlapping(data.as_ptr(), d, data.len()) };
     }
 
     /// The 8-byte word at data offset `off` as an atomic; panics if out of

@@ -1,5 +1,8 @@
 //! The element-wise loops of the reductions, and the call tag.
 
+use crate::engine::memcopy::copy_slice;
+use bytemuck::Pod;
+
 /// The notification value that tags call `call` (never 0).
 pub(super) fn tag(call: u64) -> u32 {
     ((call % u32::MAX as u64) + 1) as u32
@@ -26,15 +29,27 @@ pub(super) fn with_slices<'s, T: 's, R>(
 
 /// `out = f(...f(f(inputs[0], inputs[1]), inputs[2])...)` element-wise, a
 /// block at a time (the block stays in L1 while every input is folded in).
-pub(super) fn reduce_slices<T: Copy, F: Fn(&T, &T) -> T>(out: &mut [T], inputs: &[&[T]], f: &F) {
+/// The first two inputs are combined straight into `out` (no copy of the
+/// first one before it).
+pub(super) fn reduce_slices<T: Pod, F: Fn(&T, &T) -> T>(out: &mut [T], inputs: &[&[T]], f: &F) {
     const BLOCK: usize = 1024;
     let Some((first, rest)) = inputs.split_first() else {
         return;
     };
     for (b, o) in out.chunks_mut(BLOCK).enumerate() {
         let at = b * BLOCK..b * BLOCK + o.len();
-        o.copy_from_slice(&first[at.clone()]);
-        for input in rest {
+        let Some((second, more)) = rest.split_first() else {
+            copy_slice(o, &first[at]);
+            continue;
+        };
+        for ((x, a), c) in o
+            .iter_mut()
+            .zip(&first[at.clone()])
+            .zip(&second[at.clone()])
+        {
+            *x = f(a, c);
+        }
+        for input in more {
             fold_into(o, &input[at.clone()], f);
         }
     }

@@ -12,6 +12,7 @@ use crate::collectives::reduce_op::ReduceOp;
 use crate::config::NOTIFICATION_LIMIT;
 use crate::context::Context;
 use crate::context::groups::FaultScope;
+use crate::engine::memcopy::copy_slice;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, GroupId, Notification, Rank, SegmentId, Timeout};
 use crate::windows::{Window, WindowOptions};
@@ -752,7 +753,7 @@ impl NodeReduce {
                         // before every local rank has put in its input of
                         // the next call.
                         let r = unsafe { self.mem.read::<T>(at, inst.elems.len()) };
-                        out[inst.elems.clone()].copy_from_slice(r);
+                        copy_slice(&mut out[inst.elems.clone()], r);
                     }
                     copied[i] = true;
                 }

@@ -9,6 +9,7 @@ use super::kernels::{reduce_slices, with_slices};
 use super::node_reduce::NodeReduce;
 use super::options::Inter;
 use crate::context::Context;
+use crate::engine::memcopy::copy_slice;
 use crate::error::Result;
 use crate::notifications::tag_reached;
 use crate::types::{Deadline, Notification, Rank};
@@ -113,7 +114,9 @@ impl NodeReduce {
         // SAFETY: the shared result of this call is complete (the caller
         // saw it done) and not written again before this rank has put in
         // its input of the next call.
-        out.copy_from_slice(unsafe { self.mem.read::<T>(self.areas.shared, out.len()) });
+        copy_slice(out, unsafe {
+            self.mem.read::<T>(self.areas.shared, out.len())
+        });
     }
 
     /// The node's control word `k` after the arrival words, a line each:

@@ -50,6 +50,7 @@ use super::intake::{ACK, Intake, PUSH_BYTES, PUSHED, REFUSED, REQUEST, outbox_at
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
+use crate::engine::memcopy;
 use crate::engine::segment::Span;
 use crate::engine::transport::PASSIVE_NAP;
 use crate::engine::wait::{Patience, lock, lock_until};
@@ -117,7 +118,7 @@ impl Gpi2 {
         // acknowledgement; `msg` is a checked span of a segment that its
         // borrow keeps mapped, and no Rust reference covers either range.
         unsafe {
-            std::ptr::copy_nonoverlapping(msg.ptr(), (self.page + out) as *mut u8, len);
+            memcopy::copy_nonoverlapping(msg.ptr(), (self.page + out) as *mut u8, len);
         }
         let q = queue_of(RESERVED_QUEUE);
         let id = REQUEST + me as NotificationId;
