@@ -24,6 +24,7 @@ use super::window::{
 };
 use crate::collectives::{ReduceOp, Reducible};
 use crate::context::Context;
+use crate::engine::memcopy::copy_slice;
 use crate::error::{Error, Result, Side};
 use crate::segments::SegmentView;
 use crate::types::{GroupId, Local, Notification, Rank, Remote, SegmentId, Timeout};
@@ -614,7 +615,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             let mut cur = vec![T::zeroed(); src.len()];
             self.read(st, &mut cur, target, disp)?;
             if let Some(f) = fetch {
-                f.copy_from_slice(&cur);
+                copy_slice(f, &cur);
             }
             if op != AccumulateOp::NoOp {
                 for (c, s) in cur.iter_mut().zip(src) {

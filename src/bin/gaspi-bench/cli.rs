@@ -267,6 +267,8 @@ impl Cli {
                 BenchName::Allgatherv => &ALLGATHERV_IMPLS,
                 BenchName::Alltoallv => &ALLTOALLV_IMPLS,
                 BenchName::Bcast => &BCAST_IMPLS,
+                BenchName::Stencil => &STENCIL_IMPLS,
+                BenchName::Gups => &GUPS_IMPLS,
                 _ => &[],
             };
             if let Some(bad) = impls.iter().find(|i| !known.contains(&i.as_str())) {
@@ -404,6 +406,11 @@ mod tests {
         assert!(parse(&["allreduce", "-n", "0"]).is_err());
         assert!(parse(&["allreduce", "--impl", "linear"]).is_err());
         assert!(parse(&["bcast", "--impl", "linear"]).is_ok());
+        // Every benchmark that --help says takes --impl accepts its own.
+        assert!(parse(&["stencil", "--impl", "flat,node"]).is_ok());
+        assert!(parse(&["gups", "--impl", "flat,node,node-lockfree"]).is_ok());
+        assert!(parse(&["stencil", "--impl", "ring"]).is_err());
+        assert!(parse(&["gups", "--impl", "linear"]).is_err());
         assert!(parse(&["lock", "--design", "opt"]).is_err());
         assert_eq!(
             parse(&["allreduce", "--replicate-max", "8K"])
