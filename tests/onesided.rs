@@ -470,8 +470,8 @@ fn transfers_land_exactly_at_every_relative_alignment() {
                 fill(&seg, src, size, seed(me));
                 fill(&seg, DST, dst + size + GUARD, guard(me));
                 barrier(ctx);
-                // Write to the right neighbour; read the left one's source
-                // into the second half of our own destination area later.
+                // Write to the right neighbour; then read the left one's
+                // source back over what it wrote here.
                 let at = DST + dst;
                 ctx.write(
                     Local::new(2, src),
