@@ -9,8 +9,8 @@
 //! 1..31 bytes past the source's — 20-30 times slower. GASPI offsets are
 //! the user's, and a `Vec` of 128 KiB or more starts 16 bytes into a page,
 //! so a collective's result copied into the caller's buffer hit that case
-//! every call (64 KiB per rank allgatherv into private buffers: 350 us
-//! instead of 40). From [`LOOP_MIN`] bytes on, where the CPU has AVX2, we
+//! wherever the allocator put it so (64 KiB per rank allgatherv into
+//! private buffers: 350 us instead of 43). From [`LOOP_MIN`] bytes on, where the CPU has AVX2, we
 //! copy with 32-byte vector loads and aligned stores instead: as fast as
 //! glibc's best case at every size measured (2 KiB to 16 MiB), and the
 //! same for every relative offset. Elsewhere (no AVX2, other
@@ -83,8 +83,8 @@ mod x86 {
     pub(super) unsafe fn copy_avx2(src: *const u8, dst: *mut u8, len: usize) {
         const V: usize = 32;
         debug_assert!(len >= 2 * V);
-        // SAFETY: the caller vouches for src..src+len
-        // and dst..dst+len, disjoint, with len >= 64. `skip` is 1..=32, so
+        // SAFETY: the caller vouches for src..src+len and dst..dst+len,
+        // disjoint, with len >= 64. `skip` is 1..=32, so
         // the aligned stores start inside the first 32 bytes, and every
         // vector at `d < end` (end = dst + len - 32) ends before dst + len,
         // its source before src + len; the head and tail vectors cover the
