@@ -353,10 +353,8 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
 
     /// Copy blocks `ids` from the window into `recv` (if there is one),
     /// except those there already; they must be complete. Blocks that
-    /// follow each other in the result are copied in one piece: one large
-    /// copy is faster than many block-sized ones (glibc copies pieces
-    /// under 1 MiB with `rep movsb`, which measured up to 1.3x slower here
-    /// on lines another core has just written).
+    /// follow each other in the result are copied in one piece (one call
+    /// of the engine's copy loop instead of one per block).
     fn copy_blocks(&self, ids: Range<usize>, recv: &mut Option<&mut [T]>, copied: &mut [bool]) {
         let Some(recv) = recv.as_deref_mut() else {
             return;

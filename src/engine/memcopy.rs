@@ -22,7 +22,7 @@
 
 /// The smallest copy that takes the vector loop; below it glibc copies
 /// with vector moves of its own, never `rep movsb`.
-pub(crate) const LOOP_MIN: usize = 2048;
+const LOOP_MIN: usize = 2048;
 
 /// Copy `len` bytes from `src` to `dst`, as [`std::ptr::copy_nonoverlapping`].
 ///
