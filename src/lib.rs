@@ -46,8 +46,8 @@
 //! - The engine's memory modules (`engine/`: `shm.rs`, which owns every
 //!   `mmap`, and `segment.rs`, `notify.rs`, `inbox.rs`, `group.rs`,
 //!   `job.rs`, `epoch.rs`, `wait.rs`; `memcopy.rs`, the one copy routine
-//!   every transfer uses, with AVX2 intrinsics), each block next to the
-//!   bounds it relies on.
+//!   every transfer uses, with AVX2 intrinsics, non-temporal stores
+//!   included), each block next to the bounds it relies on.
 //! - The GPI-2 transport (`engine/gpi2/`, feature `gpi2`): calls into
 //!   GPI-2's C API.
 //! - The MPI transport (`engine/mpi/`, feature `mpi`): `ffi.rs` wraps MPI's

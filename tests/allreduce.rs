@@ -336,6 +336,138 @@ fn shared_and_own_reductions_match_their_order_bit_for_bit() {
     }
 }
 
+/// The options that pipeline every split call of a job of one node, in
+/// chunks of 192 bytes (24 `u64`s: most calls run through the staging
+/// ring many times, and chunks end mid-fraction), and the same options
+/// without the pipeline.
+fn pipelined_and_plain() -> (AllreduceOptions, AllreduceOptions) {
+    let pipelined = AllreduceOptions {
+        node_replicate_max: 0,
+        shared_node_replicate_max: 0,
+        fraction_min: 64,
+        pipeline_min: 1,
+        pipeline_chunk: 192,
+        ..Default::default()
+    };
+    let plain = AllreduceOptions {
+        pipeline_min: usize::MAX,
+        ..pipelined
+    };
+    (pipelined, plain)
+}
+
+/// Pipelined calls (one node, split, through the staging ring) give the
+/// unpipelined call's result bit for bit: the inputs in local-rank order,
+/// into the window and into the caller's buffer, call after call and
+/// alternating with another allreduce; and a type of 24-byte elements
+/// with a user's closure.
+#[test]
+fn pipelined_calls_match_the_unpipelined_bit_for_bit() {
+    for ranks in [2, 3, 4, 5] {
+        Job::new(&[ranks]).run(|ctx| {
+            assert_eq!(ctx.num_nodes(), 1);
+            let me = ctx.rank() as usize;
+            let (pipelined, plain) = pipelined_and_plain();
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for len in [1, 5, 23, 24, 25, 97, 1000, 3001] {
+                let mut pipe = Allreduce::<f64>::with_options(ctx, 40, len, pipelined, B).unwrap();
+                let mut flat = Allreduce::<f64>::with_options(ctx, 41, len, plain, B).unwrap();
+                let mut into = vec![f64::NAN; len];
+                for it in 0..6 {
+                    let input =
+                        |r: usize| (0..len).map(|i| float_input(r, it, i)).collect::<Vec<_>>();
+                    let mut want = input(0);
+                    for r in 1..ranks {
+                        for (a, b) in want.iter_mut().zip(input(r)) {
+                            *a += b;
+                        }
+                    }
+                    let want = bits(&want);
+                    let mine = input(me);
+                    let a = bits(&pipe.run(&mine, ReduceOp::Sum, B).unwrap().to_vec());
+                    let b = bits(&flat.run(&mine, ReduceOp::Sum, B).unwrap().to_vec());
+                    pipe.run_into(&mine, &mut into, ReduceOp::Sum, B).unwrap();
+                    let what = format!("{ranks} ranks, {len} elements, call {it}");
+                    assert_eq!(a, want, "{what}: pipelined, in the window");
+                    assert_eq!(bits(&into), want, "{what}: pipelined, into a buffer");
+                    assert_eq!(b, want, "{what}: unpipelined");
+                }
+                drop((pipe, flat));
+                barrier(ctx);
+            }
+            // 24-byte elements: chunks of 8, fractions that are no
+            // multiple of a cache line.
+            let len = 301;
+            let mut ar = Allreduce::<[u64; 3]>::with_options(ctx, 42, len, pipelined, B).unwrap();
+            let add =
+                |a: &[u64; 3], b: &[u64; 3]| [a[0].wrapping_add(b[0]), a[1] ^ b[1], a[2].max(b[2])];
+            let sample = |r: usize, i: usize, it: usize| {
+                let v = value(r, it, i);
+                [v, v.rotate_left(17), v % 1009]
+            };
+            let mut got = vec![[0u64; 3]; len];
+            for it in 0..5 {
+                let mine: Vec<[u64; 3]> = (0..len).map(|i| sample(me, i, it)).collect();
+                ar.run_with_into(&mine, &mut got, add, B).unwrap();
+                for (i, g) in got.iter().enumerate() {
+                    let want =
+                        (1..ranks).fold(sample(0, i, it), |acc, r| add(&acc, &sample(r, i, it)));
+                    assert_eq!(*g, want, "{ranks} ranks: element {i}, call {it}");
+                }
+            }
+            drop(ar);
+            barrier(ctx);
+        });
+    }
+}
+
+/// A pipelined call that timed out (its rank ran ahead as far as the
+/// staging ring lets it, then found nobody else there) completes when
+/// called again with the same arguments, and the next call is a fresh one.
+#[test]
+fn a_timed_out_pipelined_call_resumes() {
+    Job::new(&[3]).run(|ctx| {
+        let me = ctx.rank() as usize;
+        let (pipelined, _) = pipelined_and_plain();
+        let len = 500;
+        let mut ar = Allreduce::<u64>::with_options(ctx, 43, len, pipelined, B).unwrap();
+        let flags = segment(ctx, 44, 64);
+        let mine: Vec<u64> = (0..len).map(|i| value(me, 0, i)).collect();
+        let mut got = vec![0u64; len];
+        if me == 0 {
+            let e = ar
+                .run_into(&mine, &mut got, ReduceOp::Sum, Timeout::Test)
+                .unwrap_err();
+            assert!(e.is_timeout(), "{e}");
+            let e = ar
+                .run_into(&mine, &mut got, ReduceOp::Sum, Timeout::Test)
+                .unwrap_err();
+            assert!(e.is_timeout(), "{e}");
+            for r in 1..3 {
+                ctx.notify(r, 44, gaspi::Notification::new(0, 1), 0, B)
+                    .unwrap();
+            }
+        } else {
+            ctx.notify_claim(44, 0..1, B).unwrap();
+        }
+        ar.run_into(&mine, &mut got, ReduceOp::Sum, B).unwrap();
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(
+                *g,
+                (0..3).map(|r| value(r, 0, i)).sum::<u64>(),
+                "element {i}"
+            );
+        }
+        let next: Vec<u64> = (0..len).map(|i| value(me, 1, i)).collect();
+        let got = ar.run(&next, ReduceOp::Max, B).unwrap().to_vec();
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(*g, value(2, 1, i), "element {i} of the next call");
+        }
+        drop(flags);
+        barrier(ctx);
+    });
+}
+
 /// Every GASPI type with every operation, against a sequential reference
 /// (floats: inputs whose sums and products are exact, so equality holds).
 fn every_type_and_op<T>(ctx: &Context, sample: impl Fn(usize, usize) -> T)

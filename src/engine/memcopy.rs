@@ -35,7 +35,7 @@ pub(crate) unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, len: usiz
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     if len >= LOOP_MIN && std::is_x86_feature_detected!("avx2") {
         // SAFETY: the caller's promise; AVX2 is present (checked above).
-        unsafe { x86::copy_avx2(src, dst, len) };
+        unsafe { x86::copy_avx2::<false>(src, dst, len) };
         return;
     }
     // SAFETY: the caller's promise, the same contract.
@@ -69,18 +69,59 @@ pub(crate) fn copy_slice<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
     unsafe { copy_nonoverlapping(src.as_ptr().cast(), dst.as_mut_ptr().cast(), len) };
 }
 
+/// [`copy_slice`] with non-temporal stores where the CPU has AVX2 (from
+/// [`LOOP_MIN`] bytes on): the destination's lines go to memory without
+/// being read first and without displacing the caches. For large results
+/// that the caller writes once and that would not stay in the caches
+/// anyway (a collective's private copies of several MiB per rank); it
+/// ends with a store fence, so a later `SeqCst` store still publishes it.
+pub(crate) fn copy_slice_streaming<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
+    assert_eq!(dst.len(), src.len(), "copy_slice: lengths differ");
+    let len = std::mem::size_of_val(src);
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if len >= LOOP_MIN && std::is_x86_feature_detected!("avx2") {
+        // SAFETY: both are valid slices of `len` bytes that cannot overlap
+        // (a `&mut` and a `&` slice), `Pod` elements are plain bytes, and
+        // AVX2 is present (checked above).
+        unsafe { x86::copy_avx2::<true>(src.as_ptr().cast(), dst.as_mut_ptr().cast(), len) };
+        return;
+    }
+    copy_slice(dst, src);
+}
+
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 mod x86 {
-    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_store_si256, _mm256_storeu_si256};
+    use std::arch::x86_64::{
+        __m256i, _mm_sfence, _mm256_loadu_si256, _mm256_store_si256, _mm256_storeu_si256,
+        _mm256_stream_si256,
+    };
+
+    /// One aligned 32-byte store: non-temporal with `NT`.
+    ///
+    /// # Safety
+    /// `d` is 32-byte aligned and writable for 32 bytes; AVX2 is present.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn store<const NT: bool>(d: *mut u8, v: __m256i) {
+        // SAFETY: the caller's promise.
+        unsafe {
+            if NT {
+                _mm256_stream_si256(d.cast::<__m256i>(), v)
+            } else {
+                _mm256_store_si256(d.cast::<__m256i>(), v)
+            }
+        }
+    }
 
     /// The vector loop: the first and last 32 bytes unaligned, everything
     /// between with unaligned loads and stores aligned to 32 bytes, four
-    /// vectors per round.
+    /// vectors per round; with `NT`, those stores are non-temporal and a
+    /// store fence follows them.
     ///
     /// # Safety
     /// As [`super::copy_nonoverlapping`], with `len >= 64` and AVX2 present.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn copy_avx2(src: *const u8, dst: *mut u8, len: usize) {
+    pub(super) unsafe fn copy_avx2<const NT: bool>(src: *const u8, dst: *mut u8, len: usize) {
         const V: usize = 32;
         debug_assert!(len >= 2 * V);
         // SAFETY: the caller vouches for src..src+len and dst..dst+len,
@@ -100,17 +141,23 @@ mod x86 {
                 let b = _mm256_loadu_si256(s.add(V).cast::<__m256i>());
                 let c = _mm256_loadu_si256(s.add(2 * V).cast::<__m256i>());
                 let e = _mm256_loadu_si256(s.add(3 * V).cast::<__m256i>());
-                _mm256_store_si256(d.cast::<__m256i>(), a);
-                _mm256_store_si256(d.add(V).cast::<__m256i>(), b);
-                _mm256_store_si256(d.add(2 * V).cast::<__m256i>(), c);
-                _mm256_store_si256(d.add(3 * V).cast::<__m256i>(), e);
+                store::<NT>(d, a);
+                store::<NT>(d.add(V), b);
+                store::<NT>(d.add(2 * V), c);
+                store::<NT>(d.add(3 * V), e);
                 s = s.add(4 * V);
                 d = d.add(4 * V);
             }
             while (d as usize) < end {
-                _mm256_store_si256(d.cast::<__m256i>(), _mm256_loadu_si256(s.cast::<__m256i>()));
+                store::<NT>(d, _mm256_loadu_si256(s.cast::<__m256i>()));
                 s = s.add(V);
                 d = d.add(V);
+            }
+            if NT {
+                // The streamed lines are ordered before whatever this
+                // thread stores next (x86 orders ordinary stores, not
+                // non-temporal ones).
+                _mm_sfence();
             }
             _mm256_storeu_si256(dst.cast::<__m256i>(), head);
             _mm256_storeu_si256(dst.add(len - V).cast::<__m256i>(), tail);
@@ -123,8 +170,9 @@ mod tests {
     use super::*;
 
     /// Every length around the loop's edges and every relative alignment
-    /// of source and destination within a vector: the copy equals the
-    /// source and touches no byte outside the destination.
+    /// of source and destination within a vector: the copy (cached and
+    /// streaming) equals the source and touches no byte outside the
+    /// destination.
     #[test]
     fn copies_every_length_and_alignment_exactly() {
         let lens = (0..80).chain(LOOP_MIN - 70..LOOP_MIN + 300).chain([
@@ -136,17 +184,24 @@ mod tests {
         for len in lens {
             let src: Vec<u8> = (0..len + 64).map(|i| (i * 7 + 3) as u8).collect();
             for so in [0, 1, 8, 16, 31, 32, 33] {
-                for d_off in [0, 1, 7, 8, 16, 24, 31, 32, 63] {
+                for (d_off, streaming) in [0, 1, 7, 8, 16, 24, 31, 32, 63]
+                    .into_iter()
+                    .flat_map(|d| [(d, false), (d, true)])
+                {
                     let mut dst = vec![0xA5u8; len + 128];
-                    // SAFETY: both ranges lie inside their vectors.
-                    unsafe {
-                        copy_nonoverlapping(src.as_ptr().add(so), dst.as_mut_ptr().add(d_off), len)
-                    };
-                    assert_eq!(&dst[d_off..d_off + len], &src[so..so + len], "len {len}");
-                    assert!(dst[..d_off].iter().all(|&b| b == 0xA5), "len {len} before");
+                    let to = &mut dst[d_off..d_off + len];
+                    if streaming {
+                        copy_slice_streaming(to, &src[so..so + len]);
+                    } else {
+                        // SAFETY: both ranges lie inside their vectors.
+                        unsafe { copy_nonoverlapping(src.as_ptr().add(so), to.as_mut_ptr(), len) };
+                    }
+                    let what = format!("len {len}, streaming {streaming}");
+                    assert_eq!(&dst[d_off..d_off + len], &src[so..so + len], "{what}");
+                    assert!(dst[..d_off].iter().all(|&b| b == 0xA5), "{what}: before");
                     assert!(
                         dst[d_off + len..].iter().all(|&b| b == 0xA5),
-                        "len {len} after"
+                        "{what}: after"
                     );
                 }
             }
@@ -182,5 +237,11 @@ mod tests {
     #[should_panic(expected = "lengths differ")]
     fn copy_slice_refuses_different_lengths() {
         copy_slice(&mut [0u8; 3], &[1u8; 4]);
+    }
+
+    #[test]
+    #[should_panic(expected = "lengths differ")]
+    fn streaming_copy_refuses_different_lengths() {
+        copy_slice_streaming(&mut [0u8; 3000], &[1u8; 3001]);
     }
 }

@@ -26,7 +26,8 @@
 //!   carried by the transport;
 //! - the memory modules: [`shm`] (mappings), [`segment`], [`notify`],
 //!   [`inbox`], [`group`], [`job`] (the shared objects), [`memcopy`]
-//!   (every copy of data, avoiding a slow `memcpy` case), [`epoch`]
+//!   (every copy of data, avoiding a slow `memcpy` case), [`caches`] (the
+//!   last-level cache's size), [`epoch`]
 //!   (deferred reclamation), [`futex`] and [`wait`] (waiting, and the
 //!   small helpers every file uses: `lock`, polling);
 //! - [`transport`] (the trait) and its implementations `gpi2/` and `mpi/`.
@@ -34,6 +35,7 @@
 //! The engine's `unsafe` code lives in the memory modules, each block next
 //! to the bounds it relies on, and in `gpi2/` (calls into GPI-2's C API).
 
+pub(crate) mod caches;
 pub(crate) mod directory;
 pub(crate) mod epoch;
 pub(crate) mod futex;

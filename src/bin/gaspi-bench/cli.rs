@@ -141,6 +141,14 @@ pub struct AllreduceArgs {
     /// auto: smallest message for the ring [default: 128K].
     #[arg(long, value_name = "B", value_parser = parse_size)]
     pub ring_min: Option<usize>,
+    /// One node: smallest split message reduced in pipelined chunks
+    /// [default: a quarter of the last-level cache per rank, at least
+    /// 256K].
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub pipeline_min: Option<usize>,
+    /// One rank's part of a pipelined chunk [default: 128K].
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub pipeline_chunk: Option<usize>,
 }
 
 impl AllreduceArgs {
@@ -160,6 +168,8 @@ impl AllreduceArgs {
                 _ => None,
             },
             ring_min: self.ring_min.unwrap_or(d.ring_min),
+            pipeline_min: self.pipeline_min.unwrap_or(d.pipeline_min),
+            pipeline_chunk: self.pipeline_chunk.unwrap_or(d.pipeline_chunk),
             ..d
         }
     }

@@ -1,11 +1,18 @@
 //! The node reduction's window: where each of its areas lies.
 
+/// Staging slots per local rank of the pipelined calls: how many chunks
+/// the puts may run ahead of the slowest reduction.
+pub(super) const STAGE_SLOTS: usize = 4;
+
 /// Byte offsets of the areas of the window (each 64-byte aligned).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Areas {
-    /// Input slots: `[parity][local rank][cap]`.
+    /// Input slots: `[parity][local rank][input_cap]`.
     pub(super) inputs: usize,
     pub(super) input_parities: usize,
+    /// Bytes of an input slot: the largest call that is not pipelined
+    /// (64-byte aligned).
+    pub(super) input_cap: usize,
     /// Results, one column space wide.
     pub(super) result: usize,
     /// The node's shared result of a replicated call that one local rank
@@ -23,6 +30,12 @@ pub(super) struct Areas {
     pub(super) direct_cap: usize,
     /// Bytes of a column space: `slots * cap` (replicated) or `cap`.
     pub(super) cols: usize,
+    /// Staging slots of the pipelined calls
+    /// (`NodeReduce::pipeline`): `[STAGE_SLOTS][local rank][stage_slot]`.
+    pub(super) stage: usize,
+    /// Bytes of a staging slot (a multiple of 64), or 0: no call is
+    /// pipelined.
+    pub(super) stage_slot: usize,
     /// Largest message, bytes.
     pub(super) cap: usize,
     /// Ring block ids available (each block has two).

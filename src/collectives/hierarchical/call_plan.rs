@@ -43,6 +43,16 @@ pub(super) struct CallPlan {
     pub(super) rings: Vec<RingPlan>,
 }
 
+/// How far a pipelined call got (to resume after a timeout): chunks put
+/// in, reduced (this rank's fraction) and copied out, counted from the
+/// call's first chunk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct PipeCursor {
+    pub(super) put: usize,
+    pub(super) reduced: usize,
+    pub(super) copied: usize,
+}
+
 /// One receive event of a ring instance: block `elems` (global id `g`)
 /// arrives; `rs_step`: the reduce-scatter step (`1..nodes`) or `None` in the
 /// allgather; `forward`: whether to pass it on.

@@ -39,7 +39,7 @@ impl NodeReduce {
         idx: usize,
         parity: usize,
         cursor: &mut usize,
-        f: &F,
+        (send, f): (&[T], &F),
         deadline: Deadline,
     ) -> Result<()> {
         let i = plan.mine[idx];
@@ -98,7 +98,7 @@ impl NodeReduce {
                 // on one node, of the result), written by this rank only and
                 // sent only after this write.
                 let out = unsafe { self.mem.write::<T>(value(0), n) };
-                self.reduce_node(ctx, inst, out, f);
+                self.reduce_node(ctx, inst, out, send, f);
                 send_after(0)?;
             } else {
                 let slot = a - 1;

@@ -26,7 +26,13 @@
 //!    - **Split** (larger messages): the message is cut into fractions,
 //!      one per local rank (`message size / local ranks`, fractions of at
 //!      least [`AllreduceOptions::fraction_min`] bytes); each rank reduces
-//!      its fraction, and a node barrier ends the call.
+//!      its fraction, and a node barrier ends the call. A rank does not
+//!      put in the elements of its own fraction: it reduces them straight
+//!      from its input. On a job of one node, calls from
+//!      [`AllreduceOptions::pipeline_min`] bytes on (where the node's data
+//!      outgrows the caches) are **pipelined**: cut into chunks that pass
+//!      through a small ring of staging slots, each put in, reduced and
+//!      copied out while it is still in the caches (`pipeline.rs`).
 //! 3. Between nodes ([`AllreduceAlgorithm`]), an instance runs
 //!    - the **dissemination** with partial reductions
 //!      ([`Dissemination`]): `floor(log2 n)` steps, partial results sent
@@ -99,6 +105,7 @@
 //! - `strategies.rs`: the replicated reductions (own, shared, node
 //!   partials) and the direct exchange;
 //! - `dissemination.rs`, `ring.rs`: the exchanges between nodes;
+//! - `pipeline.rs`: the pipelined call of a job of one node;
 //! - `kernels.rs`: the element-wise reduction loops;
 //! - `allreduce.rs`: the public [`Allreduce`].
 
@@ -110,6 +117,7 @@ mod kernels;
 mod memory;
 mod node_reduce;
 mod options;
+mod pipeline;
 mod ring;
 mod strategies;
 

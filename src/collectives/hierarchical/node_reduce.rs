@@ -1,8 +1,8 @@
 //! The node-aware reduction engine: one window, its areas, and the calls
 //! that run on it, planned by size and resumable after a timeout.
 
-use super::areas::Areas;
-use super::call_plan::{CallPlan, Instance, split_range};
+use super::areas::{Areas, STAGE_SLOTS};
+use super::call_plan::{CallPlan, Instance, PipeCursor, split_range};
 use super::kernels::tag;
 use super::memory::NodeMemory;
 use super::options::{AllreduceAlgorithm, AllreduceOptions, Choice, Inter, choose};
@@ -12,6 +12,7 @@ use crate::collectives::reduce_op::ReduceOp;
 use crate::config::NOTIFICATION_LIMIT;
 use crate::context::Context;
 use crate::context::groups::FaultScope;
+use crate::engine::caches::last_level_cache_bytes;
 use crate::engine::memcopy::copy_slice;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, GroupId, Notification, Rank, SegmentId, Timeout};
@@ -29,6 +30,8 @@ pub(super) enum Stage {
         idx: usize,
         cursor: usize,
     },
+    /// A pipelined call ([`NodeReduce::pipeline`]).
+    Pipeline(PipeCursor),
     Closing,
 }
 
@@ -75,6 +78,8 @@ pub(crate) struct NodeReduce {
     /// Direct calls exchange node partials (`NodeReduce::claim_partial`).
     pub(super) node_partials: bool,
     pub(super) calls: u64,
+    /// Chunks of the pipelined calls so far (the same on every rank).
+    pub(super) pipe_seq: u64,
     pub(super) progress: Option<Progress>,
     pub(super) plan: Option<CallPlan>,
     pub(super) leaders_progress: Option<LeadersProgress>,
@@ -171,13 +176,33 @@ impl NodeReduce {
         let cols = cap.max(mul(what, slots, replicated_cap)?);
         let input_parities = if replicated_cap > 0 { 2 } else { 1 };
         let recv_slots = dis_messages;
+        // A job of one node pipelines its largest split calls: their
+        // inputs pass through the staging slots, so the input slots need
+        // only hold the calls below `pipeline_min`.
+        let pipeline_min = opts.pipeline_min_for(slots, last_level_cache_bytes());
+        let pipelined =
+            !multi && slots > 1 && cap >= pipeline_min && !choose(&opts, cap, 1, 0).replicated;
+        let (input_cap, stage_slot) = if pipelined {
+            let input_cap = pipeline_min.max(replicated_cap);
+            (a(input_cap)?, a(opts.pipeline_chunk.min(cap).max(64))?)
+        } else {
+            (a(cap)?, 0)
+        };
         // Bytes 0..64*slots: each local rank's arrival word, a cache line
         // each (the calls it has put its input in for); then the shared
         // reduction's claim and done words and the node partial's claim
         // and ready words, a line each; then each instance's done word
-        // (`NodeReduce::instance_done`), a line each.
-        let inputs = 64 * (2 * slots + 4);
-        let result = a(add(what, inputs, mul(what, input_parities * slots, cap)?)?)?;
+        // (`NodeReduce::instance_done`), a line each; then each local
+        // rank's put and reduced words of the pipelined calls, a line
+        // each.
+        let inputs = 64 * (4 * slots + 4);
+        let stage = a(add(
+            what,
+            inputs,
+            mul(what, input_parities * slots, input_cap)?,
+        )?)?;
+        let stage_len = mul(what, STAGE_SLOTS * slots, stage_slot)?;
+        let result = a(add(what, stage, stage_len)?)?;
         let shared = a(add(what, result, cols)?)?;
         let shared_cap = if slots > 1 { replicated_cap } else { 0 };
         let run = a(add(what, shared, shared_cap)?)?;
@@ -212,6 +237,9 @@ impl NodeReduce {
         let areas = Areas {
             inputs,
             input_parities,
+            input_cap,
+            stage,
+            stage_slot,
             result,
             shared,
             run,
@@ -241,6 +269,7 @@ impl NodeReduce {
             areas,
             opts: AllreduceOptions {
                 block_bytes: block,
+                pipeline_min,
                 ..opts
             },
             layout,
@@ -248,6 +277,7 @@ impl NodeReduce {
             slots,
             node_partials,
             calls: 0,
+            pipe_seq: 0,
             progress: None,
             plan: None,
             leaders_progress: None,
@@ -453,6 +483,9 @@ impl NodeReduce {
         let out = match r {
             Ok(()) => {
                 self.calls += 1;
+                if self.pipelined(&plan) {
+                    self.pipe_seq += self.chunks(&plan) as u64;
+                }
                 Ok(ResultPlace {
                     in_recv,
                     ..self.output(ctx, &plan, progress.shared)
@@ -616,10 +649,26 @@ impl NodeReduce {
         let stage = &mut progress.stage;
         loop {
             match *stage {
+                Stage::Start if self.pipelined(plan) => {
+                    *stage = Stage::Pipeline(PipeCursor::default());
+                }
+                Stage::Pipeline(mut cur) => {
+                    let r = self.pipeline(
+                        ctx,
+                        plan,
+                        &mut cur,
+                        send,
+                        f,
+                        gather.as_deref_mut(),
+                        deadline,
+                    );
+                    *stage = Stage::Pipeline(cur);
+                    return r;
+                }
                 Stage::Start => {
                     let local = ctx.local_rank() as usize;
                     let at = self.input_at(local);
-                    self.mem.put(at, bytemuck::cast_slice(send));
+                    self.put_input(plan, at, send);
                     self.arrival(local).store(self.calls + 1, SeqCst);
                     self.mem.table().ww.wake();
                     if plan.choice.inter == Inter::Direct && !self.node_partials {
@@ -690,9 +739,9 @@ impl NodeReduce {
                     }
                     let mut c = cursor;
                     let r = if !plan.rings.is_empty() {
-                        self.ring(ctx, plan, idx, &mut c, f, deadline)
+                        self.ring(ctx, plan, idx, &mut c, (send, f), deadline)
                     } else {
-                        self.disseminate(ctx, plan, idx, parity, &mut c, f, deadline)
+                        self.disseminate(ctx, plan, idx, parity, &mut c, (send, f), deadline)
                     };
                     *stage = Stage::Instances { idx, cursor: c };
                     r?;
@@ -716,6 +765,27 @@ impl NodeReduce {
                 }
             }
         }
+    }
+
+    /// Put this rank's input of a call planned as `plan` into its input
+    /// slot at `at`: all of it for a replicated call; for a split one,
+    /// only the elements of the other ranks' instances (this rank reduces
+    /// its own straight from `send`, [`NodeReduce::reduce_node`]).
+    fn put_input<T: Pod>(&self, plan: &CallPlan, at: usize, send: &[T]) {
+        let put = |r: Range<usize>| {
+            let bytes: &[u8] = bytemuck::cast_slice(&send[r.clone()]);
+            self.mem.put(at + r.start * plan.elem, bytes);
+        };
+        if plan.choice.replicated {
+            return put(0..send.len());
+        }
+        let mut from = 0;
+        for &i in &plan.mine {
+            let own = &plan.instances[i].elems;
+            put(from..own.start);
+            from = own.end;
+        }
+        put(from..send.len());
     }
 
     /// Instance `inst`'s done word, the control word after the four of
@@ -767,7 +837,7 @@ impl NodeReduce {
     /// alternate by call parity if there are two sets.
     pub(super) fn input_at(&self, local: usize) -> usize {
         let parity = (self.calls % self.areas.input_parities as u64) as usize;
-        self.areas.inputs + (parity * self.slots + local) * self.areas.cap
+        self.areas.inputs + (parity * self.slots + local) * self.areas.input_cap
     }
 
     /// Byte offset of rank `rank`'s input in the direct area (parity

@@ -71,6 +71,21 @@ pub struct AllreduceOptions {
     pub fraction_min: usize,
     /// [`AllreduceAlgorithm::Auto`] uses the ring from this many bytes on.
     pub ring_min: usize,
+    /// A job of one node reduces split calls of at least this many bytes
+    /// per rank in chunks that pass through a small ring of staging slots
+    /// in the window, each put in, reduced and copied out while it is
+    /// still in the caches; their copies into the callers' buffers use
+    /// non-temporal stores (they would not stay in the caches either).
+    /// 0 (the default): from where the node's data outgrows the caches,
+    /// a quarter of the last-level cache per rank of the node (at least
+    /// 256 KiB; 2 MiB with 4 ranks and a 32 MiB L3, where pipelining was
+    /// 22-34% faster than before and 10-17% slower at 1 MiB; see the
+    /// guide's allreduce figures, docs/guide/benchmarking.md).
+    /// `usize::MAX`: never.
+    pub pipeline_min: usize,
+    /// Bytes of one rank's part of a pipelined chunk (default 128 KiB;
+    /// rounded up to a multiple of 64 bytes).
+    pub pipeline_chunk: usize,
     /// Pipelining block of the ring, in bytes. 0 (the default): the
     /// engine's choice, [`AllreduceOptions::DEFAULT_BLOCK_BYTES`], or 1 MiB
     /// where the ring crosses hosts on the MPI engine.
@@ -101,6 +116,16 @@ impl AllreduceOptions {
     /// The ring block chosen for `block_bytes: 0` inside a host and on the
     /// native and GPI-2 engines: 128 KiB.
     pub const DEFAULT_BLOCK_BYTES: usize = 128 << 10;
+
+    /// The smallest pipelined call on a node of `ranks` ranks and a
+    /// last-level cache of `cache` bytes: [`AllreduceOptions::pipeline_min`],
+    /// or where it is 0, `cache / (4 * ranks)` and at least 256 KiB.
+    pub(super) fn pipeline_min_for(&self, ranks: usize, cache: usize) -> usize {
+        match self.pipeline_min {
+            0 => (cache / 4 / ranks.max(1)).max(256 << 10),
+            b => b,
+        }
+    }
 }
 
 impl Default for AllreduceOptions {
@@ -113,6 +138,8 @@ impl Default for AllreduceOptions {
             shared_node_replicate_max: 8 << 10,
             fraction_min: 1 << 10,
             ring_min: 128 << 10,
+            pipeline_min: 0,
+            pipeline_chunk: 128 << 10,
             block_bytes: 0,
             queue: 0,
             share_reduction: None,

@@ -140,7 +140,7 @@ impl NodeReduce {
         plan: &CallPlan,
         idx: usize,
         cursor: &mut usize,
-        f: &F,
+        (send, f): (&[T], &F),
         deadline: Deadline,
     ) -> Result<()> {
         let i = plan.mine[idx];
@@ -158,7 +158,7 @@ impl NodeReduce {
                 // writes into it (the allgather) come only after this
                 // node's contribution to each block was sent, which is
                 // after this write.
-                self.reduce_node(ctx, inst, unsafe { self.column(result, inst) }, f);
+                self.reduce_node(ctx, inst, unsafe { self.column(result, inst) }, send, f);
                 for (b, id) in &ring.first {
                     let off = at(result, b);
                     let to = at(area, b);

@@ -295,12 +295,15 @@ impl NodeReduce {
     }
 
     /// Reduce the node's inputs over `inst`'s elements into `out`, in
-    /// local-rank order.
+    /// local-rank order: this rank's own from `send` (a split call does
+    /// not put in the elements of its own instances), the others' from
+    /// their input slots.
     pub(super) fn reduce_node<T: Pod, F: Fn(&T, &T) -> T>(
         &self,
         ctx: &Context,
         inst: &Instance,
         out: &mut [T],
+        send: &[T],
         f: &F,
     ) {
         let n = inst.elems.len();
@@ -308,11 +311,18 @@ impl NodeReduce {
             return;
         }
         let skip = inst.elems.start * std::mem::size_of::<T>();
-        // SAFETY: the inputs were written before their ranks counted
-        // themselves in, and nobody writes them again until every rank of
-        // the node has finished the call (input slots alternate by parity
-        // for replicated calls; a split call ends with a node barrier).
-        let input = |l: usize| unsafe { self.mem.read::<T>(self.input_at(l) + skip, n) };
+        let me = ctx.local_rank() as usize;
+        let input = |l: usize| {
+            if l == me {
+                return &send[inst.elems.clone()];
+            }
+            // SAFETY: the inputs were written before their ranks counted
+            // themselves in, and nobody writes them again until every
+            // rank of the node has finished the call (input slots
+            // alternate by parity for replicated calls; a split call ends
+            // with a node barrier).
+            unsafe { self.mem.read::<T>(self.input_at(l) + skip, n) }
+        };
         with_slices(ctx.local_num() as usize, input, |inputs| {
             reduce_slices(out, inputs, f)
         });
