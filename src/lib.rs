@@ -60,7 +60,9 @@
 //!   nature), none through raw syscall numbers.
 //! - The node reduction's window access (`collectives/hierarchical/
 //!   memory.rs`) and its callers in that folder, each naming the step of
-//!   the call protocol that keeps other writers away.
+//!   the call protocol that keeps other writers away; in `kernels.rs`
+//!   there, the call of the reduction loop's AVX2 build, made only once
+//!   the CPU is known to have AVX2.
 //! - The public `unsafe fn`s [`Context::segment_bind`],
 //!   [`Context::segment_use`], [`SegmentView::as_slice`] and
 //!   [`SegmentView::as_mut_slice`], which forward their callers' promises.
