@@ -246,12 +246,15 @@ impl Patience<'_> {
 
     /// The spinning and yielding phases of a wait ([`Patience::wait`],
     /// [`Patience::poll`]): `Some` once `poll` succeeded, the deadline
-    /// passed or `check` failed; `None` when it is time to sleep.
+    /// passed or `check` failed; `None` when it is time to sleep. In the
+    /// yielding phase of the automatic mode, a look at which `idle_core`
+    /// says yes spins instead of yielding ([`Patience::wait_or_spin`]).
     fn busy<T>(
         &self,
         deadline: Deadline,
         poll: &mut impl FnMut() -> Option<T>,
         check: &mut impl FnMut() -> Result<()>,
+        idle_core: &mut impl FnMut() -> bool,
     ) -> Option<Result<T>> {
         macro_rules! check {
             () => {
@@ -290,8 +293,13 @@ impl Patience<'_> {
         if !w.yield_for.is_zero() {
             let mut yield_start = None;
             let mut i: u32 = 0;
+            let may_spin = !w.spin.is_zero();
             loop {
-                std::thread::yield_now();
+                if may_spin && idle_core() {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
                 if let Some(v) = poll() {
                     return Some(Ok(v));
                 }
@@ -325,7 +333,7 @@ impl Patience<'_> {
     ) -> Result<T> {
         // A step's error ends the wait like its value: both are `Some`.
         let mut poll = || step().transpose();
-        if let Some(done) = self.busy(deadline, &mut poll, &mut || Ok(())) {
+        if let Some(done) = self.busy(deadline, &mut poll, &mut || Ok(()), &mut || false) {
             return done?;
         }
         poll_with_naps(deadline, longest, step)
@@ -343,7 +351,26 @@ impl Patience<'_> {
         &self,
         ww: &WaitWord,
         deadline: Deadline,
+        poll: impl FnMut() -> Option<T>,
+        check: impl FnMut() -> Result<()>,
+    ) -> Result<T> {
+        self.wait_or_spin(ww, deadline, poll, || false, check)
+    }
+
+    /// [`Patience::wait`] for a caller that knows the ranks sharing its
+    /// core: while `idle_core` says that none of them has work to do (they
+    /// all wait for the same thing as this rank, on other cores), the
+    /// automatic mode spins where it would yield. A yield would hand the
+    /// core to a rank that can only yield it back (about 1 us each way);
+    /// a spin sees the awaited state as soon as another core writes it.
+    /// `idle_core` must say no whenever a rank that may run on this core
+    /// could have work: a spin holds the core for up to a scheduler slice.
+    pub(crate) fn wait_or_spin<T>(
+        &self,
+        ww: &WaitWord,
+        deadline: Deadline,
         mut poll: impl FnMut() -> Option<T>,
+        mut idle_core: impl FnMut() -> bool,
         mut check: impl FnMut() -> Result<()>,
     ) -> Result<T> {
         macro_rules! check {
@@ -360,7 +387,7 @@ impl Patience<'_> {
         if let Deadline::Now = deadline {
             return Err(Error::Timeout);
         }
-        if let Some(done) = self.busy(deadline, &mut poll, &mut check) {
+        if let Some(done) = self.busy(deadline, &mut poll, &mut check, &mut idle_core) {
             return done;
         }
         let w = self.policy;
@@ -530,6 +557,51 @@ mod tests {
             let deadline = Deadline::At(Instant::now() + Duration::from_millis(5));
             let none = w.poll(deadline, nap, || Ok(None::<()>));
             assert!(matches!(none, Err(Error::Timeout)), "{mode:?}");
+        }
+    }
+
+    /// A wait told that its core is idle spins where it would yield (an
+    /// oversubscribed job in the automatic mode) and still sees another
+    /// thread's change, a deadline and a failure; the yield and block
+    /// modes ignore the hint and behave as before.
+    #[test]
+    fn waits_on_an_idle_core_spin_and_still_end() {
+        for mode in [WaitMode::Auto, WaitMode::Yield, WaitMode::Block] {
+            // 4 awake ranks on 2 cores: no spinning phase of its own.
+            let (awake, policy) = (AtomicU32::new(4), Waiter::new(mode, 2));
+            let w = policy.with(&awake);
+            let ww = Arc::new(WaitWord::default());
+            let flag = Arc::new(AtomicBool::new(false));
+            let (ww2, flag2) = (ww.clone(), flag.clone());
+            let t = std::thread::spawn(move || {
+                flag2.store(true, SeqCst);
+                ww2.wake();
+            });
+            let mut looks = 0;
+            let got = w.wait_or_spin(
+                &ww,
+                Deadline::Never,
+                || flag.load(SeqCst).then_some(7),
+                || {
+                    looks += 1;
+                    true
+                },
+                no_faults,
+            );
+            assert_eq!(got.unwrap(), 7, "{mode:?}");
+            t.join().unwrap();
+            if mode != WaitMode::Auto {
+                assert_eq!(looks, 0, "{mode:?} asked whether to spin");
+            }
+            let d = crate::types::Timeout::ms(20).deadline();
+            let r = w.wait_or_spin(&ww, d, || None::<()>, || true, no_faults);
+            assert!(matches!(r, Err(Error::Timeout)), "{mode:?}: {r:?}");
+            let failed = || Err(Error::RankFailed { rank: 1 });
+            let r = w.wait_or_spin(&ww, Deadline::Never, || None::<()>, || true, failed);
+            assert!(
+                matches!(r, Err(Error::RankFailed { rank: 1 })),
+                "{mode:?}: {r:?}"
+            );
         }
     }
 

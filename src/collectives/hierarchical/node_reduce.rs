@@ -77,6 +77,12 @@ pub(crate) struct NodeReduce {
     pub(super) slots: usize,
     /// Direct calls exchange node partials (`NodeReduce::claim_partial`).
     pub(super) node_partials: bool,
+    /// The local ranks that may run on this rank's core (a job of one
+    /// node; `None` elsewhere): its waits spin instead of yielding while
+    /// none of them has work ([`Patience::wait_or_spin`]).
+    ///
+    /// [`Patience::wait_or_spin`]: crate::engine::wait::Patience::wait_or_spin
+    pub(super) core_mates: Option<Vec<usize>>,
     pub(super) calls: u64,
     /// Chunks of the pipelined calls so far (the same on every rank).
     pub(super) pipe_seq: u64,
@@ -262,6 +268,11 @@ impl NodeReduce {
             timeout,
         )?;
         let mem = NodeMemory::new(&window);
+        let core_mates = if !multi && slots > 1 {
+            Some(Self::core_mates(ctx, &mem, timeout)?)
+        } else {
+            None
+        };
         Ok(NodeReduce {
             segment,
             window,
@@ -276,6 +287,7 @@ impl NodeReduce {
             dis,
             slots,
             node_partials,
+            core_mates,
             calls: 0,
             pipe_seq: 0,
             progress: None,
@@ -300,6 +312,39 @@ impl NodeReduce {
         let mut all = [0u32];
         ctx.allreduce(&[mine], &mut all, ReduceOp::Min, GroupId::ALL, timeout)?;
         Ok(all[0] == 1)
+    }
+
+    /// Collectively find the local ranks that may run on this rank's CPU:
+    /// each rank writes the CPU it is bound to (its affinity's only CPU)
+    /// beside its arrival word, and after a barrier reads the others'. A
+    /// rank that is not bound to one CPU may run on any, so it is a mate
+    /// of every rank, and every rank is its mate.
+    fn core_mates(ctx: &Context, mem: &NodeMemory, timeout: Timeout) -> Result<Vec<usize>> {
+        let cpus = crate::sys::allowed_cpus();
+        let mine = match cpus[..] {
+            [cpu] => cpu as u64 + 1,
+            _ => 0,
+        };
+        let local = ctx.local_rank() as usize;
+        let cpu_word = |l: usize| mem.word(64 * l + 8);
+        cpu_word(local).store(mine, SeqCst);
+        ctx.barrier(ctx.node_group(), timeout)?;
+        Ok((0..ctx.local_num() as usize)
+            .filter(|&l| l != local)
+            .filter(|&l| {
+                let theirs = cpu_word(l).load(SeqCst);
+                mine == 0 || theirs == 0 || theirs == mine
+            })
+            .collect())
+    }
+
+    /// Whether every local rank that may run on this rank's core has put
+    /// in its input of call `call` (so while this rank waits for inputs,
+    /// they wait too, and it may spin).
+    pub(super) fn mates_arrived(&self, call: u64) -> bool {
+        self.core_mates
+            .as_ref()
+            .is_some_and(|m| m.iter().all(|&l| self.arrival(l).load(SeqCst) >= call))
     }
 
     /// The rank that runs instance `inst` on `node`.

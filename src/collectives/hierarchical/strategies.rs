@@ -141,7 +141,16 @@ impl NodeReduce {
         let claim = self.word(0);
         let done = self.word(1);
         let ww = self.mem.table().ww;
+        // Who claimed the call, as `call * slots + local rank` (beside the
+        // claim word): a waiter may spin while the claimant runs on
+        // another core.
+        let claimant = self.mem.word(64 * self.slots + 8);
+        let slots = self.slots as u64;
         if claim.fetch_max(call, SeqCst) < call {
+            let me = ctx.local_rank() as u64;
+            if let Some(v) = call.checked_mul(slots).and_then(|v| v.checked_add(me)) {
+                claimant.store(v, SeqCst);
+            }
             // SAFETY: only the rank that claimed call `call` writes the
             // shared result, and nobody reads it meanwhile: readers of the
             // previous call's result have all put in their inputs of this
@@ -152,10 +161,18 @@ impl NodeReduce {
             ww.wake();
             return Ok(());
         }
-        ctx.engine.patience().wait(
+        let elsewhere = || {
+            let v = claimant.load(SeqCst);
+            let mates = self.core_mates.as_deref().unwrap_or(&[]);
+            self.core_mates.is_some()
+                && v / slots == call
+                && !mates.contains(&((v % slots) as usize))
+        };
+        ctx.engine.patience().wait_or_spin(
             ww,
             deadline,
             || (done.load(SeqCst) >= call).then_some(()),
+            elsewhere,
             || ctx.engine.faults(),
         )
     }
@@ -276,7 +293,7 @@ impl NodeReduce {
             let v = table.values[self.direct_id(parity, r) as usize].load(SeqCst);
             tag_reached(v, tag)
         };
-        ctx.engine.patience().wait(
+        ctx.engine.patience().wait_or_spin(
             table.ww,
             deadline,
             || {
@@ -290,6 +307,9 @@ impl NodeReduce {
                 };
                 (here && there).then_some(())
             },
+            // Mates that have put in their input wait here too, or (once
+            // every input is in) the poll above succeeds.
+            || !remote && self.mates_arrived(call),
             || ctx.engine.faults(),
         )
     }
