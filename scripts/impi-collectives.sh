@@ -24,6 +24,13 @@
 # against best placement, the median over rounds of ours / Intel's best
 # (< 1 is faster).
 #
+# COOLDOWN (seconds, default 10) passes before each side's runs: on the
+# project's VM (Firecracker, 2 vCPUs) a run right after another side's
+# minutes of spinning was often 2-3.5x slower for some seconds (4 KiB
+# allreduce 9 us instead of 5 in 2 of 5 tries, never 15 s later), which
+# the runs first in each round (Intel MPI's, then our shared variant)
+# paid for the others.
+#
 # Installs Intel MPI from PyPI into a virtualenv (default .impi-venv, or
 # $IMPI_VENV), like scripts/impi-baseline.sh. Intel MPI does not know our
 # emulated nodes: it runs its ranks on this machine with shared memory.
@@ -42,6 +49,7 @@ a2a_dists=${A2A_DISTS:-regular random sparse}
 has() { case " $colls " in *" $1 "*) return 0 ;; esac; return 1; }
 placements=${PLACEMENTS:-spread block}
 variants=${VARIANTS:-shared private}
+cooldown=${COOLDOWN:-10}
 cpus=$(nproc)
 # Intel MPI's CPU for each rank under a placement, as a pin list.
 pin_list() {
@@ -68,6 +76,7 @@ for r in $(seq 1 "$rounds"); do
     I_MPI_PIN_PROCESSOR_LIST=$(pin_list "$place")
     for ppn in "${layouts[@]}"; do
         # Intel MPI: every algorithm, then keep the best per (bench, size).
+        sleep "$cooldown"
         : >"$out/impi"
         has allreduce && for a in $(seq 1 11); do
             I_MPI_ADJUST_ALLREDUCE=$a mpirun -n "$ranks" "$venv/coll_bench" allreduce "impi-$a" $reduce_sizes |
@@ -89,6 +98,7 @@ for r in $(seq 1 "$rounds"); do
         # the caller's buffer (private), per variant.
         : >"$out/ours"
         for v in $variants; do
+            sleep "$cooldown"
             if [ "$v" = private ]; then red=auto-private gat=ring-private a2a=aggregated-private; else red=auto gat=ring-shared a2a=aggregated; fi
             has allreduce && $bench allreduce -n "$ranks" --ppn "$ppn" --impl $red --format csv --bind "$place" \
                 --sizes "$(echo $reduce_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"

@@ -495,6 +495,20 @@ mod tests {
         );
     }
 
+    /// A wait word and a flag that a new thread sets, then wakes the word
+    /// (the thread's handle, to join).
+    fn flag_set_by_another_thread() -> (Arc<WaitWord>, Arc<AtomicBool>, std::thread::JoinHandle<()>)
+    {
+        let ww = Arc::new(WaitWord::default());
+        let flag = Arc::new(AtomicBool::new(false));
+        let (ww2, flag2) = (ww.clone(), flag.clone());
+        let t = std::thread::spawn(move || {
+            flag2.store(true, SeqCst);
+            ww2.wake();
+        });
+        (ww, flag, t)
+    }
+
     #[test]
     fn every_mode_sees_a_change_made_by_another_thread() {
         for mode in [
@@ -503,13 +517,7 @@ mod tests {
             WaitMode::Yield,
             WaitMode::Block,
         ] {
-            let ww = Arc::new(WaitWord::default());
-            let flag = Arc::new(AtomicBool::new(false));
-            let (ww2, flag2) = (ww.clone(), flag.clone());
-            let t = std::thread::spawn(move || {
-                flag2.store(true, SeqCst);
-                ww2.wake();
-            });
+            let (ww, flag, t) = flag_set_by_another_thread();
             let awake = AtomicU32::new(1);
             let policy = Waiter::new(mode, 1);
             let w = policy.with(&awake);
@@ -570,13 +578,7 @@ mod tests {
             // 4 awake ranks on 2 cores: no spinning phase of its own.
             let (awake, policy) = (AtomicU32::new(4), Waiter::new(mode, 2));
             let w = policy.with(&awake);
-            let ww = Arc::new(WaitWord::default());
-            let flag = Arc::new(AtomicBool::new(false));
-            let (ww2, flag2) = (ww.clone(), flag.clone());
-            let t = std::thread::spawn(move || {
-                flag2.store(true, SeqCst);
-                ww2.wake();
-            });
+            let (ww, flag, t) = flag_set_by_another_thread();
             let mut looks = 0;
             let got = w.wait_or_spin(
                 &ww,

@@ -78,9 +78,10 @@ pub struct AllreduceOptions {
     /// non-temporal stores (they would not stay in the caches either).
     /// 0 (the default): from where the node's data outgrows the caches,
     /// a quarter of the last-level cache per rank of the node (at least
-    /// 256 KiB; 2 MiB with 4 ranks and a 32 MiB L3, where pipelining was
-    /// 22-34% faster than before and 10-17% slower at 1 MiB; see the
-    /// guide's allreduce figures, docs/guide/benchmarking.md).
+    /// 256 KiB; 2 MiB with 4 ranks and a 32 MiB L3: there pipelined calls
+    /// took 15-29% less time than unpipelined ones, 40-49% less at 4 MiB,
+    /// and up to 17% more at 1 MiB; see the guide's allreduce figures,
+    /// docs/guide/benchmarking.md).
     /// `usize::MAX`: never.
     pub pipeline_min: usize,
     /// Bytes of one rank's part of a pipelined chunk (default 128 KiB;
