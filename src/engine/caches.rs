@@ -11,10 +11,6 @@ const UNKNOWN: usize = 8 << 20;
 /// Bytes of the largest cache of CPU 0 that Linux reports
 /// (`/sys/devices/system/cpu/cpu0/cache/index*/size`, usually the L3),
 /// read once; [`UNKNOWN`] where there is none to read.
-///
-/// ```ignore
-/// assert!(last_level_cache_bytes() >= 64 << 10);
-/// ```
 pub(crate) fn last_level_cache_bytes() -> usize {
     static BYTES: OnceLock<usize> = OnceLock::new();
     *BYTES.get_or_init(|| {
@@ -59,10 +55,5 @@ mod tests {
         assert_eq!(parse_size("12Q"), None);
         assert_eq!(parse_size(""), None);
         assert_eq!(parse_size("99999999999999999999G"), None);
-    }
-
-    #[test]
-    fn the_last_level_cache_has_a_size() {
-        assert!(last_level_cache_bytes() >= 1);
     }
 }

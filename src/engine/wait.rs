@@ -595,9 +595,17 @@ mod tests {
             if mode != WaitMode::Auto {
                 assert_eq!(looks, 0, "{mode:?} asked whether to spin");
             }
+            // A wait that never succeeds: the automatic mode asks (and
+            // spins) until its deadline, the others never ask.
             let d = crate::types::Timeout::ms(20).deadline();
-            let r = w.wait_or_spin(&ww, d, || None::<()>, || true, no_faults);
+            let mut looks = 0;
+            let idle = || {
+                looks += 1;
+                true
+            };
+            let r = w.wait_or_spin(&ww, d, || None::<()>, idle, no_faults);
             assert!(matches!(r, Err(Error::Timeout)), "{mode:?}: {r:?}");
+            assert_eq!(looks > 0, mode == WaitMode::Auto, "{mode:?}: {looks} looks");
             let failed = || Err(Error::RankFailed { rank: 1 });
             let r = w.wait_or_spin(&ww, Deadline::Never, || None::<()>, || true, failed);
             assert!(

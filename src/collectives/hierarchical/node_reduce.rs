@@ -347,6 +347,36 @@ impl NodeReduce {
             .is_some_and(|m| m.iter().all(|&l| self.arrival(l).load(SeqCst) >= call))
     }
 
+    /// Who claimed the shared reduction of which call, as
+    /// `call * slots + local rank`: the word beside the claim word
+    /// ([`NodeReduce::word`] 0), written by the claimant after its claim.
+    fn claimant(&self) -> &AtomicU64 {
+        self.mem.word(64 * self.slots + 8)
+    }
+
+    /// Record that local rank `local` claimed call `call`'s shared
+    /// reduction (not at all if the number would not fit: the waiters
+    /// then yield, as for an unknown claimant).
+    pub(super) fn record_claimant(&self, call: u64, local: usize) {
+        let slots = self.slots as u64;
+        if let Some(v) = call
+            .checked_mul(slots)
+            .and_then(|v| v.checked_add(local as u64))
+        {
+            self.claimant().store(v, SeqCst);
+        }
+    }
+
+    /// Whether call `call`'s shared reduction is known to run on another
+    /// core than this rank's (so a rank waiting for it may spin).
+    pub(super) fn claimant_elsewhere(&self, call: u64) -> bool {
+        let v = self.claimant().load(SeqCst);
+        let slots = self.slots as u64;
+        self.core_mates
+            .as_deref()
+            .is_some_and(|m| v / slots == call && !m.contains(&((v % slots) as usize)))
+    }
+
     /// The rank that runs instance `inst` on `node`.
     pub(super) fn owner(&self, node: usize, inst: usize) -> Rank {
         let r = self.layout.node_ranks(node);

@@ -39,7 +39,6 @@
 
 use super::areas::STAGE_SLOTS;
 use super::call_plan::{CallPlan, PipeCursor, split_range};
-use super::kernels::{reduce_slices, with_slices};
 use super::node_reduce::NodeReduce;
 use crate::context::Context;
 use crate::engine::memcopy::copy_slice_streaming;
@@ -238,17 +237,6 @@ impl NodeReduce {
             return;
         }
         let skip = (part.start - chunk.start) * elem;
-        let input = |l: usize| {
-            if l == me {
-                return &send[part.clone()];
-            }
-            // SAFETY: every local rank wrote its staging slot for chunk
-            // `g` before setting its put word, which this rank saw; nobody
-            // writes the slot again before every local rank has reduced
-            // chunk `g`, this rank included, which it marks only after
-            // this read.
-            unsafe { self.mem.read::<T>(self.stage_at(g, l) + skip, part.len()) }
-        };
         // SAFETY: this rank's fraction of the chunk in the result area is
         // written by this rank only; the readers of the previous call's
         // result have all put in this chunk of this call (seen by the
@@ -258,6 +246,11 @@ impl NodeReduce {
             self.mem
                 .write::<T>(self.areas.result + part.start * elem, part.len())
         };
-        with_slices(local_num, input, |inputs| reduce_slices(out, inputs, f));
+        let at = |l: usize| self.stage_at(g, l) + skip;
+        // SAFETY: every local rank wrote its staging slot for chunk `g`
+        // before setting its put word, which this rank saw; nobody writes
+        // the slot again before every local rank has reduced chunk `g`,
+        // this rank included, which it marks only after this.
+        unsafe { self.reduce_local(out, part, (local_num, me), send, at, f) };
     }
 }

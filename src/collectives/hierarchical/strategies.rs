@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::notifications::tag_reached;
 use crate::types::{Deadline, Notification, Rank};
 use bytemuck::Pod;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 impl NodeReduce {
@@ -141,16 +142,8 @@ impl NodeReduce {
         let claim = self.word(0);
         let done = self.word(1);
         let ww = self.mem.table().ww;
-        // Who claimed the call, as `call * slots + local rank` (beside the
-        // claim word): a waiter may spin while the claimant runs on
-        // another core.
-        let claimant = self.mem.word(64 * self.slots + 8);
-        let slots = self.slots as u64;
         if claim.fetch_max(call, SeqCst) < call {
-            let me = ctx.local_rank() as u64;
-            if let Some(v) = call.checked_mul(slots).and_then(|v| v.checked_add(me)) {
-                claimant.store(v, SeqCst);
-            }
+            self.record_claimant(call, ctx.local_rank() as usize);
             // SAFETY: only the rank that claimed call `call` writes the
             // shared result, and nobody reads it meanwhile: readers of the
             // previous call's result have all put in their inputs of this
@@ -161,18 +154,11 @@ impl NodeReduce {
             ww.wake();
             return Ok(());
         }
-        let elsewhere = || {
-            let v = claimant.load(SeqCst);
-            let mates = self.core_mates.as_deref().unwrap_or(&[]);
-            self.core_mates.is_some()
-                && v / slots == call
-                && !mates.contains(&((v % slots) as usize))
-        };
         ctx.engine.patience().wait_or_spin(
             ww,
             deadline,
             || (done.load(SeqCst) >= call).then_some(()),
-            elsewhere,
+            || self.claimant_elsewhere(call),
             || ctx.engine.faults(),
         )
     }
@@ -326,25 +312,52 @@ impl NodeReduce {
         send: &[T],
         f: &F,
     ) {
-        let n = inst.elems.len();
+        let skip = inst.elems.start * std::mem::size_of::<T>();
+        let ranks = (ctx.local_num() as usize, ctx.local_rank() as usize);
+        // SAFETY: the inputs were written before their ranks counted
+        // themselves in, and nobody writes them again until every rank of
+        // the node has finished the call (input slots alternate by parity
+        // for replicated calls; a split call ends with a node barrier).
+        unsafe {
+            self.reduce_local(
+                out,
+                inst.elems.clone(),
+                ranks,
+                send,
+                |l| self.input_at(l) + skip,
+                f,
+            )
+        };
+    }
+
+    /// Reduce elements `elems` of the local ranks' inputs into `out`, in
+    /// local-rank order: local rank `me`'s straight from `send` (a rank
+    /// does not put in the elements it reduces itself), each other local
+    /// rank `l`'s from the window at byte `at(l)`.
+    ///
+    /// # Safety
+    /// Nobody writes the window's `elems.len()` elements at `at(l)` while
+    /// this runs.
+    pub(super) unsafe fn reduce_local<T: Pod, F: Fn(&T, &T) -> T>(
+        &self,
+        out: &mut [T],
+        elems: Range<usize>,
+        (local_num, me): (usize, usize),
+        send: &[T],
+        at: impl Fn(usize) -> usize,
+        f: &F,
+    ) {
+        let n = elems.len();
         if n == 0 {
             return;
         }
-        let skip = inst.elems.start * std::mem::size_of::<T>();
-        let me = ctx.local_rank() as usize;
         let input = |l: usize| {
             if l == me {
-                return &send[inst.elems.clone()];
+                return &send[elems.clone()];
             }
-            // SAFETY: the inputs were written before their ranks counted
-            // themselves in, and nobody writes them again until every
-            // rank of the node has finished the call (input slots
-            // alternate by parity for replicated calls; a split call ends
-            // with a node barrier).
-            unsafe { self.mem.read::<T>(self.input_at(l) + skip, n) }
+            // SAFETY: the caller's promise.
+            unsafe { self.mem.read::<T>(at(l), n) }
         };
-        with_slices(ctx.local_num() as usize, input, |inputs| {
-            reduce_slices(out, inputs, f)
-        });
+        with_slices(local_num, input, |inputs| reduce_slices(out, inputs, f));
     }
 }
