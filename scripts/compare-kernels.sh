@@ -28,7 +28,7 @@
 #   block, default 32K,512K,8M), ITERS (sweeps per size, default 400),
 #   DECOMPS (default 1d,2d); gups: GUPS_SIZES (bytes of one rank's table,
 #   default 8M,64M), GUPS_ROUNDS (rounds of 1024 updates per rank, default 1000)
-# Output: docs/kernels-DATE.csv (rows: mpi,round + gaspi-bench's CSV) and,
+# Output: docs/kernels-DATE.csv or $KERNELS_CSV (rows: mpi,round + gaspi-bench's CSV) and,
 # on stderr, per MPI, layout, cut, size and variant the median over rounds
 # of MPI's time / ours (> 1: ours is faster).
 set -euo pipefail
@@ -43,8 +43,13 @@ kernels=${KERNELS:-stencil gups}
 gups_sizes=${GUPS_SIZES:-8M,64M}
 gups_rounds=${GUPS_ROUNDS:-1000}
 mpis=${MPIS:-mpich impi}
+# GASPI_PREBUILT=1 (scripts/devkit.sh): no builds; Intel MPI's twin is
+# $GASPI_BENCH_IMPI, MPICH's $GASPI_BENCH_MPICH.
+impi_twin=${GASPI_BENCH_IMPI:-target/impi/release/gaspi-bench}
+mpich_twin=${GASPI_BENCH_MPICH:-target/mpich/release/gaspi-bench}
 
 for m in $mpis; do
+    [ -n "${GASPI_PREBUILT:-}" ] && break
     case $m in
     mpich)
         CARGO_TARGET_DIR=target/mpich cargo build --release --features mpi --bin gaspi-bench >&2
@@ -65,17 +70,17 @@ run() { # MPI N PPN KERNEL: gaspi-bench's CSV rows
     local args=(stencil --sizes "$sizes" --iters "$iters" --decomp "$decomps" --format csv)
     [ "$4" = gups ] && args=(gups --sizes "$gups_sizes" --iters "$gups_rounds" --format csv)
     if [ "$m" = mpich ]; then
-        GASPI_PPN=$ppn mpiexec.mpich -n "$n" target/mpich/release/gaspi-bench "${args[@]}"
+        GASPI_PPN=$ppn mpiexec.mpich -n "$n" "$mpich_twin" "${args[@]}"
     else
         PATH="$impi_venv/bin:$PATH" LD_LIBRARY_PATH="$impi_venv/lib:${LD_LIBRARY_PATH:-}" \
             I_MPI_FABRICS=shm GASPI_PPN=$ppn \
-            "$impi_venv/bin/mpirun" -n "$n" target/impi/release/gaspi-bench "${args[@]}"
+            "$impi_venv/bin/mpirun" -n "$n" "$impi_twin" "${args[@]}"
     fi
 }
 
-out=docs/kernels-$(date -u +%F).csv
+out=${KERNELS_CSV:-docs/kernels-$(date -u +%F).csv}
 k=2
-while [ -e "$out" ]; do out=docs/kernels-$(date -u +%F)-$k.csv; k=$((k + 1)); done
+while [ -z "${KERNELS_CSV:-}" ] && [ -e "$out" ]; do out=docs/kernels-$(date -u +%F)-$k.csv; k=$((k + 1)); done
 {
     echo "# $(date -u +%F), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; mpi: $mpis"
     echo "mpi,round,bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified,vs_mpi"

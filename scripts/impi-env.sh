@@ -9,9 +9,14 @@
 #   ratio A B           B / A with two decimals (ours / Intel's)
 #   pick IMPL           the median of gaspi-bench's CSV row for IMPL (stdin)
 # Sets: venv (absolute), version, bench (the gaspi-bench binary).
+#
+# GASPI_PREBUILT=1 builds nothing (for a machine without Rust or a C
+# compiler, e.g. one prepared by scripts/devkit.sh): bench is
+# $GASPI_BENCH, impi_cc keeps the program already in the virtualenv.
 venv=${IMPI_VENV:-.impi-venv}
 version=2021.18.0
-if [ ! -x "$venv/bin/IMB-MPI1" ]; then
+prebuilt=${GASPI_PREBUILT:-}
+if [ ! -x "$venv/bin/mpirun" ]; then
     echo "installing Intel MPI $version from PyPI into $venv" >&2
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q "impi-rt==$version" "impi-devel==$version"
@@ -21,7 +26,10 @@ export PATH="$venv/bin:$PATH" LD_LIBRARY_PATH="$venv/lib:${LD_LIBRARY_PATH:-}"
 export I_MPI_FABRICS=shm
 # The PyPI mpicc wrapper cannot find mpi.h (its prefix is left
 # unsubstituted): compile against the virtualenv's include/ and lib/.
-impi_cc() { gcc -O2 -I"$venv/include" -L"$venv/lib" -o "$venv/$1" "$2" -lmpi; }
+impi_cc() {
+    if [ -n "$prebuilt" ]; then [ -x "$venv/$1" ] && return 0; echo "GASPI_PREBUILT: $venv/$1 missing" >&2 && return 1; fi
+    gcc -O2 -I"$venv/include" -L"$venv/lib" -o "$venv/$1" "$2" -lmpi
+}
 # The same for `cargo build --features mpi` (rsmpi): a pkg-config file
 # naming the virtualenv's include/ and lib/, picked by MPI_PKG_CONFIG.
 mkdir -p "$venv/lib/pkgconfig"
@@ -34,8 +42,12 @@ Libs: -L$venv/lib -lmpi
 PC
 export MPI_PKG_CONFIG=impi PKG_CONFIG_PATH="$venv/lib/pkgconfig:${PKG_CONFIG_PATH:-}"
 
-cargo build --release --bin gaspi-bench >&2
-bench=target/release/gaspi-bench
+if [ -n "$prebuilt" ]; then
+    bench=${GASPI_BENCH:?GASPI_PREBUILT needs GASPI_BENCH}
+else
+    cargo build --release --bin gaspi-bench >&2
+    bench=target/release/gaspi-bench
+fi
 impi_header() { echo "# $(date -u +%F), $(nproc) cores, Intel MPI $version (I_MPI_FABRICS=shm)$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
 pick() { awk -F, -v i="$1" '$2 == i {print $8}'; }

@@ -4,6 +4,16 @@
 /// the puts may run ahead of the slowest reduction.
 pub(super) const STAGE_SLOTS: usize = 4;
 
+/// Bytes between the starts of two local ranks' input slots or result
+/// columns: a multiple of 128, so that no two ranks write into one pair of
+/// cache lines (Intel cores fetch lines in 128-byte pairs). Packed, 16
+/// ranks' 8-byte results shared two lines, and a replicated call's result
+/// left in the window took twice as long as one reduced into the caller's
+/// buffer with a core per rank.
+pub(super) fn rank_stride(bytes: usize) -> usize {
+    bytes.next_multiple_of(128)
+}
+
 /// Byte offsets of the areas of the window (each 64-byte aligned).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Areas {
@@ -11,7 +21,7 @@ pub(super) struct Areas {
     pub(super) inputs: usize,
     pub(super) input_parities: usize,
     /// Bytes of an input slot: the largest call that is not pipelined
-    /// (64-byte aligned).
+    /// ([`rank_stride`]).
     pub(super) input_cap: usize,
     /// Results, one column space wide.
     pub(super) result: usize,
@@ -28,7 +38,8 @@ pub(super) struct Areas {
     /// Inputs of other nodes' ranks (direct): `[parity][rank][direct_cap]`.
     pub(super) direct: usize,
     pub(super) direct_cap: usize,
-    /// Bytes of a column space: `slots * cap` (replicated) or `cap`.
+    /// Bytes of a column space: `slots * rank_stride(cap)` (replicated,
+    /// one column per local rank) or `cap`.
     pub(super) cols: usize,
     /// Staging slots of the pipelined calls
     /// (`NodeReduce::pipeline`): `[STAGE_SLOTS][local rank][stage_slot]`.

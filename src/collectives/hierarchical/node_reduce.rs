@@ -1,7 +1,7 @@
 //! The node-aware reduction engine: one window, its areas, and the calls
 //! that run on it, planned by size and resumable after a timeout.
 
-use super::areas::{Areas, STAGE_SLOTS};
+use super::areas::{Areas, STAGE_SLOTS, rank_stride};
 use super::call_plan::{CallPlan, Instance, PipeCursor, split_range};
 use super::kernels::tag;
 use super::memory::NodeMemory;
@@ -179,7 +179,9 @@ impl NodeReduce {
         use crate::extent::{add, align_up, mul};
         let what = "allreduce window size (elements * element size, per rank of the node)";
         let a = |x: usize| align_up(what, x, 64);
-        let cols = cap.max(mul(what, slots, replicated_cap)?);
+        // `rank_stride`, checked.
+        let stride = |x: usize| align_up(what, x, 128);
+        let cols = cap.max(mul(what, slots, stride(replicated_cap)?)?);
         let input_parities = if replicated_cap > 0 { 2 } else { 1 };
         let recv_slots = dis_messages;
         // A job of one node pipelines its largest split calls: their
@@ -190,9 +192,9 @@ impl NodeReduce {
             !multi && slots > 1 && cap >= pipeline_min && !choose(&opts, cap, 1, 0).replicated;
         let (input_cap, stage_slot) = if pipelined {
             let input_cap = pipeline_min.max(replicated_cap);
-            (a(input_cap)?, a(opts.pipeline_chunk.min(cap).max(64))?)
+            (stride(input_cap)?, a(opts.pipeline_chunk.min(cap).max(64))?)
         } else {
-            (a(cap)?, 0)
+            (stride(cap)?, 0)
         };
         // Bytes 0..64*slots: each local rank's arrival word, a cache line
         // each (the calls it has put its input in for); then the shared
@@ -208,7 +210,7 @@ impl NodeReduce {
             mul(what, input_parities * slots, input_cap)?,
         )?)?;
         let stage_len = mul(what, STAGE_SLOTS * slots, stage_slot)?;
-        let result = a(add(what, stage, stage_len)?)?;
+        let result = stride(add(what, stage, stage_len)?)?;
         let shared = a(add(what, result, cols)?)?;
         let shared_cap = if slots > 1 { replicated_cap } else { 0 };
         let run = a(add(what, shared, shared_cap)?)?;
@@ -397,7 +399,7 @@ impl NodeReduce {
             (0..self.slots)
                 .map(|i| Instance {
                     elems: 0..len,
-                    col: i * bytes,
+                    col: i * rank_stride(bytes),
                 })
                 .collect()
         } else {
@@ -669,7 +671,7 @@ impl NodeReduce {
         let bytes = len * elem;
         // This rank's own column of the result area, as a replicated
         // call's (`output`).
-        let start = self.areas.result + ctx.local_rank() as usize * bytes;
+        let start = self.areas.result + ctx.local_rank() as usize * rank_stride(bytes);
         let in_recv = match recv {
             Some(r) => {
                 r.copy_from_slice(&value);

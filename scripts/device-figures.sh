@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Core-per-rank figures: ours beside Intel MPI on a machine with a core for
+# every rank (the workplace's 16-core device machine), from the kit that
+# scripts/devkit.sh packs into .devkit/ (nothing is built there).
+#   1. collectives (scripts/impi-collectives.sh): allreduce, allgatherv and
+#      alltoallv, shared and private results, against Intel MPI's best
+#      I_MPI_ADJUST algorithm per size, 16 ranks on one node (8 ranks
+#      last, if time is left);
+#   2. kernels (scripts/compare-kernels.sh): stencil and GUPS, flat and
+#      node-shared GASPI against flat MPI in the same processes, at 4:4,
+#      8:8, 16:16 and 16:8 (ranks:ranks per node).
+#   3. ab (when .devkit/gaspi-bench-old exists: devkit.sh keeps the
+#      binary it replaces when AB_KEEP=1): scripts/ab-bench.sh of the old
+#      gaspi-bench against the new at 16 and 8 ranks (AB_RUN and AB_RUN2
+#      replace the two runs), then Intel MPI's best beside the new one (allreduce).
+# STAGES (default "coll-16 kernels coll-8") picks and orders the stages.
+# Each stage has a time cap (seconds) so that one call of a lent machine
+# brings back whatever finished: CAP_COLL (default 200), CAP_KERNELS (200),
+# CAP_COLL8 (100). Rounds alternate the sides as the scripts do.
+# Usage: scripts/device-figures.sh OUTDIR [ROUNDS]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/device-figures.sh OUTDIR [ROUNDS]}
+rounds=${2:-2}
+mkdir -p "$out"
+export GASPI_PREBUILT=1 IMPI_VENV=.devkit/impi GASPI_BENCH=.devkit/gaspi-bench \
+    GASPI_BENCH_IMPI=.devkit/gaspi-bench-impi MPIS=impi
+{
+    date -u
+    grep -m1 'model name' /proc/cpuinfo
+    echo "cpus: $(nproc)"
+    uname -r
+    lscpu | grep -E 'L3|NUMA|Socket|Thread'
+} >"$out/machine.txt" 2>&1
+# Intel MPI as root on a machine of its own.
+export I_MPI_ROOT_ALLOWED=1 HYDRA_BOOTSTRAP=fork I_MPI_HYDRA_BOOTSTRAP=fork
+stage() { # NAME CAP COMMAND...: run for at most CAP s, log to OUTDIR/NAME.txt
+    local name=$1 cap=$2 s
+    shift 2
+    s=$(date +%s)
+    timeout "$cap" "$@" >"$out/$name.csv" 2>"$out/$name.txt"
+    echo "$name: rc=$? $(($(date +%s) - s)) s" | tee -a "$out/stages.txt"
+}
+want() { case " ${STAGES:-coll-16 kernels coll-8} " in *" $1 "*) return 0 ;; esac; return 1; }
+want ab && [ -x .devkit/gaspi-bench-old ] && stage ab "${CAP_AB:-150}" env AB_OUT="$out/ab-rows.csv" \
+    scripts/ab-bench.sh .devkit/gaspi-bench-old .devkit/gaspi-bench "${AB_ROUNDS:-5}" \
+    "${AB_RUN:-allreduce -n 16 --impl auto,auto-private --sizes 8,64,512,4096 --bind spread}" \
+    "${AB_RUN2:-allreduce -n 8 --impl auto,auto-private --sizes 8,64,512,4096 --bind spread}"
+want ab && stage ab-impi "${CAP_AB_IMPI:-100}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
+    COLLS=allreduce REDUCE_SIZES="8 64 512 4096 65536" scripts/impi-collectives.sh "$rounds" 16 16
+want coll-16 && stage coll-16 "${CAP_COLL:-200}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
+    REDUCE_SIZES="8 4096 65536 262144 1048576 4194304" GATHER_SIZES="65536 262144 1048576" \
+    DISTS="regular decreasing" A2A_SIZES="1024 65536 262144" A2A_DISTS="regular sparse" \
+    scripts/impi-collectives.sh "$rounds" 16 16
+want kernels && stage kernels "${CAP_KERNELS:-200}" env KERNELS_CSV="$out/kernels.csv" SIZES=32K,512K,8M ITERS=200 GUPS_SIZES=8M \
+    GUPS_ROUNDS=500 scripts/compare-kernels.sh "$rounds" 4:4 8:8 16:16 16:8
+want coll-8 && stage coll-8 "${CAP_COLL8:-100}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
+    REDUCE_SIZES="8 4096 65536 1048576 4194304" GATHER_SIZES="65536 1048576" DISTS=regular \
+    A2A_SIZES="1024 65536 262144" A2A_DISTS=regular scripts/impi-collectives.sh "$rounds" 8 8

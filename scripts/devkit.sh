@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Packs what the comparison scripts need into .devkit/ (ignored by git), for
+# a machine that has neither Rust, a C compiler nor Intel MPI, such as the
+# workplace's 16-core device machine: gaspi-bench (default features), its
+# --features mpi twin built against Intel MPI, scripts/mpi/coll_bench.c
+# built against Intel MPI, and the part of Intel MPI's PyPI install that
+# mpirun with I_MPI_FABRICS=shm uses (hydra, libmpi, libfabric's shm
+# provider), stripped: about 30 MB. On that machine:
+#   GASPI_PREBUILT=1 IMPI_VENV=.devkit/impi GASPI_BENCH=.devkit/gaspi-bench \
+#     GASPI_BENCH_IMPI=.devkit/gaspi-bench-impi MPIS=impi scripts/compare-kernels.sh ...
+# (scripts/impi-collectives.sh the same way; scripts/device-figures.sh
+# runs both with the settings used for the published core-per-rank figures.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/impi-env.sh
+impi_cc coll_bench scripts/mpi/coll_bench.c
+CARGO_TARGET_DIR=target/impi cargo build --release --features mpi --bin gaspi-bench >&2
+kit=.devkit
+# AB_KEEP=1: keep the gaspi-bench being replaced as gaspi-bench-old (for
+# scripts/device-figures.sh's A/B stage).
+old=
+if [ -n "${AB_KEEP:-}" ] && [ -x "$kit/gaspi-bench" ]; then
+    old=$(mktemp)
+    cp "$kit/gaspi-bench" "$old"
+fi
+rm -rf "$kit"
+mkdir -p "$kit/impi/bin" "$kit/impi/lib"
+grep -qx '/.devkit/' .git/info/exclude 2>/dev/null || echo '/.devkit/' >>.git/info/exclude
+strip -o "$kit/gaspi-bench" "$bench"
+strip -o "$kit/gaspi-bench-impi" target/impi/release/gaspi-bench
+[ -n "$old" ] && mv "$old" "$kit/gaspi-bench-old" && chmod +x "$kit/gaspi-bench-old"
+cp "$venv/coll_bench" "$kit/impi/"
+for f in mpirun mpiexec mpiexec.hydra hydra_pmi_proxy hydra_bstrap_proxy cpuinfo; do
+    cp "$venv/bin/$f" "$kit/impi/bin/"
+done
+cp -L "$venv/lib/libmpi.so.12" "$venv/lib/libfabric.so.1" "$venv/lib/libshm-fi.so" "$kit/impi/lib/"
+strip "$kit/impi/lib/libmpi.so.12" 2>/dev/null || true
+du -sh "$kit" >&2
