@@ -37,6 +37,7 @@ fn option_sets() -> Vec<(&'static str, AllreduceOptions)> {
                 algorithm: AllreduceAlgorithm::Dissemination,
                 replicate_max: usize::MAX,
                 node_replicate_max: usize::MAX,
+                node_replicate_inputs: usize::MAX,
                 ..small
             },
         ),
@@ -349,6 +350,7 @@ fn own_results_in_the_window_do_not_share_cache_line_pairs() {
                 share_reduction: Some(false),
                 replicate_max: usize::MAX,
                 node_replicate_max: usize::MAX,
+                node_replicate_inputs: usize::MAX,
                 ..Default::default()
             };
             for len in [1usize, 3, 17, 300] {

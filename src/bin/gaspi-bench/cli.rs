@@ -127,6 +127,10 @@ pub struct AllreduceArgs {
     /// The same for a job of one node [default: 2K].
     #[arg(long, value_name = "B", value_parser = parse_size)]
     pub node_replicate_max: Option<usize>,
+    /// One node, a core per rank: largest replicated call's inputs, all
+    /// local ranks together [default: 4K].
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub node_replicate_inputs: Option<usize>,
     /// --replicate-max while ranks share cores (each node sends one
     /// partial, one rank reduces for all) [default: 32K].
     #[arg(long, value_name = "B", value_parser = parse_size)]
@@ -158,6 +162,9 @@ impl AllreduceArgs {
         gaspi::AllreduceOptions {
             replicate_max: self.replicate_max.unwrap_or(d.replicate_max),
             node_replicate_max: self.node_replicate_max.unwrap_or(d.node_replicate_max),
+            node_replicate_inputs: self
+                .node_replicate_inputs
+                .unwrap_or(d.node_replicate_inputs),
             shared_replicate_max: self.shared_replicate_max.unwrap_or(d.shared_replicate_max),
             shared_node_replicate_max: self
                 .shared_node_replicate_max

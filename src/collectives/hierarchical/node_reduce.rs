@@ -125,19 +125,7 @@ impl NodeReduce {
             a => a == AllreduceAlgorithm::Direct,
         };
         let node_partials = shared && nodes > 1 && direct;
-        let opts = AllreduceOptions {
-            node_replicate_max: if shared {
-                opts.shared_node_replicate_max
-            } else {
-                opts.node_replicate_max
-            },
-            replicate_max: if node_partials {
-                opts.shared_replicate_max
-            } else {
-                opts.replicate_max
-            },
-            ..opts
-        };
+        let opts = opts.for_node(slots, shared, node_partials);
         // The choices of every size a call may have: `choose` changes only
         // at the thresholds, so these sizes cover them all.
         let smallest = if fixed { cap } else { 0 };

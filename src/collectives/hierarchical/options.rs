@@ -53,6 +53,16 @@ pub struct AllreduceOptions {
     /// splitting was 10-15% faster at 4 KiB and slower at 2 KiB; see the
     /// guide's allreduce figures, docs/guide/benchmarking.md).
     pub node_replicate_max: usize,
+    /// A job of one node whose ranks each reduce for themselves reads
+    /// every local rank's input in every rank when a call is replicated:
+    /// the bytes of all inputs together are at most this many, and
+    /// [`AllreduceOptions::node_replicate_max`] shrinks with the ranks of
+    /// the node to fit (default 4 KiB: 2 KiB with 2 ranks, 512 bytes with
+    /// 8, 256 with 16; with a core for each of 8 or 16 ranks on a 16-core
+    /// Xeon, splitting was 15-35% faster than replicating from 512 bytes to
+    /// 2 KiB, and even at 256 bytes; see the guide's core-per-rank figures,
+    /// docs/guide/benchmarking.md).
+    pub node_replicate_inputs: usize,
     /// [`AllreduceOptions::replicate_max`] for the direct exchange of ranks
     /// that share cores ([`AllreduceOptions::share_reduction`], agreed at
     /// creation): each node then sends one partial result and reduces
@@ -129,12 +139,42 @@ impl AllreduceOptions {
     }
 }
 
+impl AllreduceOptions {
+    /// The options a node of `slots` ranks runs with: where its ranks
+    /// share the reduction (`shared`), the thresholds for ranks that share
+    /// cores; else [`AllreduceOptions::node_replicate_max`] within
+    /// [`AllreduceOptions::node_replicate_inputs`]. `node_partials`: the
+    /// direct exchange sends one partial per node.
+    pub(super) fn for_node(
+        &self,
+        slots: usize,
+        shared: bool,
+        node_partials: bool,
+    ) -> AllreduceOptions {
+        AllreduceOptions {
+            node_replicate_max: if shared {
+                self.shared_node_replicate_max
+            } else {
+                self.node_replicate_max
+                    .min(self.node_replicate_inputs / slots.max(1))
+            },
+            replicate_max: if node_partials {
+                self.shared_replicate_max
+            } else {
+                self.replicate_max
+            },
+            ..*self
+        }
+    }
+}
+
 impl Default for AllreduceOptions {
     fn default() -> AllreduceOptions {
         AllreduceOptions {
             algorithm: AllreduceAlgorithm::Auto,
             replicate_max: 4 << 10,
             node_replicate_max: 2 << 10,
+            node_replicate_inputs: 4 << 10,
             shared_replicate_max: 32 << 10,
             shared_node_replicate_max: 8 << 10,
             fraction_min: 1 << 10,
@@ -187,4 +227,29 @@ pub(super) fn choose(
         _ => (small, Inter::Dissemination),
     };
     Choice { replicated, inter }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AllreduceOptions;
+
+    #[test]
+    fn replicated_calls_of_one_node_shrink_with_its_ranks() {
+        let d = AllreduceOptions::default();
+        let max = |slots, shared| d.for_node(slots, shared, false).node_replicate_max;
+        assert_eq!(max(1, false), 2 << 10);
+        assert_eq!(max(2, false), 2 << 10);
+        assert_eq!(max(4, false), 1 << 10);
+        assert_eq!(max(8, false), 512);
+        assert_eq!(max(16, false), 256);
+        // Ranks sharing the reduction read the inputs once per node.
+        assert_eq!(max(16, true), 8 << 10);
+        let set = AllreduceOptions {
+            node_replicate_inputs: usize::MAX,
+            ..d
+        };
+        assert_eq!(set.for_node(16, false, false).node_replicate_max, 2 << 10);
+        assert_eq!(d.for_node(4, true, true).replicate_max, 32 << 10);
+        assert_eq!(d.for_node(4, true, false).replicate_max, 4 << 10);
+    }
 }
