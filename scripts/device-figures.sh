@@ -13,6 +13,9 @@
 #      binary it replaces when AB_KEEP=1): scripts/ab-bench.sh of the old
 #      gaspi-bench against the new at 16 and 8 ranks (AB_RUN and AB_RUN2
 #      replace the two runs), then Intel MPI's best beside the new one (allreduce).
+#   4. tune: gaspi-bench's allreduce at 16 and 8 ranks under each of
+#      TUNE_OPTS (option sets separated by ';'), rounds alternated: how the
+#      thresholds chosen on 2 cores fare with a core per rank.
 # STAGES (default "coll-16 kernels coll-8") picks and orders the stages.
 # Each stage has a time cap (seconds) so that one call of a lent machine
 # brings back whatever finished: CAP_COLL (default 200), CAP_KERNELS (200),
@@ -48,6 +51,24 @@ want ab && [ -x .devkit/gaspi-bench-old ] && stage ab "${CAP_AB:-150}" env AB_OU
     "${AB_RUN2:-allreduce -n 8 --impl auto,auto-private --sizes 8,64,512,4096 --bind spread}"
 want ab && stage ab-impi "${CAP_AB_IMPI:-100}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
     COLLS=allreduce REDUCE_SIZES="8 64 512 4096 65536" scripts/impi-collectives.sh "$rounds" 16 16
+tune() {
+    local r ranks opt
+    echo "round,ranks,options,bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified"
+    for r in $(seq "$rounds"); do
+        for ranks in 16 8; do
+            IFS=';' read -ra opts <<<"${TUNE_OPTS:- ;--node-replicate-max 256;--node-replicate-max 8K;--share-reduction yes}"
+            for opt in "${opts[@]}"; do
+                # shellcheck disable=SC2086
+                .devkit/gaspi-bench allreduce -n "$ranks" --bind spread --impl auto,auto-private \
+                    --sizes "${TUNE_SIZES:-8,64,256,512,1K,2K,4K,8K,16K}" $opt --format csv |
+                    tail -n +2 | cut -d, -f1-11 | sed "s/^/$r,$ranks,${opt// /_},/"
+            done
+        done
+    done
+}
+export rounds
+export -f tune
+want tune && stage tune "${CAP_TUNE:-150}" bash -c tune
 want coll-16 && stage coll-16 "${CAP_COLL:-200}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
     REDUCE_SIZES="8 4096 65536 262144 1048576 4194304" GATHER_SIZES="65536 262144 1048576" \
     DISTS="regular decreasing" A2A_SIZES="1024 65536 262144" A2A_DISTS="regular sparse" \
