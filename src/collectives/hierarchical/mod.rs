@@ -22,7 +22,9 @@
 //!      whole node into its window and the others wait for that (a
 //!      *shared reduction*, [`AllreduceOptions::share_reduction`]): ranks
 //!      that take turns on a core would otherwise each spend their turn on
-//!      the same reduction.
+//!      the same reduction. Each rank reads every local input, so on one
+//!      node with a core per rank the largest replicated call shrinks
+//!      with the node's ranks ([`AllreduceOptions::node_replicate_inputs`]).
 //!    - **Split** (larger messages): the message is cut into fractions,
 //!      one per local rank (`message size / local ranks`, fractions of at
 //!      least [`AllreduceOptions::fraction_min`] bytes); each rank reduces

@@ -837,20 +837,36 @@ impl NodeReduce {
     /// only the elements of the other ranks' instances (this rank reduces
     /// its own straight from `send`, [`NodeReduce::reduce_node`]).
     fn put_input<T: Pod>(&self, plan: &CallPlan, at: usize, send: &[T]) {
+        let own: &[usize] = if plan.choice.replicated {
+            &[]
+        } else {
+            &plan.mine
+        };
+        let own = own.iter().map(|&i| plan.instances[i].elems.clone());
+        self.put_around(at, send, 0..send.len(), own);
+    }
+
+    /// Put `send[whole]` into the window at `at` (where element
+    /// `whole.start` goes), except the ranges `own` (ascending, inside
+    /// `whole`): the elements this rank reduces straight from `send`.
+    pub(super) fn put_around<T: Pod>(
+        &self,
+        at: usize,
+        send: &[T],
+        whole: Range<usize>,
+        own: impl IntoIterator<Item = Range<usize>>,
+    ) {
+        let elem = std::mem::size_of::<T>();
         let put = |r: Range<usize>| {
             let bytes: &[u8] = bytemuck::cast_slice(&send[r.clone()]);
-            self.mem.put(at + r.start * plan.elem, bytes);
+            self.mem.put(at + (r.start - whole.start) * elem, bytes);
         };
-        if plan.choice.replicated {
-            return put(0..send.len());
+        let mut from = whole.start;
+        for r in own {
+            put(from..r.start);
+            from = r.end;
         }
-        let mut from = 0;
-        for &i in &plan.mine {
-            let own = &plan.instances[i].elems;
-            put(from..own.start);
-            from = own.end;
-        }
-        put(from..send.len());
+        put(from..whole.end);
     }
 
     /// Instance `inst`'s done word, the control word after the four of

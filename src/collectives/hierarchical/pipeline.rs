@@ -182,10 +182,7 @@ impl NodeReduce {
                     let k = cur.put;
                     let (g, chunk) = (global(k), range(k));
                     let own = split_range(chunk.clone(), local_num, me, elem);
-                    for r in [chunk.start..own.start, own.end..chunk.end] {
-                        let at = self.stage_at(g, me) + (r.start - chunk.start) * elem;
-                        self.mem.put(at, bytemuck::cast_slice(&send[r]));
-                    }
+                    self.put_around(self.stage_at(g, me), send, chunk, [own]);
                     self.pipe_word(Words::Put, me).store(g + 1, SeqCst);
                     self.mem.table().ww.wake();
                     cur.put += 1;
