@@ -8,11 +8,10 @@ use super::{intake, watch};
 use crate::config::RESERVED_SEGMENT;
 use crate::engine::segment::SegmentObject;
 use crate::engine::transport::IDS;
-use crate::engine::wait::lock;
+use crate::engine::wait::{lock, relay_naps};
 use crate::types::SegmentId;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// A segment or window bound as GPI-2 segment `segment`. The relay
 /// thread watches a window's table, shared by the node, in which
@@ -41,44 +40,37 @@ pub(super) struct Shared {
 
 /// The relay thread: pump every window, and every segment of this rank
 /// while a thread of the rank sleeps on its table (a waiter that sleeps in
-/// the kernel cannot pump what GPI-2 delivers);
-/// often after activity or while someone sleeps, then less and less often
-/// (20 us to 2 ms) while nothing arrives and nobody waits.
+/// the kernel cannot pump what GPI-2 delivers), in [`relay_naps`]' rhythm.
 pub(super) fn relay_loop(sh: &Shared) {
-    const FAST: Duration = Duration::from_micros(20);
-    const SLOW: Duration = Duration::from_millis(2);
-    let mut nap = SLOW;
-    while !sh.stop.load(SeqCst) {
-        let mut busy = false;
-        let mut waited = false;
-        // Under the lock, so that no segment is deleted meanwhile (GPI-2
-        // does not check that a segment exists when it scans its table).
-        let bound = lock(&sh.bound);
-        for b in bound.iter() {
-            let sleeping = b.obj.notifications().ww.has_sleepers();
-            waited |= sleeping;
-            if b.window {
-                busy |= doorbell(b.segment, &b.obj);
-            }
-            if b.window || sleeping {
-                busy |= pump(b.segment, &b.obj, 0..IDS) > 0;
-            }
+    relay_naps(&sh.stop, || relay_once(sh));
+}
+
+/// One round of the relay: whether it moved anything, and whether a
+/// thread of the rank sleeps on a table.
+fn relay_once(sh: &Shared) -> (bool, bool) {
+    let mut busy = false;
+    let mut waited = false;
+    // Under the lock, so that no segment is deleted meanwhile (GPI-2
+    // does not check that a segment exists when it scans its table).
+    let bound = lock(&sh.bound);
+    for b in bound.iter() {
+        let sleeping = b.obj.notifications().ww.has_sleepers();
+        waited |= sleeping;
+        if b.window {
+            busy |= doorbell(b.segment, &b.obj);
         }
-        let reserved = RESERVED_SEGMENT;
-        if bound.iter().any(|b| b.segment == reserved) {
-            if let Some(intake) = lock(&sh.intake).as_mut() {
-                busy |= intake.step(sh.page, sh.passive_cap);
-            }
-            if let Some(watch) = lock(&sh.watch).as_mut() {
-                busy |= watch.step(sh.leaving.load(SeqCst), corrupt_ranks);
-            }
+        if b.window || sleeping {
+            busy |= pump(b.segment, &b.obj, 0..IDS) > 0;
         }
-        drop(bound);
-        nap = if busy || waited {
-            FAST
-        } else {
-            (nap * 2).min(SLOW)
-        };
-        std::thread::sleep(nap);
     }
+    let reserved = RESERVED_SEGMENT;
+    if bound.iter().any(|b| b.segment == reserved) {
+        if let Some(intake) = lock(&sh.intake).as_mut() {
+            busy |= intake.step(sh.page, sh.passive_cap);
+        }
+        if let Some(watch) = lock(&sh.watch).as_mut() {
+            busy |= watch.step(sh.leaving.load(SeqCst), corrupt_ranks);
+        }
+    }
+    (busy, waited)
 }

@@ -12,12 +12,11 @@ use super::watch::Watch;
 use crate::engine::job::JobBlock;
 use crate::engine::segment::SegmentObject;
 use crate::engine::transport::IDS;
-use crate::engine::wait::lock;
+use crate::engine::wait::{lock, relay_naps};
 use crate::types::SegmentId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// A segment or window attached to the window.
 pub(super) struct Bound {
@@ -72,19 +71,7 @@ pub(super) fn relay_once(sh: &Shared) -> (bool, bool) {
     (busy, waited)
 }
 
-/// The relay thread: [`relay_once`] often after activity or while someone
-/// sleeps, then less and less often (20 us to 2 ms) while nothing arrives.
+/// The relay thread: [`relay_once`] in [`relay_naps`]' rhythm.
 pub(super) fn relay_loop(sh: &Shared) {
-    const FAST: Duration = Duration::from_micros(20);
-    const SLOW: Duration = Duration::from_millis(2);
-    let mut nap = SLOW;
-    while !sh.stop.load(SeqCst) {
-        let (busy, waited) = relay_once(sh);
-        nap = if busy || waited {
-            FAST
-        } else {
-            (nap * 2).min(SLOW)
-        };
-        std::thread::sleep(nap);
-    }
+    relay_naps(&sh.stop, || relay_once(sh));
 }
