@@ -5,7 +5,7 @@
 # --features mpi twin built against Intel MPI, scripts/mpi/coll_bench.c
 # built against Intel MPI, and the part of Intel MPI's PyPI install that
 # mpirun with I_MPI_FABRICS=shm uses (hydra, libmpi, libfabric's shm
-# provider), stripped: about 30 MB. On that machine:
+# provider), stripped: about 40 MB. On that machine:
 #   GASPI_PREBUILT=1 IMPI_VENV=.devkit/impi GASPI_BENCH=.devkit/gaspi-bench \
 #     GASPI_BENCH_IMPI=.devkit/gaspi-bench-impi MPIS=impi scripts/compare-kernels.sh ...
 # (scripts/impi-collectives.sh the same way; scripts/device-figures.sh

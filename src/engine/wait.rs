@@ -30,7 +30,7 @@ use super::shm::Shared;
 use crate::config::WaitMode;
 use crate::error::{Error, Result};
 use crate::types::Deadline;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -475,7 +475,11 @@ pub(crate) fn poll_with_naps<T>(
 /// sleeping waiter on another host no sooner on 2 cores: 0.98x the time
 /// of a blocking write_notify over GPI-2, and 1.18x for a spinning one;
 /// docs/guide/benchmarking.md.)
-pub(crate) fn relay_naps(stop: &AtomicBool, mut round: impl FnMut() -> (bool, bool)) {
+#[cfg(any(feature = "gpi2", feature = "mpi"))]
+pub(crate) fn relay_naps(
+    stop: &std::sync::atomic::AtomicBool,
+    mut round: impl FnMut() -> (bool, bool),
+) {
     const FAST: Duration = Duration::from_micros(20);
     const SLOW: Duration = Duration::from_millis(2);
     let mut nap = SLOW;

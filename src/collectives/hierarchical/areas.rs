@@ -11,8 +11,11 @@ pub(super) const STAGE_SLOTS: usize = 4;
 /// left in the window took twice as long as one reduced into the caller's
 /// buffer with a core per rank.
 pub(super) fn rank_stride(bytes: usize) -> usize {
-    bytes.next_multiple_of(128)
+    bytes.next_multiple_of(RANK_ALIGN)
 }
+
+/// What [`rank_stride`] rounds to.
+pub(super) const RANK_ALIGN: usize = 128;
 
 /// Byte offsets of the areas of the window (each 64-byte aligned).
 #[derive(Clone, Copy, Debug)]

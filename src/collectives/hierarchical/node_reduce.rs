@@ -1,7 +1,7 @@
 //! The node-aware reduction engine: one window, its areas, and the calls
 //! that run on it, planned by size and resumable after a timeout.
 
-use super::areas::{Areas, STAGE_SLOTS, rank_stride};
+use super::areas::{Areas, RANK_ALIGN, STAGE_SLOTS, rank_stride};
 use super::call_plan::{CallPlan, Instance, PipeCursor, split_range};
 use super::kernels::tag;
 use super::memory::NodeMemory;
@@ -168,7 +168,7 @@ impl NodeReduce {
         let what = "allreduce window size (elements * element size, per rank of the node)";
         let a = |x: usize| align_up(what, x, 64);
         // `rank_stride`, checked.
-        let stride = |x: usize| align_up(what, x, 128);
+        let stride = |x: usize| align_up(what, x, RANK_ALIGN);
         let cols = cap.max(mul(what, slots, stride(replicated_cap)?)?);
         let input_parities = if replicated_cap > 0 { 2 } else { 1 };
         let recv_slots = dis_messages;
