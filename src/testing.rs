@@ -111,10 +111,15 @@ fn role(index: usize) -> Role {
     }
 }
 
-/// Print what every rank said, for a failed job.
+/// Print what every rank said, for a failed job: first the ranks that
+/// ended on their own (the cause: an error, a panic), then those the
+/// launcher stopped, then where the stopped ones were (long backtraces
+/// last, so that a truncated log still shows the cause).
 fn dump(report: &Report) -> String {
     let mut s = String::new();
-    for o in &report.ranks {
+    let (own, stopped): (Vec<_>, Vec<_>) =
+        report.ranks.iter().partition(|o| !o.stopped_by_launcher);
+    for o in own.iter().chain(&stopped) {
         s.push_str(&format!(
             "--- rank {} (pid {}) {}{} ---\n{}{}",
             o.rank,
@@ -128,6 +133,8 @@ fn dump(report: &Report) -> String {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         ));
+    }
+    for o in &stopped {
         if let Some(at) = &o.at_stop {
             s.push_str(&format!(
                 "--- rank {} when the launcher stopped it ---\n{at}",

@@ -80,9 +80,10 @@ impl Gpi2Setup {
         let guard = std::fs::File::create(dir.join("lock"))?;
         sys::lock_exclusive(&guard)?;
         let seed = u64::from_str_radix(&token[..8], 16).unwrap_or(0);
-        let slots = (u16::MAX - env::GPI2_PORT_SPAN - 20_000) as u64 / 1024;
+        let bases = port_bases(ephemeral_ports());
+        let slots = bases.len() as u64;
         for attempt in 0..slots {
-            let port = 20_000 + ((seed + attempt) % slots) as u16 * 1024;
+            let port = bases[((seed + attempt) % slots) as usize];
             let mark = dir.join(port.to_string());
             if let Ok(pid) = std::fs::read_to_string(&mark) {
                 let alive = pid
@@ -110,14 +111,70 @@ impl Gpi2Setup {
         }
         Err(io::Error::new(
             io::ErrorKind::AddrInUse,
-            "no free port range for GPI-2 found (ports 20000-64767)",
+            format!(
+                "no free port range for GPI-2 found (ports 20000-{}, outside the \
+                 kernel's ephemeral range)",
+                u16::MAX - env::GPI2_PORT_SPAN
+            ),
         ))
     }
+}
+
+/// The first port of every range a GPI-2 job may reserve: 1024 apart from
+/// 20000, each with its [`env::GPI2_PORT_SPAN`] ports outside `ephemeral`
+/// (the ports the kernel hands to outgoing connections: a range inside
+/// it could be taken, between our check and GPI-2's listen, by any
+/// process's connection, another job's included). All of them where the
+/// ephemeral range leaves none.
+fn port_bases(ephemeral: Option<(u16, u16)>) -> Vec<u16> {
+    let all: Vec<u16> = (20_000..=u16::MAX - env::GPI2_PORT_SPAN)
+        .step_by(1024)
+        .collect();
+    let outside: Vec<u16> = match ephemeral {
+        Some((lo, hi)) => all
+            .iter()
+            .copied()
+            .filter(|&p| p + env::GPI2_PORT_SPAN <= lo || p > hi)
+            .collect(),
+        None => Vec::new(),
+    };
+    if outside.is_empty() { all } else { outside }
+}
+
+/// The kernel's ephemeral port range (`ip_local_port_range`), if it can be
+/// read.
+fn ephemeral_ports() -> Option<(u16, u16)> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut it = text.split_whitespace().map(|v| v.parse::<u16>().ok());
+    Some((it.next()??, it.next()??))
 }
 
 impl Drop for Gpi2Setup {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.machinefile);
         let _ = std::fs::remove_file(&self.mark);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpi2_port_ranges_avoid_the_ephemeral_ports() {
+        // Linux's default 32768-60999: 12 ranges below, 3 above.
+        let b = port_bases(Some((32768, 60999)));
+        assert_eq!(b.len(), 15);
+        assert_eq!((b[0], b[11], b[12]), (20_000, 31_264, 61_984));
+        for &p in &b {
+            let end = p + env::GPI2_PORT_SPAN; // one past the last port
+            assert!(end <= 32768 || p > 60999, "{p}..{end}");
+        }
+        // A range covering every candidate leaves all of them (the bind
+        // check still applies), as does an unreadable one.
+        let all = port_bases(None);
+        assert_eq!(all.len(), 44);
+        assert_eq!(port_bases(Some((1024, 65535))), all);
+        assert_eq!(*all.last().unwrap(), 20_000 + 43 * 1024);
     }
 }
