@@ -60,8 +60,15 @@ pub(crate) fn members_key(members: &[Rank]) -> u64 {
 
 struct GroupLayout {
     buffers: usize,
+    /// Bytes from one member's contribution slot to the next.
+    stride: usize,
     total: usize,
 }
+
+/// Contribution slots start this far apart at least: members writing
+/// their own slots at once share no cache line, nor a pair of lines that
+/// the adjacent-line prefetcher fetches together.
+const SLOT_ALIGN: usize = 128;
 
 /// Where the member list starts.
 const fn members_offset() -> usize {
@@ -74,12 +81,14 @@ fn layout(n: usize, slot_bytes: usize) -> io::Result<GroupLayout> {
     let members = members_offset();
     let buffers = mul(what, 4, n)
         .and_then(|m| add(what, members, m))
-        .and_then(|b| align_up(what, b, 64))
+        .and_then(|b| align_up(what, b, SLOT_ALIGN))
         .map_err(extent::io_error)?;
-    let slots = mul(what, 2, n).and_then(|s| mul(what, s, slot_bytes));
+    let stride = align_up(what, slot_bytes, SLOT_ALIGN).map_err(extent::io_error)?;
+    let slots = mul(what, 2, n).and_then(|s| mul(what, s, stride));
     let total = slots.and_then(|s| add(what, buffers, s));
     Ok(GroupLayout {
         buffers,
+        stride,
         total: total.map_err(extent::io_error)?,
     })
 }
@@ -91,6 +100,7 @@ pub(crate) struct GroupShared {
     name: String,
     n: usize,
     slot_bytes: usize,
+    stride: usize,
     buffers: usize,
 }
 
@@ -114,6 +124,7 @@ impl GroupShared {
             name,
             n: members.len(),
             slot_bytes,
+            stride: l.stride,
             buffers: l.buffers,
         };
         for (slot, &r) in g.member_slots().iter().zip(members) {
@@ -164,6 +175,7 @@ impl GroupShared {
             name,
             n,
             slot_bytes,
+            stride: l.stride,
             buffers: l.buffers,
         };
         if g.member_slots()
@@ -222,7 +234,7 @@ impl GroupShared {
         assert!(parity < 2 && member < self.n && len <= self.slot_bytes);
         self.map
             .ptr()
-            .wrapping_add(self.buffers + (parity * self.n + member) * self.slot_bytes)
+            .wrapping_add(self.buffers + (parity * self.n + member) * self.stride)
     }
 
     /// Store `data` as `member`'s contribution to a call of parity `parity`.
@@ -276,5 +288,31 @@ mod tests {
         assert_eq!(out, [7; 64]);
         a.unlink();
         assert_eq!(crate::engine::job::sweep(names.token()), 0);
+    }
+
+    #[test]
+    fn small_contribution_slots_share_no_cache_lines() {
+        let names = Names::fresh();
+        let g = GroupShared::create(&names, &[0, 1, 2, 3], 40).unwrap();
+        assert_eq!(g.slot_bytes(), 40);
+        let at = |parity, member| g.contribution(parity, member, 40) as usize;
+        for i in 0..8 {
+            let (p, m) = (i / 4, i % 4);
+            assert_eq!(at(p, m) % SLOT_ALIGN, 0, "slot {p}/{m} is aligned");
+            if i > 0 {
+                let (q, k) = ((i - 1) / 4, (i - 1) % 4);
+                assert_eq!(at(p, m) - at(q, k), SLOT_ALIGN);
+            }
+        }
+        // Distinct slots keep distinct contributions.
+        for m in 0..4 {
+            g.put_contribution(0, m, &[m as u8 + 1; 40]);
+        }
+        for m in 0..4 {
+            let mut out = [0u8; 40];
+            g.get_contribution(0, m, &mut out);
+            assert_eq!(out, [m as u8 + 1; 40]);
+        }
+        g.unlink();
     }
 }
