@@ -58,6 +58,10 @@
 //!   MPI jobs). Every system call itself goes
 //!   through rustix's safe functions (`mmap`/`munmap` excepted, unsafe by
 //!   nature), none through raw syscall numbers.
+//! - `reaper.rs`: the fork of the process that cleans up after a killed
+//!   launcher, and what that child may call only unsafely (libc's `fork`,
+//!   `signal` and `_exit`; `close_range` by its number, which rustix does
+//!   not wrap).
 //! - The node reduction's window access (`collectives/hierarchical/
 //!   memory.rs`) and its callers in that folder, each naming the step of
 //!   the call protocol that keeps other writers away; in `kernels.rs`
@@ -86,6 +90,7 @@ mod config;
 pub mod env;
 mod error;
 mod extent;
+mod reaper;
 mod sys;
 mod types;
 // The engine: mapped memory, wake-ups, job control, transports.

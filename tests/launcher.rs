@@ -352,39 +352,44 @@ fn sigterm_to_the_launcher_stops_the_ranks() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-const BLOCKED: &str = "a_killed_launcher_takes_its_ranks_along_and_the_next_one_cleans_up";
+/// In a rank of the killed-launcher tests (their own test binary, started
+/// by gaspi-run with `LAUNCHER_TEST_DIR`): join, make a segment, report
+/// the pid and job, then wait for ever. Elsewhere: nothing.
+fn be_a_blocked_rank_if_asked() {
+    let Ok(dir) = std::env::var("LAUNCHER_TEST_DIR") else {
+        return;
+    };
+    let ctx = gaspi::Context::init(gaspi::Config::default()).unwrap();
+    ctx.segment_create(
+        0,
+        1 << 20,
+        gaspi::GroupId::ALL,
+        gaspi::Timeout::Block,
+        gaspi::Alloc::Initialized,
+    )
+    .unwrap();
+    let token = std::env::var("GASPI_JOB").unwrap();
+    std::fs::write(
+        format!("{dir}/{}", ctx.rank()),
+        format!("{} {token}\n", std::process::id()),
+    )
+    .unwrap();
+    let _ = ctx.notify_waitsome(0, 0..1, gaspi::Timeout::Block);
+    unreachable!("nobody notifies");
+}
 
-#[test]
-fn a_killed_launcher_takes_its_ranks_along_and_the_next_one_cleans_up() {
-    if let Ok(dir) = std::env::var("LAUNCHER_TEST_DIR") {
-        // A rank: join, make a segment, report, then wait for ever.
-        let ctx = gaspi::Context::init(gaspi::Config::default()).unwrap();
-        ctx.segment_create(
-            0,
-            1 << 20,
-            gaspi::GroupId::ALL,
-            gaspi::Timeout::Block,
-            gaspi::Alloc::Initialized,
-        )
-        .unwrap();
-        let token = std::env::var("GASPI_JOB").unwrap();
-        std::fs::write(
-            format!("{dir}/{}", ctx.rank()),
-            format!("{} {token}\n", std::process::id()),
-        )
-        .unwrap();
-        let _ = ctx.notify_waitsome(0, 0..1, gaspi::Timeout::Block);
-        unreachable!("nobody notifies");
-    }
-    let dir = scratch("killed");
+/// A job of 2 blocked ranks, each test `test` of this binary: gaspi-run,
+/// the ranks' pids, the job's token, the ranks' report directory.
+fn blocked_job(test: &str) -> (std::process::Child, Vec<u32>, String, PathBuf) {
+    let dir = scratch(test);
     let exe = std::env::current_exe().unwrap();
-    let mut run = Command::new(GASPI_RUN)
+    let run = Command::new(GASPI_RUN)
         .args([
             "-n",
             "2",
             exe.to_str().unwrap(),
             "--exact",
-            BLOCKED,
+            test,
             "--nocapture",
             "-q",
         ])
@@ -394,23 +399,79 @@ fn a_killed_launcher_takes_its_ranks_along_and_the_next_one_cleans_up() {
         .unwrap();
     let reports = await_files(&dir, 2);
     let token = reports[0].split(' ').nth(1).unwrap().to_string();
+    let pids = reports
+        .iter()
+        .map(|r| r.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    (run, pids, token, dir)
+}
+
+/// The children of process `pid` (of all its threads).
+fn children(pid: u32) -> Vec<u32> {
+    let mut all = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let path = task.unwrap().path().join("children");
+        let list = std::fs::read_to_string(path).unwrap_or_default();
+        all.extend(list.split_whitespace().map(|c| c.parse::<u32>().unwrap()));
+    }
+    all
+}
+
+/// The objects in /dev/shm of job `token`.
+fn leftovers(token: &str) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.contains(token))
+        .collect()
+}
+
+/// SIGKILL `run` (our gaspi-run child) and wait for it; its ranks `pids`
+/// die with it.
+fn kill_launcher(mut run: std::process::Child, pids: &[u32]) {
     // SAFETY: killing the gaspi-run child we started.
     unsafe { libc::kill(run.id() as i32, libc::SIGKILL) };
     run.wait().unwrap();
-    for r in &reports {
-        await_gone(r.split(' ').next().unwrap().parse().unwrap());
+    for &p in pids {
+        await_gone(p);
     }
-    let leftovers = || -> Vec<String> {
-        std::fs::read_dir("/dev/shm")
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.contains(&token))
-            .collect()
-    };
-    // A launcher killed with SIGKILL cannot clean up: the next launcher (of
-    // this test, or of another test running meanwhile) sweeps the job.
+}
+
+#[test]
+fn a_killed_launcher_takes_its_ranks_along_and_its_reaper_cleans_up() {
+    be_a_blocked_rank_if_asked();
+    let (run, pids, token, dir) =
+        blocked_job("a_killed_launcher_takes_its_ranks_along_and_its_reaper_cleans_up");
+    assert!(!leftovers(&token).is_empty(), "the job has objects");
+    // The reaper: the launcher's child that is not a rank.
+    let reapers: Vec<u32> = children(run.id())
+        .into_iter()
+        .filter(|c| !pids.contains(c))
+        .collect();
+    assert_eq!(reapers.len(), 1, "one reaper beside the ranks {pids:?}");
+    kill_launcher(run, &pids);
+    // It removes the job's objects once the ranks are gone, then exits;
+    // no other launcher of this test runs.
+    await_gone(reapers[0]);
+    assert_eq!(leftovers(&token), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn when_the_reaper_is_killed_too_the_next_launcher_cleans_up() {
+    be_a_blocked_rank_if_asked();
+    let (run, pids, token, dir) =
+        blocked_job("when_the_reaper_is_killed_too_the_next_launcher_cleans_up");
+    for c in children(run.id()).into_iter().filter(|c| !pids.contains(c)) {
+        // SAFETY: killing the reaper that our gaspi-run child forked (by
+        // pid, while gaspi-run still holds it as an unreaped child).
+        unsafe { libc::kill(c as i32, libc::SIGKILL) };
+    }
+    kill_launcher(run, &pids);
+    // The next launcher (of this test, or of another test running
+    // meanwhile) sweeps the abandoned job.
     assert!(gaspi_run(&["-n", "1", "true"]).status.success());
-    assert_eq!(leftovers(), Vec::<String>::new());
+    assert_eq!(leftovers(&token), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(dir);
 }
 

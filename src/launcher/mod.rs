@@ -11,8 +11,10 @@
 //! by pid (children only, before they are reaped, so a pid can never name
 //! someone else's process). When every rank has exited, every
 //! shared-memory object of the job is removed, also those of ranks killed
-//! with SIGKILL. Ranks get SIGKILL if the launcher itself dies, and a
-//! launcher removes the objects of earlier jobs whose processes are all gone.
+//! with SIGKILL. Ranks get SIGKILL if the launcher itself dies, and then
+//! the job's reaper (a process forked by the launcher, see
+//! `reaper.rs`) removes the objects once they have exited; a launcher also
+//! removes the objects of earlier jobs whose processes are all gone.
 //!
 //! ```no_run
 //! use gaspi::launcher::{Launch, Output};
@@ -46,6 +48,7 @@ use crate::config::Engine;
 use crate::engine::job::{self, JobBlock};
 use crate::engine::shm;
 use crate::env;
+use crate::reaper::Reaper;
 use crate::sys;
 use crate::types::Rank;
 use setup::EngineSetup;
@@ -481,6 +484,23 @@ impl Launch {
                 }
             }
         }
+        // Cleans up after the launcher if it is killed (SIGKILL) before
+        // the job ends; without one, the next launcher sweeps the job.
+        let reaper = {
+            let pidfds: Vec<_> = running.iter().map(Running::pidfd).collect();
+            let prefixes: Vec<String> = tokens.iter().map(|t| job::prefix(t)).collect();
+            let prefixes: Vec<&str> = prefixes.iter().map(String::as_str).collect();
+            match Reaper::spawn(&pidfds, Path::new(shm::SHM_DIR), &prefixes, &setup.files()) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    self.limits().say(format!(
+                        "no reaper for this job ({e}): if the launcher is killed, its shared \
+                         memory stays until the next launcher runs"
+                    ));
+                    None
+                }
+            }
+        };
         let mut sup = Supervisor {
             limits: self.limits(),
             blocks: &blocks,
@@ -509,6 +529,9 @@ impl Launch {
             .filter(|n| !tokens.iter().any(|t| *n == job::job_object(t)))
             .collect();
         sweep_all();
+        if let Some(r) = reaper {
+            r.finish();
+        }
         let left_after_cleanup = left();
         Ok(Report {
             token,

@@ -7,7 +7,7 @@ use crate::engine::job;
 use crate::env;
 use crate::sys;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The per-engine part of a job.
@@ -34,6 +34,14 @@ impl EngineSetup {
     /// between nodes): only where a transport carries what crosses them.
     pub(super) fn emulates_hosts(&self) -> bool {
         matches!(self, EngineSetup::Gpi2(_) | EngineSetup::Mpi(_))
+    }
+
+    /// Files of this job to remove if the launcher dies (its reaper does).
+    pub(super) fn files(&self) -> Vec<&Path> {
+        match self {
+            EngineSetup::Gpi2(g) => vec![g.machinefile.as_path()],
+            _ => Vec::new(),
+        }
     }
 
     /// Add the engine's variables to rank `rank`'s command.

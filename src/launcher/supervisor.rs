@@ -8,7 +8,7 @@ use crate::engine::job::{self, JobBlock};
 use crate::sys::{self, signal_name};
 use crate::types::Rank;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::Ordering::SeqCst;
@@ -50,6 +50,11 @@ pub(super) struct Running {
 }
 
 impl Running {
+    /// A descriptor that becomes readable when the rank exits.
+    pub(super) fn pidfd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+
     pub(super) fn start(mut cmd: Command, rank: usize, output: Output) -> io::Result<Running> {
         let mut child = cmd.spawn()?;
         let pid = child.id();
