@@ -83,8 +83,7 @@ impl Gpi2Setup {
                 "GPI-2 runs at most 256 ranks on one host",
             ));
         }
-        let dir = std::env::temp_dir().join("gaspi-gpi2-ports");
-        std::fs::create_dir_all(&dir)?;
+        let dir = ports_dir(&std::env::temp_dir())?;
         let guard = std::fs::File::create(dir.join("lock"))?;
         sys::lock_exclusive(&guard)?;
         let seed = u64::from_str_radix(&token[..8], 16).unwrap_or(0);
@@ -128,6 +127,34 @@ impl Gpi2Setup {
     }
 }
 
+/// The directory of this user's port reservations: `gaspi-gpi2-ports-UID`
+/// in `base` (the temporary directory), made with mode 0700 (another user can
+/// neither read nor take this user's reservations, nor block them with a
+/// lock file of theirs). One that exists must be a directory of this
+/// user's that no one else may write.
+fn ports_dir(base: &Path) -> io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = rustix::process::geteuid().as_raw();
+    let dir = base.join(format!("gaspi-gpi2-ports-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => return Ok(dir),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let m = std::fs::symlink_metadata(&dir)?;
+    if !m.is_dir() || m.uid() != uid || m.mode() & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a private directory of this user's: remove it, or set TMPDIR \
+                 to another directory",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(dir)
+}
+
 /// The first port of every range a GPI-2 job may reserve: 1024 apart from
 /// 20000, each with its [`env::GPI2_PORT_SPAN`] ports outside `ephemeral`
 /// (the ports the kernel hands to outgoing connections: a range inside
@@ -167,6 +194,29 @@ impl Drop for Gpi2Setup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn port_reservations_live_in_a_private_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("gaspi-ports-test-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = ports_dir(&base).unwrap();
+        let mode = |d: &Path| std::fs::metadata(d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(ports_dir(&base).unwrap(), dir, "found again");
+        // One that others may write is refused, as is a link to elsewhere.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = ports_dir(&base).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(e.to_string().contains("TMPDIR"), "{e}");
+        std::fs::remove_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(&base, &dir).unwrap();
+        assert_eq!(
+            ports_dir(&base).unwrap_err().kind(),
+            io::ErrorKind::PermissionDenied
+        );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn gpi2_port_ranges_avoid_the_ephemeral_ports() {
