@@ -160,6 +160,67 @@ fn ranks_started_without_a_launcher() {
     }
 }
 
+const KILLED_NAME: &str = "a_job_killed_without_a_launcher_is_swept_by_the_next_one";
+
+/// Ranks started by another launcher (MPI's, GPI-2's) that are all killed
+/// at once leave their objects: no survivor and no gaspi-run cleans up. The
+/// next job started without a launcher of ours removes them at its start.
+#[test]
+fn a_job_killed_without_a_launcher_is_swept_by_the_next_one() {
+    if let Ok(case) = std::env::var("INIT_TEST_CASE") {
+        let ctx = Context::init(Config::default()).unwrap();
+        let _seg = segment(&ctx, 0, 4096);
+        if case == "wait" {
+            println!("ready");
+            let _ = ctx.notify_waitsome(0, 0..1, Timeout::Block);
+            unreachable!("nobody notifies");
+        }
+        return;
+    }
+    use std::io::BufRead;
+    /// The ranks, killed (SIGKILL, our own children) and waited for when
+    /// dropped: also if the test fails half-way.
+    struct Ranks(Vec<Child>);
+    impl Drop for Ranks {
+        fn drop(&mut self) {
+            for k in &mut self.0 {
+                let _ = k.kill();
+                let _ = k.wait();
+            }
+        }
+    }
+    let t = token();
+    let mut ranks = Ranks(
+        (0..2)
+            .map(|r| {
+                spawn(
+                    KILLED_NAME,
+                    "wait",
+                    &[
+                        ("GASPI_RANK", r.to_string()),
+                        ("GASPI_NRANKS", "2".into()),
+                        ("GASPI_JOB", t.clone()),
+                    ],
+                )
+            })
+            .collect(),
+    );
+    for k in &mut ranks.0 {
+        // libtest's own lines come first.
+        let ready = std::io::BufReader::new(k.stdout.as_mut().unwrap())
+            .lines()
+            .map_while(|l| l.ok())
+            .any(|l| l.trim() == "ready");
+        assert!(ready, "a rank ended before it was ready");
+    }
+    assert!(!objects_of(&t).is_empty(), "the job made its objects");
+    drop(ranks);
+    // A job of one rank, started on its own, sweeps the abandoned job.
+    let (status, out) = finish(spawn(KILLED_NAME, "alone", &[]));
+    assert!(status.success(), "{out}");
+    assert_eq!(objects_of(&t), Vec::<String>::new());
+}
+
 const ENV_NAME: &str = "environment_errors_and_one_rank_jobs";
 
 #[test]

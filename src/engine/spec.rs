@@ -150,9 +150,16 @@ fn cores_from_env(nranks: usize) -> Result<usize> {
 pub(crate) fn open_job(spec: &JobSpec, deadline: Deadline) -> Result<JobBlock> {
     let token = &spec.token;
     if !spec.launched {
-        // No launcher made the block: the first rank to get here does.
+        // No launcher made the block: the first rank to get here does, and
+        // removes what earlier jobs without a launcher of ours left when
+        // they were killed (MPI's or GPI-2's launcher aborting a job: no
+        // gaspi-run or reaper cleans up after those), as gaspi-run does
+        // for every job it starts.
         match JobBlock::create(token, spec.nranks, spec.ppn, None) {
-            Ok(b) => return Ok(b),
+            Ok(b) => {
+                job::sweep_stale();
+                return Ok(b);
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(Error::system("creating the job control block", e)),
         }
