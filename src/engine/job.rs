@@ -505,7 +505,10 @@ impl JobBlock {
 
     /// True if processes of this job were recorded and none of them (the
     /// launcher included) runs any more. A job whose processes have not
-    /// recorded themselves yet is being set up, not abandoned.
+    /// recorded themselves yet is being set up, not abandoned; so is one
+    /// with a process recorded without its start time (a rank stores its
+    /// start time before its pid, so this is one whose start time could
+    /// not be read: we cannot tell, and keep it).
     fn abandoned(&self) -> bool {
         if self.header().pid_namespace.load(SeqCst) != pid_namespace() {
             return false; // its pids mean nothing here: we cannot tell
@@ -513,10 +516,14 @@ impl JobBlock {
         let mut procs: Vec<(u32, u64)> = self.launcher().into_iter().collect();
         procs.extend((0..self.nranks).map(|r| {
             let s = self.slot(r);
-            (s.pid.load(SeqCst), s.start_time.load(SeqCst))
+            // The pid first: see `start_time`'s order in `Native::join`.
+            let pid = s.pid.load(SeqCst);
+            (pid, s.start_time.load(SeqCst))
         }));
         procs.retain(|&(pid, _)| pid != 0);
-        !procs.is_empty() && !procs.iter().any(|&(pid, start)| process_alive(pid, start))
+        !procs.is_empty()
+            && procs.iter().all(|&(_, start)| start != 0)
+            && !procs.iter().any(|&(pid, start)| process_alive(pid, start))
     }
 }
 
@@ -620,10 +627,18 @@ mod tests {
         let _l = JobBlock::create(&live, 1, 1, Some(std::process::id())).unwrap();
         let dead = new_token().unwrap();
         let d = JobBlock::create(&dead, 1, 1, None).unwrap();
+        d.slot(0).start_time.store(1, SeqCst);
         d.slot(0).pid.store(u32::MAX - 1, SeqCst); // no such process
+        // A rank half-way through recording itself (pid without start
+        // time) is not taken for a dead one.
+        let joining = new_token().unwrap();
+        let j = JobBlock::create(&joining, 1, 1, None).unwrap();
+        j.slot(0).pid.store(std::process::id(), SeqCst);
         let swept = sweep_stale();
         assert!(swept.contains(&dead));
         assert!(!swept.contains(&live));
+        assert!(!swept.contains(&joining));
         sweep(&live);
+        sweep(&joining);
     }
 }

@@ -200,9 +200,12 @@ impl Native {
                 spec.token
             )));
         }
-        slot.pid.store(me, SeqCst);
+        // The start time first: a sweep that sees the pid must see it too
+        // (or it would take a live rank for a dead one: see
+        // `JobBlock::abandoned`).
         slot.start_time
             .store(job::process_info(me).map_or(0, |(s, _)| s), SeqCst);
+        slot.pid.store(me, SeqCst);
 
         let inbox = Inbox::create(
             job.names(),
