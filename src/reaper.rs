@@ -163,7 +163,9 @@ fn reap(mut plan: Plan<'_>) -> ! {
             }
         }
     }
-    // The job's objects and files go.
+    // The job's objects and files go: `job::sweep`'s work, which
+    // allocates, done here by system calls on the buffer made before the
+    // fork.
     let mut entries = rustix::fs::RawDir::new(plan.dir.as_fd(), &mut plan.entries);
     while let Some(Ok(e)) = entries.next() {
         let name = e.file_name();

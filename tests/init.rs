@@ -69,6 +69,23 @@ fn spawn(name: &str, case: &str, envs: &[(&str, String)]) -> Child {
     cmd.spawn().expect("spawning a rank")
 }
 
+/// Start `n` ranks of job `token` without a launcher, as [`spawn`] does.
+fn spawn_ranks(name: &str, case: &str, n: usize, token: &str) -> Vec<Child> {
+    (0..n)
+        .map(|r| {
+            spawn(
+                name,
+                case,
+                &[
+                    ("GASPI_RANK", r.to_string()),
+                    ("GASPI_NRANKS", n.to_string()),
+                    ("GASPI_JOB", token.to_string()),
+                ],
+            )
+        })
+        .collect()
+}
+
 /// Wait for `child`; its exit status, and its output for messages.
 fn finish(child: Child) -> (std::process::ExitStatus, String) {
     let out = child.wait_with_output().unwrap();
@@ -86,14 +103,6 @@ fn token() -> String {
         .unwrap()
         .as_nanos();
     format!("{:x}{:x}", t, std::process::id())
-}
-
-fn objects_of(token: &str) -> Vec<String> {
-    std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.contains(token))
-        .collect()
 }
 
 const NAME: &str = "ranks_started_without_a_launcher";
@@ -131,19 +140,7 @@ fn ranks_started_without_a_launcher() {
     }
     for (case, dead) in [("ok", None), ("one-dies", Some(2))] {
         let t = token();
-        let kids: Vec<Child> = (0..3)
-            .map(|r| {
-                spawn(
-                    NAME,
-                    case,
-                    &[
-                        ("GASPI_RANK", r.to_string()),
-                        ("GASPI_NRANKS", "3".into()),
-                        ("GASPI_JOB", t.clone()),
-                    ],
-                )
-            })
-            .collect();
+        let kids = spawn_ranks(NAME, case, 3, &t);
         for (r, k) in kids.into_iter().enumerate() {
             let (status, out) = finish(k);
             if Some(r) == dead {
@@ -156,7 +153,7 @@ fn ranks_started_without_a_launcher() {
             }
         }
         // The last rank out removed everything, the dead rank's objects too.
-        assert_eq!(objects_of(&t), Vec::<String>::new(), "{case}");
+        assert_eq!(shm_objects_of(&t), Vec::<String>::new(), "{case}");
     }
 }
 
@@ -190,21 +187,7 @@ fn a_job_killed_without_a_launcher_is_swept_by_the_next_one() {
         }
     }
     let t = token();
-    let mut ranks = Ranks(
-        (0..2)
-            .map(|r| {
-                spawn(
-                    KILLED_NAME,
-                    "wait",
-                    &[
-                        ("GASPI_RANK", r.to_string()),
-                        ("GASPI_NRANKS", "2".into()),
-                        ("GASPI_JOB", t.clone()),
-                    ],
-                )
-            })
-            .collect(),
-    );
+    let mut ranks = Ranks(spawn_ranks(KILLED_NAME, "wait", 2, &t));
     for k in &mut ranks.0 {
         // libtest's own lines come first.
         let ready = std::io::BufReader::new(k.stdout.as_mut().unwrap())
@@ -213,12 +196,12 @@ fn a_job_killed_without_a_launcher_is_swept_by_the_next_one() {
             .any(|l| l.trim() == "ready");
         assert!(ready, "a rank ended before it was ready");
     }
-    assert!(!objects_of(&t).is_empty(), "the job made its objects");
+    assert!(!shm_objects_of(&t).is_empty(), "the job made its objects");
     drop(ranks);
     // A job of one rank, started on its own, sweeps the abandoned job.
     let (status, out) = finish(spawn(KILLED_NAME, "alone", &[]));
     assert!(status.success(), "{out}");
-    assert_eq!(objects_of(&t), Vec::<String>::new());
+    assert_eq!(shm_objects_of(&t), Vec::<String>::new());
 }
 
 const ENV_NAME: &str = "environment_errors_and_one_rank_jobs";
@@ -336,7 +319,7 @@ fn settings_must_agree_and_a_failed_start_leaves_nothing() {
     let first = spawn(AGREE_NAME, "first", &envs(0, "2"));
     // The second starts once the first has made the job.
     let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while objects_of(&t).is_empty() {
+    while shm_objects_of(&t).is_empty() {
         assert!(
             std::time::Instant::now() < until,
             "the first rank made no job"
@@ -348,5 +331,5 @@ fn settings_must_agree_and_a_failed_start_leaves_nothing() {
         let (status, out) = finish(k);
         assert!(status.success(), "{who} rank ended with {status}:\n{out}");
     }
-    assert_eq!(objects_of(&t), Vec::<String>::new());
+    assert_eq!(shm_objects_of(&t), Vec::<String>::new());
 }

@@ -1,6 +1,10 @@
 //! The `gaspi-run` launcher: exit codes, output, machinefiles, timeouts,
 //! failures, signals, and cleaning up after a killed launcher.
 
+mod common;
+
+use common::shm_objects_of;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -417,15 +421,6 @@ fn children(pid: u32) -> Vec<u32> {
     all
 }
 
-/// The objects in /dev/shm of job `token`.
-fn leftovers(token: &str) -> Vec<String> {
-    std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.contains(token))
-        .collect()
-}
-
 /// SIGKILL `run` (our gaspi-run child) and wait for it; its ranks `pids`
 /// die with it.
 fn kill_launcher(mut run: std::process::Child, pids: &[u32]) {
@@ -442,7 +437,7 @@ fn a_killed_launcher_takes_its_ranks_along_and_its_reaper_cleans_up() {
     be_a_blocked_rank_if_asked();
     let (run, pids, token, dir) =
         blocked_job("a_killed_launcher_takes_its_ranks_along_and_its_reaper_cleans_up");
-    assert!(!leftovers(&token).is_empty(), "the job has objects");
+    assert!(!shm_objects_of(&token).is_empty(), "the job has objects");
     // The reaper: the launcher's child that is not a rank.
     let reapers: Vec<u32> = children(run.id())
         .into_iter()
@@ -453,7 +448,7 @@ fn a_killed_launcher_takes_its_ranks_along_and_its_reaper_cleans_up() {
     // It removes the job's objects once the ranks are gone, then exits;
     // no other launcher of this test runs.
     await_gone(reapers[0]);
-    assert_eq!(leftovers(&token), Vec::<String>::new());
+    assert_eq!(shm_objects_of(&token), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -471,7 +466,7 @@ fn when_the_reaper_is_killed_too_the_next_launcher_cleans_up() {
     // The next launcher (of this test, or of another test running
     // meanwhile) sweeps the abandoned job.
     assert!(gaspi_run(&["-n", "1", "true"]).status.success());
-    assert_eq!(leftovers(&token), Vec::<String>::new());
+    assert_eq!(shm_objects_of(&token), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(dir);
 }
 

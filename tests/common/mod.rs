@@ -51,3 +51,13 @@ pub fn neighbours(ctx: &Context) -> (gaspi::Rank, gaspi::Rank) {
     let (me, n) = (ctx.rank(), ctx.num_ranks());
     ((me + 1) % n, (me + n - 1) % n)
 }
+
+/// The objects in `/dev/shm` of job `token` (its control block and every
+/// object named after it).
+pub fn shm_objects_of(token: &str) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.contains(token))
+        .collect()
+}
