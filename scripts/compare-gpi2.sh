@@ -18,6 +18,11 @@
 # GPI2_DIR: a GPI-2 install (README, "On a cluster"; .ci/run builds one
 # under ~/.cache/gaspi-ci). gaspi_run starts ranks with `ssh HOST CMD`: a
 # stand-in ssh that runs the command here is put first on PATH.
+# Besides the batch means, each round times ours with --wait block (the
+# waiter sleeps in the kernel until woken: impl gaspi-block).
+# GASPI_PREBUILT=1 (scripts/devkit.sh with GPI2_DIR set) builds nothing:
+# GPI2_DIR=.devkit/gpi2, gaspi-bench is .devkit/gaspi-bench-gpi2 and the C
+# program .devkit/write_notify_lat.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -37,10 +42,16 @@ lib=$GPI2_DIR/lib64
 out=${OUT:-target/gpi2}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-cc -O2 -o "$out/write_notify_lat" scripts/gpi2/write_notify_lat.c \
-    -I"$GPI2_DIR/include" -L"$lib" -lGPI2 -lpthread -Wl,-rpath,"$lib"
-cargo build --release --features gpi2 --bin gaspi-bench >&2
-bench=target/release/gaspi-bench
+if [ -n "${GASPI_PREBUILT:-}" ]; then
+    cp .devkit/write_notify_lat "$out/write_notify_lat"
+    bench=.devkit/gaspi-bench-gpi2
+    export LD_LIBRARY_PATH="$(cd "$lib" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+    cc -O2 -o "$out/write_notify_lat" scripts/gpi2/write_notify_lat.c \
+        -I"$GPI2_DIR/include" -L"$lib" -lGPI2 -lpthread -Wl,-rpath,"$lib"
+    cargo build --release --features gpi2 --bin gaspi-bench >&2
+    bench=target/release/gaspi-bench
+fi
 # gaspi_run: a stand-in ssh (drops the host, refuses killall), a machine
 # file naming this host twice, and a script carrying the arguments
 # (gaspi_run passes none).
@@ -66,6 +77,8 @@ for r in $(seq 1 "$rounds"); do
         PATH=$fake:$PATH timeout 600 bash "$GPI2_DIR/bin/gaspi_run" -m "$out/machines" -n 2 "$out/run-c.sh" \
             2>/dev/null | grep '^write-notify-lat,'
         ours passive-lat "$passive_sizes"
+        ours write-notify-lat "$sizes" --wait block | sed 's/^write-notify-lat,gaspi,/write-notify-lat,gaspi-block,/'
+        ours passive-lat "$passive_sizes" --wait block | sed 's/^passive-lat,gaspi,/passive-lat,gaspi-block,/'
     } | sed "s/^/$r,/" >>"$rows"
 done
 
@@ -94,7 +107,7 @@ for (bench, impl, size) in sorted(k for k in t if k[0] == "write-notify-lat" and
           f"{med(oo) if oo else nan:.1f},{med(op) if op else nan:.1f},{qo},{n}")
 print()
 print("bytes,ours_passive_us,ours_write_notify_us,passive/write_notify,rounds")
-for (bench, impl, size) in sorted(k for k in t if k[0] == "passive-lat"):
+for (bench, impl, size) in sorted(k for k in t if k[0] == "passive-lat" and k[1] == "gaspi"):
     p = t[(bench, impl, size)]
     # the write_notify of the same size, or of the nearest size measured
     wn = {k[2]: v for k, v in t.items() if k[0] == "write-notify-lat" and k[1] == "gaspi"}
@@ -103,4 +116,10 @@ for (bench, impl, size) in sorted(k for k in t if k[0] == "passive-lat"):
     near = min(wn, key=lambda s: abs(s - size))
     q, n = ratio(p, wn[near])
     print(f"{size},{med(p):.1f},{med(wn[near]):.1f} ({near} B),{q},{n}")
+print()
+print("bench,bytes,ours_block_us,ours_us,block/spin-then-yield,rounds")
+for (bench, impl, size) in sorted(k for k in t if k[1] == "gaspi-block"):
+    b, o = t[(bench, impl, size)], t.get((bench, "gaspi", size), {})
+    q, n = ratio(b, o)
+    print(f"{bench},{size},{med(b):.1f},{med(o) if o else nan:.1f},{q},{n}")
 EOF

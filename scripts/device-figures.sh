@@ -16,6 +16,15 @@
 #   4. tune: gaspi-bench's allreduce at 16 and 8 ranks under each of
 #      TUNE_OPTS (option sets separated by ';'), rounds alternated: how the
 #      thresholds chosen on 2 cores fare with a core per rank.
+#   5. model: scripts/alltoall_model.c (a one-node alltoall with private
+#      results in five designs, C) at 8 and 16 ranks, rounds alternated.
+#      a2a-8: Intel MPI's alltoallv beside ours at 8 ranks (the model's
+#      reference), 1 KiB to 1 MiB per pair.
+#      single: ours, the private alltoallv at 8 and 16 ranks with single
+#      copies inside the node (the default) and without (--single-copy-min
+#      off), rounds alternated; a2a-16 as a2a-8 at 16 ranks.
+#   6. gpi2 (a kit packed with GPI2_DIR set): scripts/compare-gpi2.sh, ours
+#      on the GPI-2 engine across two emulated hosts beside GPI-2 alone.
 # STAGES (default "coll-16 kernels coll-8") picks and orders the stages.
 # Each stage has a time cap (seconds) so that one call of a lent machine
 # brings back whatever finished: CAP_COLL (default 200), CAP_KERNELS (200),
@@ -68,6 +77,42 @@ tune() {
 }
 export rounds
 export -f tune
+model() {
+    local r ranks size
+    echo "round,bench,design,ranks,bytes,us,verified"
+    for r in $(seq "$rounds"); do
+        for ranks in 8 16; do
+            for size in ${MODEL_SIZES:-1024 16384 65536 262144 1048576}; do
+                .devkit/alltoall_model "$ranks" "$size" $((size > 65536 ? 200 : 2000)) | sed "s/^/$r,/"
+            done
+        done
+    done
+}
+export -f model
+single() {
+    local r ranks m
+    echo "round,ranks,single_copy_min,bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified"
+    for r in $(seq "$rounds"); do
+        for ranks in 8 16; do
+            for m in off 16K; do
+                .devkit/gaspi-bench alltoallv -n "$ranks" --bind spread --impl aggregated-private \
+                    --sizes "${SINGLE_SIZES:-1K,16K,64K,256K,1M}" --single-copy-min "$m" --format csv |
+                    tail -n +2 | cut -d, -f1-11 | sed "s/^/$r,$ranks,$m,/"
+            done
+        done
+    done
+}
+export -f single
+want single && stage single "${CAP_SINGLE:-120}" bash -c single
+want model && stage model "${CAP_MODEL:-90}" bash -c model
+want a2a-8 && stage a2a-8 "${CAP_A2A:-100}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
+    COLLS=alltoallv A2A_SIZES="${A2A_SIZES:-1024 16384 65536 262144 1048576}" A2A_DISTS=regular \
+    scripts/impi-collectives.sh "$rounds" 8 8
+want a2a-16 && stage a2a-16 "${CAP_A2A:-100}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
+    COLLS=alltoallv A2A_SIZES="${A2A_SIZES:-1024 16384 65536 262144 1048576}" A2A_DISTS=regular \
+    scripts/impi-collectives.sh "$rounds" 16 16
+want gpi2 && [ -x .devkit/gaspi-bench-gpi2 ] && stage gpi2 "${CAP_GPI2:-200}" env GASPI_PREBUILT=1 \
+    GPI2_DIR=.devkit/gpi2 OUT="$out/gpi2" scripts/compare-gpi2.sh "$rounds"
 want tune && stage tune "${CAP_TUNE:-150}" bash -c tune
 want coll-16 && stage coll-16 "${CAP_COLL:-200}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
     REDUCE_SIZES="8 4096 65536 262144 1048576 4194304" GATHER_SIZES="65536 262144 1048576" \

@@ -10,6 +10,9 @@
 #     GASPI_BENCH_IMPI=.devkit/gaspi-bench-impi MPIS=impi scripts/compare-kernels.sh ...
 # (scripts/impi-collectives.sh the same way; scripts/device-figures.sh
 # runs both with the settings used for the published core-per-rank figures.)
+# Also scripts/alltoall_model.c, and with GPI2_DIR set (a GPI-2 install),
+# what scripts/compare-gpi2.sh needs: that install's bin/ and lib64/,
+# gaspi-bench built with --features gpi2, scripts/gpi2/write_notify_lat.c.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/impi-env.sh
@@ -35,4 +38,15 @@ for f in mpirun mpiexec mpiexec.hydra hydra_pmi_proxy hydra_bstrap_proxy cpuinfo
 done
 cp -L "$venv/lib/libmpi.so.12" "$venv/lib/libfabric.so.1" "$venv/lib/libshm-fi.so" "$kit/impi/lib/"
 strip "$kit/impi/lib/libmpi.so.12" 2>/dev/null || true
+gcc -O2 -o "$kit/alltoall_model" scripts/alltoall_model.c
+if [ -n "${GPI2_DIR:-}" ]; then
+    glib=$GPI2_DIR/lib64
+    [ -d "$glib" ] || glib=$GPI2_DIR/lib
+    CARGO_TARGET_DIR=target/gpi2kit cargo build --release --features gpi2 --bin gaspi-bench >&2
+    mkdir -p "$kit/gpi2/bin" "$kit/gpi2/lib64"
+    cp "$GPI2_DIR/bin/gaspi_run" "$GPI2_DIR/bin/ssh.spawner" "$GPI2_DIR/bin/gaspi_cleanup" "$kit/gpi2/bin/"
+    cp -L "$glib/libGPI2.so.0" "$kit/gpi2/lib64/"
+    strip -o "$kit/gaspi-bench-gpi2" target/gpi2kit/release/gaspi-bench
+    cc -O2 -o "$kit/write_notify_lat" scripts/gpi2/write_notify_lat.c -I"$GPI2_DIR/include" -L"$glib" -lGPI2 -lpthread
+fi
 du -sh "$kit" >&2

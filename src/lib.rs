@@ -55,7 +55,9 @@
 //!   callers keep each buffer alive until MPI is done with it.
 //! - `sys.rs`: the three `pre_exec` closures that run in a forked rank
 //!   (parent-death signal, CPU binding, the process manager's socket for
-//!   MPI jobs). Every system call itself goes
+//!   MPI jobs), and libc's `process_vm_readv` (rustix has none), which
+//!   copies another process's memory into a buffer borrowed mutably (the
+//!   alltoallv's single copies). Every other system call goes
 //!   through rustix's safe functions (`mmap`/`munmap` excepted, unsafe by
 //!   nature), none through raw syscall numbers.
 //! - `reaper.rs`: the fork of the process that cleans up after a killed

@@ -1,8 +1,11 @@
-//! The operating-system calls of the launcher, wrapped safely: process
-//! file descriptors, poll, signals to children, parent-death signals, CPU
-//! binding and signal forwarding. The calls themselves are rustix's (safe
-//! functions, no raw syscalls here); what stays unsafe is `pre_exec`, whose
-//! closures run in the forked child.
+//! The operating-system calls of the launcher and the runtime, wrapped
+//! safely: process file descriptors, poll, signals to children,
+//! parent-death signals, CPU binding, signal forwarding, and reading
+//! another process's memory (cross-memory attach, for single-copy
+//! collectives). The calls are rustix's (safe functions, no raw syscalls)
+//! except `process_vm_readv`, which rustix lacks (libc's); what stays
+//! unsafe is that call and `pre_exec`, whose closures run in the forked
+//! child.
 
 use rustix::event::{self, PollFd, PollFlags, Timespec};
 use rustix::process;
@@ -269,6 +272,50 @@ pub(crate) fn unresolved<'a>(hosts: impl Iterator<Item = &'a str>) -> Vec<&'a st
         .collect()
 }
 
+/// Copy `dst.len()` bytes at address `remote` of process `pid` into `dst`
+/// (Linux cross-memory attach, `process_vm_readv`): one copy, made by the
+/// kernel, between two processes' private memory. It needs the right to
+/// trace `pid` (same user, and Yama's `ptrace_scope` 0 or a tracer
+/// relationship; seccomp profiles may forbid it): `PermissionDenied`
+/// otherwise. Reading this process itself is refused (the kernel would
+/// write `dst` while the source might be borrowed elsewhere); an address
+/// that `pid` has not mapped gives an error, never a partial copy.
+pub(crate) fn read_process_memory(pid: u32, remote: usize, dst: &mut [u8]) -> io::Result<()> {
+    if pid == std::process::id() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let pid = pid_of(pid)?.as_raw_nonzero().get();
+    let mut done = 0;
+    while done < dst.len() {
+        let rest = &mut dst[done..];
+        let local = libc::iovec {
+            iov_base: rest.as_mut_ptr().cast(),
+            iov_len: rest.len(),
+        };
+        let far = libc::iovec {
+            iov_base: remote.wrapping_add(done) as *mut libc::c_void,
+            iov_len: rest.len(),
+        };
+        // SAFETY: `local` describes `rest`, memory of this process that we
+        // borrow mutably, so the kernel's writes race with nothing; `far`
+        // names memory of another process (checked above), which the
+        // kernel reads after checking it is mapped there. The iovecs live
+        // across the call.
+        let got = unsafe { libc::process_vm_readv(pid, &local, 1, &far, 1, 0) };
+        match got {
+            -1 => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            0 => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            n => done += n as usize,
+        }
+    }
+    Ok(())
+}
+
 /// Hold an exclusive advisory lock on `file` until it is closed (`flock`):
 /// launchers on one machine take turns through it.
 pub(crate) fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
@@ -283,6 +330,22 @@ pub(crate) fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_process_memory_is_read_and_this_one_refused() {
+        let mut word = [0u8; 8];
+        let here = [7u8; 8];
+        let err = read_process_memory(std::process::id(), here.as_ptr() as usize, &mut word);
+        assert_eq!(err.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        // Another process of ours, with nothing mapped at address 8 (a
+        // successful read is the alltoallv tests' part: it needs a peer
+        // that publishes an address).
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let bad = read_process_memory(child.id(), 8, &mut word);
+        assert!(bad.is_err(), "an unmapped address gives an error");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
 
     fn cpus_of(set: &CpuSet) -> Vec<usize> {
         (0..CpuSet::MAX_CPU).filter(|&i| set.is_set(i)).collect()

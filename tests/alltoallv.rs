@@ -177,6 +177,166 @@ fn pieces_of_1_mib() {
     }
 }
 
+/// Large pieces between ranks of a node go in one copy into private
+/// buffers (cross-memory attach) while other ranks of the same call take
+/// their result in the window, with receive buffers at every offset (those
+/// 8 to 24 bytes past their source within a cache line take the window),
+/// counts fixed or learned in the call.
+#[test]
+fn single_copies_inside_a_node_beside_results_in_place() {
+    for (ranks, ppn) in [(4, 4), (4, 2), (5, 3)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let capacity = 2 * 4096 * n;
+            let once = AlltoallvOptions {
+                single_copy_min: Some(16 << 10),
+                ..Default::default()
+            };
+            let mut fixed = Vec::new();
+            for (k, d) in [Dist::Regular, Dist::Random].into_iter().enumerate() {
+                let counts = counts(d, n, 4096, 7);
+                let a = Alltoallv::<u64>::with_options(ctx, 12 + k as u8, &counts, once, B);
+                fixed.push((a.unwrap(), counts));
+            }
+            let mut unknown =
+                Alltoallv::<u64>::with_unknown_sizes(ctx, 14, capacity, once, B).unwrap();
+            let mut store = vec![0u64; capacity + 8];
+            let mut pulled = 0;
+            for it in 0..12 {
+                let (a, counts) = match it % 3 {
+                    2 => (&mut unknown, counts(Dist::Random, n, 4096, it as u64)),
+                    k => {
+                        let (a, counts) = &mut fixed[k];
+                        (a, counts.clone())
+                    }
+                };
+                let row = &counts[me * n..(me + 1) * n];
+                let send = send_of(&counts, n, me, it);
+                let want = expected(&counts, n, me, it);
+                if (it + me) % 4 == 0 {
+                    a.run(&send, row, B).unwrap();
+                    check_in_place(a, &counts, n, me, it);
+                    continue;
+                }
+                let shift = (it + me) % 8;
+                store.fill(u64::MAX);
+                let recv = &mut store[shift..shift + want.len()];
+                a.run_into(&send, row, recv, B).unwrap();
+                assert_eq!(recv[..], want[..], "it {it}, shift {shift}");
+                assert!(
+                    store[..shift].iter().all(|&w| w == u64::MAX),
+                    "before the result"
+                );
+                let end = shift + want.len();
+                assert!(
+                    store[end..].iter().all(|&w| w == u64::MAX),
+                    "beyond the result"
+                );
+                // Pieces that went straight into `recv` are not in the window.
+                pulled += (0..n).filter(|&s| a.received(s as u16).is_err()).count();
+            }
+            // Which pieces go in one copy depends on who announces a call
+            // first (single_copy_timeout_then_retry_... makes sure some
+            // do); none can without cross-memory attach.
+            if ctx.local_num() == 1 || !fixed[0].0.single_copy() {
+                assert_eq!(pulled, 0);
+            }
+            assert_eq!(fixed[1].0.single_copy(), unknown.single_copy());
+            barrier(ctx);
+        });
+    }
+}
+
+/// A node whose ranks chose different thresholds copies everything twice
+/// (nobody waits in vain for another's announcement); by default, ranks
+/// that share cores do too.
+#[test]
+fn single_copies_need_the_whole_node() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let counts = counts(Dist::Regular, n, 4096, 2);
+        let min = if me == 0 { 16 << 10 } else { 32 << 10 };
+        let mine = AlltoallvOptions {
+            single_copy_min: Some(min),
+            ..Default::default()
+        };
+        let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, mine, B).unwrap();
+        if ctx.node() == 0 {
+            assert!(!a.single_copy(), "ranks 0 and 1 disagree");
+        }
+        let row = &counts[me * n..(me + 1) * n];
+        let mut recv = vec![0u64; 4096 * n];
+        for it in 0..3 {
+            a.run_into(&send_of(&counts, n, me, it), row, &mut recv, B)
+                .unwrap();
+            assert_eq!(recv, expected(&counts, n, me, it), "it {it}");
+        }
+        let auto = Alltoallv::<u64>::new(ctx, 2, &counts, B).unwrap();
+        let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+        if cores < n {
+            assert!(!auto.single_copy(), "{n} ranks share {cores} cores");
+        }
+        barrier(ctx);
+    });
+}
+
+/// Rank 0 comes late to a call: the others make it (`call`) with a short
+/// timeout, which must pass, then tell rank 0 (notifications on segment
+/// 0), which waits for all of them. The caller then retries the call.
+fn others_time_out_before_rank_0(ctx: &Context, call: impl FnOnce(Timeout) -> gaspi::Result<()>) {
+    let (n, me) = (ctx.num_ranks(), ctx.rank());
+    if me != 0 {
+        assert!(call(Timeout::ms(10)).unwrap_err().is_timeout());
+        ctx.notify(0, 0, Notification::new(u32::from(me), 1), 0, B)
+            .unwrap();
+    } else {
+        for _ in 1..n {
+            let id = ctx.notify_waitsome(0, 1..u32::from(n), B).unwrap();
+            ctx.notify_reset(0, id).unwrap();
+        }
+    }
+}
+
+/// `len` elements of `v` starting on a cache line.
+fn line_aligned(v: &mut [u64], len: usize) -> &mut [u64] {
+    let skip = (64 - v.as_ptr() as usize % 64) % 64 / 8;
+    &mut v[skip..skip + len]
+}
+
+/// A call that times out while a rank of the node has not announced its
+/// buffers (a receiver waits for that to read its piece) completes when
+/// retried; that rank, announcing last, leaves its pieces for the others
+/// to read in one copy (with buffers on cache lines, where cross-memory
+/// attach works).
+#[test]
+fn single_copy_timeout_then_retry_completes_the_same_call() {
+    Job::new(&[3]).run(|ctx| {
+        segment(ctx, 0, 64);
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let counts = counts(Dist::Regular, n, 4096, 1);
+        let once = AlltoallvOptions {
+            single_copy_min: Some(16 << 10),
+            ..Default::default()
+        };
+        let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, once, B).unwrap();
+        let row = &counts[me * n..(me + 1) * n];
+        let (mut send_store, mut recv_store) = (vec![0u64; 4096 * n + 8], vec![0u64; 4096 * n + 8]);
+        let recv = line_aligned(&mut recv_store, 4096 * n);
+        for it in 0..2 {
+            let send = line_aligned(&mut send_store, 4096 * n);
+            send.copy_from_slice(&send_of(&counts, n, me, it));
+            let send = &*send;
+            others_time_out_before_rank_0(ctx, |t| a.run_into(send, row, recv, t));
+            a.run_into(send, row, recv, B).unwrap();
+            assert_eq!(*recv, expected(&counts, n, me, it), "it {it}");
+            if me != 0 && a.single_copy() {
+                assert!(a.received(0).is_err(), "rank 0's piece went in one copy");
+            }
+        }
+        barrier(ctx);
+    });
+}
+
 #[test]
 fn unknown_sizes_change_every_call_on_every_layout() {
     for (ranks, ppn) in layouts() {
@@ -405,17 +565,7 @@ fn timeout_then_retry_completes_the_same_call() {
         let row = &counts[me * n..(me + 1) * n];
         let send = send_of(&counts, n, me, 5);
         for a in [&mut fixed, &mut unknown] {
-            // Rank 0 comes late: the others time out first, then tell it.
-            if me != 0 {
-                assert!(a.run(&send, row, Timeout::ms(10)).unwrap_err().is_timeout());
-                ctx.notify(0, 0, Notification::new(me as u32, 1), 0, B)
-                    .unwrap();
-            } else {
-                for _ in 1..n {
-                    let id = ctx.notify_waitsome(0, 1..n as u32, B).unwrap();
-                    ctx.notify_reset(0, id).unwrap();
-                }
-            }
+            others_time_out_before_rank_0(ctx, |t| a.run(&send, row, t));
             a.run(&send, row, B).unwrap();
             check_in_place(a, &counts, n, me, 5);
             // And the next call is a normal one.

@@ -42,6 +42,22 @@
 //! ([`Alltoallv::received`]) until the rank's next call, or is copied into
 //! the caller's buffer ([`Alltoallv::run_into`]).
 //!
+//! **Single copies** inside a node, for private results: two copies
+//! through the window cost each byte a write and a read of lines another
+//! core has just written. Where the node's ranks have a core each and may
+//! read each other's memory, a rank of [`Alltoallv::run_into`] reads its
+//! large pieces from the node's ranks straight out of their send buffers
+//! with `process_vm_readv` (one copy, by the kernel; see
+//! [`AlltoallvOptions::single_copy_min`]). Each rank announces the call in
+//! its control line (its buffers' addresses, and whether it reads its
+//! pieces itself); before copying its pieces for its node, a sender waits
+//! briefly for its receivers' announcements and publishes a push mask:
+//! the receivers it copies for as before (they call `run`, came too late,
+//! or their buffers lie at offsets where the kernel's copy is slow). A
+//! receiver reads the mask of each sender, in turn from the next rank on,
+//! and reads the pieces not pushed; the closing wait keeps every send
+//! buffer in place until all have read it.
+//!
 //! With sizes unknown in advance ([`Alltoallv::with_unknown_sizes`]), each
 //! call starts with a size phase: every rank writes its row of counts into
 //! the node's count matrix, and each node writes its rows to every other
@@ -92,6 +108,18 @@ pub struct AlltoallvOptions {
     /// chunks out by bytes and each waits until all have staged. 0: always
     /// share. Default [`AlltoallvOptions::DEFAULT_ONE_SENDER_MAX`].
     pub one_sender_max: usize,
+    /// With private results ([`Alltoallv::run_into`]), a piece of at least
+    /// this many bytes between two ranks of one node is copied once,
+    /// straight from the sender's buffer into the receiver's, by the
+    /// kernel (Linux cross-memory attach, `process_vm_readv`), instead of
+    /// twice through the node's window. `None` (the default):
+    /// [`AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN`] where the ranks have a
+    /// core each, never where they share cores (there the two copies were
+    /// faster, measured); `Some(usize::MAX)`: never. In every case only
+    /// where all ranks of the node may read each other's memory (tried
+    /// when the alltoallv is made: same user, and no Yama `ptrace_scope`
+    /// or seccomp rule against it) and chose the same value.
+    pub single_copy_min: Option<usize>,
 }
 
 impl Default for AlltoallvOptions {
@@ -100,6 +128,7 @@ impl Default for AlltoallvOptions {
             block_bytes: 0,
             queue: 0,
             one_sender_max: AlltoallvOptions::DEFAULT_ONE_SENDER_MAX,
+            single_copy_min: None,
         }
     }
 }
@@ -113,7 +142,43 @@ impl AlltoallvOptions {
     /// the shared-out time at 1-8 KiB per pair, 1.10 at 64-256 KiB on 2
     /// nodes of 2 (256 KiB going out per node).
     pub const DEFAULT_ONE_SENDER_MAX: usize = 64 << 10;
+    /// The smallest piece copied once where the ranks have a core each
+    /// (`single_copy_min: None`): 16 KiB. A model of both designs
+    /// (`scripts/alltoall_model.c`) put the crossover between 1 and 16 KiB
+    /// per piece on a 16-core Xeon (8 and 16 ranks), where the single copy
+    /// took 0.2-0.7 of the time of two from 16 KiB to 1 MiB per piece.
+    pub const DEFAULT_SINGLE_COPY_MIN: usize = 16 << 10;
 }
+
+/// The words of a rank's control line (a cache line per local rank at the
+/// window's start, written only by its rank): its progress (see
+/// `Alltoallv::publish`), then for single copies its announcement of a
+/// call (`2 * (call + 1) + pull`, where `pull` says it reads its pieces
+/// from this node's ranks itself), the address of its send buffer in that
+/// call, its process id, the state of the probe made at creation, the
+/// address of its receive buffer in the call, the call (`2 * (call + 1)`)
+/// whose push mask it has written (see `Alltoallv::decide`), and the
+/// smallest piece it copies once (the same on the whole node, or no
+/// single copies).
+const PROGRESS: usize = 0;
+const ANNOUNCE: usize = 1;
+const ADDRESS: usize = 2;
+const PID: usize = 3;
+const PROBE: usize = 4;
+const RECV_ADDRESS: usize = 5;
+const DECIDED: usize = 6;
+const THRESHOLD: usize = 7;
+
+/// How long a rank about to copy its pieces for its node's ranks waits for
+/// their announcements of the call before it copies those it has not seen
+/// into the window (see `Alltoallv::decide`). On a 16-core Xeon, waiting
+/// 5 us saw 6-66% of the receivers, 100 us all of them.
+const SINGLE_COPY_PATIENCE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// What a rank's probe word holds at creation (xor its rank), read by the
+/// node's other ranks through `process_vm_readv`: a value no other process
+/// would hold at that address.
+const PROBE_TOKEN: u64 = 0x6761_7370_692d_6131;
 
 /// Counts fixed at creation, or learned in every call.
 #[derive(Clone, Copy, Debug)]
@@ -197,6 +262,18 @@ pub struct Alltoallv<'a, T> {
     stagings: u64,
     /// The call in progress, if one timed out.
     phase: Option<Phase>,
+    /// Every rank of the node may read the others' memory: pieces inside
+    /// the node may go in one copy (see
+    /// [`AlltoallvOptions::single_copy_min`]).
+    single_copy: bool,
+    /// The smallest piece copied once, with `single_copy`.
+    once_min: usize,
+    /// The call in progress (or the last one) reads its large pieces from
+    /// this node's ranks straight into the caller's buffer.
+    pull: bool,
+    /// The sources whose pieces that call read so (by rank; empty if
+    /// none).
+    pulled_from: Vec<bool>,
     _t: PhantomData<T>,
 }
 
@@ -282,8 +359,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let data_base = Self::control_bytes(ctx).div_ceil(elem);
         let elems = extent::add("alltoallv window", data_base, two)?;
         let bytes = extent::mul("alltoallv window", elems, elem)?;
+        let deadline = timeout.deadline();
         let window = Self::create_window(ctx, segment, bytes, table, timeout)?;
-        Ok(Self::made(
+        let mut a = Self::made(
             ctx,
             segment,
             window,
@@ -291,7 +369,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             Sizes::Fixed,
             Some(plan),
             data_base,
-        ))
+        );
+        a.probe_single_copy(deadline)?;
+        Ok(a)
     }
 
     /// Collectively prepare an alltoallv whose counts each call brings
@@ -341,15 +421,16 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // rows from it): from the largest node's receive area.
         let most = crate::config::NOTIFICATION_LIMIT as usize - 2 * nodes - 1;
         let data_ids = (area.div_ceil(block) + nodes).min(most);
+        let deadline = timeout.deadline();
         let window = Self::create_window(ctx, segment, bytes, data_ids + 2 * nodes, timeout)?;
         let sizes = Sizes::Unknown {
             capacity,
             data_ids,
             copy,
         };
-        Ok(Self::made(
-            ctx, segment, window, options, sizes, None, data_base,
-        ))
+        let mut a = Self::made(ctx, segment, window, options, sizes, None, data_base);
+        a.probe_single_copy(deadline)?;
+        Ok(a)
     }
 
     /// The collective on its new `window`, before its first call.
@@ -376,8 +457,81 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             claimed: 0,
             stagings: 0,
             phase: None,
+            single_copy: false,
+            once_min: usize::MAX,
+            pull: false,
+            pulled_from: Vec::new(),
             _t: PhantomData,
         }
+    }
+
+    /// The smallest piece this rank would copy once (`usize::MAX`: none),
+    /// from its options.
+    fn single_min(&self) -> usize {
+        self.options.single_copy_min.unwrap_or_else(|| {
+            let host = u32::try_from(self.ctx.engine.host_ranks()).unwrap_or(u32::MAX);
+            if self.ctx.engine.patience().shares_cores(host) {
+                usize::MAX
+            } else {
+                AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN
+            }
+        })
+    }
+
+    /// Find out whether the ranks of this node copy large pieces once
+    /// (`single_copy`): each publishes its threshold, its process id and
+    /// the address of a word holding a token, reads every other rank's
+    /// token, says whether all came right and all thresholds are its own,
+    /// and all agree. Every rank of the node takes part, wanting single
+    /// copies or not, so that none waits for another in vain. On an error
+    /// the alltoallv is dropped, which deletes its window.
+    fn probe_single_copy(&mut self, deadline: Deadline) -> Result<()> {
+        let ctx = self.ctx;
+        let (local, local_num) = (ctx.local_rank() as usize, ctx.local_num() as usize);
+        if local_num < 2 {
+            return Ok(());
+        }
+        let min = self.single_min() as u64;
+        self.line(local, THRESHOLD).store(min, SeqCst);
+        let first = ctx.node_ranks(ctx.node()).start as u64;
+        let token = |local: usize| PROBE_TOKEN ^ (first + local as u64);
+        // Read by the others until they all say they are done below.
+        let probe = Box::new(token(local));
+        self.line(local, ADDRESS)
+            .store(std::ptr::from_ref::<u64>(&probe) as u64, SeqCst);
+        self.line(local, PID)
+            .store(u64::from(std::process::id()), SeqCst);
+        self.line(local, PROBE).store(1, SeqCst);
+        self.wake();
+        self.await_lines(PROBE, 1, deadline)?;
+        let readable = |l: usize| {
+            let mut word = [0u8; 8];
+            let pid = u32::try_from(self.line(l, PID).load(SeqCst)).unwrap_or(0);
+            let at = usize::try_from(self.line(l, ADDRESS).load(SeqCst)).unwrap_or(0);
+            crate::sys::read_process_memory(pid, at, &mut word).is_ok()
+                && u64::from_ne_bytes(word) == token(l)
+        };
+        let same = (0..local_num).all(|l| self.line(l, THRESHOLD).load(SeqCst) == min);
+        let ok = min != usize::MAX as u64
+            && same
+            && (0..local_num).filter(|&l| l != local).all(readable);
+        self.line(local, PROBE).store(2 + u64::from(ok), SeqCst);
+        self.wake();
+        self.await_lines(PROBE, 2, deadline)?;
+        drop(probe);
+        self.single_copy = (0..local_num).all(|l| self.line(l, PROBE).load(SeqCst) == 3);
+        self.once_min = usize::try_from(min).unwrap_or(usize::MAX).max(1);
+        Ok(())
+    }
+
+    /// Whether the piece from rank `s` to rank `t` goes in one copy when
+    /// its receiver asks for that (same node, large enough).
+    fn single(&self, p: &AlltoallvPlan, s: usize, t: usize) -> bool {
+        let bytes = p.count(s, t).saturating_mul(std::mem::size_of::<T>());
+        self.single_copy
+            && s != t
+            && p.layout.node_of(s) == p.layout.node_of(t)
+            && bytes >= self.once_min
     }
 
     /// The first notification id of `node`'s chunks in a call of
@@ -402,10 +556,36 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.data_base + parity * len
     }
 
-    /// Bytes of the progress words at the window's start: a cache line per
-    /// local rank, and one for the node's count of stagings.
+    /// Bytes of the control words at the window's start: a cache line per
+    /// local rank, one for the node's count of stagings, then each local
+    /// rank's push mask (see [`Alltoallv::mask_word`]).
     fn control_bytes(ctx: &Context) -> usize {
-        64 * (ctx.ranks_per_node() + 1)
+        let rpn = ctx.ranks_per_node();
+        64 * (rpn + 1) + rpn * Self::mask_stride(rpn)
+    }
+
+    /// Bytes of one rank's push mask: a bit per local rank, in whole
+    /// cache lines.
+    fn mask_stride(rpn: usize) -> usize {
+        rpn.div_ceil(64).div_ceil(8) * 64
+    }
+
+    /// Word `k` of local rank `local`'s push mask in a call with single
+    /// copies: bit `t % 64` of word `t / 64` set says that `local` copies
+    /// its piece for local rank `t` into the window (`t` does not read it
+    /// itself). Written only by `local`, before its announcement.
+    fn mask_word(&self, local: usize, k: usize) -> &AtomicU64 {
+        let rpn = self.ctx.ranks_per_node();
+        let at = 64 * (rpn + 1) + local * Self::mask_stride(rpn) + 8 * k;
+        self.control
+            .atomic_u64(at)
+            .expect("the push masks lie in the control lines")
+    }
+
+    /// Whether local rank `s` copies its piece for local rank `t` into the
+    /// window (its mask says so).
+    fn pushes(&self, s: usize, t: usize) -> bool {
+        self.mask_word(s, t / 64).load(SeqCst) >> (t % 64) & 1 == 1
     }
 
     /// How many times the node's ranks have staged, in all (see
@@ -462,6 +642,23 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.plan.as_ref()
     }
 
+    /// Whether every rank of this node can read the others' memory, so
+    /// that [`Alltoallv::run_into`] copies large pieces between them once
+    /// (see [`AlltoallvOptions::single_copy_min`]); decided when the
+    /// alltoallv was made, the same on every rank of the node.
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, AlltoallvOptions, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let off = AlltoallvOptions { single_copy_min: Some(usize::MAX), ..Default::default() };
+    /// let a = Alltoallv::<u8>::alltoall(&ctx, 0, 1, off, Timeout::Block)?;
+    /// assert!(!a.single_copy());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn single_copy(&self) -> bool {
+        self.single_copy
+    }
+
     /// The segment id of the node windows.
     ///
     /// ```
@@ -477,7 +674,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// What `source` sent this rank in the last call, in place in the
     /// node's window (valid until this rank calls again).
-    /// [`Error::InvalidRank`] for a rank that does not exist.
+    /// [`Error::InvalidRank`] for a rank that does not exist;
+    /// [`Error::InvalidArgument`] after a [`Alltoallv::run_into`] whose
+    /// piece from `source` went straight into the caller's buffer (see
+    /// [`AlltoallvOptions::single_copy_min`]).
     ///
     /// ```
     /// # use gaspi::{Alltoallv, Config, Context, Timeout};
@@ -495,6 +695,18 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let me = self.ctx.rank() as usize;
         let view = self.window.view::<T>();
         Ok(match &self.plan {
+            Some(_)
+                if self
+                    .pulled_from
+                    .get(source as usize)
+                    .copied()
+                    .unwrap_or(false) =>
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "rank {source}'s piece went straight into the buffer of the last \
+                     run_into (single copy), not through the window"
+                )));
+            }
             Some(p) => {
                 let at = self.area(self.ctx.node(), self.last) + p.recv_at(source as usize, me);
                 view.sub(at..at + p.count(source as usize, me))
@@ -544,7 +756,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// [`Alltoallv::run`], then copy what this rank received into `recv`,
-    /// packed in source order. With fixed counts, a `recv` too small is
+    /// packed in source order. Large pieces from ranks of this node come
+    /// in one copy, read by the kernel straight out of their senders'
+    /// buffers ([`AlltoallvOptions::single_copy_min`]); so until the call
+    /// has returned `Ok`, a call retried after a timeout must be given
+    /// the same `send` buffer, unchanged. With fixed counts, a `recv` too small is
     /// refused before the call; with unknown sizes it is found once the
     /// counts are known: the call completes (the result is in the window)
     /// and returns [`Error::InvalidArgument`], `recv` untouched.
@@ -616,7 +832,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // counts are known: refusing here would leave the others waiting.)
         let deadline = timeout.deadline();
         let mut phase = self.phase.take().unwrap_or(Phase::Start);
-        let result = self.advance(&mut phase, send, send_counts, deadline);
+        if phase == Phase::Start {
+            self.pull = false;
+            self.pulled_from.clear();
+        }
+        let mut recv = recv;
+        let result = self.advance(&mut phase, send, send_counts, recv.as_deref_mut(), deadline);
         match result {
             Ok(Some(refused)) => {
                 self.calls += 1;
@@ -643,27 +864,200 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
     }
 
-    /// Copy this rank's received pieces into `recv`, packed by source.
+    /// Copy this rank's received pieces into `recv`, packed by source
+    /// (but those it read straight from their senders).
     fn copy_out(&self, recv: &mut [T]) {
         let p = self.plan.as_ref().expect("a completed call has a plan");
         let (n, me) = (p.layout.ranks, self.ctx.rank() as usize);
         let view = self.window.view::<T>();
         let base = self.area(self.ctx.node(), self.last);
+        let pulled = |s: usize| self.pulled_from.get(s).copied().unwrap_or(false);
         let mut at = 0;
         let mut s = 0;
         // Sources whose pieces follow each other in the window go in one
         // copy (the sources of one node do).
         while s < n {
+            if pulled(s) {
+                at += p.count(s, me);
+                s += 1;
+                continue;
+            }
             let start = p.recv_at(s, me);
             let mut len = p.count(s, me);
             s += 1;
-            while s < n && p.recv_at(s, me) == start + len {
+            while s < n && !pulled(s) && p.recv_at(s, me) == start + len {
                 len += p.count(s, me);
                 s += 1;
             }
             view.copy_to_slice(base + start, &mut recv[at..at + len]);
             at += len;
         }
+    }
+
+    /// Announce this call: the buffers this rank sends from and receives
+    /// into, and whether it reads its large pieces from this node's ranks
+    /// itself (`pull`).
+    fn announce(&mut self, send: &[T], recv: Option<&[T]>, pull: bool) {
+        let local = self.ctx.local_rank() as usize;
+        self.pull = pull;
+        self.line(local, ADDRESS)
+            .store(send.as_ptr() as usize as u64, SeqCst);
+        let recv = recv.map_or(0, |r| r.as_ptr() as usize as u64);
+        self.line(local, RECV_ADDRESS).store(recv, SeqCst);
+        self.line(local, ANNOUNCE)
+            .store(2 * (self.calls + 1) + u64::from(pull), SeqCst);
+        self.wake();
+    }
+
+    /// Decide, once per call, which of its large pieces for this node's
+    /// ranks this rank copies into the window (its push mask): those for
+    /// ranks that do not pull, or whose buffers are not [`aligned`]. A rank
+    /// that pulls itself (whose node likely calls `run_into` alike) waits
+    /// up to [`SINGLE_COPY_PATIENCE`] (within the call's `deadline`) for
+    /// the node's ranks to announce the call: a late receiver delays the
+    /// call's end anyway, so waiting for it costs nothing, and only one
+    /// that has announced can read its piece itself. A rank of `run`, or
+    /// where the node's ranks share cores (every wait would cost
+    /// wake-ups), does not wait: a receiver not seen yet gets its piece
+    /// through the window, and learns so from the mask.
+    ///
+    /// [`aligned`]: Alltoallv::aligned
+    fn decide(&self, send: &[T], deadline: Deadline) -> Result<()> {
+        let p = self.plan.as_ref().expect("planned");
+        let ctx = self.ctx;
+        let (me, local) = (ctx.rank() as usize, ctx.local_rank() as usize);
+        let tag = 2 * (self.calls + 1);
+        if self.line(local, DECIDED).load(SeqCst) == tag {
+            return Ok(()); // a call resumed after a timeout
+        }
+        let ranks = p.layout.node_ranks(p.layout.node_of(me));
+        let first = ranks.start;
+        let targets: Vec<usize> = ranks.filter(|&t| self.single(p, me, t)).collect();
+        let announced = |t: usize| self.line(t - first, ANNOUNCE).load(SeqCst) >= tag;
+        let patience = ctx.engine.patience();
+        let host = u32::try_from(ctx.engine.host_ranks()).unwrap_or(u32::MAX);
+        if self.pull && !patience.shares_cores(host) {
+            let until = match (deadline.remaining(), SINGLE_COPY_PATIENCE) {
+                (Some(left), most) if left < most => deadline,
+                (_, most) => Timeout::After(most).deadline(),
+            };
+            let all = || targets.iter().all(|&t| announced(t)).then_some(());
+            let waited = patience.wait(self.window.object().notifications().ww, until, all, || {
+                ctx.engine.faults()
+            });
+            match waited {
+                Err(e) if !e.is_timeout() || deadline.expired() => return Err(e),
+                _ => {}
+            }
+        }
+        let src = send.as_ptr() as usize as u64;
+        let mut mask = vec![0u64; ctx.ranks_per_node().div_ceil(64)];
+        for t in targets {
+            let lt = t - first;
+            let word = self.line(lt, ANNOUNCE).load(SeqCst);
+            let dst = self.line(lt, RECV_ADDRESS).load(SeqCst);
+            if word != tag + 1 || !self.aligned(p, me, t, src, dst) {
+                mask[lt / 64] |= 1 << (lt % 64);
+            }
+        }
+        for (k, &m) in mask.iter().enumerate() {
+            self.mask_word(local, k).store(m, SeqCst);
+        }
+        self.line(local, DECIDED).store(tag, SeqCst);
+        self.wake();
+        Ok(())
+    }
+
+    /// Whether the piece from rank `s` (sending from `src`) to rank `t`
+    /// (receiving into `dst`) may go in one copy: its destination does not
+    /// lie 1 to 31 bytes past its source within a cache line. The kernel
+    /// copies with `rep movsb`, which on AMD Zen 4 runs 20-30 times slower
+    /// at such offsets (see `engine::memcopy`); those pieces go through the
+    /// window.
+    fn aligned(&self, p: &AlltoallvPlan, s: usize, t: usize, src: u64, dst: u64) -> bool {
+        let elem = std::mem::size_of::<T>() as u64;
+        // Wrapping: only the offset within a cache line matters.
+        let before: u64 = (0..t).map(|u| p.count(s, u) as u64).sum();
+        let at: u64 = (0..s).map(|u| p.count(u, t) as u64).sum();
+        let src = src.wrapping_add(before.wrapping_mul(elem));
+        let dst = dst.wrapping_add(at.wrapping_mul(elem));
+        !(1..32).contains(&(dst.wrapping_sub(src) % 64))
+    }
+
+    /// Read this rank's large pieces from the ranks of its node straight
+    /// out of their send buffers into `recv` (packed by source).
+    fn pull_pieces(&mut self, recv: &mut [T], deadline: Deadline) -> Result<()> {
+        let p = self.plan.as_ref().expect("planned");
+        let me = self.ctx.rank() as usize;
+        let ranks = p.layout.node_ranks(p.layout.node_of(me));
+        let (first, local_num) = (ranks.start, ranks.len());
+        let tag = 2 * (self.calls + 1);
+        // Where each source's piece starts in `recv` (packed by source).
+        let mut at = Vec::with_capacity(p.layout.ranks);
+        let mut sum = 0;
+        for s in 0..p.layout.ranks {
+            at.push(sum);
+            sum += p.count(s, me);
+        }
+        // The node's ranks in turn from the next one on, so that the
+        // receivers do not all read one sender's pages at once (pinning
+        // them contends on the pages' counts).
+        let mut pending: Vec<usize> = (1..local_num)
+            .map(|j| first + (me - first + j) % local_num)
+            .filter(|&s| self.single(p, s, me))
+            .collect();
+        let mut pulled_from = vec![false; p.layout.ranks];
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut result = Ok(());
+            pending.retain(|&s| {
+                let l = s - first;
+                if result.is_err() || self.line(l, DECIDED).load(SeqCst) < tag {
+                    return true;
+                }
+                // The sender's decision says whether it copied the piece
+                // into the window.
+                if !self.pushes(l, me - first) {
+                    pulled_from[s] = true;
+                    let dst = &mut recv[at[s]..at[s] + p.count(s, me)];
+                    result = self.pull_piece(p, s, dst);
+                }
+                false
+            });
+            result?;
+            if pending.len() == before {
+                let l = pending[0] - first;
+                self.await_line(l, DECIDED, tag, deadline)?;
+            }
+        }
+        self.pulled_from = pulled_from;
+        Ok(())
+    }
+
+    /// Read rank `s`'s piece for this rank out of its send buffer into
+    /// `dst`.
+    fn pull_piece(&self, p: &AlltoallvPlan, s: usize, dst: &mut [T]) -> Result<()> {
+        let me = self.ctx.rank() as usize;
+        let l = s - p.layout.node_ranks(p.layout.node_of(s)).start;
+        // Where the piece starts in the sender's buffer (its pieces packed
+        // by target).
+        let before: usize = (0..me).map(|t| p.count(s, t)).sum();
+        let base = self.line(l, ADDRESS).load(SeqCst);
+        let remote = before
+            .checked_mul(std::mem::size_of::<T>())
+            .and_then(|b| usize::try_from(base).ok()?.checked_add(b))
+            .ok_or_else(|| {
+                Error::Environment(format!(
+                    "rank {s} announced a send buffer at an impossible address"
+                ))
+            })?;
+        let pid = u32::try_from(self.line(l, PID).load(SeqCst)).unwrap_or(0);
+        crate::sys::read_process_memory(pid, remote, bytemuck::cast_slice_mut(dst)).or_else(|e| {
+            self.ctx.engine.faults()?;
+            Err(Error::Environment(format!(
+                "reading rank {s}'s send buffer (single copy): {e}"
+            )))
+        })
     }
 
     /// The rank of node `node` this rank writes to: the same local rank,
@@ -682,6 +1076,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         phase: &mut Phase,
         send: &[T],
         send_counts: &[usize],
+        mut recv: Option<&mut [T]>,
         deadline: Deadline,
     ) -> Result<Option<Error>> {
         let ctx = self.ctx;
@@ -745,6 +1140,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     *phase = Phase::Staging;
                 }
                 Phase::Staging => {
+                    if self.single_copy {
+                        let p = self.plan().expect("planned");
+                        let me = ctx.rank() as usize;
+                        let total: usize = (0..p.layout.ranks).map(|s| p.count(s, me)).sum();
+                        let pull = recv.as_ref().is_some_and(|r| r.len() >= total);
+                        self.announce(send, recv.as_deref(), pull);
+                    }
                     self.stage(send, send_counts, false, parity);
                     self.publish(step(2));
                     self.stagings += 1;
@@ -783,10 +1185,16 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         self.send_chunk(p, &c, parity, deadline)?;
                     }
                     // The pieces for this node's ranks, while chunks travel.
+                    if self.single_copy {
+                        self.decide(send, deadline)?;
+                    }
                     self.stage(send, send_counts, true, parity);
                     *phase = Phase::Receiving;
                 }
                 Phase::Receiving => {
+                    if let (true, Some(recv)) = (self.pull, recv.as_deref_mut()) {
+                        self.pull_pieces(recv, deadline)?;
+                    }
                     let expect = self.plan().expect("planned").in_chunks(node);
                     if expect > 0 {
                         let first = self.chunk_ids(node, parity) as u32;
@@ -818,12 +1226,44 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
     }
 
-    /// This rank's progress word: one cache line per local rank at the
-    /// window's start, written only by its rank.
-    fn word(&self, local: usize) -> &AtomicU64 {
+    /// Word `k` of local rank `local`'s control line (see [`PROGRESS`]).
+    fn line(&self, local: usize, k: usize) -> &AtomicU64 {
         self.control
-            .atomic_u64(64 * local)
+            .atomic_u64(64 * local + 8 * k)
             .expect("the control lines lie at the window's aligned start")
+    }
+
+    /// Wake the node's ranks waiting on a control line.
+    fn wake(&self) {
+        self.window.object().notifications().ww.wake();
+    }
+
+    /// Wait until word `k` of local rank `l`'s control line is at least
+    /// `at_least`.
+    fn await_line(&self, l: usize, k: usize, at_least: u64, deadline: Deadline) -> Result<()> {
+        self.ctx.engine.patience().wait(
+            self.window.object().notifications().ww,
+            deadline,
+            || (self.line(l, k).load(SeqCst) >= at_least).then_some(()),
+            || self.ctx.engine.faults(),
+        )
+    }
+
+    /// Wait until word `k` of every local rank's control line is at least
+    /// `at_least`. Ranks that get there later than others need not wait
+    /// for them: the waits are one-sided, unlike a barrier's.
+    fn await_lines(&self, k: usize, at_least: u64, deadline: Deadline) -> Result<()> {
+        let local_num = self.ctx.local_num() as usize;
+        self.ctx.engine.patience().wait(
+            self.window.object().notifications().ww,
+            deadline,
+            || {
+                (0..local_num)
+                    .all(|l| self.line(l, k).load(SeqCst) >= at_least)
+                    .then_some(())
+            },
+            || self.ctx.engine.faults(),
+        )
     }
 
     /// Say that this rank has reached `step` of its calls (`3 * call + j`:
@@ -832,36 +1272,24 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// only after it is done with the previous call, so a word at a step
     /// also says that.
     fn publish(&self, step: u64) {
-        self.word(self.ctx.local_rank() as usize)
+        self.line(self.ctx.local_rank() as usize, PROGRESS)
             .store(step, SeqCst);
-        self.window.object().notifications().ww.wake();
+        self.wake();
     }
 
-    /// Wait until every rank of the node has reached `step`. Ranks that
-    /// reach it later than others need not wait for them: the waits are
-    /// one-sided, unlike a barrier's.
+    /// Wait until every rank of the node has reached `step`.
     fn gather(&self, step: u64, deadline: Deadline) -> Result<()> {
-        let local_num = self.ctx.local_num() as usize;
-        let obj = self.window.object();
-        self.ctx.engine.patience().wait(
-            obj.notifications().ww,
-            deadline,
-            || {
-                (0..local_num)
-                    .all(|l| self.word(l).load(SeqCst) >= step)
-                    .then_some(())
-            },
-            || self.ctx.engine.faults(),
-        )
+        self.await_lines(PROGRESS, step, deadline)
     }
 
     /// Copy this rank's pieces from `send` into copy `parity` of the data
     /// area: those for other nodes into the staging area (`own_node`
     /// false), or those for this node's ranks into the receive area
-    /// (`own_node` true).
+    /// (`own_node` true), but those that their receivers read themselves.
     fn stage(&self, send: &[T], send_counts: &[usize], own_node: bool, parity: usize) {
         let p = self.plan.as_ref().expect("planned");
-        let me = self.ctx.rank() as usize;
+        let (me, local) = (self.ctx.rank() as usize, self.ctx.local_rank() as usize);
+        let first = p.layout.node_ranks(p.layout.node_of(me)).start;
         let base = self.area(self.ctx.node(), parity);
         let view = self.window.view::<T>();
         let mut at = 0;
@@ -873,6 +1301,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
             let to = match (p.stage_at(me, t), own_node) {
                 (Some(staged), false) => staged,
+                (None, true) if self.single(p, me, t) && !self.pushes(local, t - first) => continue,
                 (None, true) => p.recv_at(me, t),
                 _ => continue,
             };

@@ -166,10 +166,13 @@ fn alltoallv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     let mut a = match imp {
         "flat" => None,
         "unknown-private" => Some(
-            Alltoallv::<u64>::with_unknown_sizes(ctx, WINDOW, most, Default::default(), B)
+            Alltoallv::<u64>::with_unknown_sizes(ctx, WINDOW, most, b.alltoallv, B)
                 .expect("Alltoallv"),
         ),
-        _ => Some(Alltoallv::<u64>::new(ctx, WINDOW, &counts, B).expect("Alltoallv")),
+        _ => Some(
+            Alltoallv::<u64>::with_options(ctx, WINDOW, &counts, b.alltoallv, B)
+                .expect("Alltoallv"),
+        ),
     };
     let mut flat = (imp == "flat").then(|| Flat::new(b, &counts));
     let mut ok = true;

@@ -24,6 +24,8 @@ pub struct Bench<'a> {
     pub iters: Option<usize>,
     /// Options of the node-window allreduce (`--replicate-max`, `--node-replicate-max`, `--ring-min`).
     pub allreduce: gaspi::AllreduceOptions,
+    /// Options of the alltoallv (`--single-copy-min`).
+    pub alltoallv: gaspi::AlltoallvOptions,
 }
 
 /// Number of batches the repetitions of one size are cut into.

@@ -111,8 +111,24 @@ pub struct Cli {
     #[command(flatten, next_help_heading = "Allreduce")]
     pub allreduce: AllreduceArgs,
 
+    /// Alltoallv with private results: smallest piece between two ranks of
+    /// a node copied once, straight between their buffers (cross-memory
+    /// attach); `off`: always two copies through the window [default: 16K
+    /// where ranks have a core each, off where they share cores].
+    #[arg(long, value_name = "B", value_parser = parse_size_or_off, help_heading = "Alltoallv")]
+    pub single_copy_min: Option<usize>,
+
     #[command(flatten, next_help_heading = "Model (a cluster's parameters)")]
     pub model: ModelArgs,
+}
+
+/// A size, or `off` (`usize::MAX`).
+fn parse_size_or_off(s: &str) -> Result<usize, String> {
+    if s == "off" {
+        Ok(usize::MAX)
+    } else {
+        parse_size(s)
+    }
 }
 
 /// Sizes, parsed.

@@ -421,6 +421,10 @@ pub fn run_on(cli: &Cli, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error>
             ppn: ctx.ranks_per_node(),
             iters: cli.iters.map(|k| k as usize),
             allreduce: cli.allreduce.options(),
+            alltoallv: gaspi::AlltoallvOptions {
+                single_copy_min: cli.single_copy_min,
+                ..Default::default()
+            },
         },
         cli,
         twin,
