@@ -50,8 +50,9 @@
 //! with `process_vm_readv` (one copy, by the kernel; see
 //! [`AlltoallvOptions::single_copy_min`]). Each rank announces the call in
 //! its control line (its buffers' addresses, and whether it reads its
-//! pieces itself); before copying its pieces for its node, a sender waits
-//! briefly for its receivers' announcements and publishes a push mask:
+//! pieces itself); before copying its pieces for its node, a sender that
+//! reads its own pieces waits briefly for its receivers' announcements,
+//! and every sender publishes a push mask:
 //! the receivers it copies for as before (they call `run`, came too late,
 //! or their buffers lie at offsets where the kernel's copy is slow). A
 //! receiver reads the mask of each sender, in turn from the next rank on,
