@@ -60,7 +60,8 @@ struct ObjectLayout {
 impl ObjectLayout {
     /// The layout for `data_size` bytes of data, `notification_num`
     /// notifications and `nranks` ranks; every sum checked
-    /// ([`Error::SizeOverflow`] for a size no mapping can hold).
+    /// ([`Error::SizeOverflow`](crate::error::Error::SizeOverflow) for a
+    /// size no mapping can hold).
     fn new(nranks: usize, notification_num: u32, data_size: usize) -> Result<ObjectLayout> {
         use extent::{add, align_up, mul};
         let what = "segment size";

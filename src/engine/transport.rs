@@ -11,8 +11,8 @@
 //! completion. The GASPI API never calls a transport: it asks the engine,
 //! which asks the transport only for what its mappings cannot do.
 //!
-//! Two implementations exist: GPI-2 (feature `gpi2`, [`super::gpi2`]) and
-//! MPI-3 one-sided communication (feature `mpi`, [`super::mpi`]).
+//! Two implementations exist: GPI-2 (feature `gpi2`, `engine::gpi2`) and
+//! MPI-3 one-sided communication (feature `mpi`, `engine::mpi`).
 
 // Without a transport feature no implementation reads the requests.
 #![cfg_attr(not(any(feature = "gpi2", feature = "mpi")), allow(dead_code))]

@@ -3,7 +3,7 @@
 //! A [`WaitWord`] lives in shared memory next to whatever a rank waits for
 //! (a notification table, a barrier, an inbox). Producers make their change
 //! with a `SeqCst` operation and then call [`WaitWord::wake`], which costs one
-//! load unless someone sleeps. Consumers call [`Waiter::wait`] with a `poll`
+//! load unless someone sleeps. Consumers call [`Patience::wait`] with a `poll`
 //! closure that checks the condition.
 //!
 //! Why no wake-up is lost: a sleeper increments `sleepers` (SeqCst), reads
@@ -40,7 +40,8 @@ use std::time::{Duration, Instant};
 pub(crate) struct WaitWord {
     seq: AtomicU32,
     sleepers: AtomicU32,
-    /// Sleepers a waker already counted as awake again (see [`credit`]).
+    /// Sleepers a waker already counted as awake again (see
+    /// [`WaitWord::credit`]).
     credit: AtomicU32,
 }
 

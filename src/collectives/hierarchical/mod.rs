@@ -37,7 +37,7 @@
 //!      copied out while it is still in the caches (`pipeline.rs`).
 //! 3. Between nodes ([`AllreduceAlgorithm`]), an instance runs
 //!    - the **dissemination** with partial reductions
-//!      ([`Dissemination`]): `floor(log2 n)` steps, partial results sent
+//!      ([`Dissemination`](crate::plan::Dissemination)): `floor(log2 n)` steps, partial results sent
 //!      out of band as soon as they exist; latency-optimal, for small
 //!      messages on many nodes;
 //!    - a pipelined **ring** reduce-scatter + allgather: the fraction is cut

@@ -78,7 +78,8 @@ impl NodeReduce {
 
     /// Whether one local rank reduces this call's whole result for the
     /// node ([`NodeReduce::reduce_shared`]) instead of every local rank
-    /// reducing it for itself ([`AllreduceOptions::share_reduction`]; by
+    /// reducing it for itself
+    /// ([`AllreduceOptions::share_reduction`](crate::AllreduceOptions::share_reduction); by
     /// default when more ranks are awake than there are cores). With a
     /// core for each rank the ranks' own reductions run side by side, and
     /// waiting for another rank's would only add its latency. The ranks of

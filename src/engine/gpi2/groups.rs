@@ -149,8 +149,8 @@ impl Gpi2 {
     /// Each contribution therefore travels as one element, a header word
     /// with the first member index it covers, then the data: the callback
     /// puts the lower range first. `index` is this rank's position in the
-    /// group. `send` and `recv` have the same length, at most
-    /// [`Gpi2::allreduce_bytes`].
+    /// group. `send` and `recv` have the same length, at most what GPI-2
+    /// was configured for (`allreduce_elem_max`, set at start).
     pub(crate) fn allreduce_ordered(
         &self,
         id: u8,

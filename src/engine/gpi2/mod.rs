@@ -50,7 +50,7 @@
 //! in the call for the user's), which the TCP device needs to serialise
 //! them. The waiters of the target's node are woken by the requester
 //! itself on its node, or by a notification on the reserved id
-//! [`DOORBELL`], which the relay turns into a wake-up.
+//! [`DOORBELL`](codes::DOORBELL), which the relay turns into a wake-up.
 //!
 //! # Passive messages across hosts
 //! Pulled by the receiver's relay thread from the sender's outbox, with

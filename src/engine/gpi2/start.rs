@@ -119,8 +119,9 @@ impl Gpi2 {
     }
 
     /// Start GPI-2 (`gaspi_proc_init`) configured after `config`: as many
-    /// queues as it has, notification tables of [`IDS`] + 1 ids, ports
-    /// from [`PORT_VAR`] when set. Waits for every rank up to
+    /// queues as it has, notification tables of
+    /// [`IDS`](crate::engine::transport::IDS) + 1 ids, ports from
+    /// [`GPI2_PORT`](crate::env::GPI2_PORT) when set. Waits for every rank up to
     /// `config.init_timeout`.
     fn launch(config: &Config) -> Result<Gpi2> {
         // SAFETY: an all-zero gaspi_config_t is a valid value (integers

@@ -7,7 +7,7 @@
 //! (or the receiver itself while it waits for a message) takes a message
 //! only into a free inbox slot: with the inbox full it keeps one message
 //! aside until a slot frees, and leaves the others in MPI. It acknowledges
-//! once the message is in the inbox ([`DELIVERED`]) or, for one larger than
+//! once the message is in the inbox ([`DELIVERED`](super::intake::DELIVERED)) or, for one larger than
 //! the inbox's slots, at once ([`REFUSED`]). So `passive_send` returns once
 //! the message is in the inbox, as on one host.
 
