@@ -263,11 +263,10 @@ pub struct Alltoallv<'a, T> {
     stagings: u64,
     /// The call in progress, if one timed out.
     phase: Option<Phase>,
-    /// Every rank of the node may read the others' memory: pieces inside
-    /// the node may go in one copy (see
-    /// [`AlltoallvOptions::single_copy_min`]).
-    single_copy: bool,
-    /// The smallest piece copied once, with `single_copy`.
+    /// The smallest piece copied once inside the node (see
+    /// [`AlltoallvOptions::single_copy_min`]); `usize::MAX` where the
+    /// node's ranks do not (cannot read each other's memory, or chose
+    /// otherwise).
     once_min: usize,
     /// The call in progress (or the last one) reads its large pieces from
     /// this node's ranks straight into the caller's buffer.
@@ -458,7 +457,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             claimed: 0,
             stagings: 0,
             phase: None,
-            single_copy: false,
             once_min: usize::MAX,
             pull: false,
             pulled_from: Vec::new(),
@@ -480,7 +478,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Find out whether the ranks of this node copy large pieces once
-    /// (`single_copy`): each publishes its threshold, its process id and
+    /// (`once_min`): each publishes its threshold, its process id and
     /// the address of a word holding a token, reads every other rank's
     /// token, says whether all came right and all thresholds are its own,
     /// and all agree. Every rank of the node takes part, wanting single
@@ -520,8 +518,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.wake();
         self.await_lines(PROBE, 2, deadline)?;
         drop(probe);
-        self.single_copy = (0..local_num).all(|l| self.line(l, PROBE).load(SeqCst) == 3);
-        self.once_min = usize::try_from(min).unwrap_or(usize::MAX).max(1);
+        if (0..local_num).all(|l| self.line(l, PROBE).load(SeqCst) == 3) {
+            self.once_min = usize::try_from(min).unwrap_or(usize::MAX).max(1);
+        }
         Ok(())
     }
 
@@ -529,10 +528,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// its receiver asks for that (same node, large enough).
     fn single(&self, p: &AlltoallvPlan, s: usize, t: usize) -> bool {
         let bytes = p.count(s, t).saturating_mul(std::mem::size_of::<T>());
-        self.single_copy
-            && s != t
-            && p.layout.node_of(s) == p.layout.node_of(t)
-            && bytes >= self.once_min
+        s != t && p.layout.node_of(s) == p.layout.node_of(t) && bytes >= self.once_min
     }
 
     /// The first notification id of `node`'s chunks in a call of
@@ -657,7 +653,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn single_copy(&self) -> bool {
-        self.single_copy
+        self.once_min != usize::MAX
     }
 
     /// The segment id of the node windows.
@@ -1141,7 +1137,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     *phase = Phase::Staging;
                 }
                 Phase::Staging => {
-                    if self.single_copy {
+                    if self.single_copy() {
                         let p = self.plan().expect("planned");
                         let me = ctx.rank() as usize;
                         let total: usize = (0..p.layout.ranks).map(|s| p.count(s, me)).sum();
@@ -1186,7 +1182,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         self.send_chunk(p, &c, parity, deadline)?;
                     }
                     // The pieces for this node's ranks, while chunks travel.
-                    if self.single_copy {
+                    if self.single_copy() {
                         self.decide(send, deadline)?;
                     }
                     self.stage(send, send_counts, true, parity);
