@@ -278,13 +278,18 @@ pub(crate) fn unresolved<'a>(hosts: impl Iterator<Item = &'a str>) -> Vec<&'a st
 /// trace `pid` (same user, and Yama's `ptrace_scope` 0 or a tracer
 /// relationship; seccomp profiles may forbid it): `PermissionDenied`
 /// otherwise. Reading this process itself is refused (the kernel would
-/// write `dst` while the source might be borrowed elsewhere); an address
-/// that `pid` has not mapped gives an error, never a partial copy.
+/// write `dst` while the source might be borrowed elsewhere); a range
+/// that `pid` has not mapped, or that wraps around the address space,
+/// gives an error, never a silently short copy (`dst` may then hold part
+/// of it).
 pub(crate) fn read_process_memory(pid: u32, remote: usize, dst: &mut [u8]) -> io::Result<()> {
     if pid == std::process::id() {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
     }
     let pid = pid_of(pid)?.as_raw_nonzero().get();
+    if remote.checked_add(dst.len()).is_none() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
     let mut done = 0;
     while done < dst.len() {
         let rest = &mut dst[done..];
@@ -293,7 +298,8 @@ pub(crate) fn read_process_memory(pid: u32, remote: usize, dst: &mut [u8]) -> io
             iov_len: rest.len(),
         };
         let far = libc::iovec {
-            iov_base: remote.wrapping_add(done) as *mut libc::c_void,
+            // In range: checked above.
+            iov_base: (remote + done) as *mut libc::c_void,
             iov_len: rest.len(),
         };
         // SAFETY: `local` describes `rest`, memory of this process that we
@@ -332,17 +338,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn another_process_memory_is_read_and_this_one_refused() {
-        let mut word = [0u8; 8];
-        let here = [7u8; 8];
+    fn another_process_memory_is_read_this_one_refused_bad_ranges_fail() {
+        let mut word = [0u8; 4];
+        let here = [7u8; 4];
         let err = read_process_memory(std::process::id(), here.as_ptr() as usize, &mut word);
         assert_eq!(err.unwrap_err().kind(), io::ErrorKind::InvalidInput);
-        // Another process of ours, with nothing mapped at address 8 (a
-        // successful read is the alltoallv tests' part: it needs a peer
-        // that publishes an address).
+        // A child of ours: its first mapping is its program, which starts
+        // with the ELF magic (a parent may read its child under every Yama
+        // setting; a seccomp profile might still forbid it).
         let mut child = Command::new("sleep").arg("30").spawn().unwrap();
-        let bad = read_process_memory(child.id(), 8, &mut word);
-        assert!(bad.is_err(), "an unmapped address gives an error");
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", child.id())).unwrap();
+        let start = maps.split('-').next().unwrap();
+        let start = usize::from_str_radix(start, 16).unwrap();
+        match read_process_memory(child.id(), start, &mut word) {
+            Ok(()) => assert_eq!(&word, b"\x7fELF"),
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}"),
+        }
+        assert!(
+            read_process_memory(child.id(), 8, &mut word).is_err(),
+            "unmapped"
+        );
+        let wraps = read_process_memory(child.id(), usize::MAX - 1, &mut word);
+        assert_eq!(wraps.unwrap_err().kind(), io::ErrorKind::InvalidInput);
         child.kill().unwrap();
         child.wait().unwrap();
     }

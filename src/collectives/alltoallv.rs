@@ -1024,7 +1024,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             result?;
             if pending.len() == before {
                 let l = pending[0] - first;
-                self.await_line(l, DECIDED, tag, deadline)?;
+                self.await_words(l..l + 1, DECIDED, tag, deadline)?;
             }
         }
         self.pulled_from = pulled_from;
@@ -1235,32 +1235,32 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.window.object().notifications().ww.wake();
     }
 
-    /// Wait until word `k` of local rank `l`'s control line is at least
-    /// `at_least`.
-    fn await_line(&self, l: usize, k: usize, at_least: u64, deadline: Deadline) -> Result<()> {
-        self.ctx.engine.patience().wait(
-            self.window.object().notifications().ww,
-            deadline,
-            || (self.line(l, k).load(SeqCst) >= at_least).then_some(()),
-            || self.ctx.engine.faults(),
-        )
-    }
-
-    /// Wait until word `k` of every local rank's control line is at least
-    /// `at_least`. Ranks that get there later than others need not wait
-    /// for them: the waits are one-sided, unlike a barrier's.
-    fn await_lines(&self, k: usize, at_least: u64, deadline: Deadline) -> Result<()> {
-        let local_num = self.ctx.local_num() as usize;
+    /// Wait until word `k` of the control lines of local ranks `locals`
+    /// is at least `at_least`. Ranks that get there later than others need
+    /// not wait for them: the waits are one-sided, unlike a barrier's.
+    fn await_words(
+        &self,
+        locals: std::ops::Range<usize>,
+        k: usize,
+        at_least: u64,
+        deadline: Deadline,
+    ) -> Result<()> {
         self.ctx.engine.patience().wait(
             self.window.object().notifications().ww,
             deadline,
             || {
-                (0..local_num)
+                locals
+                    .clone()
                     .all(|l| self.line(l, k).load(SeqCst) >= at_least)
                     .then_some(())
             },
             || self.ctx.engine.faults(),
         )
+    }
+
+    /// [`Alltoallv::await_words`] for every local rank.
+    fn await_lines(&self, k: usize, at_least: u64, deadline: Deadline) -> Result<()> {
+        self.await_words(0..self.ctx.local_num() as usize, k, at_least, deadline)
     }
 
     /// Say that this rank has reached `step` of its calls (`3 * call + j`:
