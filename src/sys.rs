@@ -336,6 +336,8 @@ pub(crate) fn lock_exclusive(file: &std::fs::File) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::process::Stdio;
 
     #[test]
     fn another_process_memory_is_read_this_one_refused_bad_ranges_fail() {
@@ -343,13 +345,29 @@ mod tests {
         let here = [7u8; 4];
         let err = read_process_memory(std::process::id(), here.as_ptr() as usize, &mut word);
         assert_eq!(err.unwrap_err().kind(), io::ErrorKind::InvalidInput);
-        // A child of ours: its first mapping is its program, which starts
-        // with the ELF magic (a parent may read its child under every Yama
-        // setting; a seccomp profile might still forbid it).
-        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        // A child of ours: the first mapping of its program file starts with
+        // the ELF magic (a parent may read its child under every Yama
+        // setting; a seccomp profile might still forbid it). `spawn` may
+        // return while the kernel is still mapping the new program, so wait
+        // until the child has echoed a line: then its exec is complete.
+        let mut child = Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(b"x\n").unwrap();
+        let mut echo = [0u8; 2];
+        child.stdout.take().unwrap().read_exact(&mut echo).unwrap();
+        assert_eq!(&echo, b"x\n");
+        let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).unwrap();
         let maps = std::fs::read_to_string(format!("/proc/{}/maps", child.id())).unwrap();
-        let start = maps.split('-').next().unwrap();
-        let start = usize::from_str_radix(start, 16).unwrap();
+        let start = maps
+            .lines()
+            .map(|line| line.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() >= 6 && f[2] == "00000000" && std::path::Path::new(f[5]) == exe)
+            .map(|f| usize::from_str_radix(f[0].split('-').next().unwrap(), 16).unwrap())
+            .expect("the program's first page is mapped");
         match read_process_memory(child.id(), start, &mut word) {
             Ok(()) => assert_eq!(&word, b"\x7fELF"),
             Err(e) => assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}"),
@@ -360,8 +378,8 @@ mod tests {
         );
         let wraps = read_process_memory(child.id(), usize::MAX - 1, &mut word);
         assert_eq!(wraps.unwrap_err().kind(), io::ErrorKind::InvalidInput);
-        child.kill().unwrap();
-        child.wait().unwrap();
+        drop(input); // end of input: cat ends
+        assert!(child.wait().unwrap().success());
     }
 
     fn cpus_of(set: &CpuSet) -> Vec<usize> {
