@@ -134,30 +134,35 @@ fn passive_limits_timeouts_and_oversized_messages() {
 #[test]
 fn passive_messages_across_hosts_and_full_inboxes() {
     // Every rank a node: under the GPI-2 engine with emulated hosts each
-    // is a host: the receiver reads the first message and larger ones from
-    // the sender, later ones of up to 1 KiB are written into its slot at
-    // the receiver.
+    // is a host: the receiver reads the first message from the sender,
+    // later ones are written into the sender's slot at the receiver (64
+    // KiB in small jobs), larger ones read again.
     let cfg = Config {
         passive_queue_size_max: 2,
+        passive_transfer_size_max: 1 << 17,
         ..Default::default()
     };
     Job::new(&[2, 4]).ppn(1).config(cfg).run(|ctx| {
-        let seg = segment(ctx, 0, 1 << 16);
+        let seg = segment(ctx, 0, 1 << 18);
         let (right, left) = neighbours(ctx);
         let me = ctx.rank() as u64;
-        // A ring of messages of growing size, the largest 16 KiB.
-        for round in 0..8u64 {
-            let len = 1 << (round * 2).min(14);
+        // A ring of messages of growing size, 1 B to 128 KiB (64 KiB fills
+        // a slot exactly), then one a byte larger than a slot.
+        for round in 0..11u64 {
+            let len = match round {
+                10 => (1 << 16) + 1,
+                _ => 1 << (round * 2).min(17),
+            };
             fill(&seg, 0, len, me * 100 + round);
             ctx.passive_send(Local::new(0, 0), right, len, Timeout::Block)
                 .unwrap();
             let (from, got) = ctx
-                .passive_receive(Local::new(0, 32768), 32768, Timeout::Block)
+                .passive_receive(Local::new(0, 1 << 17), 1 << 17, Timeout::Block)
                 .unwrap();
             assert_eq!((from, got), (left, len));
             check(
                 &seg,
-                32768,
+                1 << 17,
                 len,
                 left as u64 * 100 + round,
                 "passive message",

@@ -328,6 +328,15 @@ impl Cli {
                 return Err(format!("{name} has no design '{bad}'"));
             }
         }
+        let passive_max = gaspi::Config::default().passive_transfer_size_max;
+        if let (BenchName::PassiveLat, Some(sizes)) = (self.bench, &self.sizes)
+            && let Some(bad) = sizes.iter().find(|&&b| b == 0 || b > passive_max)
+        {
+            return Err(format!(
+                "{name} sends messages of 1..={passive_max} bytes \
+                 (Config::passive_transfer_size_max), not {bad}"
+            ));
+        }
         if self.emulate_hosts
             && !matches!(self.engine, Some(gaspi::Engine::Gpi2 | gaspi::Engine::Mpi))
         {
@@ -445,6 +454,9 @@ mod tests {
         assert!(parse(&["stencil", "--impl", "ring"]).is_err());
         assert!(parse(&["gups", "--impl", "linear"]).is_err());
         assert!(parse(&["lock", "--design", "opt"]).is_err());
+        assert!(parse(&["passive-lat", "--sizes", "8,65535"]).is_ok());
+        assert!(parse(&["passive-lat", "--sizes", "8,64K"]).is_err());
+        assert!(parse(&["write-notify-lat", "--sizes", "8,64K"]).is_ok());
         assert_eq!(
             parse(&["allreduce", "--replicate-max", "8K"])
                 .unwrap()

@@ -40,11 +40,29 @@ pub(super) const DELIVERED: u32 = 1;
 pub(super) const REFUSED: u32 = 2;
 /// Acknowledgement: the message is in the inbox, and the receiver's
 /// scratch segment is now registered with the sender: its next messages
-/// of up to [`PUSH_BYTES`] may be written into its slot there.
+/// of up to [`push_bytes`] may be written into its slot there.
 pub(super) const PUSH: u32 = 3;
+/// Bytes of all push slots of a scratch segment together, at most (where
+/// each slot is larger than [`PUSH_MIN`]): with RDMA devices GPI-2 pins a
+/// registered segment, so this bounds what every process pins for them.
+const PUSH_BUDGET: usize = 8 << 20;
+/// Smallest push slot, whatever the job's size.
+const PUSH_MIN: usize = 1 << 10;
+/// Largest push slot: GPI-2's default `passive_transfer_size_max`
+/// (65,535 bytes) fits, so in jobs of up to 128 processes every message
+/// of the default size after the first is pushed.
+const PUSH_MAX: usize = 64 << 10;
+
 /// Largest message a sender writes straight into its slot at the receiver
-/// (once allowed: [`PUSH`]) instead of letting the receiver read it.
-pub(super) const PUSH_BYTES: usize = 1024;
+/// (once allowed: [`PUSH`]) instead of letting the receiver read it, in a
+/// job of `nranks`: the slot's size, a power of two from [`PUSH_MIN`] to
+/// [`PUSH_MAX`], all slots within [`PUSH_BUDGET`] where they can be. A
+/// function of the job's size alone, so that every process places every
+/// slot alike (`passive_transfer_size_max` may differ between ranks).
+pub(super) fn push_bytes(nranks: usize) -> usize {
+    let each = (PUSH_BUDGET / nranks.max(1)).clamp(PUSH_MIN, PUSH_MAX);
+    1 << each.ilog2()
+}
 /// Marks a request's value (the message length) as pushed: the message is
 /// in the sender's slot at the receiver, notified on the scratch segment.
 pub(super) const PUSHED: u32 = 1 << 31;
@@ -56,7 +74,7 @@ const RELAY_WAIT: Timeout = Timeout::After(std::time::Duration::from_secs(10));
 const REGISTER_WAIT: Timeout = Timeout::After(std::time::Duration::from_secs(1));
 
 /// Bytes of the scratch segment of a job of `nranks` with messages of up
-/// to `cap` bytes: the flush page, a slot of [`PUSH_BYTES`] per sender
+/// to `cap` bytes: the flush page, a slot of [`push_bytes`] per sender
 /// rank, the outbox, the landing area. (Untouched slots cost no memory:
 /// the allocation is zeroed pages the kernel maps on first use.)
 pub(super) fn scratch_bytes(cap: usize, nranks: usize) -> usize {
@@ -67,15 +85,16 @@ fn outbox_bytes(cap: usize) -> usize {
     cap.div_ceil(SCRATCH_BYTES) * SCRATCH_BYTES
 }
 
-/// Offset of `sender`'s slot in every process's scratch segment.
-pub(super) fn slot_at(sender: Rank) -> usize {
-    SCRATCH_BYTES + sender as usize * PUSH_BYTES
+/// Offset of `sender`'s slot in every process's scratch segment, in a job
+/// of `nranks`.
+pub(super) fn slot_at(sender: Rank, nranks: usize) -> usize {
+    SCRATCH_BYTES + sender as usize * push_bytes(nranks)
 }
 
 /// Offset of the outbox in every process's scratch segment (the same in
 /// every process of the job: receivers read their senders' outboxes).
 pub(super) fn outbox_at(nranks: usize) -> usize {
-    (SCRATCH_BYTES + nranks * PUSH_BYTES).next_multiple_of(SCRATCH_BYTES)
+    (SCRATCH_BYTES + nranks * push_bytes(nranks)).next_multiple_of(SCRATCH_BYTES)
 }
 
 /// The sending side of a process.
@@ -87,7 +106,7 @@ pub(super) struct Outbox {
     /// acknowledgement (its send timed out).
     pub(super) unacked: Option<Rank>,
     /// Receivers that registered their scratch segment with us: messages
-    /// of up to [`PUSH_BYTES`] are written into our slot there.
+    /// of up to [`push_bytes`] are written into our slot there.
     pub(super) pushing: BTreeSet<Rank>,
 }
 
@@ -178,7 +197,7 @@ impl Intake {
         let nranks = self.nranks as usize;
         let landing = outbox_at(nranks) + outbox_bytes(cap);
         // SAFETY: the range (the landing area, `len <= cap`, or a sender's
-        // slot, `len <= PUSH_BYTES`) lies inside the leaked scratch
+        // slot, `len <= push_bytes`) lies inside the leaked scratch
         // allocation (`scratch_bytes`) and only the holder of the intake
         // lock (`&mut self`) reads it; GPI-2 writes the landing area only
         // for our reads, which have completed when a message is held or
@@ -202,13 +221,13 @@ impl Intake {
         };
         let (sender, len) = ((id - REQUEST) as Rank, (value & !PUSHED) as usize);
         let pushed = value & PUSHED != 0;
-        let room = if pushed { PUSH_BYTES } else { cap };
+        let room = if pushed { push_bytes(nranks) } else { cap };
         if len > room.min(self.inbox.max_message()) {
             notify_all(&[sender], ACK, REFUSED);
             return true;
         }
         let at = if pushed {
-            slot_at(sender)
+            slot_at(sender, nranks)
         } else {
             let q = queue_of(RESERVED_QUEUE);
             // SAFETY: plain call; the landing area has room for `cap`
@@ -258,5 +277,36 @@ impl Intake {
         }
         self.pushing.insert(sender);
         PUSH
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_slots_shrink_with_the_job_within_their_budget() {
+        for (nranks, bytes) in [
+            (1, 64 << 10),
+            (2, 64 << 10),
+            (128, 64 << 10),
+            (129, 32 << 10),
+        ]
+        .into_iter()
+        .chain([
+            (1000, 8 << 10),
+            (1024, 8 << 10),
+            (8192, 1 << 10),
+            (1 << 20, 1 << 10),
+        ]) {
+            assert_eq!(push_bytes(nranks), bytes, "{nranks} ranks");
+        }
+        for nranks in 1..20_000 {
+            let each = push_bytes(nranks);
+            assert!(each.is_power_of_two() && each >= 65_535 / 64);
+            assert!(nranks * each <= PUSH_BUDGET || each == PUSH_MIN, "{nranks}");
+            // The slots lie between the flush page and the outbox.
+            assert!(slot_at(nranks as Rank - 1, nranks) + each <= outbox_at(nranks));
+        }
     }
 }

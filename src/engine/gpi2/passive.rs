@@ -8,7 +8,8 @@
 //! 1. the sender copies the message into its *outbox* (in its scratch
 //!    segment). A process has one message in flight: its senders take
 //!    turns on the outbox. Then either
-//!    - **push** (messages of up to [`PUSH_BYTES`], once the receiver
+//!    - **push** (messages of up to [`push_bytes`], 64 KiB in jobs of up
+//!      to 128 processes, less in larger ones, once the receiver
 //!      allowed it): `gaspi_write_notify` from the outbox into the
 //!      sender's *slot* in the receiver's scratch segment, notifying the
 //!      scratch segment's id [`REQUEST`] + sender rank with value
@@ -36,8 +37,8 @@
 //!    for that acknowledgement before it reuses the outbox (and the slot).
 //!
 //! A push costs one notified write instead of a notification and a read
-//! (a round trip); one way, a passive message across hosts takes about a
-//! write_notify's time (`scripts/compare-gpi2.sh`).
+//! (a round trip); one way, a pushed message across hosts takes 1.3-1.5
+//! times a write_notify's time (`gaspi-bench passive-lat`).
 //!
 //! GPI-2's own passive channel (`gaspi_passive_send`) is not used: its TCP
 //! device keeps a receive posted after a timeout and mishandles a message
@@ -46,7 +47,7 @@
 
 use super::Gpi2;
 use super::codes::{SCRATCH, check, corrupt, ms, queue_of, sid};
-use super::intake::{ACK, Intake, PUSH_BYTES, PUSHED, REFUSED, REQUEST, outbox_at, slot_at, take};
+use super::intake::{ACK, Intake, PUSHED, REFUSED, REQUEST, outbox_at, push_bytes, slot_at, take};
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
@@ -122,8 +123,9 @@ impl Gpi2 {
         }
         let q = queue_of(RESERVED_QUEUE);
         let id = REQUEST + me as NotificationId;
-        let (call, code) = if len <= PUSH_BYTES && outbox.pushing.contains(&rank) {
-            // SAFETY: plain call; the slot (`PUSH_BYTES`) is inside the
+        let nranks = self.placement.nranks;
+        let (call, code) = if len <= push_bytes(nranks) && outbox.pushing.contains(&rank) {
+            // SAFETY: plain call; the slot (`push_bytes`) is inside the
             // receiver's scratch segment, registered with us (it said
             // PUSH), the outbox inside ours, the id inside GPI-2's table.
             let code = unsafe {
@@ -132,7 +134,7 @@ impl Gpi2 {
                     out as u64,
                     rank,
                     SCRATCH,
-                    slot_at(me) as u64,
+                    slot_at(me, nranks) as u64,
                     len as u64,
                     id,
                     PUSHED | len as u32,
