@@ -50,7 +50,7 @@ else
     cc -O2 -o "$out/write_notify_lat" scripts/gpi2/write_notify_lat.c \
         -I"$GPI2_DIR/include" -L"$lib" -lGPI2 -lpthread -Wl,-rpath,"$lib"
     cargo build --release --features gpi2 --bin gaspi-bench >&2
-    bench=target/release/gaspi-bench
+    bench=${CARGO_TARGET_DIR:-target}/release/gaspi-bench
 fi
 # gaspi_run: a stand-in ssh (drops the host, refuses killall), a machine
 # file naming this host twice, and a script carrying the arguments

@@ -34,7 +34,7 @@ out=${OUT:-target/shmem}
 mkdir -p "$out"
 oshcc -O2 -o "$out/coll_bench" scripts/shmem/coll_bench.c
 cargo build --release --bin gaspi-bench >&2
-bench=target/release/gaspi-bench
+bench=${CARGO_TARGET_DIR:-target}/release/gaspi-bench
 # OSHMEM reports the _exit (see coll_bench.c) as an improper exit: ignored,
 # the rows carry their own verification.
 osh() { oshrun -quiet --allow-run-as-root --oversubscribe -np "$ranks" "$@" 2>/dev/null || true; }

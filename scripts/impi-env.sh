@@ -46,7 +46,7 @@ if [ -n "$prebuilt" ]; then
     bench=${GASPI_BENCH:?GASPI_PREBUILT needs GASPI_BENCH}
 else
     cargo build --release --bin gaspi-bench >&2
-    bench=target/release/gaspi-bench
+    bench=${CARGO_TARGET_DIR:-target}/release/gaspi-bench
 fi
 impi_header() { echo "# $(date -u +%F), $(nproc) cores, Intel MPI $version (I_MPI_FABRICS=shm)$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
