@@ -7,7 +7,7 @@ use crate::context::groups::{CollState, Committed, FaultScope, GroupSync, Pendin
 use crate::context::{AllNodes, Context};
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
-use crate::types::{Deadline, GroupId, Rank, Timeout};
+use crate::types::{Deadline, GroupId, Timeout};
 
 impl Context {
     /// Wait until every member of `group` has called `barrier`
@@ -72,7 +72,7 @@ impl Context {
                     Some(_) => return Err(Error::ActiveCollective { group: c.id }),
                 }
                 st.pending = Some(Pending::HostBarrier);
-                let watched = self.watched(&c.members, scope);
+                let watched = scope.watched(&c.members, self.num_ranks());
                 self.engine.host_barrier(*id, &watched, deadline)?;
                 st.pending = None;
                 return Ok(());
@@ -125,19 +125,6 @@ impl Context {
         }
         st.pending = None;
         Ok(())
-    }
-
-    /// The ranks whose failure ends a wait of a group of `members` with
-    /// fault scope `scope`.
-    pub(crate) fn watched<'m>(
-        &self,
-        members: &'m [Rank],
-        scope: FaultScope,
-    ) -> std::borrow::Cow<'m, [Rank]> {
-        match scope {
-            FaultScope::Members => members.into(),
-            FaultScope::Everyone => (0..self.num_ranks()).collect::<Vec<_>>().into(),
-        }
     }
 
     /// The node barrier of a collective over all ranks: fails as soon as

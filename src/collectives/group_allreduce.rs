@@ -142,7 +142,7 @@ impl Context {
                 };
                 self.engine.host_allreduce(
                     *id,
-                    &self.watched(&c.members, scope),
+                    &scope.watched(&c.members, self.num_ranks()),
                     c.index,
                     bytemuck::cast_slice(send),
                     bytemuck::cast_slice_mut(recv),

@@ -45,6 +45,17 @@ pub(crate) enum FaultScope {
     Everyone,
 }
 
+impl FaultScope {
+    /// The ranks whose failure ends a wait of a group of `members` in a job
+    /// of `num_ranks`.
+    pub(crate) fn watched(self, members: &[Rank], num_ranks: Rank) -> std::borrow::Cow<'_, [Rank]> {
+        match self {
+            FaultScope::Members => members.into(),
+            FaultScope::Everyone => (0..num_ranks).collect::<Vec<_>>().into(),
+        }
+    }
+}
+
 /// Per-group state of the collectives, owned by one caller at a time.
 #[derive(Debug, Default)]
 pub(crate) struct CollState {

@@ -4,7 +4,7 @@
 //! number of concurrently locking ranks (Hatanaka et al. 2015, figure 8), for each
 //! lock design. Every benchmark checks the data it moved.
 
-use crate::benches::{Bench, batches};
+use crate::benches::Bench;
 use crate::report::Row;
 use gaspi::{
     Assert, BcastImpl, FenceDesign, GroupId, LockDesign, LockType, Rank, RmaOptions, RmaWindow,
@@ -163,7 +163,7 @@ pub fn fence(b: &Bench, sizes: &[usize], patterns: &[String], designs: &[String]
                 };
                 let reps = b.reps(bytes.max(64), 2_000, 64 << 20);
                 (0..reps / 10).for_each(&mut epoch);
-                let samples = batches(reps, 1.0, |i| epoch(reps / 10 + i));
+                let samples = b.batches(reps, 1.0, |i| epoch(reps / 10 + i));
                 // The last epoch's data: every slot some origin writes to me.
                 let last = reps / 10 + reps - 1;
                 let ok = fence_data_ok(pattern, me, n, &win.local().to_vec(), elems, bytes, last);
@@ -205,7 +205,7 @@ pub fn fence_overlap(b: &Bench, sizes: &[usize], designs: &[String]) -> Vec<Row>
             win.fence(Assert::NOPRECEDE, B).expect("fence");
             let mut it = 0;
             let mut run = |work: Duration| {
-                let s = batches(reps, 1.0, |_| {
+                let s = b.batches(reps, 1.0, |_| {
                     it += 1;
                     data.fill(tag(me, it));
                     win.put(&data, right, 0).expect("put");
@@ -317,7 +317,7 @@ pub fn lock(
                             win.lock_all(Assert::NONE, B).expect("lock_all");
                         }
                         (0..reps / 10).for_each(&mut one);
-                        let s = batches(reps, 1.0, |i| one(reps / 10 + i));
+                        let s = b.batches(reps, 1.0, |i| one(reps / 10 + i));
                         if epoch {
                             win.unlock_all().expect("unlock_all");
                         }
@@ -383,7 +383,7 @@ pub fn bcast(b: &Bench, sizes: &[usize], impls: &[String]) -> Vec<Row> {
                         bc.flush(B).expect("flush");
                     };
                     (0..reps / 10).for_each(&mut one);
-                    batches(reps, 1.0, |i| one(reps / 10 + i))
+                    b.batches(reps, 1.0, |i| one(reps / 10 + i))
                 } else {
                     Vec::new()
                 };

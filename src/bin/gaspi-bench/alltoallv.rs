@@ -7,7 +7,7 @@
 //! and checks the ends of every received piece; after the timed calls one
 //! more call is checked element by element on every rank.
 
-use crate::benches::{Bench, batches};
+use crate::benches::Bench;
 use crate::report::Row;
 use gaspi::{Alltoallv, GroupId, Local, Notification, Remote, SegmentId, Timeout};
 
@@ -206,7 +206,7 @@ fn alltoallv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     for it in 0..warm {
         call(it, false, &mut send, &mut recv);
     }
-    let samples = batches(reps, 1.0, |i| call(warm + i, false, &mut send, &mut recv));
+    let samples = b.batches(reps, 1.0, |i| call(warm + i, false, &mut send, &mut recv));
     call(warm + reps, true, &mut send, &mut recv);
     drop(a);
     drop(flat);

@@ -26,13 +26,12 @@ pub struct Bench<'a> {
     pub allreduce: gaspi::AllreduceOptions,
     /// Options of the alltoallv (`--single-copy-min`).
     pub alltoallv: gaspi::AlltoallvOptions,
+    /// Whether [`Bench::batches`] times every call on its own (`--per-op`).
+    pub per_op: bool,
 }
 
 /// Number of batches the repetitions of one size are cut into.
 pub const BATCHES: usize = 25;
-
-/// Whether [`batches`] times every call on its own (`--per-op`).
-pub static PER_OP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl Bench<'_> {
     fn me(&self) -> Rank {
@@ -75,6 +74,28 @@ impl Bench<'_> {
         }
     }
 
+    /// Time `reps` calls of `op` in `BATCHES` batches (or each on its own
+    /// under `--per-op`); microseconds per call (divided by `per_call`, e.g. 2
+    /// for a round trip) for each batch.
+    pub fn batches(&self, reps: usize, per_call: f64, mut op: impl FnMut(usize)) -> Vec<f64> {
+        let (count, per) = if self.per_op {
+            (reps, 1)
+        } else {
+            (BATCHES, reps / BATCHES)
+        };
+        let mut samples = Vec::with_capacity(count);
+        let mut i = 0;
+        for _ in 0..count {
+            let t0 = Instant::now();
+            for _ in 0..per {
+                op(i);
+                i += 1;
+            }
+            samples.push(t0.elapsed().as_secs_f64() * 1e6 / (per as f64 * per_call));
+        }
+        samples
+    }
+
     /// AND of `ok` over all ranks.
     pub fn all_ok(&self, ok: bool) -> bool {
         let mut out = [0u32];
@@ -110,28 +131,6 @@ impl Bench<'_> {
         let max = *sizes.iter().max().unwrap_or(&8);
         (self.segment(2 * max + 4096), max + 4096)
     }
-}
-
-/// Time `reps` calls of `op` in `BATCHES` batches (or each on its own
-/// under `--per-op`); microseconds per call (divided by `per_call`, e.g. 2
-/// for a round trip) for each batch.
-pub fn batches(reps: usize, per_call: f64, mut op: impl FnMut(usize)) -> Vec<f64> {
-    let (count, per) = if PER_OP.load(std::sync::atomic::Ordering::Relaxed) {
-        (reps, 1)
-    } else {
-        (BATCHES, reps / BATCHES)
-    };
-    let mut samples = Vec::with_capacity(count);
-    let mut i = 0;
-    for _ in 0..count {
-        let t0 = Instant::now();
-        for _ in 0..per {
-            op(i);
-            i += 1;
-        }
-        samples.push(t0.elapsed().as_secs_f64() * 1e6 / (per as f64 * per_call));
-    }
-    samples
 }
 
 /// The byte that marks iteration `i` at both ends of a message, so that a
@@ -247,7 +246,7 @@ fn ping_pong(
     let warm = reps / 10;
     if b.me() == 0 {
         (0..warm).for_each(ping);
-        samples = batches(reps, 2.0, |i| ping(warm + i));
+        samples = b.batches(reps, 2.0, |i| ping(warm + i));
     } else if b.me() == peer {
         (0..warm + reps).for_each(pong);
     }
@@ -450,7 +449,7 @@ pub fn read_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
                 ctx.wait(0, B).expect("wait");
             };
             (0..reps / 10).for_each(&mut read);
-            samples = batches(reps, 1.0, read);
+            samples = b.batches(reps, 1.0, read);
             ok = has_pattern(&view, recv, size, size);
         }
         let verified = b.all_ok(ok);
@@ -489,7 +488,7 @@ pub fn passive_lat(b: &Bench, sizes: &[usize]) -> Vec<Row> {
                 receive(1, i);
             };
             (0..warm).for_each(ping);
-            samples = batches(reps, 2.0, |i| ping(warm + i));
+            samples = b.batches(reps, 2.0, |i| ping(warm + i));
             fill_pattern(&view, 0, size, size);
             ctx.passive_send(Local::new(0, 0), 1, size, B)
                 .expect("passive_send");
@@ -527,7 +526,7 @@ pub fn atomic_lat(b: &Bench) -> Vec<Row> {
             expect += 1;
         };
         (0..reps / 10).for_each(&mut add);
-        samples = batches(reps, 1.0, add);
+        samples = b.batches(reps, 1.0, add);
     }
     let verified = b.all_ok(ok);
     vec![b.row("atomic-lat", "gaspi", 8, reps, samples, verified)]
@@ -585,7 +584,7 @@ pub fn barrier(b: &Bench) -> Vec<Row> {
         let barrier = || ctx.barrier(group, B).expect("barrier");
         b.barrier();
         (0..reps / 10).for_each(|_| barrier());
-        let samples = batches(reps, 1.0, |_| barrier());
+        let samples = b.batches(reps, 1.0, |_| barrier());
         let samples = if b.me() == 0 { samples } else { Vec::new() };
         rows.push(b.row("barrier", imp, 0, reps, samples, verified));
     }

@@ -6,7 +6,7 @@
 //! calls one more call is checked element by element on every rank.
 //! Times are rank 0's, per call.
 
-use crate::benches::{Bench, batches};
+use crate::benches::Bench;
 use crate::report::Row;
 use gaspi::{
     Allgatherv, AllgathervOptions, Allreduce, AllreduceAlgorithm, AllreduceOptions, GroupId, Local,
@@ -203,7 +203,7 @@ fn allreduce_one(b: &Bench, imp: &str, len: usize) -> Row {
     for it in 0..warm {
         call(it, &mut send, &mut recv);
     }
-    let samples = batches(reps, 1.0, |i| call(warm + i, &mut send, &mut recv));
+    let samples = b.batches(reps, 1.0, |i| call(warm + i, &mut send, &mut recv));
     call(last, &mut send, &mut recv);
     drop(ar);
     ok &= (0..len).all(|j| recv[j] == reduce_expected(n, j, len, last));
@@ -318,7 +318,7 @@ fn allgatherv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     for it in 0..warm {
         call(it, &mut send, &mut recv);
     }
-    let samples = batches(reps, 1.0, |i| call(warm + i, &mut send, &mut recv));
+    let samples = b.batches(reps, 1.0, |i| call(warm + i, &mut send, &mut recv));
     // One more call, every element checked.
     let last = warm + reps;
     call(last, &mut send, &mut recv);

@@ -4,7 +4,7 @@
 //! (`gups/`), timed per round of 1024 updates per rank and checked as HPCC
 //! does (sizes: the bytes of one rank's part of the table).
 
-use crate::benches::{Bench, batches};
+use crate::benches::Bench;
 use crate::gups::on_gaspi::Gups;
 use crate::gups::{CHUNK, Table};
 use crate::report::Row;
@@ -100,7 +100,7 @@ fn stencil_one(b: &Bench, decomp: &str, imp: &str, bytes: usize, most: usize) ->
     for _ in 0..reps / 10 {
         st.step().expect("sweep");
     }
-    let samples = batches(reps, 1.0, |_| st.step().expect("sweep"));
+    let samples = b.batches(reps, 1.0, |_| st.step().expect("sweep"));
     let me = b.ctx.rank() as usize;
     let ok = block_ok(&shape, me, st.done(), &st.block());
     st.close().expect("stencil close");
@@ -170,7 +170,7 @@ fn gups_one(b: &Bench, imp: &str, bytes: usize, most: usize) -> Row {
     for _ in 0..reps / 10 {
         g.round().expect("round");
     }
-    let samples = batches(reps, 1.0, |_| g.round().expect("round"));
+    let samples = b.batches(reps, 1.0, |_| g.round().expect("round"));
     let rounds = g.rounds();
     let part = g.finish().expect("gups finish");
     let errors = gups_errors(&table, b.ctx.rank() as usize, rounds, part) as u64;

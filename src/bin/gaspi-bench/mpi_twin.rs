@@ -9,7 +9,7 @@
 
 use crate::adapters::{fence_data_ok, lock_data_ok, tag, targets};
 use crate::alltoallv::{alltoallv_bench, received_ok, send_buffer, touch};
-use crate::benches::{Bench, batches};
+use crate::benches::Bench;
 use crate::collectives::{allgatherv_bench, counts, gather_value, reduce_expected, reduce_input};
 use crate::gups::on_mpi::MpiGups;
 use crate::kernels;
@@ -60,7 +60,7 @@ impl Mpi {
         self.world.barrier();
         let warm = reps / 10;
         (0..warm).for_each(|it| call(it, false));
-        let samples = batches(reps, 1.0, |i| call(warm + i, false));
+        let samples = b.batches(reps, 1.0, |i| call(warm + i, false));
         call(warm + reps, true);
         self.row(b, "allreduce", "mpi", bytes, reps, samples, ok)
     }
@@ -102,7 +102,7 @@ impl Mpi {
         self.world.barrier();
         let warm = reps / 10;
         (0..warm).for_each(|it| call(it, false));
-        let samples = batches(reps, 1.0, |i| call(warm + i, false));
+        let samples = b.batches(reps, 1.0, |i| call(warm + i, false));
         call(warm + reps, true);
         self.row(b, allgatherv_bench(dist), "mpi", c * 8, reps, samples, ok)
     }
@@ -140,7 +140,7 @@ impl Mpi {
         self.world.barrier();
         let warm = reps / 10;
         (0..warm).for_each(|it| call(it, false));
-        let samples = batches(reps, 1.0, |i| call(warm + i, false));
+        let samples = b.batches(reps, 1.0, |i| call(warm + i, false));
         call(warm + reps, true);
         self.row(b, alltoallv_bench(dist), "mpi", c * 8, reps, samples, ok)
     }
@@ -173,7 +173,7 @@ impl Mpi {
         self.world.barrier();
         let warm = per;
         (0..warm).for_each(&mut call);
-        let samples = batches(reps, 1.0, |i| call(warm + i));
+        let samples = b.batches(reps, 1.0, |i| call(warm + i));
         self.row(b, "bcast", "mpi", bytes, reps, samples, ok)
     }
 
@@ -182,7 +182,7 @@ impl Mpi {
         let reps = b.reps(0, 20_000, usize::MAX);
         self.world.barrier();
         (0..reps / 10).for_each(|_| self.world.barrier());
-        let samples = batches(reps, 1.0, |_| self.world.barrier());
+        let samples = b.batches(reps, 1.0, |_| self.world.barrier());
         self.row(b, "barrier", "mpi", 0, reps, samples, true)
     }
 
@@ -204,7 +204,7 @@ impl Mpi {
         };
         let reps = b.reps(bytes.max(64), 2_000, 64 << 20);
         (0..reps / 10).for_each(&mut epoch);
-        let samples = batches(reps, 1.0, |i| epoch(reps / 10 + i));
+        let samples = b.batches(reps, 1.0, |i| epoch(reps / 10 + i));
         let last = reps / 10 + reps - 1;
         let ok = fence_data_ok(pattern, me, n, &win.local(), elems, bytes, last);
         win.fence(mpi::ffi::MPI_MODE_NOSUCCEED);
@@ -260,7 +260,7 @@ impl Mpi {
                 win.lock_all();
             }
             (0..reps / 10).for_each(&mut one);
-            let s = batches(reps, 1.0, |i| one(reps / 10 + i));
+            let s = b.batches(reps, 1.0, |i| one(reps / 10 + i));
             if epoch {
                 win.unlock_all();
             }
@@ -293,7 +293,7 @@ impl Mpi {
         for _ in 0..reps / 10 {
             st.step();
         }
-        let samples = batches(reps, 1.0, |_| st.step());
+        let samples = b.batches(reps, 1.0, |_| st.step());
         let me = self.world.rank() as usize;
         let ok = kernels::block_ok(&shape, me, st.done(), &st.block());
         let side = shape.side;
@@ -311,7 +311,7 @@ impl Mpi {
         for _ in 0..reps / 10 {
             g.round();
         }
-        let samples = batches(reps, 1.0, |_| g.round());
+        let samples = b.batches(reps, 1.0, |_| g.round());
         let rounds = g.rounds();
         let me = self.world.rank() as usize;
         let ok = kernels::gups_errors(&table, me, rounds, g.finish()) == 0;

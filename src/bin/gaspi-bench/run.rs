@@ -414,7 +414,6 @@ pub fn run_on(cli: &Cli, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error>
         }
         return Ok(false);
     }
-    crate::benches::PER_OP.store(cli.per_op, std::sync::atomic::Ordering::Relaxed);
     let s = Session {
         b: Bench {
             ctx: &ctx,
@@ -425,6 +424,7 @@ pub fn run_on(cli: &Cli, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error>
                 single_copy_min: cli.single_copy_min,
                 ..Default::default()
             },
+            per_op: cli.per_op,
         },
         cli,
         twin,
