@@ -224,3 +224,55 @@ fn passive_messages_across_hosts_and_full_inboxes() {
         barrier(ctx);
     });
 }
+
+#[test]
+fn a_message_larger_than_a_smaller_receivers_inbox_is_refused_and_the_next_arrives() {
+    // Rank 1 takes messages of at most 1 KiB, rank 0 sends up to 64 KiB.
+    // Across hosts (GPI-2 engine, emulated hosts) the second message is
+    // pushed into rank 0's slot at rank 1 (the first one allowed pushes),
+    // and rank 1's relay refuses it there.
+    Job::new(&[2]).run_raw(
+        || {
+            let me: u16 = std::env::var("GASPI_RANK").unwrap().parse().unwrap();
+            let cfg = Config {
+                passive_transfer_size_max: if me == 1 { 1024 } else { 65_535 },
+                ..Default::default()
+            };
+            let ctx = gaspi::Context::init(cfg).unwrap();
+            let seg = segment(&ctx, 0, 1 << 14);
+            if me == 0 {
+                let send = |len: usize, seed: u64| {
+                    fill(&seg, 0, len, seed);
+                    ctx.passive_send(Local::new(0, 0), 1, len, Timeout::Block)
+                };
+                send(100, 1).unwrap();
+                match send(2000, 2) {
+                    Err(Error::InvalidArgument(m)) => {
+                        assert!(m.contains("1024") || m.contains("inbox"), "{m}")
+                    }
+                    other => panic!("expected InvalidArgument, got {other:?}"),
+                }
+                send(64, 3).unwrap();
+            } else if me == 1 {
+                for (len, seed) in [(100, 1), (64, 3)] {
+                    let got = ctx
+                        .passive_receive(Local::new(0, 4096), 1024, Timeout::Block)
+                        .unwrap();
+                    assert_eq!(got, (0, len));
+                    check(&seg, 4096, len, seed, "passive message");
+                }
+            }
+            barrier(&ctx);
+            if me == 1 {
+                assert!(
+                    ctx.passive_receive(Local::new(0, 4096), 1024, Timeout::Test)
+                        .unwrap_err()
+                        .is_timeout(),
+                    "the refused message never arrives"
+                );
+            }
+            ctx.term().unwrap();
+        },
+        |n, report| assert!(report.success(), "job of {n} ranks failed: {report:?}"),
+    );
+}
