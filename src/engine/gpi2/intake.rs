@@ -303,7 +303,7 @@ mod tests {
         }
         for nranks in 1..20_000 {
             let each = push_bytes(nranks);
-            assert!(each.is_power_of_two() && each >= 65_535 / 64);
+            assert!(each.is_power_of_two() && (PUSH_MIN..=PUSH_MAX).contains(&each));
             assert!(nranks * each <= PUSH_BUDGET || each == PUSH_MIN, "{nranks}");
             // The slots lie between the flush page and the outbox.
             assert!(slot_at(nranks as Rank - 1, nranks) + each <= outbox_at(nranks));
