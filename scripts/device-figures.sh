@@ -60,49 +60,54 @@ want ab && [ -x .devkit/gaspi-bench-old ] && stage ab "${CAP_AB:-150}" env AB_OU
     "${AB_RUN2:-allreduce -n 8 --impl auto,auto-private --sizes 8,64,512,4096 --bind spread}"
 want ab && stage ab-impi "${CAP_AB_IMPI:-100}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
     COLLS=allreduce REDUCE_SIZES="8 64 512 4096 65536" scripts/impi-collectives.sh "$rounds" 16 16
+each_round() { # FN RANKS...: FN ROUND N for every round and each N of RANKS
+    local fn=$1 r ranks
+    shift
+    for r in $(seq "$rounds"); do
+        for ranks in "$@"; do
+            "$fn" "$r" "$ranks"
+        done
+    done
+}
+tune_round() {
+    local r=$1 ranks=$2 opt
+    IFS=';' read -ra opts <<<"${TUNE_OPTS:- ;--node-replicate-max 256;--node-replicate-max 8K;--share-reduction yes}"
+    for opt in "${opts[@]}"; do
+        # shellcheck disable=SC2086
+        .devkit/gaspi-bench allreduce -n "$ranks" --bind spread --impl auto,auto-private \
+            --sizes "${TUNE_SIZES:-8,64,256,512,1K,2K,4K,8K,16K}" $opt --format csv |
+            tail -n +2 | cut -d, -f1-11 | sed "s/^/$r,$ranks,${opt// /_},/"
+    done
+}
 tune() {
-    local r ranks opt
     echo "round,ranks,options,bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified"
-    for r in $(seq "$rounds"); do
-        for ranks in 16 8; do
-            IFS=';' read -ra opts <<<"${TUNE_OPTS:- ;--node-replicate-max 256;--node-replicate-max 8K;--share-reduction yes}"
-            for opt in "${opts[@]}"; do
-                # shellcheck disable=SC2086
-                .devkit/gaspi-bench allreduce -n "$ranks" --bind spread --impl auto,auto-private \
-                    --sizes "${TUNE_SIZES:-8,64,256,512,1K,2K,4K,8K,16K}" $opt --format csv |
-                    tail -n +2 | cut -d, -f1-11 | sed "s/^/$r,$ranks,${opt// /_},/"
-            done
-        done
+    each_round tune_round 16 8
+}
+model_round() {
+    local r=$1 ranks=$2 size
+    for size in ${MODEL_SIZES:-1024 16384 65536 262144 1048576}; do
+        .devkit/alltoall_model "$ranks" "$size" $((size > 65536 ? 200 : 2000)) | sed "s/^/$r,/"
     done
 }
-export rounds
-export -f tune
 model() {
-    local r ranks size
     echo "round,bench,design,ranks,bytes,us,verified"
-    for r in $(seq "$rounds"); do
-        for ranks in 8 16; do
-            for size in ${MODEL_SIZES:-1024 16384 65536 262144 1048576}; do
-                .devkit/alltoall_model "$ranks" "$size" $((size > 65536 ? 200 : 2000)) | sed "s/^/$r,/"
-            done
-        done
+    each_round model_round 8 16
+}
+single_round() {
+    local r=$1 ranks=$2 m
+    for m in off 16K; do
+        .devkit/gaspi-bench alltoallv -n "$ranks" --bind spread --impl aggregated-private \
+            --sizes "${SINGLE_SIZES:-1K,16K,64K,256K,1M}" --single-copy-min "$m" --format csv |
+            tail -n +2 | cut -d, -f1-11 | sed "s/^/$r,$ranks,$m,/"
     done
 }
-export -f model
 single() {
-    local r ranks m
     echo "round,ranks,single_copy_min,bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified"
-    for r in $(seq "$rounds"); do
-        for ranks in 8 16; do
-            for m in off 16K; do
-                .devkit/gaspi-bench alltoallv -n "$ranks" --bind spread --impl aggregated-private \
-                    --sizes "${SINGLE_SIZES:-1K,16K,64K,256K,1M}" --single-copy-min "$m" --format csv |
-                    tail -n +2 | cut -d, -f1-11 | sed "s/^/$r,$ranks,$m,/"
-            done
-        done
-    done
+    each_round single_round 8 16
 }
-export -f single
+# The stages run these in `bash -c`.
+export rounds
+export -f each_round tune_round tune model_round model single_round single
 want single && stage single "${CAP_SINGLE:-120}" bash -c single
 want model && stage model "${CAP_MODEL:-90}" bash -c model
 want a2a-8 && stage a2a-8 "${CAP_A2A:-100}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
