@@ -104,7 +104,10 @@ impl Engine {
 /// `Auto` picks by the job: with at least one core per local rank it spins
 /// for a while before yielding; with more ranks than cores it yields almost
 /// at once, because a spinning rank would take the core the rank it waits
-/// for needs.
+/// for needs. A rank bound to CPUs that no other rank of its machine may
+/// use ([`Context::cpus_of_its_own`](crate::Context::cpus_of_its_own):
+/// `mpirun` or `srun` binding each rank to a core of its own) always spins
+/// first.
 ///
 /// ```
 /// use gaspi::{Config, Context, WaitMode};

@@ -91,7 +91,13 @@ impl Context {
         let token = String::from_utf8_lossy(&token[..len]).into_owned();
         Context::init_from(
             config,
-            Origin::Spec(job_spec(token, rank as usize, size as usize, false)?),
+            Origin::Spec(job_spec(
+                token,
+                rank as usize,
+                size as usize,
+                size as usize,
+                false,
+            )?),
         )
     }
 }

@@ -157,6 +157,64 @@ fn ranks_started_without_a_launcher() {
     }
 }
 
+const CPUS_NAME: &str = "ranks_bound_apart_by_another_launcher_have_cpus_of_their_own";
+
+/// The CPUs this thread may run on.
+fn allowed_cpus() -> Vec<usize> {
+    let set = rustix::thread::sched_getaffinity(None).unwrap();
+    (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .collect()
+}
+
+/// mpirun and srun bind each rank to a core of its own without telling it
+/// the job's CPUs (each sees one, and counted one CPU for two ranks: its
+/// waits never spun): ranks find out when they join that their CPUs are
+/// their own. Ranks bound to one CPU together, or not bound, do not.
+#[test]
+fn ranks_bound_apart_by_another_launcher_have_cpus_of_their_own() {
+    if let Ok(case) = std::env::var("INIT_TEST_CASE") {
+        let cpus = allowed_cpus();
+        let rank: usize = std::env::var("GASPI_RANK").unwrap().parse().unwrap();
+        let bind = match case.as_str() {
+            "apart" => Some(cpus[rank % cpus.len()]),
+            "together" => Some(cpus[0]),
+            _ => None,
+        };
+        if let Some(cpu) = bind {
+            // As mpirun's proxy would before starting the rank.
+            let mut set = rustix::thread::CpuSet::new();
+            set.set(cpu);
+            rustix::thread::sched_setaffinity(None, &set).unwrap();
+        }
+        let ctx = Context::init(Config::default()).unwrap();
+        assert_eq!(
+            ctx.cpus_of_its_own(),
+            case == "apart",
+            "{case}: rank {} on {:?}",
+            ctx.rank(),
+            allowed_cpus()
+        );
+        barrier(&ctx);
+        return;
+    }
+    if allowed_cpus().len() < 2 {
+        eprintln!("one CPU: no ranks to bind apart");
+        return;
+    }
+    for case in ["apart", "together", "unbound"] {
+        let t = token();
+        for (r, k) in spawn_ranks(CPUS_NAME, case, 2, &t).into_iter().enumerate() {
+            let (status, out) = finish(k);
+            assert!(
+                status.success(),
+                "{case}: rank {r} ended with {status}:\n{out}"
+            );
+        }
+        assert_eq!(shm_objects_of(&t), Vec::<String>::new(), "{case}");
+    }
+}
+
 const KILLED_NAME: &str = "a_job_killed_without_a_launcher_is_swept_by_the_next_one";
 
 /// Ranks started by another launcher (MPI's, GPI-2's) that are all killed

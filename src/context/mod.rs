@@ -239,6 +239,28 @@ impl Context {
         (self.num_ranks() as usize - first).min(self.ranks_per_node()) as Rank
     }
 
+    /// Whether this rank has CPUs to itself: when it joined, it was bound
+    /// to CPUs on which no other rank of its machine may run (`gaspi-run
+    /// --bind spread` with a CPU per rank, or `mpirun`/`srun` binding each
+    /// rank to a core of its own). Its waits then spin before they yield
+    /// (in the automatic wait mode) even where it was told of fewer CPUs
+    /// than ranks, since spinning takes no CPU another rank needs;
+    /// otherwise they spin only while the job's awake ranks fit the CPUs
+    /// (see [`WaitMode::Auto`](crate::WaitMode::Auto)). For
+    /// telling why waits are slow: a rank that yields at every look pays a
+    /// system call each time. Where hosts are emulated, always false.
+    ///
+    /// ```
+    /// let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// if ctx.num_ranks() == 1 {
+    ///     assert!(ctx.cpus_of_its_own()); // no other rank may take its CPUs
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn cpus_of_its_own(&self) -> bool {
+        self.engine.own_cpus()
+    }
+
     /// Whether `rank` runs on this rank's host, sharing its memory. Always
     /// true on the native engine; under the GPI-2 engine on a cluster (or
     /// with emulated hosts) ranks of other hosts are reached only through

@@ -151,7 +151,9 @@ pub(crate) struct RankSlot {
     pub(crate) state: AtomicU32,
     /// The wait status recorded by the launcher, plus one (0: unknown).
     pub(crate) exit: AtomicU32,
-    _pad: AtomicU32,
+    /// The CPUs the rank may run on, as [`cpu_span`] packs them (0:
+    /// unknown), recorded when it joins.
+    pub(crate) cpus: AtomicU32,
     pub(crate) start_time: AtomicU64,
     pub(crate) segments: [SegmentEntry; SEGMENT_SLOTS],
 }
@@ -229,6 +231,30 @@ impl Names {
 pub(crate) fn host_of(rank: usize, nranks: usize, per_host: usize) -> (usize, usize) {
     let first = rank / per_host * per_host;
     (first, per_host.min(nranks - first))
+}
+
+/// The lowest and highest of `cpus` (a rank's allowed CPUs, ascending)
+/// packed into one word for [`RankSlot::cpus`]: `lowest | (highest + 1) << 16`,
+/// 0 where there are none or they do not fit.
+pub(crate) fn cpu_span(cpus: &[usize]) -> u32 {
+    match (cpus.first(), cpus.last()) {
+        (Some(&lo), Some(&hi)) if hi < 0xffff => (lo as u32) | ((hi as u32 + 1) << 16),
+        _ => 0,
+    }
+}
+
+/// Whether a rank whose CPUs span `mine` ([`cpu_span`]) has them to
+/// itself: no span of `others` (the other ranks of its machine) overlaps
+/// it. Unknown spans (0) may overlap anything. Spans compare lowest and
+/// highest CPU only, so ranks bound to interleaved sets count as sharing.
+pub(crate) fn cpus_of_its_own(mine: u32, others: impl IntoIterator<Item = u32>) -> bool {
+    let range = |s: u32| (s & 0xffff, (s >> 16).wrapping_sub(1));
+    let (lo, hi) = range(mine);
+    mine != 0
+        && others.into_iter().all(|o| {
+            let (olo, ohi) = range(o);
+            o != 0 && (ohi < lo || olo > hi)
+        })
 }
 
 /// The token of the host whose first rank is `first` in a job of emulated
@@ -552,6 +578,31 @@ pub(crate) fn sweep_stale() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranks_with_cpus_of_their_own_are_told_from_ranks_sharing_them() {
+        let one = |c| cpu_span(&[c]);
+        // Bound a CPU each (mpirun's pinning): each has its own.
+        assert!(cpus_of_its_own(one(1), [one(0), one(2), one(3)]));
+        // Two bound to CPU 0: neither has.
+        assert!(!cpus_of_its_own(one(0), [one(0), one(1)]));
+        // Blocks of CPUs, disjoint and overlapping.
+        let span = |lo, hi| cpu_span(&(lo..=hi).collect::<Vec<_>>());
+        assert!(cpus_of_its_own(span(0, 7), [span(8, 15)]));
+        assert!(!cpus_of_its_own(span(0, 8), [span(8, 15)]));
+        // An unbound rank (every CPU), or one whose CPUs are unknown,
+        // may run anywhere.
+        assert!(!cpus_of_its_own(one(1), [span(0, 3)]));
+        assert!(!cpus_of_its_own(one(1), [0]));
+        assert!(!cpus_of_its_own(0, [one(1)]));
+        // Interleaved sets count as sharing (spans only).
+        assert!(!cpus_of_its_own(cpu_span(&[0, 2]), [cpu_span(&[1, 3])]));
+        // Alone on the machine, and CPUs past what a span holds.
+        assert!(cpus_of_its_own(one(5), []));
+        assert_eq!(cpu_span(&[]), 0);
+        assert_eq!(cpu_span(&[70_000]), 0);
+        assert!(cpus_of_its_own(one(0xfffe), [one(0)]));
+    }
 
     #[test]
     fn object_ids_pack_and_name() {

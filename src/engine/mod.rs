@@ -109,6 +109,8 @@ pub(crate) struct Native {
     /// Ranks per node (consecutive ranks form a node).
     ppn: usize,
     waiter: Waiter,
+    /// No other rank of this machine may run on this rank's CPUs.
+    own_cpus: bool,
     launched: bool,
     /// This rank's segments and its mappings of the other ranks'.
     tables: Tables,
@@ -206,6 +208,8 @@ impl Native {
         slot.start_time
             .store(job::process_info(me).map_or(0, |(s, _)| s), SeqCst);
         slot.pid.store(me, SeqCst);
+        slot.cpus
+            .store(job::cpu_span(&crate::sys::allowed_cpus()), SeqCst);
 
         let inbox = Inbox::create(
             job.names(),
@@ -218,11 +222,12 @@ impl Native {
             Error::system(format!("creating the passive inbox of rank {r}"), e)
         })?;
 
-        let native = Native {
+        let mut native = Native {
             waiter: match transport {
                 Some(_) => Waiter::new(config.wait_mode, spec.cores).sleepless(),
                 None => Waiter::new(config.wait_mode, spec.cores),
             },
+            own_cpus: false,
             rank: spec.rank,
             ppn: spec.ppn,
             launched: spec.launched,
@@ -253,6 +258,23 @@ impl Native {
             || (h.arrived.load(SeqCst) >= n).then_some(()),
             || native.faults(),
         );
+        if result.is_ok() && spec.attach == spec.machine {
+            // Every rank of the machine has recorded its CPUs. One bound
+            // to CPUs of its own (mpirun, srun or gaspi-run binding each
+            // rank apart) spins while no more threads than the machine's
+            // ranks are awake, whatever CPUs it was told of: a launcher
+            // that binds without telling us the job's CPUs leaves each
+            // rank seeing one, and it never spun.
+            let host = native.host.start as usize..native.host.end as usize;
+            let mine = native.job.slot(r).cpus.load(SeqCst);
+            let others = host
+                .filter(|&o| o != r)
+                .map(|o| native.job.slot(o).cpus.load(SeqCst));
+            if job::cpus_of_its_own(mine, others) {
+                native.own_cpus = true;
+                native.waiter = native.waiter.own_cpus(spec.attach);
+            }
+        }
         if let Err(e) = result {
             native.term(true);
             return Err(match e {
@@ -368,6 +390,12 @@ impl Native {
     /// How many ranks run on this rank's host (share its memory and cores).
     pub(crate) fn host_ranks(&self) -> usize {
         self.host.len()
+    }
+
+    /// Whether no other rank of this machine may run on this rank's CPUs
+    /// (as they were when it joined).
+    pub(crate) fn own_cpus(&self) -> bool {
+        self.own_cpus
     }
 
     /// Whether `rank` runs on this rank's host (shares its memory).

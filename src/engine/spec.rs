@@ -26,6 +26,9 @@ pub(crate) struct JobSpec {
     pub(crate) attach: usize,
     /// The first of the `attach` ranks (this host's first rank).
     pub(crate) host_first: usize,
+    /// Ranks of the job on this machine: `attach`, or more where hosts
+    /// are emulated.
+    pub(crate) machine: usize,
 }
 
 impl JobSpec {
@@ -90,15 +93,19 @@ pub(crate) fn spec_from_env() -> Result<JobSpec> {
             )));
         }
     };
-    job_spec(token, rank, nranks, launched)
+    // Our launcher starts every rank of a job on this machine.
+    job_spec(token, rank, nranks, nranks, launched)
 }
 
 /// The job of rank `rank` of `nranks` named `token`, with the node layout
-/// (`GASPI_PPN`) and CPUs from the environment.
+/// (`GASPI_PPN`) and CPUs from the environment; `machine_ranks` of its
+/// ranks run on this machine (all of them on one machine, emulated hosts
+/// included).
 pub(crate) fn job_spec(
     token: String,
     rank: usize,
     nranks: usize,
+    machine_ranks: usize,
     launched: bool,
 ) -> Result<JobSpec> {
     let ppn = ppn_from_env(nranks)?;
@@ -112,6 +119,7 @@ pub(crate) fn job_spec(
         cores,
         attach: nranks,
         host_first: 0,
+        machine: machine_ranks,
     })
 }
 
@@ -190,6 +198,7 @@ mod tests {
             cores,
             attach: nranks,
             host_first: 0,
+            machine: nranks,
         };
         let mut s = spec(5, 8, 2);
         s.emulate_host(4);

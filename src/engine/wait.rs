@@ -199,6 +199,24 @@ impl Waiter {
         }
     }
 
+    /// This policy for a rank with CPUs that no other of the `ranks` ranks
+    /// of its machine may run on: its spinning takes no core that another
+    /// rank needs, so it spins (where the policy spins at all) while no
+    /// more threads are awake than those ranks, whatever CPUs it was told
+    /// of (a launcher that binds each rank to one CPU leaves it seeing
+    /// one). Helper threads awake beyond the ranks still stop it.
+    pub(crate) fn own_cpus(self, ranks: usize) -> Waiter {
+        let ranks = ranks.min(u32::MAX as usize) as u32;
+        Waiter {
+            spin_while_awake: if self.spin.is_zero() {
+                self.spin_while_awake
+            } else {
+                self.spin_while_awake.max(ranks)
+            },
+            ..self
+        }
+    }
+
     /// This policy with the job's count of awake ranks.
     pub(crate) fn with<'a>(&'a self, awake: &'a AtomicU32) -> Patience<'a> {
         Patience {
@@ -503,6 +521,27 @@ mod tests {
 
     fn no_faults() -> Result<()> {
         Ok(())
+    }
+
+    #[test]
+    fn a_rank_with_cpus_of_its_own_spins_while_its_machines_ranks_are_awake() {
+        // Bound to one CPU of its own by mpirun, 4 ranks on the machine: it
+        // saw one CPU, and spins until a fifth thread (a helper) wakes.
+        let own = Waiter::new(WaitMode::Auto, 1).own_cpus(4);
+        let awake = AtomicU32::new(4);
+        assert!(own.with(&awake).may_spin());
+        awake.store(5, SeqCst);
+        assert!(!own.with(&awake).may_spin());
+        // Told of more CPUs than ranks: unchanged.
+        assert_eq!(
+            Waiter::new(WaitMode::Auto, 8).own_cpus(4).spin_while_awake,
+            8
+        );
+        // Modes that never spin still do not.
+        for mode in [WaitMode::Yield, WaitMode::Block] {
+            let w = Waiter::new(mode, 1).own_cpus(4);
+            assert!(!w.with(&AtomicU32::new(1)).may_spin(), "{mode:?}");
+        }
     }
 
     #[test]

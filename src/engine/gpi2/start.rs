@@ -65,7 +65,13 @@ pub(crate) fn start(config: &mut Config) -> Result<Native> {
     if let Some(h) = emulated {
         g.emulate_hosts(h);
     }
-    let spec = match g.job_spec(config) {
+    // Emulated hosts share this machine; real ones are GPI-2's.
+    let machine = if emulated.is_some() {
+        g.placement().nranks
+    } else {
+        g.placement().local_num
+    };
+    let spec = match g.job_spec(config, machine) {
         Ok(spec) => spec,
         Err(e) => {
             g.leave(true, false);
@@ -78,8 +84,9 @@ pub(crate) fn start(config: &mut Config) -> Result<Native> {
 impl Gpi2 {
     /// The job as GPI-2 placed this process: one token per host (ranks of
     /// different hosts share no object, which emulated hosts rely on),
-    /// nodes that nest in hosts.
-    fn job_spec(&self, config: &Config) -> Result<JobSpec> {
+    /// nodes that nest in hosts; `machine_ranks` of the job's ranks run on
+    /// this machine.
+    fn job_spec(&self, config: &Config, machine_ranks: usize) -> Result<JobSpec> {
         let p = self.placement();
         let mine = u64::from_str_radix(
             &job::new_token().map_err(|e| Error::system("drawing a job token", e))?[..15],
@@ -96,7 +103,7 @@ impl Gpi2 {
             // what killed ones left on this host.
             job::sweep_stale();
         }
-        let mut spec = job_spec(token, p.rank as usize, p.nranks, false)?;
+        let mut spec = job_spec(token, p.rank as usize, p.nranks, machine_ranks, false)?;
         if std::env::var_os(env::PPN).is_none() {
             // Nodes are hosts when all hosts have as many ranks, else the
             // largest size that divides every host.

@@ -59,7 +59,13 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
         }
         None => shared_host(comm)?,
     };
-    let mut spec = job_spec_mpi(comm, rank, nranks, &host)?;
+    // Emulated hosts share this machine; real ones are MPI's.
+    let machine = if emulated.is_some() {
+        nranks
+    } else {
+        host.len()
+    };
+    let mut spec = job_spec_mpi(comm, rank, nranks, &host, machine)?;
     if let Some(h) = emulated {
         spec.emulate_host(h);
     }
@@ -115,12 +121,14 @@ fn shared_host(world: ffi::Comm) -> Result<Range<usize>> {
 }
 
 /// The job as MPI placed this process: one token per host, nodes that
-/// nest in hosts (`GASPI_PPN`, else the largest size dividing every host).
+/// nest in hosts (`GASPI_PPN`, else the largest size dividing every host);
+/// `machine_ranks` of the job's ranks run on this machine.
 fn job_spec_mpi(
     world: ffi::Comm,
     rank: usize,
     nranks: usize,
     host: &Range<usize>,
+    machine_ranks: usize,
 ) -> Result<JobSpec> {
     let mine = if rank == 0 {
         u64::from_str_radix(
@@ -140,7 +148,7 @@ fn job_spec_mpi(
         // killed ones left on this host.
         job::sweep_stale();
     }
-    let mut spec = job_spec(token, rank, nranks, false)?;
+    let mut spec = job_spec(token, rank, nranks, machine_ranks, false)?;
     if std::env::var_os(env::PPN).is_none() {
         let sizes = ffi::allgather_u64(world, host.len() as u64)?;
         let gcd = |a: u64, b: u64| {
