@@ -11,7 +11,7 @@
 #   (flat), atomics inside a node and one bucket per node (node), buckets
 #   by MPI_Alltoallv (MPI); checked as HPCC does, no error allowed.
 # Rounds alternate MPI libraries and layouts so that every side sees the
-# same machine state.
+# same machine state, and which side of a size runs first in its process.
 #
 # MPIS picks the MPI libraries: mpich (Debian's, mpiexec.mpich) and impi
 # (Intel MPI 2021 from PyPI, installed by scripts/impi-env.sh into
@@ -65,10 +65,13 @@ for m in $mpis; do
 done
 impi_venv=$(cd "${IMPI_VENV:-.impi-venv}" 2>/dev/null && pwd || true)
 
-run() { # MPI N PPN KERNEL: gaspi-bench's CSV rows
+run() { # MPI N PPN KERNEL ROUND: gaspi-bench's CSV rows
     local m=$1 n=$2 ppn=$3
     local args=(stencil --sizes "$sizes" --iters "$iters" --decomp "$decomps" --format csv)
     [ "$4" = gups ] && args=(gups --sizes "$gups_sizes" --iters "$gups_rounds" --format csv)
+    # MPI's side first in even rounds: a process's later runs may find the
+    # machine in another state.
+    [ $(($5 % 2)) = 0 ] && args+=(--mpi-first)
     if [ "$m" = mpich ]; then
         GASPI_PPN=$ppn mpiexec.mpich -n "$n" "$mpich_twin" "${args[@]}"
     else
@@ -89,7 +92,7 @@ for r in $(seq "$rounds"); do
     for l in "${layouts[@]}"; do
         for m in $mpis; do
             for kernel in $kernels; do
-                run "$m" "${l%:*}" "${l#*:}" "$kernel" |
+                run "$m" "${l%:*}" "${l#*:}" "$kernel" "$r" |
                     awk -v m="$m" -v r="$r" '/^(stencil|gups)/ {print m "," r "," $0}' >>"$out"
             done
         done

@@ -1,6 +1,8 @@
 # Sourced by scripts/compare-impi.sh and scripts/compare-mpich.sh: the
 # same-processes comparison (gaspi-bench built with --features mpi, started
-# by mpirun, runs the MPI library's operation beside ours size by size).
+# by mpirun, runs the MPI library's operation beside ours size by size;
+# MPI's first in even rounds, since a process's later runs may find the
+# machine in another state).
 # same_processes TWIN OUT_CSV ROUNDS LAYOUT...   (LAYOUT: "n:" or "n:ppn")
 same_processes() {
     local twin=$1 raw=$2 rounds=$3
@@ -24,8 +26,10 @@ same_processes() {
                 step=$((step + 1))
                 printf '\r[%d/%d] same processes: round %d, -n %s%s: %-40s' "$step" "$total" "$r" "$n" \
                     "${ppn:+ (ppn $ppn)}" "${run%% *}" >&2
+                first=""
+                [ $((r % 2)) = 0 ] && first=--mpi-first
                 # shellcheck disable=SC2086
-                GASPI_PPN=${ppn:-$n} mpirun -n "$n" "$twin" $run --format csv 2>/dev/null |
+                GASPI_PPN=${ppn:-$n} mpirun -n "$n" "$twin" $run $first --format csv 2>/dev/null |
                     tail -n +2 | sed "s/^/$r,$n,${ppn:-$n},/" >>"$raw"
             done
         done

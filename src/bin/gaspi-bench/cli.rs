@@ -48,6 +48,11 @@ pub struct Cli {
     #[arg(long)]
     pub per_op: bool,
 
+    /// Under mpirun, run MPI's side of each size before ours instead of
+    /// after (comparison scripts alternate it between rounds).
+    #[arg(long)]
+    pub mpi_first: bool,
+
     /// Implementations side by side (allreduce, allgatherv, alltoallv, bcast,
     /// stencil, gups).
     #[arg(long = "impl", value_name = "I,J", value_delimiter = ',',

@@ -27,8 +27,7 @@ impl BenchName {
                 )
             }
             BenchName::Barrier => {
-                let rows = with_twin(
-                    s.twin.is_some(),
+                let rows = s.with_twin(
                     &[0],
                     |_| benches::barrier(&s.b),
                     |_| twin!(s.twin, [], |m| m.barrier(&s.b)),
@@ -103,32 +102,41 @@ macro_rules! twin {
 }
 use twin;
 
-/// Our rows for `sizes`; with an MPI side, size by size ours then MPI's
-/// (so both see the same machine state), our rows carrying ours / MPI's
-/// median.
-fn with_twin(
-    twin: bool,
-    sizes: &[usize],
-    mut ours: impl FnMut(&[usize]) -> Vec<Row>,
-    mut theirs: impl FnMut(usize) -> Option<Row>,
-) -> Vec<Row> {
-    if !twin {
-        return ours(sizes);
-    }
-    let mut rows = Vec::new();
-    for &s in sizes {
-        let mut mine = ours(&[s]);
-        if let Some(m) = theirs(s) {
-            for r in &mut mine {
-                r.vs_mpi = Some(r.median() / m.median()).filter(|v| v.is_finite());
-            }
-            rows.extend(mine);
-            rows.push(m);
-        } else {
-            rows.extend(mine);
+impl Session<'_> {
+    /// Our rows for `sizes`; with an MPI side, size by size ours then MPI's
+    /// (MPI's first with `--mpi-first`, so that comparison scripts can
+    /// alternate the order between rounds: a process's later runs may find
+    /// the machine in another state), our rows carrying ours / MPI's median.
+    fn with_twin(
+        &self,
+        sizes: &[usize],
+        mut ours: impl FnMut(&[usize]) -> Vec<Row>,
+        mut theirs: impl FnMut(usize) -> Option<Row>,
+    ) -> Vec<Row> {
+        if self.twin.is_none() {
+            return ours(sizes);
         }
+        let mut rows = Vec::new();
+        for &s in sizes {
+            let (mut mine, m) = if self.cli.mpi_first {
+                let m = theirs(s);
+                (ours(&[s]), m)
+            } else {
+                let mine = ours(&[s]);
+                (mine, theirs(s))
+            };
+            if let Some(m) = m {
+                for r in &mut mine {
+                    r.vs_mpi = Some(r.median() / m.median()).filter(|v| v.is_finite());
+                }
+                rows.extend(mine);
+                rows.push(m);
+            } else {
+                rows.extend(mine);
+            }
+        }
+        rows
     }
-    rows
 }
 
 /// What a benchmark runs with: the rank's harness, the command line, and
@@ -199,8 +207,7 @@ fn read_lat(s: &Session, out: &mut Printer) {
 fn allreduce(s: &Session, out: &mut Printer) {
     let sizes = s.sizes(&pow2(8, 4 << 20), &[8, 4096, 1 << 20]);
     let impls = s.impls(&["auto"], &["auto", "naive", "gaspi"]);
-    let rows = with_twin(
-        s.twin.is_some(),
+    let rows = s.with_twin(
         &sizes,
         |z| collectives::allreduce(&s.b, z, &impls),
         |z| twin!(s.twin, [z], |m| m.allreduce(&s.b, (z / 8).max(1))),
@@ -221,8 +228,7 @@ fn allgatherv(s: &Session, out: &mut Printer) {
     let impls = s.impls(&["ring-shared"], &["ring-shared", "naive"]);
     let mut rows = Vec::new();
     for dist in &dists {
-        rows.extend(with_twin(
-            s.twin.is_some(),
+        rows.extend(s.with_twin(
             &sizes,
             |z| collectives::allgatherv(&s.b, z, &impls, std::slice::from_ref(dist)),
             |z| twin!(s.twin, [z], |m| m.allgatherv(&s.b, dist, (z / 8).max(1))),
@@ -252,8 +258,7 @@ fn alltoallv(s: &Session, out: &mut Printer) {
     );
     let mut rows = Vec::new();
     for dist in &dists {
-        rows.extend(with_twin(
-            s.twin.is_some(),
+        rows.extend(s.with_twin(
             &sizes,
             |z| alltoallv::alltoallv(&s.b, z, &impls, std::slice::from_ref(dist)),
             |z| twin!(s.twin, [z], |m| m.alltoallv(&s.b, dist, (z / 8).max(1))),
@@ -284,8 +289,7 @@ fn stencil(s: &Session, out: &mut Printer) {
     // Brief under `all`: the check sweeps the blocks' light cones again.
     let most = if s.quick { 200 } else { 2_000 };
     for decomp in &decomps {
-        let rows = with_twin(
-            s.twin.is_some(),
+        let rows = s.with_twin(
             &sizes,
             |z| kernels::stencil(&s.b, z, &impls, decomp, most),
             |z| twin!(s.twin, [z, most], |m| m.stencil(&s.b, decomp, z, most)),
@@ -304,8 +308,7 @@ fn gups(s: &Session, out: &mut Printer) {
     let sizes = s.sizes(&[8 << 20, 64 << 20, 512 << 20], &[8 << 20]);
     let impls = s.impls(&kernels::GUPS_IMPLS, &kernels::GUPS_IMPLS);
     let most = if s.quick { 200 } else { 1_000 };
-    let rows = with_twin(
-        s.twin.is_some(),
+    let rows = s.with_twin(
         &sizes,
         |z| kernels::gups(&s.b, z, &impls, most),
         |z| twin!(s.twin, [z, most], |m| m.gups(&s.b, z, most)),
@@ -329,8 +332,7 @@ fn fence(s: &Session, out: &mut Printer) {
     for pattern in &patterns {
         // Epochs without puts have one size: 0.
         let ps: &[usize] = if pattern == "zero" { &[0] } else { &sizes };
-        rows.extend(with_twin(
-            s.twin.is_some(),
+        rows.extend(s.with_twin(
             ps,
             |z| adapters::fence(&s.b, z, std::slice::from_ref(pattern), &s.fence_designs()),
             |z| twin!(s.twin, [z], |m| m.fence(&s.b, pattern, z)),
@@ -369,8 +371,7 @@ fn lock(s: &Session, out: &mut Printer) {
     let mut rows = Vec::new();
     for mode in &modes {
         for &c in contenders.iter().filter(|&&c| (1..=n).contains(&c)) {
-            rows.extend(with_twin(
-                s.twin.is_some(),
+            rows.extend(s.with_twin(
                 &sizes,
                 |z| adapters::lock(&s.b, z, &designs, std::slice::from_ref(mode), &[c]),
                 |z| twin!(s.twin, [z], |m| m.lock(&s.b, mode, c, z)),
@@ -386,8 +387,7 @@ fn lock(s: &Session, out: &mut Printer) {
 fn bcast(s: &Session, out: &mut Printer) {
     let sizes = s.sizes(&pow2(8, 16 << 20), &[8, 65_536, 1 << 20]);
     let impls = s.impls(&adapters::BCAST_IMPLS, &adapters::BCAST_IMPLS);
-    let rows = with_twin(
-        s.twin.is_some(),
+    let rows = s.with_twin(
         &sizes,
         |z| adapters::bcast(&s.b, z, &impls),
         |z| twin!(s.twin, [z], |m| m.bcast(&s.b, z)),
