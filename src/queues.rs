@@ -49,6 +49,15 @@ impl Context {
         self.engine.flush(queue, (RESERVED_SEGMENT, 0), timeout)
     }
 
+    /// Before a barrier: every write that a `wait` completed is in place at
+    /// its target once the barrier ends, on every engine (GASPI promises
+    /// only local completion; GPI-2's TCP device completes a write once it
+    /// is in the socket, so the GPI-2 engine flushes the queues written
+    /// to other nodes since their last flush).
+    pub(crate) fn flush_written(&self, timeout: Timeout) -> Result<()> {
+        self.engine.flush_written((RESERVED_SEGMENT, 0), timeout)
+    }
+
     /// Discard the requests of `queue` (`gaspi_queue_purge`). On the native
     /// engine they have completed already, so this only empties the count;
     /// the GPI-2 engine purges GPI-2's queue (up to `timeout`: GPI-2 takes

@@ -35,8 +35,9 @@ impl Context {
     /// ```
     pub fn barrier(&self, group: GroupId, timeout: Timeout) -> Result<()> {
         let c = self.committed(group)?;
-        let mut st = c.state()?;
         let deadline = timeout.deadline();
+        self.flush_written(deadline.timeout())?;
+        let mut st = c.state()?;
         if group == GroupId::ALL && self.num_nodes() > 1 {
             if let Some(leaders) = self.leaders_group() {
                 return self.barrier_through_leaders(&mut st, leaders, deadline);

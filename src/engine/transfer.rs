@@ -385,6 +385,16 @@ impl Native {
         }
     }
 
+    /// Before a barrier: through the transport, the writes that waits
+    /// completed become visible at their targets
+    /// ([`Transport::flush_written`]); on mapped memory they are already.
+    pub(crate) fn flush_written(&self, reserved: (SegmentId, u64), timeout: Timeout) -> Result<()> {
+        match self.transport() {
+            Some(t) if self.ppn < self.nranks() => t.flush_written(reserved, timeout),
+            _ => Ok(()),
+        }
+    }
+
     /// Discard `queue`'s requests: nothing on mapped memory.
     pub(crate) fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         match self.transport() {

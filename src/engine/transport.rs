@@ -144,6 +144,13 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// flush visible at its target (`remote`: a byte of a segment every
     /// rank has registered with every other).
     fn flush(&self, queue: QueueId, remote: (SegmentId, u64), timeout: Timeout) -> Result<()>;
+    /// Before a barrier: [`Transport::flush`] every user queue with writes
+    /// since its last flush, so that a write completed by `wait` is at its
+    /// target once the barrier ends. Nothing where `wait` completes writes
+    /// at their targets already (the default).
+    fn flush_written(&self, _remote: (SegmentId, u64), _timeout: Timeout) -> Result<()> {
+        Ok(())
+    }
     /// Discard `queue`'s requests.
     fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()>;
     /// Move notifications `ids` of `segment` that arrived through the

@@ -299,6 +299,10 @@ impl Transport for Gpi2 {
         Gpi2::flush(self, queue, remote, timeout)
     }
 
+    fn flush_written(&self, remote: (SegmentId, u64), timeout: Timeout) -> Result<()> {
+        Gpi2::flush_written(self, remote, timeout)
+    }
+
     fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         Gpi2::purge(self, queue, timeout)
     }
