@@ -61,7 +61,11 @@ impl Printer {
         let ppn = ctx.ranks_per_node();
         let wait = std::env::var(gaspi::env::WAIT).unwrap_or_else(|_| "auto".into());
         // Rank 0's view: whether its CPUs are its own (its waits spin).
-        let own = if ctx.cpus_of_its_own() { " (own CPUs)" } else { "" };
+        let own = if ctx.cpus_of_its_own() {
+            " (own CPUs)"
+        } else {
+            ""
+        };
         match self.format {
             Format::Table => println!(
                 "# gaspi-bench {bench} on {n} ranks ({ppn} per node), engine {:?}, wait {wait}{own}, bind {bind:?}, gaspi {}\n# machine: {}",
