@@ -11,11 +11,11 @@
 //! rank that sees the notification sees the data; through a transport, the
 //! transport promises the same order.
 
-use super::Native;
 use super::directory::Lookup;
 use super::epoch::Pin;
 use super::segment::SegmentObject;
 use super::transport::{AtomicOp, IDS, Post, Transfer, Transport};
+use super::{Health, Native};
 use crate::config::RESERVED_QUEUE;
 use crate::error::{Error, Result, Side};
 use crate::types::{
@@ -390,7 +390,10 @@ impl Native {
     /// ([`Transport::flush_written`]); on mapped memory they are already.
     pub(crate) fn flush_written(&self, reserved: (SegmentId, u64), timeout: Timeout) -> Result<()> {
         match self.transport() {
-            Some(t) if self.ppn < self.nranks() => t.flush_written(reserved, timeout),
+            Some(t) if self.ppn < self.nranks() => {
+                let alive = |r| matches!(self.health(r), Health::Running);
+                t.flush_written(reserved, timeout, &alive)
+            }
             _ => Ok(()),
         }
     }

@@ -147,8 +147,15 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Before a barrier: [`Transport::flush`] every user queue with writes
     /// since its last flush, so that a write completed by `wait` is at its
     /// target once the barrier ends. Nothing where `wait` completes writes
-    /// at their targets already (the default).
-    fn flush_written(&self, _remote: (SegmentId, u64), _timeout: Timeout) -> Result<()> {
+    /// at their targets already (the default). Targets that `alive` says
+    /// have failed or left, or that fail meanwhile, are skipped: nothing
+    /// can complete a write to them.
+    fn flush_written(
+        &self,
+        _remote: (SegmentId, u64),
+        _timeout: Timeout,
+        _alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()> {
         Ok(())
     }
     /// Discard `queue`'s requests.

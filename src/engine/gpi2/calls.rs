@@ -222,17 +222,42 @@ impl Gpi2 {
     /// writes since its last flush: GPI-2's TCP device completes a write
     /// once it is in the socket, and a barrier's messages take other
     /// connections, so without this a write completed by `wait` before a
-    /// barrier could still be on its way after it.
-    pub(crate) fn flush_written(&self, remote: (SegmentId, u64), timeout: Timeout) -> Result<()> {
+    /// barrier could still be on its way after it. Targets that `alive`
+    /// rules out, or whose reads fail (GPI-2 then takes their requests off
+    /// the queue and marks them corrupt), are dropped: a barrier of the
+    /// survivors must not fail for a write to a rank that died.
+    pub(crate) fn flush_written(
+        &self,
+        remote: (SegmentId, u64),
+        timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()> {
         let deadline = timeout.deadline();
-        let queues: Vec<QueueId> = lock(&self.unflushed)[..QUEUES as usize - 1]
-            .iter()
-            .enumerate()
-            .filter(|(_, ranks)| !ranks.is_empty())
-            .map(|(q, _)| q as QueueId)
-            .collect();
-        for q in queues {
-            self.flush(q, remote, deadline.timeout())?;
+        for q in 0..QUEUES as usize - 1 {
+            // Each failed round drops at least the ranks GPI-2 marked
+            // corrupt; a rank failing per round bounds the rounds.
+            for _ in 0..=self.placement.nranks {
+                {
+                    let mut unflushed = lock(&self.unflushed);
+                    unflushed[q].retain(|&r| alive(r));
+                    if unflushed[q].is_empty() {
+                        break;
+                    }
+                }
+                match self.flush(q as QueueId, remote, deadline.timeout()) {
+                    Err(Error::RankFailed { rank }) => {
+                        let mut unflushed = lock(&self.unflushed);
+                        unflushed[q].remove(&rank);
+                        for r in self.corrupt_ranks() {
+                            unflushed[q].remove(&r);
+                        }
+                    }
+                    done => {
+                        done?;
+                        break;
+                    }
+                }
+            }
         }
         Ok(())
     }

@@ -299,8 +299,13 @@ impl Transport for Gpi2 {
         Gpi2::flush(self, queue, remote, timeout)
     }
 
-    fn flush_written(&self, remote: (SegmentId, u64), timeout: Timeout) -> Result<()> {
-        Gpi2::flush_written(self, remote, timeout)
+    fn flush_written(
+        &self,
+        remote: (SegmentId, u64),
+        timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()> {
+        Gpi2::flush_written(self, remote, timeout, alive)
     }
 
     fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
