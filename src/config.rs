@@ -85,14 +85,16 @@ impl Engine {
     }
 
     /// Most queues a user can have at once on this engine: [`QUEUE_MAX`]
-    /// natively; one fewer on GPI-2, whose 16 queues include the runtime's
-    /// own (its last), so that no wait of the runtime's (the relay's
-    /// passive reads, collectives, atomics) takes a user's completions,
-    /// hides the failure of a user's request, or holds a user's wait up.
+    /// natively; two fewer on GPI-2, whose 16 queues include the runtime's
+    /// own (its last) and the queue of flush reads (the one before), so
+    /// that no wait of the runtime's (the relay's passive reads,
+    /// collectives, atomics) takes a user's completions, hides the failure
+    /// of a user's request, or holds a user's wait up, and no flush read
+    /// that a dying target never answers stays on a user's queue.
     pub(crate) fn queue_max(self) -> u32 {
         match self {
             Engine::Native | Engine::Mpi => QUEUE_MAX,
-            Engine::Gpi2 => QUEUE_MAX - 1,
+            Engine::Gpi2 => QUEUE_MAX - 2,
         }
     }
 }
@@ -161,8 +163,8 @@ impl WaitMode {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// Queues created at init (`queue_num`, default 8, at most [`QUEUE_MAX`];
-    /// at most 15 on the GPI-2 engine, which keeps GPI-2's last queue for
-    /// the runtime).
+    /// at most 14 on the GPI-2 engine, which keeps GPI-2's last two queues
+    /// for the runtime).
     pub queue_num: u32,
     /// Requests a queue holds before [`Error::QueueFull`] (`queue_size_max`, default 1024).
     pub queue_size_max: u32,
@@ -219,11 +221,11 @@ impl Config {
     /// ```
     /// let bad = gaspi::Config { passive_transfer_size_max: 0, ..Default::default() };
     /// assert!(matches!(bad.validate(), Err(gaspi::Error::Config(m)) if m.contains("passive_transfer_size_max")));
-    /// // GPI-2's last queue is the runtime's.
+    /// // GPI-2's last two queues are the runtime's.
     /// let all = gaspi::Config { queue_num: gaspi::QUEUE_MAX, ..Default::default() };
     /// assert!(all.validate().is_ok());
     /// let gpi2 = gaspi::Config { engine: gaspi::Engine::Gpi2, ..all };
-    /// assert!(matches!(gpi2.validate(), Err(gaspi::Error::Config(m)) if m.contains("1..=15")));
+    /// assert!(matches!(gpi2.validate(), Err(gaspi::Error::Config(m)) if m.contains("1..=14")));
     /// ```
     pub fn validate(&self) -> Result<()> {
         fn check(ok: bool, msg: String) -> Result<()> {
@@ -237,7 +239,7 @@ impl Config {
                 self.queue_num,
                 self.engine,
                 if queues < QUEUE_MAX {
-                    format!(" (it has {QUEUE_MAX} queues; the runtime keeps the last)")
+                    format!(" (it has {QUEUE_MAX} queues; the runtime keeps the last two)")
                 } else {
                     String::new()
                 }

@@ -124,8 +124,8 @@ impl Context {
     }
 
     /// Most queues that can exist at once (`gaspi_queue_max`): [`QUEUE_MAX`],
-    /// or one fewer on the GPI-2 engine, which keeps GPI-2's last queue for
-    /// the runtime.
+    /// or two fewer on the GPI-2 engine, which keeps GPI-2's last two queues
+    /// for the runtime.
     ///
     /// [`QUEUE_MAX`]: crate::QUEUE_MAX
     ///

@@ -380,7 +380,10 @@ impl Native {
         timeout: Timeout,
     ) -> Result<()> {
         match self.transport() {
-            Some(t) if self.ppn < self.nranks() => t.flush(queue, reserved, timeout),
+            Some(t) if self.ppn < self.nranks() => {
+                let alive = |r| matches!(self.health(r), Health::Running);
+                t.flush(queue, reserved, timeout, &alive)
+            }
             _ => Ok(()),
         }
     }

@@ -142,8 +142,17 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()>;
     /// Wait for `queue`, then make every write posted to it since the last
     /// flush visible at its target (`remote`: a byte of a segment every
-    /// rank has registered with every other).
-    fn flush(&self, queue: QueueId, remote: (SegmentId, u64), timeout: Timeout) -> Result<()>;
+    /// rank has registered with every other). A target that `alive` says
+    /// has failed or left, or that fails meanwhile, fails the flush
+    /// ([`Error::RankFailed`](crate::error::Error::RankFailed)) instead of
+    /// holding it up.
+    fn flush(
+        &self,
+        queue: QueueId,
+        remote: (SegmentId, u64),
+        timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()>;
     /// Before a barrier: [`Transport::flush`] every user queue with writes
     /// since its last flush, so that a write completed by `wait` is at its
     /// target once the barrier ends. Nothing where `wait` completes writes

@@ -2,7 +2,7 @@
 //! atomics, queue completion, flush and purge.
 
 use super::Gpi2;
-use super::codes::{DOORBELL, QUEUES, SCRATCH, check, corrupt_ranks, ms, queue_of, sid};
+use super::codes::{DOORBELL, check, corrupt_ranks, ms, queue_of, sid};
 use crate::engine::transport::{AtomicOp, Post, Transfer};
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
@@ -118,7 +118,7 @@ impl Gpi2 {
             e => e,
         })?;
         if let Post::Write(_) = post {
-            lock(&self.unflushed)[q as usize].insert(rank);
+            lock(&self.unflushed).written(q as usize, rank);
         }
         Ok(())
     }
@@ -178,90 +178,6 @@ impl Gpi2 {
         Ok(old)
     }
 
-    /// Remote completion: wait for `queue`, then make every write posted
-    /// to it since the last flush visible at its target. `gaspi_wait` only
-    /// promises local completion (GPI-2's TCP device completes a write once
-    /// it is in the socket), so a rank that learns of the write through
-    /// another path (a lock handed over, a third rank) could read the old
-    /// data. A one-byte read from each target written to, on the same
-    /// queue, completes only after the writes before it: GPI-2 sends every
-    /// request to a rank over one connection that the target serves in
-    /// order (TCP), or one queue pair that executes in order (InfiniBand:
-    /// a read does not pass earlier writes on its queue pair).
-    /// `remote` is (segment, offset) of a byte that every rank has
-    /// registered with every other.
-    pub(crate) fn flush(
-        &self,
-        queue: QueueId,
-        remote: (SegmentId, u64),
-        timeout: Timeout,
-    ) -> Result<()> {
-        let q = queue_of(queue) as usize;
-        self.wait(queue, timeout)?;
-        let ranks = std::mem::take(&mut lock(&self.unflushed)[q]);
-        let read = Transfer {
-            local: (SCRATCH, 0),
-            remote,
-            size: 1,
-        };
-        let done = || {
-            for &r in &ranks {
-                loop {
-                    match self.post(r, &[read], Post::Read(None), queue) {
-                        Err(Error::QueueFull { .. }) => self.wait(queue, timeout)?,
-                        res => break res?,
-                    }
-                }
-            }
-            self.wait(queue, timeout)
-        };
-        done().inspect_err(|_| lock(&self.unflushed)[q].extend(&ranks))
-    }
-
-    /// [`Gpi2::flush`] every user queue (not the runtime's last one) with
-    /// writes since its last flush: GPI-2's TCP device completes a write
-    /// once it is in the socket, and a barrier's messages take other
-    /// connections, so without this a write completed by `wait` before a
-    /// barrier could still be on its way after it. Targets that `alive`
-    /// rules out, or whose reads fail (GPI-2 then takes their requests off
-    /// the queue and marks them corrupt), are dropped: a barrier of the
-    /// survivors must not fail for a write to a rank that died.
-    pub(crate) fn flush_written(
-        &self,
-        remote: (SegmentId, u64),
-        timeout: Timeout,
-        alive: &dyn Fn(Rank) -> bool,
-    ) -> Result<()> {
-        let deadline = timeout.deadline();
-        for q in 0..QUEUES as usize - 1 {
-            // Each failed round drops at least the ranks GPI-2 marked
-            // corrupt; a rank failing per round bounds the rounds.
-            for _ in 0..=self.placement.nranks {
-                {
-                    let mut unflushed = lock(&self.unflushed);
-                    unflushed[q].retain(|&r| alive(r));
-                    if unflushed[q].is_empty() {
-                        break;
-                    }
-                }
-                match self.flush(q as QueueId, remote, deadline.timeout()) {
-                    Err(Error::RankFailed { rank }) => {
-                        let mut unflushed = lock(&self.unflushed);
-                        unflushed[q].remove(&rank);
-                        for r in self.corrupt_ranks() {
-                            unflushed[q].remove(&r);
-                        }
-                    }
-                    done => {
-                        done?;
-                        break;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Wait until the requests posted on `queue` have completed locally
     /// (`gaspi_wait`).
     /// A request that failed (its target died) ends the wait with
@@ -276,7 +192,7 @@ impl Gpi2 {
         // barrier_orders_writes_before_and_after_it): GPI-2's TCP device
         // completes a write once it is in the socket, so the race existed
         // either way (seen again with this wait); barriers now flush
-        // first (`flush_written`), and napping here could be measured again.
+        // first (`flush.rs`), and napping here could be measured again.
         // SAFETY: plain call.
         let code = unsafe { sys::gaspi_wait(queue_of(queue), ms(timeout)) };
         match self.corrupt_ranks().first() {

@@ -3,11 +3,21 @@
 use crate::config::RESERVED_SEGMENT;
 use crate::engine::transport::IDS;
 use crate::error::{Error, Result};
-use crate::types::{NotificationId, QueueId, Rank, SegmentId, Timeout};
+use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 use gpi2_sys as sys;
 
-/// GPI-2 queues used: all it has; the runtime's own queue is the last.
+/// GPI-2 queues used: all it has; the runtime's own queue is the last,
+/// the flush's reads ([`FLUSH_QUEUE`]) take the one before it, the user
+/// has the others.
 pub(super) const QUEUES: u32 = 16;
+
+/// The GPI-2 queue of flush reads (`calls.rs`), the runtime's alone: a
+/// read whose target dies after taking it never completes on GPI-2's TCP
+/// device (only requests being sent or answered when a connection drops
+/// get an error completion), so the queue it was posted on never drains
+/// again. Here no `gaspi_wait` ever waits for it: a read's completion is
+/// seen by its notification, and the queue is drained by tests.
+pub(super) const FLUSH_QUEUE: QueueId = QUEUES as QueueId - 2;
 
 /// The GPI-2 notification id the relay turns into a wake-up of the node.
 pub(super) const DOORBELL: NotificationId = IDS;
@@ -79,9 +89,9 @@ pub(super) fn ms(t: Timeout) -> sys::gaspi_timeout_t {
     }
 }
 
-/// Our queue as a GPI-2 queue: user queues (`0..15` on this engine, see
-/// `Engine::queue_max`) one to one, the runtime's own queue on the last
-/// GPI-2 queue, which is the runtime's alone.
+/// Our queue as a GPI-2 queue: user queues (`0..14` on this engine, see
+/// `Engine::queue_max`) and [`FLUSH_QUEUE`] one to one, the runtime's own
+/// queue on the last GPI-2 queue, which is the runtime's alone.
 pub(super) fn queue_of(q: QueueId) -> sys::gaspi_queue_id_t {
     q.min(QUEUES as u8 - 1)
 }
@@ -104,40 +114,47 @@ pub(super) fn sid(s: SegmentId) -> sys::gaspi_segment_id_t {
     }
 }
 
-/// How long [`wait_napping`] yields before it naps.
+/// How long [`poll_yielding`] yields before it naps.
 const YIELDING: std::time::Duration = std::time::Duration::from_micros(100);
 
-/// `gaspi_wait` on `q` until `timeout`, testing with naps in between: GPI-2's
-/// own wait spins holding the mutex of the queue's completions, which its
-/// device thread needs to post them, so with fewer cores than busy threads
-/// a completion waited for that way arrives a scheduler slice late.
-/// The first [`YIELDING`] it yields the CPU between tests (a completion
-/// the device thread posts within microseconds costs no nap: 50-100 us
-/// more per passive message across hosts, measured).
-/// Used by the runtime's own waits (the relay's passive intake); a user's
-/// `wait` still spins in GPI-2 (see `calls.rs`).
-pub(super) fn wait_napping(q: sys::gaspi_queue_id_t, timeout: Timeout) -> sys::gaspi_return_t {
-    // SAFETY: plain call.
-    let test = || unsafe { sys::gaspi_wait(q, sys::GASPI_TEST) };
-    let first = test();
-    if first != sys::GASPI_TIMEOUT || matches!(timeout, Timeout::Test) {
-        return first;
+/// Poll `step` until it yields a value, fails, or `deadline` passes
+/// ([`Error::Timeout`]; `step` runs at least once): the first
+/// [`YIELDING`] it yields the CPU between tries, then naps (up to 50 us).
+/// For completions that GPI-2's device thread posts: with fewer cores than
+/// busy threads, spinning would keep that thread off its core, and a
+/// completion posted within microseconds costs no nap (a nap from the
+/// start cost 50-100 us more per passive message across hosts, measured).
+pub(super) fn poll_yielding<T>(
+    deadline: Deadline,
+    mut step: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    if let Some(v) = step()? {
+        return Ok(v);
     }
-    let deadline = timeout.deadline();
     let start = std::time::Instant::now();
     while start.elapsed() < YIELDING && !deadline.expired() {
         std::thread::yield_now();
-        match test() {
-            sys::GASPI_TIMEOUT => {}
-            code => return code,
+        if let Some(v) = step()? {
+            return Ok(v);
         }
     }
-    let naps =
-        crate::engine::wait::poll_with_naps(deadline, std::time::Duration::from_micros(50), || {
-            match test() {
-                sys::GASPI_TIMEOUT => Ok(None),
-                code => Ok(Some(code)),
-            }
-        });
-    naps.unwrap_or(sys::GASPI_TIMEOUT)
+    crate::engine::wait::poll_with_naps(deadline, std::time::Duration::from_micros(50), step)
+}
+
+/// `gaspi_wait` on `q` until `timeout`, testing with [`poll_yielding`]:
+/// GPI-2's own wait spins holding the mutex of the queue's completions,
+/// which its device thread needs to post them, so with fewer cores than
+/// busy threads a completion waited for that way arrives a scheduler slice
+/// late. Used by the runtime's own waits (the relay's passive intake); a
+/// user's `wait` still spins in GPI-2 (see `calls.rs`).
+pub(super) fn wait_napping(q: sys::gaspi_queue_id_t, timeout: Timeout) -> sys::gaspi_return_t {
+    // SAFETY: plain call.
+    let test = || unsafe { sys::gaspi_wait(q, sys::GASPI_TEST) };
+    let waited = poll_yielding(timeout.deadline(), || {
+        Ok(match test() {
+            sys::GASPI_TIMEOUT => None,
+            code => Some(code),
+        })
+    });
+    waited.unwrap_or(sys::GASPI_TIMEOUT)
 }

@@ -58,8 +58,9 @@
 //!
 //! # Remote completion
 //! `gaspi_wait` completes writes locally (GPI-2's TCP device: once in the
-//! socket). `flush` adds remote completion for MPI's flush and
-//! unlock: a one-byte read from every rank written to, on the same queue.
+//! socket). `flush` adds remote completion for MPI's flush and unlock,
+//! and barriers flush what waits completed: a one-byte read back from
+//! every rank written to, on a queue of its own (see `flush.rs`).
 //!
 //! # Launching
 //! GPI-2 reads `GASPI_RANK`, `GASPI_NRANKS`, `GASPI_SOCKET` (the rank on
@@ -71,12 +72,14 @@
 //! # Files
 //! [`start`] (starting GPI-2, joining the job it describes), `codes` (ids,
 //! timeouts, errors), `segments`, `calls` (one-sided calls, completion),
+//! `flush` (remote completion),
 //! `notify` (relaying notifications), `relay` (the thread), `groups` and
 //! `twin` (groups spanning hosts), `passive` and `intake` (passive messages
 //! across hosts: sending, receiving), `watch` (failures across hosts).
 
 mod calls;
 mod codes;
+mod flush;
 mod groups;
 mod intake;
 mod notify;
@@ -98,7 +101,7 @@ use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 use codes::{QUEUES, states};
 use gpi2_sys as sys;
 use relay::Shared;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -131,9 +134,10 @@ pub(crate) struct Gpi2 {
     shared: Arc<Shared>,
     relay: Mutex<Option<JoinHandle<()>>>,
     terminated: AtomicBool,
-    /// Per GPI-2 queue, the ranks written to since its last
-    /// `flush`.
-    unflushed: Mutex<Vec<BTreeSet<Rank>>>,
+    /// The ranks written to since their last flush (`flush.rs`).
+    unflushed: Mutex<flush::Unflushed>,
+    /// Flush reads take turns.
+    reads: Mutex<flush::Reads>,
     /// GPI-2 segment ids whose table of remote descriptions exists in this
     /// process (see `remote_size`); taken by binds too.
     described: Mutex<[u64; 4]>,
@@ -295,8 +299,14 @@ impl Transport for Gpi2 {
         Gpi2::wait(self, queue, timeout)
     }
 
-    fn flush(&self, queue: QueueId, remote: (SegmentId, u64), timeout: Timeout) -> Result<()> {
-        Gpi2::flush(self, queue, remote, timeout)
+    fn flush(
+        &self,
+        queue: QueueId,
+        remote: (SegmentId, u64),
+        timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()> {
+        Gpi2::flush(self, queue, remote, timeout, alive)
     }
 
     fn flush_written(

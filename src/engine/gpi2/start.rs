@@ -1,6 +1,7 @@
 //! Starting GPI-2 and joining the job it describes.
 
 use super::codes::{GPI2_SEGMENTS, QUEUES, SCRATCH, SCRATCH_BYTES, check, ms};
+use super::flush::Unflushed;
 use super::intake;
 use super::relay::{Shared, relay_loop};
 use super::{Gpi2, Placement};
@@ -12,7 +13,7 @@ use crate::env;
 use crate::error::{Error, Result};
 use crate::types::Timeout;
 use gpi2_sys as sys;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -271,7 +272,8 @@ impl Gpi2 {
             shared,
             relay: Mutex::new(Some(relay)),
             terminated: AtomicBool::new(false),
-            unflushed: Mutex::new(vec![BTreeSet::new(); QUEUES as usize]),
+            unflushed: Mutex::new(Unflushed::new(QUEUES as usize)),
+            reads: Mutex::default(),
             described: Mutex::new([0; 4]),
             kept: Mutex::new(None),
             page: page as usize,

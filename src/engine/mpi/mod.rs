@@ -241,7 +241,13 @@ impl Transport for Mpi {
         Mpi::wait(self, queue, timeout)
     }
 
-    fn flush(&self, queue: QueueId, _remote: (SegmentId, u64), timeout: Timeout) -> Result<()> {
+    fn flush(
+        &self,
+        queue: QueueId,
+        _remote: (SegmentId, u64),
+        timeout: Timeout,
+        _alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()> {
         // The wait is a flush already: complete at the targets.
         Mpi::wait(self, queue, timeout)
     }

@@ -1,0 +1,222 @@
+//! Remote completion through GPI-2: a flush makes the writes that a wait
+//! completed locally visible at their targets.
+//!
+//! GPI-2's TCP device completes a write once it is in the socket, so a rank
+//! that learns of the write by another path (a barrier, a lock handed
+//! over, a third rank) could still read the old data. A flush reads one
+//! byte back from every target written to, after the writes completed
+//! locally: GPI-2 sends every request to a rank over one connection, which
+//! the target serves in order, so the answer comes after the writes are in
+//! place. (On InfiniBand a write completes once its target acknowledged
+//! it; the read is then one round trip more.)
+//!
+//! The reads are `gaspi_read_notify`s on a queue of their own
+//! ([`FLUSH_QUEUE`]), each with a notification id of its own on the
+//! scratch segment: a read has its answer once its id is set (GPI-2 reads
+//! the target's fixed notification, 1, after the byte, over the same
+//! connection). A target that dies after taking a read never answers, and
+//! GPI-2 never fails the read (only requests on the wire when a connection
+//! drops get an error completion), so a `gaspi_wait` on its queue would
+//! never return, and the queue would stay full by its two entries. Hence
+//! nobody waits on the flush queue: the reads' ids are polled, a target
+//! that `alive` rules out meanwhile (or that GPI-2 marks corrupt) is given
+//! up, and the queue is drained by tests (`gaspi_wait` with `GASPI_TEST`
+//! takes what completed). The ids rotate over the scratch segment's first
+//! [`IDS`], so an answer that comes after its flush gave it up lands on
+//! an id no flush waits for.
+
+use super::Gpi2;
+use super::codes::{FLUSH_QUEUE, SCRATCH, corrupt, poll_yielding, queue_of};
+use crate::engine::transport::{IDS, Post, Transfer};
+use crate::engine::wait::{lock, lock_until};
+use crate::error::{Error, Result};
+use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
+use gpi2_sys as sys;
+use std::collections::{BTreeSet, VecDeque};
+
+/// What flushes still owe.
+#[derive(Debug)]
+pub(super) struct Unflushed {
+    /// Per GPI-2 queue, the ranks written to since its last flush.
+    by_queue: Vec<BTreeSet<Rank>>,
+    /// Ranks whose writes completed locally but were not read back (the
+    /// flush timed out).
+    waited: BTreeSet<Rank>,
+}
+
+impl Unflushed {
+    pub(super) fn new(queues: usize) -> Self {
+        Unflushed {
+            by_queue: vec![BTreeSet::new(); queues],
+            waited: BTreeSet::new(),
+        }
+    }
+
+    /// `rank` was written to on GPI-2 queue `q`.
+    pub(super) fn written(&mut self, q: usize, rank: Rank) {
+        self.by_queue[q].insert(rank);
+    }
+}
+
+/// The flush reads' side: the next notification id (flushes take turns).
+#[derive(Debug, Default)]
+pub(super) struct Reads {
+    next_id: NotificationId,
+}
+
+impl Gpi2 {
+    /// Remote completion of `queue`: wait for it, then make every write
+    /// posted to it since its last flush visible at its target (MPI's
+    /// flush and unlock). `remote` is (segment, offset) of a byte that
+    /// every rank has registered with every other. A target that failed,
+    /// before or during the flush, fails it with [`Error::RankFailed`]
+    /// (after the others were flushed).
+    pub(crate) fn flush(
+        &self,
+        queue: QueueId,
+        remote: (SegmentId, u64),
+        timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()> {
+        let deadline = timeout.deadline();
+        self.wait(queue, deadline.timeout())?;
+        let targets = {
+            let mut u = lock(&self.unflushed);
+            let mut t = std::mem::take(&mut u.by_queue[queue_of(queue) as usize]);
+            t.append(&mut u.waited);
+            t
+        };
+        match self.read_back(&targets, remote, deadline, alive)?.first() {
+            Some(&rank) => Err(Error::RankFailed { rank }),
+            None => Ok(()),
+        }
+    }
+
+    /// Before a barrier: wait for every user queue with writes since its
+    /// last flush and read back from their targets, so that a write
+    /// completed by `wait` before a barrier is in place after it. Targets
+    /// that `alive` rules out, or that fail meanwhile, are skipped: a
+    /// barrier of the survivors must not fail for a write to a rank that
+    /// died.
+    pub(crate) fn flush_written(
+        &self,
+        remote: (SegmentId, u64),
+        timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()> {
+        let deadline = timeout.deadline();
+        let mut targets = BTreeSet::new();
+        for q in 0..FLUSH_QUEUE {
+            let written = |u: &mut Unflushed| {
+                u.by_queue[q as usize].retain(|&r| alive(r));
+                !u.by_queue[q as usize].is_empty()
+            };
+            if !written(&mut lock(&self.unflushed)) {
+                continue;
+            }
+            // A request that failed (its target died) is off the queue
+            // once the wait says so: wait again for the others.
+            loop {
+                match self.wait(q, deadline.timeout()) {
+                    Err(Error::RankFailed { .. }) => {
+                        let mut u = lock(&self.unflushed);
+                        u.by_queue[q as usize].retain(|&r| !corrupt(r));
+                    }
+                    waited => break waited?,
+                }
+            }
+            targets.append(&mut lock(&self.unflushed).by_queue[q as usize]);
+        }
+        targets.append(&mut lock(&self.unflushed).waited);
+        targets.retain(|&r| alive(r));
+        self.read_back(&targets, remote, deadline, alive)?;
+        Ok(())
+    }
+
+    /// Read one byte at `remote` back from each of `targets` (see the
+    /// module's notes) and return those given up: ruled out by `alive`,
+    /// or marked corrupt by GPI-2, before they answered. On an error
+    /// (a timeout) the targets are kept for the next flush.
+    fn read_back(
+        &self,
+        targets: &BTreeSet<Rank>,
+        remote: (SegmentId, u64),
+        deadline: Deadline,
+        alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<Vec<Rank>> {
+        if targets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let read = Transfer {
+            local: (SCRATCH, 0),
+            remote,
+            size: 1,
+        };
+        let dead = |r: Rank| !alive(r) || corrupt(r);
+        let mut lost = Vec::new();
+        let mut todo: VecDeque<Rank> = targets.iter().copied().collect();
+        let mut pending: Vec<(NotificationId, Rank)> = Vec::new();
+        let done = lock_until(&self.reads, deadline).and_then(|mut reads| {
+            poll_yielding(deadline, || {
+                drain();
+                while let Some(&r) = todo.front() {
+                    if dead(r) {
+                        lost.push(r);
+                        todo.pop_front();
+                        continue;
+                    }
+                    let id = reads.next_id;
+                    let _ = take_id(id);
+                    match self.post(r, &[read], Post::Read(Some((SCRATCH, id))), FLUSH_QUEUE) {
+                        Ok(()) => {
+                            pending.push((id, r));
+                            reads.next_id = (id + 1) % IDS;
+                            todo.pop_front();
+                        }
+                        // Room comes as the posted reads complete; with
+                        // none posted, what fills the queue never will.
+                        Err(Error::QueueFull { .. }) if !pending.is_empty() => break,
+                        Err(Error::RankFailed { rank }) if rank == r => {
+                            lost.push(r);
+                            todo.pop_front();
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                pending.retain(|&(id, r)| match take_id(id) {
+                    0 if dead(r) => {
+                        lost.push(r);
+                        false
+                    }
+                    0 => true,
+                    _ => false,
+                });
+                Ok((todo.is_empty() && pending.is_empty()).then_some(()))
+            })
+        });
+        drain();
+        match done {
+            Ok(()) => Ok(lost),
+            Err(e) => {
+                lock(&self.unflushed).waited.extend(targets);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Reset notification `id` of the scratch segment, returning its value.
+fn take_id(id: NotificationId) -> u32 {
+    let mut old = 0;
+    // SAFETY: out pointer to a local; `id` is inside the scratch segment's
+    // notification table (it has more than `IDS` ids).
+    unsafe { sys::gaspi_notify_reset(SCRATCH, id, &mut old) };
+    old
+}
+
+/// Take the flush queue's completed requests (and mark the targets of
+/// failed ones corrupt) without waiting.
+fn drain() {
+    // SAFETY: plain call.
+    unsafe { sys::gaspi_wait(queue_of(FLUSH_QUEUE), sys::GASPI_TEST) };
+}
