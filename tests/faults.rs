@@ -118,6 +118,96 @@ fn a_rank_killed_with_sigkill_is_reported_and_cleaned_up() {
 }
 
 #[test]
+fn a_read_its_dead_target_never_answered_fails_the_wait_not_hangs() {
+    // Rank 1 on a node of its own stops itself; rank 0 reads from it (the
+    // request reaches it, no answer comes), then kills it. GPI-2's TCP
+    // device never fails such a read: the wait must end by the failure.
+    // (The other engines complete a read when it is posted.)
+    if std::env::var("GASPI_ENGINE").as_deref() != Ok("gpi2") {
+        return;
+    }
+    Job::new(&[2]).ppn(1).run_and_check(
+        |ctx| {
+            let seg = segment(ctx, 0, 4096);
+            barrier(ctx);
+            if ctx.rank() == 1 {
+                let pid = std::process::id() as u64;
+                seg.copy_from_slice(0, &pid.to_le_bytes());
+                let me = Notification::new(1, 1);
+                ctx.write_notify(
+                    Local::new(0, 0),
+                    Remote::new(0, 0, 8),
+                    8,
+                    me,
+                    0,
+                    Timeout::Block,
+                )
+                .unwrap();
+                ctx.wait(0, Timeout::Block).unwrap();
+                // SAFETY: stopping ourselves; rank 0 kills us.
+                unsafe { libc::raise(libc::SIGSTOP) };
+                unreachable!("rank 0 kills this rank");
+            }
+            ctx.notify_claim(0, 1..2, Timeout::Block).unwrap();
+            let mut pid = [0u8; 8];
+            seg.copy_to_slice(8, &mut pid);
+            let pid = u64::from_le_bytes(pid) as libc::pid_t;
+            wait_until_stopped(pid);
+            ctx.read(
+                Local::new(0, 64),
+                Remote::new(1, 0, 128),
+                8,
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
+            // A stopped rank cannot answer.
+            assert!(ctx.wait(0, Timeout::ms(100)).unwrap_err().is_timeout());
+            // SAFETY: a signal to a rank of this job, by the pid it sent.
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+            match ctx.wait(0, Timeout::Block) {
+                Err(Error::RankFailed { rank: 1 }) => {}
+                other => panic!("expected RankFailed(1), got {other:?}"),
+            }
+            assert_eq!(ctx.acknowledge_failures(), vec![1]);
+            // GPI-2 cannot drop the read: the queue stays failed.
+            assert!(matches!(
+                ctx.wait(0, Timeout::ms(10)),
+                Err(Error::RankFailed { rank: 1 })
+            ));
+            // Other queues work.
+            ctx.write(
+                Local::new(0, 0),
+                Remote::new(0, 0, 256),
+                8,
+                1,
+                Timeout::Block,
+            )
+            .unwrap();
+            ctx.wait(1, Timeout::Block).unwrap();
+        },
+        |_, report| check_job(report, 1, |s| s.signal() == Some(libc::SIGKILL)),
+    );
+}
+
+/// Wait until process `pid` is stopped (its state in `/proc` is `T`).
+fn wait_until_stopped(pid: libc::pid_t) {
+    let stat = format!("/proc/{pid}/stat");
+    let start = std::time::Instant::now();
+    loop {
+        let s = std::fs::read_to_string(&stat).unwrap();
+        // The state follows the command name's closing parenthesis.
+        if s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('T'))
+        {
+            return;
+        }
+        assert!(start.elapsed().as_secs() < 60, "rank 1 did not stop: {s}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
 fn a_rank_that_exits_early_without_term_makes_the_others_fail_not_hang() {
     Job::new(&[2, 4]).run_and_check(
         |ctx| {

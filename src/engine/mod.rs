@@ -447,6 +447,11 @@ impl Native {
         }
     }
 
+    /// Whether `rank` is neither failed nor terminated.
+    pub(crate) fn running(&self, rank: Rank) -> bool {
+        matches!(self.health(rank), Health::Running)
+    }
+
     /// Fail if `rank` cannot take communication (failed or terminated).
     pub(crate) fn check_alive(&self, rank: Rank) -> Result<()> {
         match self.health(rank) {

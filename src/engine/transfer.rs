@@ -11,11 +11,11 @@
 //! rank that sees the notification sees the data; through a transport, the
 //! transport promises the same order.
 
+use super::Native;
 use super::directory::Lookup;
 use super::epoch::Pin;
 use super::segment::SegmentObject;
 use super::transport::{AtomicOp, IDS, Post, Transfer, Transport};
-use super::{Health, Native};
 use crate::config::RESERVED_QUEUE;
 use crate::error::{Error, Result, Side};
 use crate::types::{
@@ -353,16 +353,18 @@ impl Native {
     /// (a request has completed when its post returns); the transport's
     /// requests otherwise. Requests to ranks whose failure the user
     /// acknowledged are given up, as on mapped memory, where they
-    /// completed.
+    /// completed, unless the transport cannot give them up (the queue is
+    /// [`Transport::stuck`]: a GPI-2 read its dead target never answers).
     pub(crate) fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         let Some(t) = self.transport() else {
             return Ok(());
         };
         let deadline = timeout.deadline();
         loop {
-            match t.wait(queue, deadline.timeout()) {
+            match t.wait(queue, deadline.timeout(), &|r| self.running(r)) {
                 Err(Error::RankFailed { .. })
-                    if t.corrupt_ranks().iter().all(|&r| self.acknowledged(r)) => {}
+                    if !t.stuck(queue)
+                        && t.corrupt_ranks().iter().all(|&r| self.acknowledged(r)) => {}
                 done => return done,
             }
         }
@@ -381,8 +383,7 @@ impl Native {
     ) -> Result<()> {
         match self.transport() {
             Some(t) if self.ppn < self.nranks() => {
-                let alive = |r| matches!(self.health(r), Health::Running);
-                t.flush(queue, reserved, timeout, &alive)
+                t.flush(queue, reserved, timeout, &|r| self.running(r))
             }
             _ => Ok(()),
         }
@@ -394,8 +395,7 @@ impl Native {
     pub(crate) fn flush_written(&self, reserved: (SegmentId, u64), timeout: Timeout) -> Result<()> {
         match self.transport() {
             Some(t) if self.ppn < self.nranks() => {
-                let alive = |r| matches!(self.health(r), Health::Running);
-                t.flush_written(reserved, timeout, &alive)
+                t.flush_written(reserved, timeout, &|r| self.running(r))
             }
             _ => Ok(()),
         }
@@ -404,7 +404,7 @@ impl Native {
     /// Discard `queue`'s requests: nothing on mapped memory.
     pub(crate) fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         match self.transport() {
-            Some(t) => t.purge(queue, timeout),
+            Some(t) => t.purge(queue, timeout, &|r| self.running(r)),
             None => Ok(()),
         }
     }

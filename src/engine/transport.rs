@@ -138,8 +138,16 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
         op: AtomicOp,
         timeout: Timeout,
     ) -> Result<u64>;
-    /// Local completion of `queue`'s requests.
-    fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()>;
+    /// Local completion of `queue`'s requests. A request whose target
+    /// `alive` rules out may end the wait with
+    /// [`Error::RankFailed`](crate::error::Error::RankFailed) where the
+    /// transport could not complete it otherwise.
+    fn wait(&self, queue: QueueId, timeout: Timeout, alive: &dyn Fn(Rank) -> bool) -> Result<()>;
+    /// Whether `queue` holds a request that will never complete (its last
+    /// wait failed for it), so that waiting again cannot help.
+    fn stuck(&self, _queue: QueueId) -> bool {
+        false
+    }
     /// Wait for `queue`, then make every write posted to it since the last
     /// flush visible at its target (`remote`: a byte of a segment every
     /// rank has registered with every other). A target that `alive` says
@@ -167,8 +175,8 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     ) -> Result<()> {
         Ok(())
     }
-    /// Discard `queue`'s requests.
-    fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()>;
+    /// Discard `queue`'s requests (`alive` as for [`Transport::wait`]).
+    fn purge(&self, queue: QueueId, timeout: Timeout, alive: &dyn Fn(Rank) -> bool) -> Result<()>;
     /// Move notifications `ids` of `segment` that arrived through the
     /// transport into `obj`'s table.
     fn pump(&self, segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>);

@@ -2,12 +2,28 @@
 //! atomics, queue completion, flush and purge.
 
 use super::Gpi2;
-use super::codes::{DOORBELL, check, corrupt_ranks, ms, queue_of, sid};
+use super::codes::{DOORBELL, FLUSH_QUEUE, check, corrupt_ranks, ms, queue_of, sid};
 use crate::engine::transport::{AtomicOp, Post, Transfer};
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
 use crate::types::{QueueId, Rank, SegmentId, Timeout};
 use gpi2_sys as sys;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// How long a wait on a queue with reads in flight runs inside GPI-2
+/// between looks at the reads' targets ([`Gpi2::watching_reads`]).
+const READ_WATCH: Duration = Duration::from_millis(1);
+
+/// A GPI-2 queue's reads in flight.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Reading {
+    /// The ranks read from since the queue last drained.
+    from: BTreeSet<Rank>,
+    /// Whether a wait found a read whose target failed (see
+    /// [`Gpi2::stuck`]).
+    stuck: bool,
+}
 
 impl Gpi2 {
     /// Post the transfers `list` with `rank` (writes or reads), and the
@@ -117,8 +133,13 @@ impl Gpi2 {
             },
             e => e,
         })?;
-        if let Post::Write(_) = post {
-            lock(&self.unflushed).written(q as usize, rank);
+        match post {
+            Post::Write(_) => lock(&self.unflushed).written(q as usize, rank),
+            // The flush's reads are watched by their notifications.
+            Post::Read(_) if queue != FLUSH_QUEUE => {
+                lock(&self.reading)[q as usize].from.insert(rank);
+            }
+            Post::Read(_) => {}
         }
         Ok(())
     }
@@ -142,7 +163,7 @@ impl Gpi2 {
     pub(crate) fn ring(&self, rank: Rank, segment: SegmentId, queue: QueueId) -> Result<()> {
         self.post(rank, &[], Post::Write(Some((segment, DOORBELL, 1))), queue)?;
         // Nobody else waits for these requests.
-        self.wait(queue, Timeout::Block)
+        self.wait(queue, Timeout::Block, &|_| true)
     }
 
     /// A GPI-2 atomic on the word at `offset` of `rank`'s `segment`.
@@ -183,8 +204,15 @@ impl Gpi2 {
     /// A request that failed (its target died) ends the wait with
     /// [`Error::RankFailed`] naming a rank GPI-2's state vector marks
     /// corrupt; GPI-2 has taken that request off the queue, so waiting
-    /// again waits for the others.
-    pub(crate) fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+    /// again waits for the others. A read whose target `alive` rules out
+    /// ends it with [`Error::RankFailed`] too, and the queue is then
+    /// [`Gpi2::stuck`] (see [`Gpi2::watching_reads`]).
+    pub(crate) fn wait(
+        &self,
+        queue: QueueId,
+        timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()> {
         // GPI-2's own (spinning) wait: with `wait_napping` here, passive
         // messages and write_notify across hosts were 2-4x faster, but one
         // CI run in three saw a write completed by `wait` not yet at its
@@ -193,19 +221,82 @@ impl Gpi2 {
         // completes a write once it is in the socket, so the race existed
         // either way (seen again with this wait); barriers now flush
         // first (`flush.rs`), and napping here could be measured again.
+        let q = queue_of(queue);
         // SAFETY: plain call.
-        let code = unsafe { sys::gaspi_wait(queue_of(queue), ms(timeout)) };
+        let code = self.watching_reads(q, timeout, alive, |t| unsafe { sys::gaspi_wait(q, t) })?;
         match self.corrupt_ranks().first() {
             Some(&rank) if code == sys::GASPI_ERROR => Err(Error::RankFailed { rank }),
             _ => check("gaspi_wait", code, None),
         }
     }
 
-    /// Discard the requests of `queue` (`gaspi_queue_purge`).
-    pub(crate) fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+    /// Discard the requests of `queue` (`gaspi_queue_purge`; GPI-2's TCP
+    /// device waits for them, so a read whose target died fails it as it
+    /// fails [`Gpi2::wait`]).
+    pub(crate) fn purge(
+        &self,
+        queue: QueueId,
+        timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()> {
+        let q = queue_of(queue);
         // SAFETY: plain call.
-        let code = unsafe { sys::gaspi_queue_purge(queue_of(queue), ms(timeout)) };
+        let code = self.watching_reads(q, timeout, alive, |t| unsafe {
+            sys::gaspi_queue_purge(q, t)
+        })?;
         check("gaspi_queue_purge", code, None)
+    }
+
+    /// Run `call` (GPI-2's wait or purge of GPI-2 queue `q`, given a
+    /// timeout in ms) until `timeout`. While `q` has reads in flight (since
+    /// it last drained), it runs in slices of [`READ_WATCH`] and fails
+    /// with [`Error::RankFailed`] once a read's target is not `alive`: a
+    /// target that dies after taking a read never answers, and GPI-2's TCP
+    /// device never fails such a read (see `flush.rs`), so the queue would
+    /// never drain. The queue is then [`Gpi2::stuck`] until it drains.
+    fn watching_reads(
+        &self,
+        q: sys::gaspi_queue_id_t,
+        timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+        call: impl Fn(sys::gaspi_timeout_t) -> sys::gaspi_return_t,
+    ) -> Result<sys::gaspi_return_t> {
+        let from: Vec<Rank> = lock(&self.reading)[q as usize]
+            .from
+            .iter()
+            .copied()
+            .collect();
+        if from.is_empty() {
+            return Ok(call(ms(timeout)));
+        }
+        let deadline = timeout.deadline();
+        let code = loop {
+            let code = call(match deadline.remaining() {
+                Some(left) if left.is_zero() => sys::GASPI_TEST,
+                left => ms(Timeout::After(left.unwrap_or(READ_WATCH).min(READ_WATCH))),
+            });
+            if code != sys::GASPI_TIMEOUT || deadline.expired() {
+                break code;
+            }
+            if let Some(&rank) = from.iter().find(|&&r| !alive(r)) {
+                lock(&self.reading)[q as usize].stuck = true;
+                return Err(Error::RankFailed { rank });
+            }
+        };
+        if code == sys::GASPI_SUCCESS {
+            let mut reading = lock(&self.reading);
+            reading[q as usize].from.retain(|r| !from.contains(r));
+            reading[q as usize].stuck = false;
+        }
+        Ok(code)
+    }
+
+    /// Whether `queue` holds a read that its failed target will never
+    /// answer (its last wait or purge said so): waiting again fails again
+    /// (GPI-2 offers no way to drop the read), and only a queue that
+    /// drains, if the read does complete, is whole again.
+    pub(crate) fn stuck(&self, queue: QueueId) -> bool {
+        lock(&self.reading)[queue_of(queue) as usize].stuck
     }
 
     /// Ranks GPI-2's state vector marks corrupt (a request to them failed).

@@ -79,7 +79,7 @@ impl Gpi2 {
         alive: &dyn Fn(Rank) -> bool,
     ) -> Result<()> {
         let deadline = timeout.deadline();
-        self.wait(queue, deadline.timeout())?;
+        self.wait(queue, deadline.timeout(), alive)?;
         let targets = {
             let mut u = lock(&self.unflushed);
             let mut t = std::mem::take(&mut u.by_queue[queue_of(queue) as usize]);
@@ -117,7 +117,7 @@ impl Gpi2 {
             // A request that failed (its target died) is off the queue
             // once the wait says so: wait again for the others.
             loop {
-                match self.wait(q, deadline.timeout()) {
+                match self.wait(q, deadline.timeout(), alive) {
                     Err(Error::RankFailed { .. }) => {
                         let mut u = lock(&self.unflushed);
                         u.by_queue[q as usize].retain(|&r| !corrupt(r));
@@ -156,7 +156,7 @@ impl Gpi2 {
         let mut lost = Vec::new();
         let mut todo: VecDeque<Rank> = targets.iter().copied().collect();
         let mut pending: Vec<(NotificationId, Rank)> = Vec::new();
-        let done = lock_until(&self.reads, deadline).and_then(|mut reads| {
+        let done = lock_until(&self.flush_reads, deadline).and_then(|mut reads| {
             poll_yielding(deadline, || {
                 drain();
                 while let Some(&r) = todo.front() {

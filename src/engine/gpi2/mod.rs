@@ -137,7 +137,9 @@ pub(crate) struct Gpi2 {
     /// The ranks written to since their last flush (`flush.rs`).
     unflushed: Mutex<flush::Unflushed>,
     /// Flush reads take turns.
-    reads: Mutex<flush::Reads>,
+    flush_reads: Mutex<flush::Reads>,
+    /// Per GPI-2 queue, its reads in flight (`calls.rs`).
+    reading: Mutex<Vec<calls::Reading>>,
     /// GPI-2 segment ids whose table of remote descriptions exists in this
     /// process (see `remote_size`); taken by binds too.
     described: Mutex<[u64; 4]>,
@@ -295,8 +297,12 @@ impl Transport for Gpi2 {
         Gpi2::atomic(self, rank, segment, offset, op, timeout)
     }
 
-    fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
-        Gpi2::wait(self, queue, timeout)
+    fn wait(&self, queue: QueueId, timeout: Timeout, alive: &dyn Fn(Rank) -> bool) -> Result<()> {
+        Gpi2::wait(self, queue, timeout, alive)
+    }
+
+    fn stuck(&self, queue: QueueId) -> bool {
+        Gpi2::stuck(self, queue)
     }
 
     fn flush(
@@ -318,8 +324,8 @@ impl Transport for Gpi2 {
         Gpi2::flush_written(self, remote, timeout, alive)
     }
 
-    fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
-        Gpi2::purge(self, queue, timeout)
+    fn purge(&self, queue: QueueId, timeout: Timeout, alive: &dyn Fn(Rank) -> bool) -> Result<()> {
+        Gpi2::purge(self, queue, timeout, alive)
     }
 
     fn pump(&self, segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>) {

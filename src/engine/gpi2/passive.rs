@@ -159,7 +159,7 @@ impl Gpi2 {
         };
         check(call, code, Some(rank))?;
         outbox.unacked = Some(rank);
-        self.wait(RESERVED_QUEUE, deadline.timeout())?;
+        self.wait(RESERVED_QUEUE, deadline.timeout(), &|r| alive(r).is_ok())?;
         let answer = self.await_ack(rank, deadline, alive, patience)?;
         outbox.answered(rank, answer);
         match answer {

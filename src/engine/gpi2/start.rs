@@ -1,5 +1,6 @@
 //! Starting GPI-2 and joining the job it describes.
 
+use super::calls::Reading;
 use super::codes::{GPI2_SEGMENTS, QUEUES, SCRATCH, SCRATCH_BYTES, check, ms};
 use super::flush::Unflushed;
 use super::intake;
@@ -273,7 +274,8 @@ impl Gpi2 {
             relay: Mutex::new(Some(relay)),
             terminated: AtomicBool::new(false),
             unflushed: Mutex::new(Unflushed::new(QUEUES as usize)),
-            reads: Mutex::default(),
+            flush_reads: Mutex::default(),
+            reading: Mutex::new(vec![Reading::default(); QUEUES as usize]),
             described: Mutex::new([0; 4]),
             kept: Mutex::new(None),
             page: page as usize,

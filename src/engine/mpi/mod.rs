@@ -237,7 +237,7 @@ impl Transport for Mpi {
         Mpi::atomic(self, rank, segment, offset, op)
     }
 
-    fn wait(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+    fn wait(&self, queue: QueueId, timeout: Timeout, _alive: &dyn Fn(Rank) -> bool) -> Result<()> {
         Mpi::wait(self, queue, timeout)
     }
 
@@ -252,7 +252,7 @@ impl Transport for Mpi {
         Mpi::wait(self, queue, timeout)
     }
 
-    fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
+    fn purge(&self, queue: QueueId, timeout: Timeout, _alive: &dyn Fn(Rank) -> bool) -> Result<()> {
         Mpi::purge(self, queue, timeout)
     }
 
