@@ -26,7 +26,7 @@
 //! an id no flush waits for.
 
 use super::Gpi2;
-use super::codes::{FLUSH_QUEUE, SCRATCH, corrupt, poll_yielding, queue_of};
+use super::codes::{FLUSH_QUEUE, SCRATCH, corrupt, corrupt_ranks, poll_yielding, queue_of};
 use crate::engine::transport::{IDS, Post, Transfer};
 use crate::engine::wait::{lock, lock_until};
 use crate::error::{Error, Result};
@@ -152,13 +152,15 @@ impl Gpi2 {
             remote,
             size: 1,
         };
-        let dead = |r: Rank| !alive(r) || corrupt(r);
         let mut lost = Vec::new();
         let mut todo: VecDeque<Rank> = targets.iter().copied().collect();
         let mut pending: Vec<(NotificationId, Rank)> = Vec::new();
         let done = lock_until(&self.flush_reads, deadline).and_then(|mut reads| {
             poll_yielding(deadline, || {
                 drain();
+                // GPI-2's state vector, read once per look.
+                let corrupt = corrupt_ranks();
+                let dead = |r: Rank| !alive(r) || corrupt.contains(&r);
                 while let Some(&r) = todo.front() {
                     if dead(r) {
                         lost.push(r);
