@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use gaspi::testing::Job;
-use gaspi::{Config, Error, Local, Notification, Remote, Timeout};
+use gaspi::{Config, Error, Local, Notification, Remote, Timeout, WaitMode};
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -253,4 +253,65 @@ fn notification_count_is_configurable() {
         .unwrap();
         barrier(ctx);
     });
+}
+
+#[test]
+fn waiters_that_sleep_or_yield_are_woken_for_every_notified_write() {
+    // A token passed around the ring, each hop a notified write of the
+    // holder's block (small and large: under the GPI-2 engine a large one
+    // arrives over the TCP device in many pieces), while every other rank
+    // waits: with `Block`, asleep in the kernel from the start, so that
+    // only a wake-up (the writer's on one host, the relay thread's from
+    // another host) ends the wait.
+    const LAPS: u64 = 40;
+    const BIG: usize = 256 * 1024;
+    for mode in [WaitMode::Block, WaitMode::Yield] {
+        let cfg = Config {
+            wait_mode: mode,
+            ..Default::default()
+        };
+        Job::new(&[2, 4]).config(cfg).run(|ctx| {
+            let view = segment(ctx, 0, 2 * BIG);
+            let (right, left) = neighbours(ctx);
+            let (me, n) = (ctx.rank() as u64, ctx.num_ranks() as u64);
+            barrier(ctx);
+            let len = |lap: u64| if lap % 2 == 0 { 8 } else { BIG };
+            // Wait for hop `hop` (rank `left`'s write of lap `lap`), check it.
+            let take = |hop: u64, lap: u64| {
+                let id = ctx.notify_waitsome(0, 0..1, Timeout::Block).unwrap();
+                assert_eq!(id, 0);
+                let got = u64::from(ctx.notify_reset(0, 0).unwrap());
+                assert_eq!(got, hop, "{mode:?}: hop from rank {left}");
+                check(&view, BIG, len(lap), hop, &format!("{mode:?} hop {hop}"));
+            };
+            for lap in 0..LAPS {
+                // Hop `lap * n + me` comes from the left: in this lap,
+                // or for rank 0 from the last rank's previous lap.
+                match (me, lap) {
+                    (0, 0) => {}
+                    (0, _) => take(lap * n, lap - 1),
+                    _ => take(lap * n + me, lap),
+                }
+                let hop = lap * n + me + 1;
+                let len = len(lap);
+                fill(&view, 0, len, hop);
+                let value = u32::try_from(hop).unwrap();
+                ctx.write_notify(
+                    Local::new(0, 0),
+                    Remote::new(right, 0, BIG),
+                    len,
+                    Notification::new(0, value),
+                    0,
+                    Timeout::Block,
+                )
+                .unwrap();
+                ctx.wait(0, Timeout::Block).unwrap();
+            }
+            // Rank 0 takes the last hop home.
+            if me == 0 {
+                take(LAPS * n, LAPS - 1);
+            }
+            barrier(ctx);
+        });
+    }
 }
