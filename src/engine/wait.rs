@@ -489,7 +489,9 @@ pub(crate) fn poll_with_naps<T>(
 /// (whether it moved anything, and whether a thread of the rank sleeps
 /// waiting for what it moves) until `stop`, often after activity or while
 /// someone sleeps (every 20 us), then less and less often (up to 2 ms)
-/// while nothing arrives and nobody waits. (Naps that end within 1 us of
+/// while nothing arrives and nobody waits. `nap(time, waited)` sleeps
+/// between rounds; it may end early when something arrives (the GPI-2
+/// engine's sockets, `gpi2/arrivals.rs`). (Naps that end within 1 us of
 /// their time, by a timer slack of 1 us instead of Linux's 50, woke a
 /// sleeping waiter on another host no sooner on 2 cores: 0.98x the time
 /// of a blocking write_notify over GPI-2, and 1.18x for a spinning one;
@@ -498,18 +500,19 @@ pub(crate) fn poll_with_naps<T>(
 pub(crate) fn relay_naps(
     stop: &std::sync::atomic::AtomicBool,
     mut round: impl FnMut() -> (bool, bool),
+    mut nap: impl FnMut(Duration, bool),
 ) {
     const FAST: Duration = Duration::from_micros(20);
     const SLOW: Duration = Duration::from_millis(2);
-    let mut nap = SLOW;
+    let mut time = SLOW;
     while !stop.load(SeqCst) {
         let (busy, waited) = round();
-        nap = if busy || waited {
+        time = if busy || waited {
             FAST
         } else {
-            (nap * 2).min(SLOW)
+            (time * 2).min(SLOW)
         };
-        std::thread::sleep(nap);
+        nap(time, waited);
     }
 }
 

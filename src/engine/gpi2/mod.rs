@@ -77,6 +77,7 @@
 //! `twin` (groups spanning hosts), `passive` and `intake` (passive messages
 //! across hosts: sending, receiving), `watch` (failures across hosts).
 
+mod arrivals;
 mod calls;
 mod codes;
 mod flush;

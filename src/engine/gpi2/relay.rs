@@ -2,6 +2,7 @@
 //! does not look (notifications into windows, doorbells, passive messages
 //! from other hosts, failure news) is moved where the node's ranks see it.
 
+use super::arrivals::Arrivals;
 use super::codes::corrupt_ranks;
 use super::notify::{doorbell, pump};
 use super::{intake, watch};
@@ -40,9 +41,15 @@ pub(super) struct Shared {
 
 /// The relay thread: pump every window, and every segment of this rank
 /// while a thread of the rank sleeps on its table (a waiter that sleeps in
-/// the kernel cannot pump what GPI-2 delivers), in [`relay_naps`]' rhythm.
+/// the kernel cannot pump what GPI-2 delivers), in [`relay_naps`]' rhythm,
+/// sleeping on GPI-2's sockets while a thread sleeps ([`Arrivals`]).
 pub(super) fn relay_loop(sh: &Shared) {
-    relay_naps(&sh.stop, || relay_once(sh));
+    let mut arrivals = Arrivals::new();
+    relay_naps(
+        &sh.stop,
+        || relay_once(sh),
+        |time, waited| arrivals.nap(time, waited),
+    );
 }
 
 /// One round of the relay: whether it moved anything, and whether a

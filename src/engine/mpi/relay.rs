@@ -73,5 +73,9 @@ pub(super) fn relay_once(sh: &Shared) -> (bool, bool) {
 
 /// The relay thread: [`relay_once`] in [`relay_naps`]' rhythm.
 pub(super) fn relay_loop(sh: &Shared) {
-    relay_naps(&sh.stop, || relay_once(sh));
+    relay_naps(
+        &sh.stop,
+        || relay_once(sh),
+        |time, _| std::thread::sleep(time),
+    );
 }
