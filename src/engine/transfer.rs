@@ -382,9 +382,14 @@ impl Native {
         timeout: Timeout,
     ) -> Result<()> {
         match self.transport() {
-            Some(t) if self.ppn < self.nranks() => {
-                t.flush(queue, reserved, timeout, &|r| self.running(r))
-            }
+            Some(t) if self.ppn < self.nranks() => t
+                .flush(queue, reserved, timeout, &|r| self.running(r))
+                // The transport knows only that a target stopped running;
+                // the job knows whether it terminated cleanly.
+                .map_err(|e| match e {
+                    Error::RankFailed { rank } => self.check_alive(rank).err().unwrap_or(e),
+                    e => e,
+                }),
             _ => Ok(()),
         }
     }

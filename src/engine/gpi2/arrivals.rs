@@ -24,8 +24,10 @@
 //! once: an `epoll` set watches a socket while any descriptor still refers
 //! to it and forgets it when GPI-2 closes it, so nothing here keeps a
 //! connection open. GPI-2 connects on first use, so the list is read again
-//! every [`RESCAN`] while someone sleeps. A socket that is not GPI-2's
-//! only makes the relay look for nothing; without `epoll` or
+//! while someone sleeps: [`RESCAN`] after a look that found a new socket,
+//! twice as long after each look that found none, up to [`RESCAN_MAX`]
+//! (a job of thousands of ranks has as many sockets). A socket that is not
+//! GPI-2's only makes the relay look for nothing; without `epoll` or
 //! `pidfd_getfd` (Linux before 5.6) the relay naps as before.
 
 use rustix::event::{PollFd, PollFlags, Timespec, epoll, poll};
@@ -35,8 +37,11 @@ use std::collections::HashSet;
 use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
-/// How often the list of sockets is read again while someone sleeps.
+/// How soon the list of sockets is read again after a look that found a
+/// new one.
 const RESCAN: Duration = Duration::from_millis(100);
+/// The longest time between two looks while someone sleeps.
+const RESCAN_MAX: Duration = Duration::from_millis(3200);
 
 /// An `epoll` set over this process's network sockets.
 pub(super) struct Arrivals {
@@ -46,7 +51,8 @@ pub(super) struct Arrivals {
     /// Sockets looked at, by descriptor number and inode (a number that
     /// GPI-2 closed and reused for another socket is a new one).
     seen: HashSet<(i32, u64)>,
-    scanned: Option<Instant>,
+    /// When the list was last read, and how long until the next look.
+    scanned: Option<(Instant, Duration)>,
 }
 
 impl Arrivals {
@@ -73,9 +79,14 @@ impl Arrivals {
             std::thread::sleep(nap);
             return;
         };
-        if self.scanned.is_none_or(|t| t.elapsed() >= RESCAN) {
-            self.scanned = Some(Instant::now());
-            self.seen = scan(epoll, me, &self.seen);
+        if self.scanned.is_none_or(|(t, every)| t.elapsed() >= every) {
+            let now = scan(epoll, me, &self.seen);
+            let every = match self.scanned {
+                Some((_, every)) if now.is_subset(&self.seen) => (every * 2).min(RESCAN_MAX),
+                _ => RESCAN,
+            };
+            self.scanned = Some((Instant::now(), every));
+            self.seen = now;
         }
         let mut fds = [PollFd::new(epoll, PollFlags::IN)];
         // A timeout, a signal or an error: the caller looks again anyway.
