@@ -15,8 +15,8 @@
 //! relay, or by the next arrival's. The 20 us naps stay for what arrives
 //! otherwise (GPI-2's InfiniBand device writes by RDMA, which wakes
 //! nobody). Waiting on the sockets, a blocking write_notify across two
-//! emulated hosts took 0.53-0.77 of the time of the naps alone
-//! (docs/guide/benchmarking.md).
+//! emulated hosts took 0.59-0.68 of the time of the naps alone from 8 B to
+//! 64 KiB, 0.87 at 1 MiB (docs/guide/benchmarking.md).
 //!
 //! Which sockets: every IPv4 or IPv6 socket of this process (GPI-2 does
 //! not say which descriptors are its own), found in `/proc/self/fd` and

@@ -73,7 +73,8 @@
 //! [`start`] (starting GPI-2, joining the job it describes), `codes` (ids,
 //! timeouts, errors), `segments`, `calls` (one-sided calls, completion),
 //! `flush` (remote completion),
-//! `notify` (relaying notifications), `relay` (the thread), `groups` and
+//! `notify` (relaying notifications), `relay` (the thread), `arrivals`
+//! (its sleep on GPI-2's sockets), `groups` and
 //! `twin` (groups spanning hosts), `passive` and `intake` (passive messages
 //! across hosts: sending, receiving), `watch` (failures across hosts).
 
