@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use gaspi::testing::Job;
-use gaspi::{Config, Error, Local, Timeout};
+use gaspi::{Config, Error, Local, Timeout, WaitMode};
 
 #[test]
 fn many_senders_one_receiver_in_order_per_sender() {
@@ -136,12 +136,21 @@ fn passive_messages_across_hosts_and_full_inboxes() {
     // Every rank a node: under the GPI-2 engine with emulated hosts each
     // is a host: the receiver reads the first message from the sender,
     // later ones are written into the sender's slot at the receiver (64
-    // KiB in small jobs), larger ones read again.
-    let cfg = Config {
-        passive_queue_size_max: 2,
-        passive_transfer_size_max: 1 << 17,
-        ..Default::default()
-    };
+    // KiB in small jobs), larger ones read again. Receivers that look
+    // (the default) and receivers that sleep in the kernel (`Block`),
+    // which only another host's relay thread wakes.
+    for mode in [WaitMode::Auto, WaitMode::Block] {
+        let cfg = Config {
+            passive_queue_size_max: 2,
+            passive_transfer_size_max: 1 << 17,
+            wait_mode: mode,
+            ..Default::default()
+        };
+        across_hosts_and_full_inboxes(cfg);
+    }
+}
+
+fn across_hosts_and_full_inboxes(cfg: Config) {
     Job::new(&[2, 4]).ppn(1).config(cfg).run(|ctx| {
         let seg = segment(ctx, 0, 1 << 18);
         let (right, left) = neighbours(ctx);
