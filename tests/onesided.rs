@@ -527,3 +527,75 @@ fn transfers_land_exactly_at_every_relative_alignment() {
         }
     });
 }
+
+#[test]
+fn lists_whose_elements_are_mostly_empty_move_exactly_the_others() {
+    // GPI-2's list_ops_zero_size: 255 elements of one u16 each, all empty
+    // but the first, the last, the middle one, or every odd one; notified
+    // writes to the right, notified reads from the right.
+    const N: usize = 255;
+    Job::new(&[2, 3]).run(|ctx| {
+        let view = segment(ctx, 0, 2 * N * 2);
+        let (right, left) = neighbours(ctx);
+        let me = ctx.rank() as u16;
+        let word = |k: usize| {
+            let mut b = [0u8; 2];
+            view.copy_to_slice(k * 2, &mut b);
+            u16::from_le_bytes(b)
+        };
+        let reset = || {
+            for k in 0..2 * N {
+                view.copy_from_slice(k * 2, &me.to_le_bytes());
+            }
+            barrier(ctx);
+        };
+        let odd: Vec<usize> = (0..N).filter(|k| k % 2 == 1).collect();
+        for full in [vec![0], vec![N - 1], vec![N / 2], odd] {
+            // Element k: word k here <-> word N + k at the right.
+            let entries: Vec<ListEntry> = (0..N)
+                .map(|k| {
+                    let size = if full.contains(&k) { 2 } else { 0 };
+                    ListEntry::new(Local::new(0, k * 2), 0, (N + k) * 2, size)
+                })
+                .collect();
+            reset();
+            let id = u32::from(me);
+            ctx.write_list_notify(
+                right,
+                &entries,
+                0,
+                Notification::new(id, 1),
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
+            let from = u32::from(left as u16);
+            assert_eq!(
+                ctx.notify_waitsome(0, from..from + 1, Timeout::Block)
+                    .unwrap(),
+                from
+            );
+            assert_eq!(ctx.notify_reset(0, from).unwrap(), 1);
+            ctx.wait(0, Timeout::Block).unwrap();
+            for k in 0..N {
+                let want = if full.contains(&k) { left as u16 } else { me };
+                assert_eq!(word(N + k), want, "write_list_notify, element {k}");
+            }
+            barrier(ctx);
+            reset();
+            ctx.read_list_notify(right, &entries, 0, id, 0, Timeout::Block)
+                .unwrap();
+            assert_eq!(
+                ctx.notify_waitsome(0, id..id + 1, Timeout::Block).unwrap(),
+                id
+            );
+            ctx.notify_reset(0, id).unwrap();
+            ctx.wait(0, Timeout::Block).unwrap();
+            for k in 0..N {
+                let want = if full.contains(&k) { right as u16 } else { me };
+                assert_eq!(word(k), want, "read_list_notify, element {k}");
+            }
+            barrier(ctx);
+        }
+    });
+}
