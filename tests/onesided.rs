@@ -537,7 +537,7 @@ fn lists_whose_elements_are_mostly_empty_move_exactly_the_others() {
     Job::new(&[2, 3]).run(|ctx| {
         let view = segment(ctx, 0, 2 * N * 2);
         let (right, left) = neighbours(ctx);
-        let me = ctx.rank() as u16;
+        let me = ctx.rank();
         let word = |k: usize| {
             let mut b = [0u8; 2];
             view.copy_to_slice(k * 2, &mut b);
@@ -569,7 +569,7 @@ fn lists_whose_elements_are_mostly_empty_move_exactly_the_others() {
                 Timeout::Block,
             )
             .unwrap();
-            let from = u32::from(left as u16);
+            let from = u32::from(left);
             assert_eq!(
                 ctx.notify_waitsome(0, from..from + 1, Timeout::Block)
                     .unwrap(),
@@ -578,7 +578,7 @@ fn lists_whose_elements_are_mostly_empty_move_exactly_the_others() {
             assert_eq!(ctx.notify_reset(0, from).unwrap(), 1);
             ctx.wait(0, Timeout::Block).unwrap();
             for k in 0..N {
-                let want = if full.contains(&k) { left as u16 } else { me };
+                let want = if full.contains(&k) { left } else { me };
                 assert_eq!(word(N + k), want, "write_list_notify, element {k}");
             }
             barrier(ctx);
@@ -592,7 +592,7 @@ fn lists_whose_elements_are_mostly_empty_move_exactly_the_others() {
             ctx.notify_reset(0, id).unwrap();
             ctx.wait(0, Timeout::Block).unwrap();
             for k in 0..N {
-                let want = if full.contains(&k) { right as u16 } else { me };
+                let want = if full.contains(&k) { right } else { me };
                 assert_eq!(word(k), want, "read_list_notify, element {k}");
             }
             barrier(ctx);

@@ -136,9 +136,9 @@ fn passive_messages_across_hosts_and_full_inboxes() {
     // Every rank a node: under the GPI-2 engine with emulated hosts each
     // is a host: the receiver reads the first message from the sender,
     // later ones are written into the sender's slot at the receiver (64
-    // KiB in small jobs), larger ones read again. Receivers that look
-    // (the default) and receivers that sleep in the kernel (`Block`),
-    // which only another host's relay thread wakes.
+    // KiB in small jobs), larger ones read again. In the default wait
+    // mode and in `Block`, where a receiver across hosts pumps other
+    // hosts' messages in between naps instead of spinning and yielding.
     for mode in [WaitMode::Auto, WaitMode::Block] {
         let cfg = Config {
             passive_queue_size_max: 2,
