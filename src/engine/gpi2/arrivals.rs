@@ -81,10 +81,7 @@ impl Arrivals {
         };
         if self.scanned.is_none_or(|(t, every)| t.elapsed() >= every) {
             let now = scan(epoll, me, &self.seen);
-            let every = match self.scanned {
-                Some((_, every)) if now.is_subset(&self.seen) => (every * 2).min(RESCAN_MAX),
-                _ => RESCAN,
-            };
+            let every = next_look(self.scanned.map(|(_, e)| e), !now.is_subset(&self.seen));
             self.scanned = Some((Instant::now(), every));
             self.seen = now;
         }
@@ -93,6 +90,16 @@ impl Arrivals {
         if let Ok(1..) = poll(&mut fds, Some(&timeout)) {
             drain(epoll);
         }
+    }
+}
+
+/// How long after a look at the sockets the next is due, given the time
+/// between the last two (`None`: this was the first) and whether this one
+/// found a new socket.
+fn next_look(last: Option<Duration>, found_new: bool) -> Duration {
+    match last {
+        Some(every) if !found_new => (every * 2).min(RESCAN_MAX),
+        _ => RESCAN,
     }
 }
 
@@ -190,10 +197,11 @@ mod tests {
         arrivals.nap(LONG, true);
         assert!(start.elapsed() < LONG / 2, "woken by the arrival");
         let _client = writer.join().unwrap();
-        // A connection made later is found at the next scan.
+        // A connection made later is found at the next look (made due
+        // here rather than waited for).
         let (mut late, _late_server) = pair();
         late.write_all(b"y").unwrap();
-        std::thread::sleep(RESCAN);
+        arrivals.scanned = None;
         let start = Instant::now();
         arrivals.nap(LONG, true);
         assert!(start.elapsed() < LONG / 2, "a socket opened later wakes it");
@@ -201,6 +209,20 @@ mod tests {
         let start = Instant::now();
         arrivals.nap(Duration::from_millis(1), false);
         assert!(start.elapsed() >= Duration::from_millis(1));
+    }
+
+    #[test]
+    fn looks_at_the_sockets_grow_rarer_while_none_appear() {
+        assert_eq!(next_look(None, false), RESCAN);
+        let mut every = next_look(None, true);
+        let mut seen = vec![every];
+        while every < RESCAN_MAX {
+            every = next_look(Some(every), false);
+            seen.push(every);
+        }
+        assert_eq!(seen.len(), 6, "100 ms doubled up to 3.2 s: {seen:?}");
+        assert_eq!(next_look(Some(RESCAN_MAX), false), RESCAN_MAX);
+        assert_eq!(next_look(Some(RESCAN_MAX), true), RESCAN);
     }
 
     #[test]
