@@ -221,30 +221,43 @@ impl Gpi2 {
         // completes a write once it is in the socket, so the race existed
         // either way (seen again with this wait); barriers now flush
         // first (`flush.rs`), and napping here could be measured again.
-        let q = queue_of(queue);
         // SAFETY: plain call.
-        let code = self.watching_reads(q, timeout, alive, |t| unsafe { sys::gaspi_wait(q, t) })?;
-        match self.corrupt_ranks().first() {
-            Some(&rank) if code == sys::GASPI_ERROR => Err(Error::RankFailed { rank }),
-            _ => check("gaspi_wait", code, None),
-        }
+        self.complete(queue, timeout, alive, "gaspi_wait", |q, t| unsafe {
+            sys::gaspi_wait(q, t)
+        })
     }
 
     /// Discard the requests of `queue` (`gaspi_queue_purge`; GPI-2's TCP
-    /// device waits for them, so a read whose target died fails it as it
-    /// fails [`Gpi2::wait`]).
+    /// device waits for them, so it fails as [`Gpi2::wait`] does).
     pub(crate) fn purge(
         &self,
         queue: QueueId,
         timeout: Timeout,
         alive: &dyn Fn(Rank) -> bool,
     ) -> Result<()> {
-        let q = queue_of(queue);
         // SAFETY: plain call.
-        let code = self.watching_reads(q, timeout, alive, |t| unsafe {
+        self.complete(queue, timeout, alive, "gaspi_queue_purge", |q, t| unsafe {
             sys::gaspi_queue_purge(q, t)
-        })?;
-        check("gaspi_queue_purge", code, None)
+        })
+    }
+
+    /// [`Gpi2::wait`] and [`Gpi2::purge`]: run `call` (named `name`) on
+    /// `queue`'s GPI-2 queue while watching its reads; a GPI-2 error with
+    /// a rank marked corrupt is that rank's failure.
+    fn complete(
+        &self,
+        queue: QueueId,
+        timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+        name: &'static str,
+        call: impl Fn(sys::gaspi_queue_id_t, sys::gaspi_timeout_t) -> sys::gaspi_return_t,
+    ) -> Result<()> {
+        let q = queue_of(queue);
+        let code = self.watching_reads(q, timeout, alive, |t| call(q, t))?;
+        match self.corrupt_ranks().first() {
+            Some(&rank) if code == sys::GASPI_ERROR => Err(Error::RankFailed { rank }),
+            _ => check(name, code, None),
+        }
     }
 
     /// Run `call` (GPI-2's wait or purge of GPI-2 queue `q`, given a
