@@ -111,12 +111,17 @@ fn put_lat(world: &LamellarWorld, sizes: &[usize], spin: bool) {
     let flag_at = max.div_ceil(64) * 64;
     let region = world.alloc_shared_mem_region::<u8>(flag_at + 8).block();
     let src = world.alloc_one_sided_mem_region::<u8>(flag_at + 8);
-    // SAFETY (both): this PE's own memory; the peer writes `region` only
-    // between our flag changes, and we read the data after its flag.
-    let mine = unsafe { region.as_mut_slice().expect("local region") };
+    // The peer writes `region` (its puts land there): read it through a
+    // raw pointer, volatile, only after the flag (with an acquire fence).
+    // SAFETY: this PE's own part of the region, alive until the end.
+    let mine = unsafe { region.as_mut_slice().expect("local region") }.as_ptr();
+    // SAFETY: this PE's own memory, which only this thread writes.
     let out = unsafe { src.as_mut_slice().expect("local region") };
-    assert_eq!(mine.as_ptr() as usize % 8, 0, "the flag word is aligned");
-    let flag = mine[flag_at..].as_ptr() as *const u64;
+    assert_eq!(mine as usize % 8, 0, "the flag word is aligned");
+    // SAFETY: `flag_at + 8` bytes were allocated.
+    let flag = unsafe { mine.add(flag_at) } as *const u64;
+    // SAFETY: `j` < `flag_at`, within the region.
+    let byte = |j: usize| unsafe { std::ptr::read_volatile(mine.add(j)) };
     // `yield` polls as Lamellar's own bandwidth examples do, yielding the
     // CPU between looks (the PE's worker threads may need it); `spin`
     // only spins, which is faster with a core to spare and fell into
@@ -130,6 +135,7 @@ fn put_lat(world: &LamellarWorld, sizes: &[usize], spin: bool) {
                 std::thread::yield_now();
             }
         }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
     };
     let mut count: u64 = 0;
     for &size in sizes {
@@ -145,12 +151,13 @@ fn put_lat(world: &LamellarWorld, sizes: &[usize], spin: bool) {
             // SAFETY: `src` stays alive and unchanged until the call returns.
             unsafe {
                 region.blocking_put(1 - me, 0, src.sub_region(0..size.max(1)));
+                std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
                 region.blocking_put(1 - me, flag_at, src.sub_region(flag_at..flag_at + 8));
             }
         };
         let mut recv = |i: usize| {
             wait_flag(base + i as u64 + 1);
-            ok &= mine[0] == stamp(i) && mine[size.max(1) - 1] == stamp(i);
+            ok &= byte(0) == stamp(i) && byte(size.max(1) - 1) == stamp(i);
         };
         let total = reps + reps / 10;
         let mut us = 0.0;
@@ -176,14 +183,12 @@ fn put_lat(world: &LamellarWorld, sizes: &[usize], spin: bool) {
             // SAFETY: as above.
             unsafe {
                 region.blocking_put(1, 0, src.sub_region(0..size.max(1)));
+                std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
                 region.blocking_put(1, flag_at, src.sub_region(flag_at..flag_at + 8));
             }
         } else if me == 1 {
             wait_flag(count + 1);
-            ok &= mine[..size]
-                .iter()
-                .enumerate()
-                .all(|(j, &b)| b == (j % 253) as u8);
+            ok &= (0..size).all(|j| byte(j) == (j % 253) as u8);
         }
         count += 1;
         let ok = all_ok(world, ok);
