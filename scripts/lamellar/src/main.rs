@@ -114,7 +114,7 @@ fn put_lat(world: &LamellarWorld, sizes: &[usize], spin: bool) {
     // The peer writes `region` (its puts land there): read it through a
     // raw pointer, volatile, only after the flag (with an acquire fence).
     // SAFETY: this PE's own part of the region, alive until the end.
-    let mine = unsafe { region.as_mut_slice().expect("local region") }.as_ptr();
+    let mine = unsafe { region.as_slice().expect("local region") }.as_ptr();
     // SAFETY: this PE's own memory, which only this thread writes.
     let out = unsafe { src.as_mut_slice().expect("local region") };
     assert_eq!(mine as usize % 8, 0, "the flag word is aligned");
@@ -147,13 +147,15 @@ fn put_lat(world: &LamellarWorld, sizes: &[usize], spin: bool) {
             let s = stamp(i);
             out[0] = s;
             out[size.max(1) - 1] = s;
-            out[flag_at..flag_at + 8].copy_from_slice(&(base + i as u64 + 1).to_ne_bytes());
-            // SAFETY: `src` stays alive and unchanged until the call returns.
-            unsafe {
-                region.blocking_put(1 - me, 0, src.sub_region(0..size.max(1)));
-                std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-                region.blocking_put(1 - me, flag_at, src.sub_region(flag_at..flag_at + 8));
-            }
+            put_then_flag(
+                &region,
+                &src,
+                out,
+                1 - me,
+                size,
+                flag_at,
+                base + i as u64 + 1,
+            );
         };
         let mut recv = |i: usize| {
             wait_flag(base + i as u64 + 1);
@@ -179,13 +181,7 @@ fn put_lat(world: &LamellarWorld, sizes: &[usize], spin: bool) {
             for (j, b) in out[..size].iter_mut().enumerate() {
                 *b = (j % 253) as u8;
             }
-            out[flag_at..flag_at + 8].copy_from_slice(&(count + 1).to_ne_bytes());
-            // SAFETY: as above.
-            unsafe {
-                region.blocking_put(1, 0, src.sub_region(0..size.max(1)));
-                std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-                region.blocking_put(1, flag_at, src.sub_region(flag_at..flag_at + 8));
-            }
+            put_then_flag(&region, &src, out, 1, size, flag_at, count + 1);
         } else if me == 1 {
             wait_flag(count + 1);
             ok &= (0..size).all(|j| byte(j) == (j % 253) as u8);
@@ -198,6 +194,27 @@ fn put_lat(world: &LamellarWorld, sizes: &[usize], spin: bool) {
             "lamellar-yield"
         };
         row(world, "put-lat", variant, size, reps, us, ok);
+    }
+}
+
+/// Put `len` bytes (at least one) of `src` into `to`'s region, then flag
+/// value `k` after them at `flag_at`; `out` is `src`'s memory.
+fn put_then_flag(
+    region: &SharedMemoryRegion<u8>,
+    src: &OneSidedMemoryRegion<u8>,
+    out: &mut [u8],
+    to: usize,
+    len: usize,
+    flag_at: usize,
+    k: u64,
+) {
+    out[flag_at..flag_at + 8].copy_from_slice(&k.to_ne_bytes());
+    // SAFETY: `src` stays alive and unchanged until each call returns
+    // (blocking_put: complete on return); both ranges lie in the regions.
+    unsafe {
+        region.blocking_put(to, 0, src.sub_region(0..len.max(1)));
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        region.blocking_put(to, flag_at, src.sub_region(flag_at..flag_at + 8));
     }
 }
 
