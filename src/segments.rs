@@ -499,8 +499,11 @@ impl<T: Pod> SegmentView<T> {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn copy_from_slice(&self, start: usize, src: &[T]) {
-        self.obj
-            .write_from(self.offset(start, src.len()), bytemuck::cast_slice(src))
+        self.obj.write_from(
+            self.offset(start, src.len()),
+            bytemuck::cast_slice(src),
+            false,
+        )
     }
 
     /// Copy elements `start..start+dst.len()` into `dst`.

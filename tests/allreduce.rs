@@ -621,3 +621,50 @@ fn inter_node_messages_match_the_cost_model() {
         });
     }
 }
+
+/// Inputs put in with ordinary stores, with non-temporal ones, and by the
+/// measured choice between them (`stream_inputs: None`, which warms up,
+/// tries both kinds and then keeps one): the same exact sums, into the
+/// window and into the caller's buffer, on one node (pipelined) and on
+/// two.
+#[test]
+fn streaming_and_ordinary_input_stores_give_the_same_results() {
+    for (ranks, ppn) in [(4, 4), (4, 2)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let me = ctx.rank() as usize;
+            let cap = 1 << 16; // 512 KiB of f64: measured calls
+            let opts = |stream_inputs| AllreduceOptions {
+                stream_inputs,
+                pipeline_min: 384 << 10,
+                ..Default::default()
+            };
+            let kinds = [Some(false), Some(true), None];
+            let mut ars: Vec<Allreduce<f64>> = kinds
+                .iter()
+                .enumerate()
+                .map(|(k, &s)| Allreduce::with_options(ctx, 40 + k as u8, cap, opts(s), B).unwrap())
+                .collect();
+            let mut into = vec![0f64; cap];
+            for it in 0..24usize {
+                let len = cap;
+                // Small integers: every order of summation is exact.
+                let input = |r: usize, i: usize| ((r * 7 + it * 3 + i) % 1000) as f64;
+                let mine: Vec<f64> = (0..len).map(|i| input(me, i)).collect();
+                let want: Vec<f64> = (0..len)
+                    .map(|i| (0..ranks).map(|r| input(r, i)).sum())
+                    .collect();
+                for (k, ar) in ars.iter_mut().enumerate() {
+                    let what = format!("{ranks}/{ppn}, call {it}, stream_inputs {:?}", kinds[k]);
+                    if it % 2 == 0 {
+                        let got = ar.run(&mine, ReduceOp::Sum, B).unwrap().to_vec();
+                        assert_eq!(&got[..len], &want[..], "{what}: in the window");
+                    } else {
+                        ar.run_into(&mine, &mut into[..len], ReduceOp::Sum, B)
+                            .unwrap();
+                        assert_eq!(&into[..len], &want[..], "{what}: into a buffer");
+                    }
+                }
+            }
+        });
+    }
+}

@@ -78,15 +78,27 @@ pub(crate) fn copy_slice<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
 pub(crate) fn copy_slice_streaming<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
     assert_eq!(dst.len(), src.len(), "copy_slice: lengths differ");
     let len = std::mem::size_of_val(src);
+    // SAFETY: both are valid slices of `len` bytes that cannot overlap (a
+    // `&mut` and a `&` slice); `Pod` elements are plain bytes.
+    unsafe { copy_nonoverlapping_streaming(src.as_ptr().cast(), dst.as_mut_ptr().cast(), len) };
+}
+
+/// [`copy_nonoverlapping`] with non-temporal stores where the CPU has AVX2
+/// (from [`LOOP_MIN`] bytes on), ending with a store fence, as
+/// [`copy_slice_streaming`]: for data that another core reads next, when
+/// handing dirty lines from cache to cache is slower than memory.
+///
+/// # Safety
+/// As [`copy_nonoverlapping`].
+pub(crate) unsafe fn copy_nonoverlapping_streaming(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     if len >= LOOP_MIN && std::is_x86_feature_detected!("avx2") {
-        // SAFETY: both are valid slices of `len` bytes that cannot overlap
-        // (a `&mut` and a `&` slice), `Pod` elements are plain bytes, and
-        // AVX2 is present (checked above).
-        unsafe { x86::copy_avx2::<true>(src.as_ptr().cast(), dst.as_mut_ptr().cast(), len) };
+        // SAFETY: the caller's promise; AVX2 is present (checked above).
+        unsafe { x86::copy_avx2::<true>(src, dst, len) };
         return;
     }
-    copy_slice(dst, src);
+    // SAFETY: the caller's promise, the same contract.
+    unsafe { copy_nonoverlapping(src, dst, len) };
 }
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]

@@ -395,12 +395,19 @@ impl SegmentObject {
         unsafe { memcopy::copy_nonoverlapping(s, out.as_mut_ptr(), out.len()) };
     }
 
-    /// Copy `data` to data offset `off`.
-    pub(crate) fn write_from(&self, off: usize, data: &[u8]) {
+    /// Copy `data` to data offset `off`; with `streaming`, by non-temporal
+    /// stores ([`memcopy::copy_nonoverlapping_streaming`]).
+    pub(crate) fn write_from(&self, off: usize, data: &[u8], streaming: bool) {
         let d = self.span(off, data.len());
         // SAFETY: d..d+len is inside the mapping (span); `data` is a distinct
         // Rust buffer, so the ranges cannot overlap.
-        unsafe { memcopy::copy_nonoverlapping(data.as_ptr(), d, data.len()) };
+        unsafe {
+            if streaming {
+                memcopy::copy_nonoverlapping_streaming(data.as_ptr(), d, data.len())
+            } else {
+                memcopy::copy_nonoverlapping(data.as_ptr(), d, data.len())
+            }
+        };
     }
 
     /// The 8-byte word at data offset `off` as an atomic; panics if out of
@@ -441,7 +448,7 @@ impl SegmentObject {
             // SAFETY: inside the mapping (span) and aligned (checked).
             unsafe { std::ptr::write_volatile(p.cast::<T>(), v) };
         } else {
-            self.write_from(off, bytemuck::bytes_of(&v));
+            self.write_from(off, bytemuck::bytes_of(&v), false);
         }
     }
 

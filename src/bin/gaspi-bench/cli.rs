@@ -163,6 +163,10 @@ pub struct AllreduceArgs {
     /// rank for itself (no), or yes while ranks share cores (auto).
     #[arg(long, value_name = "S", default_value = "auto", value_parser = ["auto", "yes", "no"])]
     pub share_reduction: String,
+    /// Inputs put into the node's window with non-temporal stores (yes),
+    /// ordinary ones (no), or whichever the calls measure faster (auto).
+    #[arg(long, value_name = "S", default_value = "auto", value_parser = ["auto", "yes", "no"])]
+    pub stream_inputs: String,
     /// auto: smallest message for the ring [default: 128K].
     #[arg(long, value_name = "B", value_parser = parse_size)]
     pub ring_min: Option<usize>,
@@ -191,6 +195,11 @@ impl AllreduceArgs {
                 .shared_node_replicate_max
                 .unwrap_or(d.shared_node_replicate_max),
             share_reduction: match self.share_reduction.as_str() {
+                "yes" => Some(true),
+                "no" => Some(false),
+                _ => None,
+            },
+            stream_inputs: match self.stream_inputs.as_str() {
                 "yes" => Some(true),
                 "no" => Some(false),
                 _ => None,

@@ -46,9 +46,10 @@ impl NodeMemory {
         self.obj.atomic_u64(at)
     }
 
-    /// Copy `bytes` to byte `at`.
-    pub(super) fn put(&self, at: usize, bytes: &[u8]) {
-        self.obj.write_from(at, bytes)
+    /// Copy `bytes` to byte `at`; with `streaming`, by non-temporal stores
+    /// (see `stream_choice.rs`).
+    pub(super) fn put(&self, at: usize, bytes: &[u8], streaming: bool) {
+        self.obj.write_from(at, bytes, streaming)
     }
 
     /// `len` elements at byte `at`, to read.

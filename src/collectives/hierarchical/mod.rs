@@ -6,7 +6,9 @@
 //! 1. Every rank copies its contribution into its input slot of the node's
 //!    window and then sets its arrival word (one cache line per local rank,
 //!    written only by its rank: no read-modify-write on a line that the
-//!    whole node polls).
+//!    whole node polls). From 256 KiB on, with ordinary or non-temporal
+//!    stores, whichever its calls have measured faster
+//!    ([`AllreduceOptions::stream_inputs`], `stream_choice.rs`).
 //! 2. The node's ranks split the work into *instances*, each reducing the
 //!    node's inputs over an element range and then combining it with the
 //!    same instance on every other node. Instance `i` of node `q` runs on
@@ -122,6 +124,7 @@ mod options;
 mod pipeline;
 mod ring;
 mod strategies;
+mod stream_choice;
 
 pub use allreduce::Allreduce;
 pub(crate) use node_reduce::NodeReduce;

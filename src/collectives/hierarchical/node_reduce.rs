@@ -6,6 +6,7 @@ use super::call_plan::{CallPlan, Instance, PipeCursor, split_range};
 use super::kernels::tag;
 use super::memory::NodeMemory;
 use super::options::{AllreduceAlgorithm, AllreduceOptions, Choice, Inter, choose};
+use super::stream_choice::{self, StreamChoice};
 use crate::collectives::plan::{Dissemination, Layout};
 use crate::collectives::post;
 use crate::collectives::reduce_op::ReduceOp;
@@ -20,6 +21,7 @@ use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::time::Instant;
 
 /// Where a call stopped (to resume after a timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +91,10 @@ pub(crate) struct NodeReduce {
     pub(super) progress: Option<Progress>,
     pub(super) plan: Option<CallPlan>,
     pub(super) leaders_progress: Option<LeadersProgress>,
+    /// Which stores put inputs in, measured ([`StreamChoice`]).
+    pub(super) stream: StreamChoice,
+    /// The call in progress puts its input with non-temporal stores.
+    pub(super) streaming: bool,
 }
 
 /// Where the result of a call is: bytes `range` of the window, or the
@@ -190,8 +196,9 @@ impl NodeReduce {
         // and ready words, a line each; then each instance's done word
         // (`NodeReduce::instance_done`), a line each; then each local
         // rank's put and reduced words of the pipelined calls, a line
-        // each.
-        let inputs = 64 * (4 * slots + 4);
+        // each; then the kind of input stores in use
+        // (`NodeReduce::stream_word`).
+        let inputs = 64 * (4 * slots + 5);
         let stage = a(add(
             what,
             inputs,
@@ -283,6 +290,8 @@ impl NodeReduce {
             progress: None,
             plan: None,
             leaders_progress: None,
+            stream: StreamChoice::default(),
+            streaming: false,
         })
     }
 
@@ -525,8 +534,26 @@ impl NodeReduce {
         };
         if fresh {
             self.plan = Some(self.plan_for(ctx, send.len(), elem));
+            self.stream.reset(self.calls);
         }
         let plan = self.plan.take().expect("plan was just made");
+        // A new call (not one resumed after a timeout) chooses how it puts
+        // its input in; the node's first rank times measured calls.
+        let mut timed = None;
+        if progress.stage == Stage::Start {
+            let measured = bytes >= stream_choice::MIN_BYTES;
+            self.streaming = match self.opts.stream_inputs {
+                Some(s) => s,
+                None if measured => {
+                    let in_use = self.stream_word().load(SeqCst) != 0;
+                    self.stream.pick(self.calls, in_use)
+                }
+                None => false,
+            };
+            if measured && self.opts.stream_inputs.is_none() && ctx.local_rank() == 0 {
+                timed = Some(Instant::now());
+            }
+        }
         // The caller's buffer: reduced into straight where this rank's
         // result is its own, or filled instance by instance as the node's
         // ranks complete them where the result is split.
@@ -547,6 +574,12 @@ impl NodeReduce {
         );
         let out = match r {
             Ok(()) => {
+                if let Some(t) = timed {
+                    let (call, s) = (self.calls, self.streaming);
+                    self.stream.record(call, s, bytes, t.elapsed());
+                    let in_use = self.stream.in_use() as u64;
+                    self.stream_word().store(in_use, SeqCst);
+                }
                 self.calls += 1;
                 if self.pipelined(&plan) {
                     self.pipe_seq += self.chunks(&plan) as u64;
@@ -666,7 +699,7 @@ impl NodeReduce {
                 true
             }
             None => {
-                self.mem.put(start, bytemuck::cast_slice(&value));
+                self.mem.put(start, bytemuck::cast_slice(&value), false);
                 false
             }
         };
@@ -859,7 +892,8 @@ impl NodeReduce {
         let elem = std::mem::size_of::<T>();
         let put = |r: Range<usize>| {
             let bytes: &[u8] = bytemuck::cast_slice(&send[r.clone()]);
-            self.mem.put(at + (r.start - whole.start) * elem, bytes);
+            self.mem
+                .put(at + (r.start - whole.start) * elem, bytes, self.streaming);
         };
         let mut from = whole.start;
         for r in own {
@@ -874,6 +908,13 @@ impl NodeReduce {
     /// holds complete (a split call's instance, written by its owner).
     fn instance_done(&self, inst: usize) -> &AtomicU64 {
         self.word(4 + inst)
+    }
+
+    /// The node's kind of input stores in use (1: streaming), published
+    /// by its first local rank ([`StreamChoice`]): the control word after
+    /// the pipelined calls' words.
+    fn stream_word(&self) -> &AtomicU64 {
+        self.word(4 + 3 * self.slots)
     }
 
     /// Wait until every instance of this split call is complete (then

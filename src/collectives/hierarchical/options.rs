@@ -121,6 +121,29 @@ pub struct AllreduceOptions {
     /// and a result in node-partial order, still bit-identical on every
     /// rank.
     pub share_reduction: Option<bool>,
+    /// Whether a call puts its input into the node's window with
+    /// non-temporal stores (`Some(true)`: the other ranks then read it from
+    /// memory), with ordinary ones (`Some(false)`: they take it from the
+    /// writer's cache), or, `None` (the default), whichever its calls have
+    /// measured faster: the node's first rank times each kind, keeps the
+    /// faster (by a margin of 10%) and tells the node's ranks, which all
+    /// try the other kind in 4 calls of every 256. The hand-off
+    /// between caches is the fast one where cores share a cache and can be
+    /// several times slower across sockets, dies, or on a virtual machine
+    /// for stretches of time; memory is equally fast everywhere. `None`
+    /// measures calls of at least 256 KiB and gives smaller ones ordinary
+    /// stores; the result is the same either way.
+    ///
+    /// ```
+    /// use gaspi::{Allreduce, AllreduceOptions, Config, Context, ReduceOp, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let opts = AllreduceOptions { stream_inputs: Some(true), ..Default::default() };
+    /// let mut ar = Allreduce::<f64>::with_options(&ctx, 0, 1 << 12, opts, Timeout::Block)?;
+    /// let sum = ar.run(&vec![1.0; 1 << 12], ReduceOp::Sum, Timeout::Block)?;
+    /// assert_eq!(sum.get(0), ctx.num_ranks() as f64);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub stream_inputs: Option<bool>,
 }
 
 impl AllreduceOptions {
@@ -184,6 +207,7 @@ impl Default for AllreduceOptions {
             block_bytes: 0,
             queue: 0,
             share_reduction: None,
+            stream_inputs: None,
         }
     }
 }

@@ -124,7 +124,8 @@ impl NodeReduce {
     /// The node's control word `k` after the arrival words, a line each:
     /// 0 shared result claimed, 1 shared result done, 2 node partial
     /// claimed, 3 node partial ready (each the last call it holds for);
-    /// from 4 on, one per instance ([`NodeReduce::instance_done`]).
+    /// from 4 on, one per instance ([`NodeReduce::instance_done`]), then
+    /// the pipelined calls' words and the kind of input stores in use.
     pub(super) fn word(&self, k: usize) -> &AtomicU64 {
         self.mem.word(64 * (self.slots + k))
     }
