@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use gaspi::testing::Job;
-use gaspi::{Allgatherv, AllgathervOptions, Context, GroupId, ReduceOp, Timeout};
+use gaspi::{Allgatherv, AllgathervOptions, Context, GroupId, Notification, ReduceOp, Timeout};
 
 const B: Timeout = Timeout::Block;
 
@@ -159,6 +159,127 @@ fn private_buffer_variant_and_bad_arguments() {
         }
         barrier(ctx);
     });
+}
+
+/// Every rank but 0 makes `call` with a 10 ms timeout, which must time out
+/// (rank 0 has not come), and tells rank 0 so; rank 0 waits until all
+/// have (segment 0, ids `1..n`), then the caller goes on.
+fn others_time_out_before_rank_0(ctx: &Context, call: impl FnOnce(Timeout) -> gaspi::Result<()>) {
+    let (n, me) = (ctx.num_ranks(), ctx.rank());
+    if me != 0 {
+        let e = call(Timeout::ms(10)).unwrap_err();
+        assert!(e.is_timeout(), "rank {me}: {e}");
+        ctx.notify(0, 0, Notification::new(u32::from(me), 1), 0, B)
+            .unwrap();
+        ctx.wait(0, B).unwrap();
+    } else {
+        for _ in 1..n {
+            let id = ctx.notify_waitsome(0, 1..u32::from(n), B).unwrap();
+            ctx.notify_reset(0, id).unwrap();
+        }
+    }
+}
+
+/// Check `got` against every rank's contribution of call `it`.
+fn check_result(got: &[u64], counts: &[usize], displs: &[usize], it: usize, what: &str) {
+    for (r, (&c, &at)) in counts.iter().zip(displs).enumerate() {
+        for i in 0..c {
+            assert_eq!(
+                got[at + i],
+                value(r, it, i),
+                "{what}: element {i} of rank {r}"
+            );
+        }
+    }
+}
+
+/// A call that timed out (rank 0 had not come: the others wait at the
+/// node barrier, or for a credit from rank 0's node) completes when made
+/// again, in the window and in the caller's buffer, and the next call is
+/// an ordinary one: on one node, on nodes of 2 and on nodes of 1.
+#[test]
+fn a_timed_out_call_completes_when_made_again() {
+    for (nodes, ppn) in [(1, 4), (2, 2), (3, 2), (4, 1)] {
+        Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
+            segment(ctx, 0, 64);
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let counts = counts(Dist::Decreasing, n, 700);
+            let displs = displs(&counts);
+            let small = AllgathervOptions {
+                block_bytes: 8 * 64,
+                ..Default::default()
+            };
+            let mut ag =
+                Allgatherv::<u64>::with_options(ctx, 10, &counts, &displs, small, B).unwrap();
+            let total: usize = counts.iter().sum();
+            let send =
+                |it: usize| -> Vec<u64> { (0..counts[me]).map(|i| value(me, it, i)).collect() };
+            let what = format!("{nodes}x{ppn}");
+            // In the window.
+            others_time_out_before_rank_0(ctx, |t| ag.run(&send(0), t).map(|_| ()));
+            let got = ag.run(&send(0), B).unwrap().to_vec();
+            check_result(&got, &counts, &displs, 0, &format!("{what} retried run"));
+            // Into the caller's buffer: what the timed-out call copied stays.
+            let mut got = vec![u64::MAX; total];
+            others_time_out_before_rank_0(ctx, |t| ag.run_into(&send(1), &mut got, t));
+            ag.run_into(&send(1), &mut got, B).unwrap();
+            check_result(
+                &got,
+                &counts,
+                &displs,
+                1,
+                &format!("{what} retried run_into"),
+            );
+            // Then ordinary calls.
+            for it in 2..5 {
+                got.fill(u64::MAX);
+                ag.run_into(&send(it), &mut got, B).unwrap();
+                check_result(&got, &counts, &displs, it, &format!("{what} call {it}"));
+            }
+            barrier(ctx);
+        });
+    }
+}
+
+/// Ranks that give up on a timed-out call and drop the allgatherv can
+/// make a new one on the same segment id with the rank that never came,
+/// and its calls are right.
+#[test]
+fn a_timed_out_call_can_be_given_up() {
+    for (nodes, ppn) in [(1, 4), (2, 2), (4, 1)] {
+        Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
+            segment(ctx, 0, 64);
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let counts = counts(Dist::Regular, n, 300);
+            let displs = displs(&counts);
+            let send =
+                |it: usize| -> Vec<u64> { (0..counts[me]).map(|i| value(me, it, i)).collect() };
+            let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
+            others_time_out_before_rank_0(ctx, |t| ag.run(&send(0), t).map(|_| ()));
+            drop(ag);
+            let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
+            let mut got = vec![u64::MAX; n * 300];
+            for it in 1..4 {
+                ag.run_into(&send(it), &mut got, B).unwrap();
+                check_result(
+                    &got,
+                    &counts,
+                    &displs,
+                    it,
+                    &format!("{nodes}x{ppn} call {it}"),
+                );
+                let view = ag.result().to_vec();
+                check_result(
+                    &view,
+                    &counts,
+                    &displs,
+                    it,
+                    &format!("{nodes}x{ppn} window {it}"),
+                );
+            }
+            barrier(ctx);
+        });
+    }
 }
 
 #[test]

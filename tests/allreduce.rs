@@ -518,6 +518,68 @@ fn a_timed_out_pipelined_call_resumes() {
     });
 }
 
+/// Ranks that give up on a timed-out call (rank 0 never came) and drop the
+/// allreduce make a new one on the same segment id with rank 0, and its
+/// calls are exact: one node, nodes of 2 and of 1, with the default
+/// options, the pipelined staging ring and the dissemination between
+/// nodes.
+#[test]
+fn a_timed_out_call_can_be_given_up() {
+    let (pipelined, _) = pipelined_and_plain();
+    let dissemination = AllreduceOptions {
+        algorithm: AllreduceAlgorithm::Dissemination,
+        fraction_min: 64,
+        ..Default::default()
+    };
+    for (ranks, ppn) in [(4, 4), (4, 2), (4, 1)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let flags = segment(ctx, 44, 64);
+            let (n, me) = (ranks as u16, ctx.rank());
+            let len = 700;
+            let input =
+                |it: usize| -> Vec<u64> { (0..len).map(|i| value(me as usize, it, i)).collect() };
+            for (what, opts) in [
+                ("auto", AllreduceOptions::default()),
+                ("pipelined", pipelined),
+                ("dissemination", dissemination),
+            ] {
+                let mut ar = Allreduce::<u64>::with_options(ctx, 43, len, opts, B).unwrap();
+                if me != 0 {
+                    let mut got = vec![0u64; len];
+                    let e = ar
+                        .run_into(&input(0), &mut got, ReduceOp::Sum, Timeout::ms(10))
+                        .unwrap_err();
+                    assert!(e.is_timeout(), "{what}, rank {me}: {e}");
+                    ctx.notify(0, 44, gaspi::Notification::new(u32::from(me), 1), 0, B)
+                        .unwrap();
+                    ctx.wait(0, B).unwrap();
+                } else {
+                    for _ in 1..n {
+                        let id = ctx.notify_waitsome(44, 1..u32::from(n), B).unwrap();
+                        ctx.notify_reset(44, id).unwrap();
+                    }
+                }
+                drop(ar);
+                let mut ar = Allreduce::<u64>::with_options(ctx, 43, len, opts, B).unwrap();
+                for it in 1..4 {
+                    let mut got = vec![0u64; len];
+                    ar.run_into(&input(it), &mut got, ReduceOp::Sum, B).unwrap();
+                    let window = ar.run(&input(it + 10), ReduceOp::Max, B).unwrap().to_vec();
+                    for i in 0..len {
+                        let sum: u64 = (0..ranks).map(|r| value(r, it, i)).sum();
+                        assert_eq!(got[i], sum, "{what} {ranks}x{ppn} call {it}, element {i}");
+                        let max = value(ranks - 1, it + 10, i);
+                        assert_eq!(window[i], max, "{what} {ranks}x{ppn} max {it}, element {i}");
+                    }
+                }
+                drop(ar);
+                barrier(ctx);
+            }
+            drop(flags);
+        });
+    }
+}
+
 /// Every GASPI type with every operation, against a sequential reference
 /// (floats: inputs whose sums and products are exact, so equality holds).
 fn every_type_and_op<T>(ctx: &Context, sample: impl Fn(usize, usize) -> T)

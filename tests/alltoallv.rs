@@ -577,6 +577,51 @@ fn timeout_then_retry_completes_the_same_call() {
     });
 }
 
+/// Ranks that give up on a timed-out call (rank 0 never came) and drop the
+/// alltoallv make a new one on the same segment id with rank 0, and its
+/// calls are right, with counts fixed or learned in the call, on one node,
+/// nodes of 2 and nodes of 1.
+#[test]
+fn a_timed_out_call_can_be_given_up() {
+    for (ranks, ppn) in [(4, 4), (4, 2), (4, 1)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            segment(ctx, 0, 64);
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let counts = counts(Dist::Random, n, 20, 7);
+            let row = &counts[me * n..(me + 1) * n];
+            for unknown in [false, true] {
+                let make = || {
+                    if unknown {
+                        Alltoallv::<u64>::with_unknown_sizes(ctx, 2, 40 * n, Default::default(), B)
+                    } else {
+                        Alltoallv::<u64>::new(ctx, 2, &counts, B)
+                    }
+                    .unwrap()
+                };
+                let mut a = make();
+                let send = send_of(&counts, n, me, 0);
+                others_time_out_before_rank_0(ctx, |t| a.run(&send, row, t));
+                drop(a);
+                let mut a = make();
+                for it in 1..4 {
+                    let send = send_of(&counts, n, me, it);
+                    a.run(&send, row, B).unwrap();
+                    check_in_place(&a, &counts, n, me, it);
+                    let mut recv = vec![u64::MAX; expected(&counts, n, me, it).len()];
+                    a.run_into(&send, row, &mut recv, B).unwrap();
+                    assert_eq!(
+                        recv,
+                        expected(&counts, n, me, it),
+                        "{ranks}x{ppn} unknown {unknown} call {it}"
+                    );
+                }
+                drop(a);
+                barrier(ctx);
+            }
+        });
+    }
+}
+
 #[test]
 fn plans_aggregate_and_balance() {
     // 2 nodes of 3: every section is one message; 9 pieces in one.
