@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use gaspi::testing::Job;
-use gaspi::{Allgatherv, AllgathervOptions, Context, GroupId, Notification, ReduceOp, Timeout};
+use gaspi::{Allgatherv, AllgathervOptions, Context, GroupId, ReduceOp, Timeout};
 
 const B: Timeout = Timeout::Block;
 
@@ -161,25 +161,6 @@ fn private_buffer_variant_and_bad_arguments() {
     });
 }
 
-/// Every rank but 0 makes `call` with a 10 ms timeout, which must time out
-/// (rank 0 has not come), and tells rank 0 so; rank 0 waits until all
-/// have (segment 0, ids `1..n`), then the caller goes on.
-fn others_time_out_before_rank_0(ctx: &Context, call: impl FnOnce(Timeout) -> gaspi::Result<()>) {
-    let (n, me) = (ctx.num_ranks(), ctx.rank());
-    if me != 0 {
-        let e = call(Timeout::ms(10)).unwrap_err();
-        assert!(e.is_timeout(), "rank {me}: {e}");
-        ctx.notify(0, 0, Notification::new(u32::from(me), 1), 0, B)
-            .unwrap();
-        ctx.wait(0, B).unwrap();
-    } else {
-        for _ in 1..n {
-            let id = ctx.notify_waitsome(0, 1..u32::from(n), B).unwrap();
-            ctx.notify_reset(0, id).unwrap();
-        }
-    }
-}
-
 /// Check `got` against every rank's contribution of call `it`.
 fn check_result(got: &[u64], counts: &[usize], displs: &[usize], it: usize, what: &str) {
     for (r, (&c, &at)) in counts.iter().zip(displs).enumerate() {
@@ -216,12 +197,12 @@ fn a_timed_out_call_completes_when_made_again() {
                 |it: usize| -> Vec<u64> { (0..counts[me]).map(|i| value(me, it, i)).collect() };
             let what = format!("{nodes}x{ppn}");
             // In the window.
-            others_time_out_before_rank_0(ctx, |t| ag.run(&send(0), t).map(|_| ()));
+            others_time_out_before_rank_0(ctx, 0, |t| ag.run(&send(0), t).map(|_| ()));
             let got = ag.run(&send(0), B).unwrap().to_vec();
             check_result(&got, &counts, &displs, 0, &format!("{what} retried run"));
             // Into the caller's buffer: what the timed-out call copied stays.
             let mut got = vec![u64::MAX; total];
-            others_time_out_before_rank_0(ctx, |t| ag.run_into(&send(1), &mut got, t));
+            others_time_out_before_rank_0(ctx, 0, |t| ag.run_into(&send(1), &mut got, t));
             ag.run_into(&send(1), &mut got, B).unwrap();
             check_result(
                 &got,
@@ -255,7 +236,7 @@ fn a_timed_out_call_can_be_given_up() {
             let send =
                 |it: usize| -> Vec<u64> { (0..counts[me]).map(|i| value(me, it, i)).collect() };
             let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
-            others_time_out_before_rank_0(ctx, |t| ag.run(&send(0), t).map(|_| ()));
+            others_time_out_before_rank_0(ctx, 0, |t| ag.run(&send(0), t).map(|_| ()));
             drop(ag);
             let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
             let mut got = vec![u64::MAX; n * 300];

@@ -534,7 +534,7 @@ fn a_timed_out_call_can_be_given_up() {
     for (ranks, ppn) in [(4, 4), (4, 2), (4, 1)] {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let flags = segment(ctx, 44, 64);
-            let (n, me) = (ranks as u16, ctx.rank());
+            let me = ctx.rank();
             let len = 700;
             let input =
                 |it: usize| -> Vec<u64> { (0..len).map(|i| value(me as usize, it, i)).collect() };
@@ -544,21 +544,10 @@ fn a_timed_out_call_can_be_given_up() {
                 ("dissemination", dissemination),
             ] {
                 let mut ar = Allreduce::<u64>::with_options(ctx, 43, len, opts, B).unwrap();
-                if me != 0 {
-                    let mut got = vec![0u64; len];
-                    let e = ar
-                        .run_into(&input(0), &mut got, ReduceOp::Sum, Timeout::ms(10))
-                        .unwrap_err();
-                    assert!(e.is_timeout(), "{what}, rank {me}: {e}");
-                    ctx.notify(0, 44, gaspi::Notification::new(u32::from(me), 1), 0, B)
-                        .unwrap();
-                    ctx.wait(0, B).unwrap();
-                } else {
-                    for _ in 1..n {
-                        let id = ctx.notify_waitsome(44, 1..u32::from(n), B).unwrap();
-                        ctx.notify_reset(44, id).unwrap();
-                    }
-                }
+                let mut got = vec![0u64; len];
+                others_time_out_before_rank_0(ctx, 44, |t| {
+                    ar.run_into(&input(0), &mut got, ReduceOp::Sum, t)
+                });
                 drop(ar);
                 let mut ar = Allreduce::<u64>::with_options(ctx, 43, len, opts, B).unwrap();
                 for it in 1..4 {

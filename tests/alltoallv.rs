@@ -8,9 +8,7 @@ mod common;
 use common::*;
 use gaspi::plan::AlltoallvPlan;
 use gaspi::testing::Job;
-use gaspi::{
-    Alltoallv, AlltoallvOptions, Context, Error, GroupId, Notification, ReduceOp, Timeout,
-};
+use gaspi::{Alltoallv, AlltoallvOptions, Context, Error, GroupId, ReduceOp, Timeout};
 
 const B: Timeout = Timeout::Block;
 
@@ -280,23 +278,6 @@ fn single_copies_need_the_whole_node() {
     });
 }
 
-/// Rank 0 comes late to a call: the others make it (`call`) with a short
-/// timeout, which must pass, then tell rank 0 (notifications on segment
-/// 0), which waits for all of them. The caller then retries the call.
-fn others_time_out_before_rank_0(ctx: &Context, call: impl FnOnce(Timeout) -> gaspi::Result<()>) {
-    let (n, me) = (ctx.num_ranks(), ctx.rank());
-    if me != 0 {
-        assert!(call(Timeout::ms(10)).unwrap_err().is_timeout());
-        ctx.notify(0, 0, Notification::new(u32::from(me), 1), 0, B)
-            .unwrap();
-    } else {
-        for _ in 1..n {
-            let id = ctx.notify_waitsome(0, 1..u32::from(n), B).unwrap();
-            ctx.notify_reset(0, id).unwrap();
-        }
-    }
-}
-
 /// `len` elements of `v` starting on a cache line.
 fn line_aligned(v: &mut [u64], len: usize) -> &mut [u64] {
     let skip = (64 - v.as_ptr() as usize % 64) % 64 / 8;
@@ -326,7 +307,7 @@ fn single_copy_timeout_then_retry_completes_the_same_call() {
             let send = line_aligned(&mut send_store, 4096 * n);
             send.copy_from_slice(&send_of(&counts, n, me, it));
             let send = &*send;
-            others_time_out_before_rank_0(ctx, |t| a.run_into(send, row, recv, t));
+            others_time_out_before_rank_0(ctx, 0, |t| a.run_into(send, row, recv, t));
             a.run_into(send, row, recv, B).unwrap();
             assert_eq!(*recv, expected(&counts, n, me, it), "it {it}");
             if me != 0 && a.single_copy() {
@@ -565,7 +546,7 @@ fn timeout_then_retry_completes_the_same_call() {
         let row = &counts[me * n..(me + 1) * n];
         let send = send_of(&counts, n, me, 5);
         for a in [&mut fixed, &mut unknown] {
-            others_time_out_before_rank_0(ctx, |t| a.run(&send, row, t));
+            others_time_out_before_rank_0(ctx, 0, |t| a.run(&send, row, t));
             a.run(&send, row, B).unwrap();
             check_in_place(a, &counts, n, me, 5);
             // And the next call is a normal one.
@@ -600,7 +581,7 @@ fn a_timed_out_call_can_be_given_up() {
                 };
                 let mut a = make();
                 let send = send_of(&counts, n, me, 0);
-                others_time_out_before_rank_0(ctx, |t| a.run(&send, row, t));
+                others_time_out_before_rank_0(ctx, 0, |t| a.run(&send, row, t));
                 drop(a);
                 let mut a = make();
                 for it in 1..4 {

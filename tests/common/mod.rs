@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use gaspi::{Alloc, Context, GroupId, SegmentId, SegmentView, Timeout};
+use gaspi::{Alloc, Context, GroupId, Notification, SegmentId, SegmentView, Timeout};
 
 /// Byte `i` of the test pattern number `seed`: differs between seeds and
 /// along the buffer, so misplaced or stale bytes show.
@@ -44,6 +44,39 @@ pub fn segment(ctx: &Context, seg: SegmentId, size: usize) -> SegmentView<u8> {
 /// Barrier over all ranks, blocking.
 pub fn barrier(ctx: &Context) {
     ctx.barrier(GroupId::ALL, Timeout::Block).expect("barrier");
+}
+
+/// Every rank but 0 makes `call` (a collective call) with a 10 ms
+/// timeout, which must time out since rank 0 has not come, and tells rank
+/// 0 so (notification `rank` of segment `seg`, which must have ids
+/// `1..ranks`); rank 0 waits until all have told it. Then the caller goes
+/// on: retries the call, or gives it up.
+pub fn others_time_out_before_rank_0(
+    ctx: &Context,
+    seg: SegmentId,
+    call: impl FnOnce(Timeout) -> gaspi::Result<()>,
+) {
+    let (n, me) = (ctx.num_ranks(), ctx.rank());
+    if me != 0 {
+        let e = call(Timeout::ms(10)).unwrap_err();
+        assert!(e.is_timeout(), "rank {me}: {e}");
+        ctx.notify(
+            0,
+            seg,
+            Notification::new(u32::from(me), 1),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.wait(0, Timeout::Block).unwrap();
+    } else {
+        for _ in 1..n {
+            let id = ctx
+                .notify_waitsome(seg, 1..u32::from(n), Timeout::Block)
+                .unwrap();
+            ctx.notify_reset(seg, id).unwrap();
+        }
+    }
 }
 
 /// The right and left neighbours of this rank on the ring of all ranks.
