@@ -17,6 +17,7 @@
 
 use crate::config::{RESERVED_SEGMENT, in_internal};
 use crate::context::Context;
+use crate::context::groups::CreateStage;
 use crate::engine::segment::{SegmentObject, Shape};
 use crate::engine::shm::page_size;
 use crate::error::{Error, Result};
@@ -99,14 +100,20 @@ impl Context {
     /// alloc, register, barrier). After it returns every member can access
     /// every other member's segment `segment`.
     ///
-    /// If the closing barrier times out, call it again with the same
-    /// arguments to keep waiting. Or give up: [`Context::segment_delete`]
-    /// abandons the call, and a later `segment_create` of that id starts
-    /// afresh. The abandoned call's arrival at the group's barrier still
-    /// counts (a barrier cannot take an arrival back, in GPI-2 neither), so
-    /// the retry's barrier may let the other members through before this
-    /// rank has made the new segment: call [`Context::barrier`] once more
-    /// before they use it.
+    /// One barrier more than GPI-2's comes between the alloc and the
+    /// registration: no member can reach the new segment before every
+    /// member has come, so what another member still does with an earlier
+    /// segment of this id (a collective call it gave up and has not left
+    /// yet) cannot land in the new one.
+    ///
+    /// If a barrier times out, call it again with the same arguments to
+    /// keep waiting. Or give up: [`Context::segment_delete`] abandons the
+    /// call, and a later `segment_create` of that id starts afresh. The
+    /// abandoned call's arrival at a barrier still counts (a barrier cannot
+    /// take an arrival back, in GPI-2 neither): abandoned in the closing
+    /// barrier, it may let the other members return while this rank makes
+    /// the segment anew, so call [`Context::barrier`] once more before they
+    /// use it.
     ///
     /// ```
     /// use gaspi::{Alloc, Context, Config, GroupId, Timeout};
@@ -129,8 +136,15 @@ impl Context {
         })
     }
 
-    /// Register, then barrier, with a retry after a timeout resuming the
-    /// barrier instead of failing on the existing segment.
+    /// Make, barrier, register, barrier; a retry after a timeout resumes
+    /// the barrier that timed out instead of failing on the existing
+    /// segment.
+    ///
+    /// The first barrier keeps what other members still do with an earlier
+    /// segment of this id (a collective call they gave up after a timeout
+    /// and have not yet left, a segment they are deleting) out of the new
+    /// one: a member reaches it only once it has left those, and nobody can
+    /// write to the new segment before it is registered with them.
     pub(crate) fn collective_segment(
         &self,
         segment: SegmentId,
@@ -140,20 +154,29 @@ impl Context {
         make: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         self.check_segment_id(segment)?;
-        let resuming = self.groups.take_pending_create(segment, group);
-        if !resuming {
-            make()?;
-            for &m in members {
-                self.segment_register(segment, m, timeout)?;
-            }
-        }
-        match self.barrier(group, timeout) {
+        let deadline = timeout.deadline();
+        // A barrier of the creation; a timeout leaves it to resume at `stage`.
+        let barrier = |stage| match self.barrier(group, deadline.timeout()) {
             Err(e) if e.is_timeout() => {
-                self.groups.set_pending_create(segment, group);
+                self.groups.set_pending_create(segment, group, stage);
                 Err(e)
             }
             r => r,
+        };
+        let stage = match self.groups.take_pending_create(segment, group) {
+            Some(stage) => stage,
+            None => {
+                make()?;
+                CreateStage::Made
+            }
+        };
+        if stage == CreateStage::Made {
+            barrier(CreateStage::Made)?;
+            for &m in members {
+                self.segment_register(segment, m, deadline.timeout())?;
+            }
         }
+        barrier(CreateStage::Registered)
     }
 
     /// Make `size` bytes at `pointer` segment `segment` of this rank

@@ -217,7 +217,9 @@ impl Context {
     /// `segment` on every member of `group`: one window per node, shared by
     /// the group's members on that node and registered with every member.
     /// After it returns on all members, every member can access every
-    /// node's window. On a timeout of the closing barrier, call again.
+    /// node's window. Made, then registered after a barrier, then a
+    /// closing barrier, as [`Context::segment_create`] (where it says why);
+    /// on a timeout of either barrier, call again.
     ///
     /// ```
     /// use gaspi::{Config, Context, GroupId, Local, Notification, Remote, Timeout};

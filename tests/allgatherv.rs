@@ -236,7 +236,7 @@ fn a_timed_out_call_can_be_given_up() {
             let send =
                 |it: usize| -> Vec<u64> { (0..counts[me]).map(|i| value(me, it, i)).collect() };
             let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
-            others_time_out_before_rank_0(ctx, 0, |t| ag.run(&send(0), t).map(|_| ()));
+            others_give_up_before_rank_0(ctx, 0, |t| ag.run(&send(0), t).map(|_| ()));
             drop(ag);
             let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
             let mut got = vec![u64::MAX; n * 300];

@@ -545,7 +545,7 @@ fn a_timed_out_call_can_be_given_up() {
             ] {
                 let mut ar = Allreduce::<u64>::with_options(ctx, 43, len, opts, B).unwrap();
                 let mut got = vec![0u64; len];
-                others_time_out_before_rank_0(ctx, 44, |t| {
+                others_give_up_before_rank_0(ctx, 44, |t| {
                     ar.run_into(&input(0), &mut got, ReduceOp::Sum, t)
                 });
                 drop(ar);

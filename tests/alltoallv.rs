@@ -581,7 +581,7 @@ fn a_timed_out_call_can_be_given_up() {
                 };
                 let mut a = make();
                 let send = send_of(&counts, n, me, 0);
-                others_time_out_before_rank_0(ctx, 0, |t| a.run(&send, row, t));
+                others_give_up_before_rank_0(ctx, 0, |t| a.run(&send, row, t));
                 drop(a);
                 let mut a = make();
                 for it in 1..4 {

@@ -522,9 +522,11 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
 }
 
 impl<T> Drop for Allgatherv<'_, T> {
-    /// Deletes this rank's result window segment. When a call returns, all
-    /// blocks for this node have arrived, so no more writes come in.
+    /// Deletes this rank's result window segment, once its queue is done.
+    /// When a call returns, all blocks for this node have arrived, so no
+    /// more writes come in (after a call given up, see
+    /// [`Context::segment_create`] for why a new one is still safe).
     fn drop(&mut self) {
-        let _ = self.ctx.segment_delete(self.segment);
+        super::release(self.ctx, self.segment, self.options.queue);
     }
 }

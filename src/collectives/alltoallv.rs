@@ -1449,9 +1449,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 }
 
 impl<T> Drop for Alltoallv<'_, T> {
-    /// Deletes this rank's window segment. When a call returns, every chunk
-    /// for this node has arrived, so no more writes come in.
+    /// Deletes this rank's window segment, once its queue is done. When a
+    /// call returns, every chunk for this node has arrived, so no more
+    /// writes come in (after a call given up, see
+    /// [`Context::segment_create`] for why a new one is still safe).
     fn drop(&mut self) {
-        let _ = self.ctx.segment_delete(self.segment);
+        super::release(self.ctx, self.segment, self.options.queue);
     }
 }

@@ -147,9 +147,19 @@ pub(crate) struct Groups {
     table: Mutex<Vec<Option<GroupEntry>>>,
     /// Windows made per segment id and node member list: names the next.
     windows: Mutex<HashMap<(SegmentId, Vec<Rank>), u64>>,
-    /// How often each member list was committed: names the next commit.
-    /// A `segment_create` whose closing barrier timed out.
-    pending_create: Mutex<Option<(SegmentId, GroupId)>>,
+    /// A `segment_create` (or window creation) that timed out in one of
+    /// its barriers, and how far it had come.
+    pending_create: Mutex<Option<(SegmentId, GroupId, CreateStage)>>,
+}
+
+/// How far a collective segment creation had come when a barrier of it
+/// timed out (see `Context::collective_segment`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CreateStage {
+    /// Made here, not yet registered: waiting for every member to arrive.
+    Made,
+    /// Registered with every member: the closing barrier.
+    Registered,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -183,25 +193,37 @@ impl Groups {
             .or_insert(0) += 1;
     }
 
-    pub(crate) fn take_pending_create(&self, segment: SegmentId, group: GroupId) -> bool {
+    /// The stage of a timed-out creation of `segment` over `group`, to
+    /// resume (taken: a new timeout sets it again).
+    pub(crate) fn take_pending_create(
+        &self,
+        segment: SegmentId,
+        group: GroupId,
+    ) -> Option<CreateStage> {
         let mut p = lock(&self.pending_create);
-        if *p == Some((segment, group)) {
-            *p = None;
-            true
-        } else {
-            false
+        match *p {
+            Some((s, g, stage)) if (s, g) == (segment, group) => {
+                *p = None;
+                Some(stage)
+            }
+            _ => None,
         }
     }
 
-    pub(crate) fn set_pending_create(&self, segment: SegmentId, group: GroupId) {
-        *lock(&self.pending_create) = Some((segment, group));
+    pub(crate) fn set_pending_create(
+        &self,
+        segment: SegmentId,
+        group: GroupId,
+        stage: CreateStage,
+    ) {
+        *lock(&self.pending_create) = Some((segment, group, stage));
     }
 
     /// Segment `segment` was deleted: a creation of it that timed out is
     /// abandoned, and the next creation starts afresh.
     pub(crate) fn forget_pending_create(&self, segment: SegmentId) {
         let mut p = lock(&self.pending_create);
-        if p.is_some_and(|(s, _)| s == segment) {
+        if p.is_some_and(|(s, _, _)| s == segment) {
             *p = None;
         }
     }

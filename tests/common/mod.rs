@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use gaspi::{Alloc, Context, GroupId, Notification, SegmentId, SegmentView, Timeout};
+use gaspi::{Alloc, Context, Error, GroupId, Notification, SegmentId, SegmentView, Timeout};
 
 /// Byte `i` of the test pattern number `seed`: differs between seeds and
 /// along the buffer, so misplaced or stale bytes show.
@@ -50,16 +50,42 @@ pub fn barrier(ctx: &Context) {
 /// timeout, which must time out since rank 0 has not come, and tells rank
 /// 0 so (notification `rank` of segment `seg`, which must have ids
 /// `1..ranks`); rank 0 waits until all have told it. Then the caller goes
-/// on: retries the call, or gives it up.
+/// on and retries the call.
 pub fn others_time_out_before_rank_0(
     ctx: &Context,
     seg: SegmentId,
     call: impl FnOnce(Timeout) -> gaspi::Result<()>,
 ) {
+    others_fail_before_rank_0(ctx, seg, call, |e| e.is_timeout());
+}
+
+/// [`others_time_out_before_rank_0`] for ranks that then give the call up
+/// (drop the collective) each as soon as its own call failed: a rank still
+/// in the call may find that a peer's segment is gone instead of timing out.
+pub fn others_give_up_before_rank_0(
+    ctx: &Context,
+    seg: SegmentId,
+    call: impl FnOnce(Timeout) -> gaspi::Result<()>,
+) {
+    others_fail_before_rank_0(ctx, seg, call, |e| {
+        e.is_timeout()
+            || matches!(
+                e,
+                Error::SegmentNotRegistered { .. } | Error::SegmentNotFound { .. }
+            )
+    });
+}
+
+fn others_fail_before_rank_0(
+    ctx: &Context,
+    seg: SegmentId,
+    call: impl FnOnce(Timeout) -> gaspi::Result<()>,
+    expected: impl Fn(&Error) -> bool,
+) {
     let (n, me) = (ctx.num_ranks(), ctx.rank());
     if me != 0 {
         let e = call(Timeout::ms(10)).unwrap_err();
-        assert!(e.is_timeout(), "rank {me}: {e}");
+        assert!(expected(&e), "rank {me}: {e}");
         ctx.notify(
             0,
             seg,

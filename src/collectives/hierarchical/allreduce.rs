@@ -260,9 +260,11 @@ impl<T: Reducible> Allreduce<'_, T> {
 }
 
 impl<T> Drop for Allreduce<'_, T> {
-    /// Deletes this rank's window segment. Every message of a completed
-    /// call has arrived when it returns.
+    /// Deletes this rank's window segment, once its queue is done. Every
+    /// message of a completed call has arrived when it returns (after a
+    /// call given up, see [`Context::segment_create`] for why a new one is
+    /// still safe).
     fn drop(&mut self) {
-        let _ = self.ctx.segment_delete(self.core.segment());
+        crate::collectives::release(self.ctx, self.core.segment(), self.core.opts.queue);
     }
 }

@@ -192,12 +192,11 @@ impl Mpi {
         Ok(b.obj.data().wrapping_add(offset as usize))
     }
 
-    /// Where `rank`'s segment `segment` is, or an error naming it.
+    /// Where `rank`'s segment `segment` is, or the error the native engine
+    /// gives for a segment not registered with this rank (a deleted one's
+    /// slot is cleared alike, so the two read the same here).
     pub(super) fn remote_of(&self, rank: Rank, segment: SegmentId) -> Result<Remote> {
-        self.remote(rank, segment).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "segment {segment} of rank {rank} is not registered with this rank"
-            ))
-        })
+        self.remote(rank, segment)
+            .ok_or(Error::SegmentNotRegistered { rank, segment })
     }
 }
