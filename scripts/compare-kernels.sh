@@ -28,9 +28,11 @@
 #   block, default 32K,512K,8M), ITERS (sweeps per size, default 400),
 #   DECOMPS (default 1d,2d); gups: GUPS_SIZES (bytes of one rank's table,
 #   default 8M,64M), GUPS_ROUNDS (rounds of 1024 updates per rank, default 1000)
-# Output: docs/kernels-DATE.csv or $KERNELS_CSV (rows: mpi,round + gaspi-bench's CSV) and,
-# on stderr, per MPI, layout, cut, size and variant the median over rounds
-# of MPI's time / ours (> 1: ours is faster).
+# Output: docs/kernels-DATE.csv or $KERNELS_CSV (rows: mpi,round + gaspi-bench's CSV);
+# its report beside it (the same name with .md: per kernel and MPI library
+# a table of the medians and of MPI's time / ours, > 1: ours is faster,
+# and a plot in docs/plots/, by scripts/kernels-report.py); and on stderr
+# the ratios per MPI, layout, cut, size and variant.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -125,3 +127,11 @@ awk -F, '$1 !~ /^#/ && $1 != "mpi" {
             printf "#   %-40s %8.2f  (%d rounds)\n", g, (m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2), m
         }
     }' "$out" | sort -k2,2 -k3,3 -k4,4 -k5,5n -k6,6 >&2
+# The report (tables and plots); `gaspi-bench plot` from one of the twins.
+plotter=$mpich_twin
+plot_env=()
+if [[ " $mpis " != *" mpich "* ]]; then
+    plotter=$impi_twin
+    plot_env=(LD_LIBRARY_PATH="$impi_venv/lib:${LD_LIBRARY_PATH:-}")
+fi
+env "${plot_env[@]}" python3 scripts/kernels-report.py "$out" "${out%.csv}.md" "$plotter"

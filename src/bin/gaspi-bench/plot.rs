@@ -178,7 +178,14 @@ fn size_label(b: f64) -> String {
 
 /// What a line is called in the legend.
 fn legend(l: &Line, mpi_label: &str) -> String {
-    if l.is_mpi() {
+    if l.is_mpi() && l.ppn < l.procs {
+        // MPI does not see our nodes, but ran in processes whose other
+        // half (ours) did: runs of one job size apart.
+        format!(
+            "{mpi_label} ({}), {}, {} ranks (beside ours in nodes of {})",
+            l.imp, l.bench, l.procs, l.ppn
+        )
+    } else if l.is_mpi() {
         format!("{mpi_label} ({}), {}, {} ranks", l.imp, l.bench, l.procs)
     } else if l.ppn < l.procs {
         format!(
@@ -210,11 +217,18 @@ pub fn plot(a: &PlotCli) -> Result<usize, String> {
     if medians.is_empty() {
         return Err("no verified rows to plot".into());
     }
-    // Ours over MPI's, per line of ours that has an MPI twin.
+    let ratios = ratios(&medians);
+    draw(a, &medians, &ratios).map_err(|e| format!("{}: {e}", a.output.display()))?;
+    Ok(medians.len())
+}
+
+/// Ours over MPI's at each size, per line of ours that has an MPI twin.
+fn ratios(medians: &Medians) -> BTreeMap<&Line, Vec<(f64, f64)>> {
     let mut ratios: BTreeMap<&Line, Vec<(f64, f64)>> = BTreeMap::new();
     for (l, pts) in medians.iter().filter(|(l, _)| !l.is_mpi()) {
-        // MPI's line of the same benchmark and job that shares the most
-        // parts of the implementation's name (a fence pattern, a lock mode).
+        // MPI's line of the same benchmark and job, from the same run
+        // (ranks per node) where there is one, that shares the most parts
+        // of the implementation's name (a fence pattern, a lock mode).
         let parts = |i: &str| {
             i.split(':')
                 .filter(|p| *p != "mpi")
@@ -225,7 +239,10 @@ pub fn plot(a: &PlotCli) -> Result<usize, String> {
         let twin = medians
             .iter()
             .filter(|(m, _)| m.is_mpi() && m.bench == l.bench && m.procs == l.procs)
-            .max_by_key(|(m, _)| parts(&m.imp).iter().filter(|p| ours.contains(p)).count());
+            .max_by_key(|(m, _)| {
+                let shared = parts(&m.imp).iter().filter(|p| ours.contains(p)).count();
+                (m.ppn == l.ppn, shared)
+            });
         if let Some((_, theirs)) = twin {
             let r: Vec<(f64, f64)> = pts
                 .iter()
@@ -236,8 +253,7 @@ pub fn plot(a: &PlotCli) -> Result<usize, String> {
             }
         }
     }
-    draw(a, &medians, &ratios).map_err(|e| format!("{}: {e}", a.output.display()))?;
-    Ok(medians.len())
+    ratios
 }
 
 fn draw(
@@ -375,6 +391,59 @@ mod tests {
         assert_eq!(size_label(3.0 * 1048576.0), "3M");
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    /// Each line of ours is compared with MPI's line from the same run
+    /// (same ranks per node) where there is one, else with another of the
+    /// same job size.
+    #[test]
+    fn ours_is_compared_with_mpi_from_the_same_run() {
+        let line = |imp: &str, ppn| Line {
+            bench: "stencil-1d".into(),
+            procs: 2,
+            ppn,
+            imp: imp.into(),
+        };
+        let at = |t: f64| BTreeMap::from([(4096u64, t)]);
+        let medians: Medians = BTreeMap::from([
+            (line("node", 1), at(2.0)),
+            (line("node", 2), at(3.0)),
+            (line("mpi", 1), at(4.0)),
+            (line("mpi", 2), at(12.0)),
+            (
+                Line {
+                    procs: 4,
+                    ..line("node", 2)
+                },
+                at(5.0),
+            ),
+            (
+                Line {
+                    procs: 4,
+                    ..line("mpi", 1)
+                },
+                at(10.0),
+            ),
+        ]);
+        let r = ratios(&medians);
+        assert_eq!(r[&line("node", 1)], vec![(4096.0, 0.5)]);
+        assert_eq!(r[&line("node", 2)], vec![(4096.0, 0.25)]);
+        assert_eq!(
+            r[&Line {
+                procs: 4,
+                ..line("node", 2)
+            }],
+            vec![(4096.0, 0.5)]
+        );
+        assert_eq!(r.len(), 3);
+        assert_eq!(
+            legend(&line("mpi", 2), "MPICH"),
+            "MPICH (mpi), stencil-1d, 2 ranks"
+        );
+        assert_eq!(
+            legend(&line("mpi", 1), "MPICH"),
+            "MPICH (mpi), stencil-1d, 2 ranks (beside ours in nodes of 1)"
+        );
     }
 
     #[test]
