@@ -250,10 +250,12 @@ fn an_abandoned_segment_create_can_be_retried() {
         ctx.segment_create(5, 4096, GroupId::ALL, t, Alloc::Initialized)
             .unwrap();
         assert_eq!(ctx.segment_list(), vec![0, 5]);
-        // Rank 0's arrival at the abandoned call's barrier still counts (a
-        // barrier cannot take an arrival back; GPI-2's neither), so the
-        // creation's barrier may let rank 1 through before rank 0 has made
-        // the new segment: one more barrier before using it.
+        // Rank 0's arrival at the abandoned call's first barrier still
+        // counts (a barrier cannot take an arrival back; GPI-2's neither):
+        // rank 1 passed it at once, and the closing barrier waited for rank
+        // 0's new creation. Abandoned in the closing barrier, the arrival
+        // would let rank 1 return before rank 0 made the segment anew
+        // (segment_create's docs): one more barrier covers both cases.
         barrier(ctx);
         let (right, left) = neighbours(ctx);
         fill(&seg, 0, 256, 60 + ctx.rank() as u64);
