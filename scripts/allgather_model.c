@@ -15,37 +15,20 @@
  * /tmp/allgather_model RANKS BYTES_PER_RANK CALLS [SLOT_BYTES]
  * Rank r is pinned to CPU r % CPUs; prints each design's median of 5
  * batch means, 3 times, alternating the designs. */
-#define _GNU_SOURCE
+#define SPINS 200
+#include "model_common.h"
 #include <immintrin.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define LINE 64
-#define BATCHES 5
-
-typedef struct { _Atomic uint64_t v; char pad[LINE - 8]; } line_t;
-
-static int n, me;
 static size_t B, SLOT = 16384;
 static char *win;                 /* [n][B]: the result */
 static char *slots;               /* [n senders][2][SLOT] */
-static line_t *bar;               /* n arrival words */
 static line_t *posted, *consumed; /* per sender: chunks posted / taken */
-static uint64_t epoch;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 __attribute__((target("avx2"))) static void cp(void *dv, const void *sv, size_t len) {
     char *d = dv;
@@ -62,19 +45,6 @@ __attribute__((target("avx2"))) static void cp(void *dv, const void *sv, size_t 
         _mm256_storeu_si256((__m256i *)(d + i + 96), e);
     }
     for (; i < len; i++) d[i] = s[i];
-}
-
-/* Spin briefly, then yield: 2 ranks share a core. */
-static void spin_until(_Atomic uint64_t *w, uint64_t at_least) {
-    int k = 0;
-    while (atomic_load_explicit(w, memory_order_acquire) < at_least)
-        if (++k > 200) { sched_yield(); k = 0; }
-}
-
-static void barrier(void) {
-    epoch++;
-    atomic_store_explicit(&bar[me].v, epoch, memory_order_release);
-    for (int r = 0; r < n; r++) spin_until(&bar[r].v, epoch);
 }
 
 static uint64_t word(uint64_t call, int rank, size_t i) {
@@ -153,10 +123,7 @@ static int run(const char *design, int calls, double *us) {
         if (b >= 0) t[b] = (now() - t0) / per * 1e6;
         barrier();
     }
-    for (int i = 0; i < BATCHES; i++)
-        for (int j = i + 1; j < BATCHES; j++)
-            if (t[j] < t[i]) { double x = t[i]; t[i] = t[j]; t[j] = x; }
-    *us = t[BATCHES / 2];
+    *us = batch_median(t);
     free(send);
     free(recv_page);
     return bad;

@@ -22,55 +22,25 @@
  * /tmp/alltoall_model RANKS BYTES_PER_PAIR CALLS [designs, default all]
  * Prints one line per design: median of 5 batch means, us per call.
  * Ranks are pinned to cores 0..RANKS-1 when there are that many. */
-#define _GNU_SOURCE
+#include "model_common.h"
 #include <immintrin.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define SLOT 16384
-#define LINE 64
-#define BATCHES 5
 
-typedef struct { _Atomic uint64_t v; char pad[LINE - 8]; } line_t;
-
-static int n, me;
 static size_t B;
 static char *win;          /* [2 parities][n dst][n src][B] */
-static line_t *bar;        /* n arrival words + 1 */
 static line_t *posted, *consumed; /* [n src][n dst] */
 static char *slots;        /* [n src][n dst][2][SLOT] */
 static pid_t *pids;
 static uintptr_t *sendaddr;
-static uint64_t epoch;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void spin_until(_Atomic uint64_t *w, uint64_t at_least) {
-    int k = 0;
-    while (atomic_load_explicit(w, memory_order_acquire) < at_least)
-        if (++k > 2000) { sched_yield(); k = 0; }
-}
-
-/* Dissemination-free barrier: every rank bumps its word, waits for all. */
-static void barrier(void) {
-    epoch++;
-    atomic_store_explicit(&bar[me].v, epoch, memory_order_release);
-    for (int r = 0; r < n; r++) spin_until(&bar[r].v, epoch);
-}
 
 __attribute__((target("avx2"))) static void copy_nt(char *d, const char *s, size_t len) {
     size_t i = 0;
@@ -169,10 +139,7 @@ static int run(const char *design, int calls, double *us) {
         if (b >= 0) t[b] = (now() - t0) / per * 1e6;
         barrier();
     }
-    for (int i = 0; i < BATCHES; i++)
-        for (int j = i + 1; j < BATCHES; j++)
-            if (t[j] < t[i]) { double x = t[i]; t[i] = t[j]; t[j] = x; }
-    *us = t[BATCHES / 2];
+    *us = batch_median(t);
     free(send);
     free(recv);
     return bad;
