@@ -775,7 +775,10 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
 }
 
 impl<T: RmaElem> Drop for RmaWindow<'_, T> {
+    /// Deletes this rank's window segment once its queue is done, as the
+    /// collectives do (an epoch left open may still have operations in
+    /// flight from its staging area).
     fn drop(&mut self) {
-        let _ = self.ctx.segment_delete(self.segment);
+        crate::collectives::release(self.ctx, self.segment, self.opts.queue);
     }
 }

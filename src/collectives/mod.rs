@@ -73,11 +73,11 @@ pub(crate) fn post(
     }
 }
 
-/// What a collective object does when dropped: wait for its queue, so that
-/// nothing it posted (in a call that timed out and was given up) still
-/// reads or writes its window, then delete the window segment. Errors are
-/// ignored: a drop cannot report them, and a queue aimed at a failed rank
-/// fails its wait instead of hanging.
+/// What a collective object (and an `RmaWindow`) does when dropped: wait
+/// for its queue, so that nothing it posted (in a call that timed out and
+/// was given up) still reads or writes its window, then delete the window
+/// segment. Errors are ignored: a drop cannot report them, and a queue
+/// aimed at a failed rank fails its wait instead of hanging.
 pub(crate) fn release(ctx: &Context, segment: SegmentId, queue: QueueId) {
     let _ = ctx.wait(queue, Timeout::Block);
     let _ = ctx.segment_delete(segment);
