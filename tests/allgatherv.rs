@@ -49,6 +49,11 @@ fn value(rank: usize, it: usize, i: usize) -> u64 {
     (((rank + 1) * (it + 1)) as u64) << 32 | i as u64
 }
 
+/// Rank `me`'s contribution to call `it`.
+fn contribution(counts: &[usize], me: usize, it: usize) -> Vec<u64> {
+    (0..counts[me]).map(|i| value(me, it, i)).collect()
+}
+
 /// Run `iterations` allgathervs of distribution `d` with mean `c` and check
 /// every element of the result on every rank after each: odd iterations
 /// into a private buffer (`run_into`, which copies block by block as they
@@ -62,24 +67,14 @@ fn check_dist(ctx: &Context, d: Dist, c: usize, iterations: usize, options: Allg
     let total: usize = counts.iter().sum();
     let mut got = vec![0u64; total];
     for it in 0..iterations {
-        let send: Vec<u64> = (0..counts[me]).map(|i| value(me, it, i)).collect();
+        let send = contribution(&counts, me, it);
         if it % 2 == 1 {
             got.fill(u64::MAX);
             ag.run_into(&send, &mut got, B).unwrap();
         } else {
             ag.run(&send, B).unwrap().copy_to_slice(0, &mut got);
         }
-        for r in 0..n {
-            for i in 0..counts[r] {
-                let (want, have) = (value(r, it, i), got[displs[r] + i]);
-                assert_eq!(
-                    have,
-                    want,
-                    "{d:?} c={c} it={it}: element {i} of rank {r} (at {})",
-                    displs[r] + i
-                );
-            }
-        }
+        check_result(&got, &counts, &displs, it, &format!("{d:?} c={c} it={it}"));
     }
 }
 
@@ -193,8 +188,7 @@ fn a_timed_out_call_completes_when_made_again() {
             let mut ag =
                 Allgatherv::<u64>::with_options(ctx, 10, &counts, &displs, small, B).unwrap();
             let total: usize = counts.iter().sum();
-            let send =
-                |it: usize| -> Vec<u64> { (0..counts[me]).map(|i| value(me, it, i)).collect() };
+            let send = |it| contribution(&counts, me, it);
             let what = format!("{nodes}x{ppn}");
             // In the window.
             others_time_out_before_rank_0(ctx, 0, |t| ag.run(&send(0), t).map(|_| ()));
@@ -233,8 +227,7 @@ fn a_timed_out_call_can_be_given_up() {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
             let counts = counts(Dist::Regular, n, 300);
             let displs = displs(&counts);
-            let send =
-                |it: usize| -> Vec<u64> { (0..counts[me]).map(|i| value(me, it, i)).collect() };
+            let send = |it| contribution(&counts, me, it);
             let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
             others_give_up_before_rank_0(ctx, 0, |t| ag.run(&send(0), t).map(|_| ()));
             drop(ag);
@@ -277,7 +270,7 @@ fn inter_node_messages_match_the_cost_model() {
             let mut ag =
                 Allgatherv::<u64>::with_options(ctx, 10, &counts, &displs, options, B).unwrap();
             let me = ctx.rank() as usize;
-            let send: Vec<u64> = (0..counts[me]).map(|i| value(me, 0, i)).collect();
+            let send = contribution(&counts, me, 0);
             ag.run(&send, B).unwrap(); // warm up: map the windows
             barrier(ctx);
             ctx.reset_traffic();

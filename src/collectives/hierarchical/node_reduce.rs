@@ -541,7 +541,8 @@ impl NodeReduce {
         // its input in; the node's first rank times measured calls.
         let mut timed = None;
         if progress.stage == Stage::Start {
-            let measured = bytes >= stream_choice::MIN_BYTES;
+            // Measured: no fixed kind asked for, and large enough.
+            let measured = self.opts.stream_inputs.is_none() && bytes >= stream_choice::MIN_BYTES;
             self.streaming = match self.opts.stream_inputs {
                 Some(s) => s,
                 None if measured => {
@@ -550,7 +551,7 @@ impl NodeReduce {
                 }
                 None => false,
             };
-            if measured && self.opts.stream_inputs.is_none() && ctx.local_rank() == 0 {
+            if measured && ctx.local_rank() == 0 {
                 timed = Some(Instant::now());
             }
         }
