@@ -14,23 +14,47 @@
 #   exchange of ours (one write_notify per pair of ranks), which shows what
 #   the node aggregation saves once messages cost round trips.
 #   scripts/compare-mpi-engine.sh [ROUNDS] [LAYOUT]   -> docs/mpi-engine-DATE[-N].csv
+#
+# MPIRUN (default mpiexec) starts the MPI programs, OUT names the CSV,
+# COLLS (default "allgatherv allreduce alltoallv"; "" for none) picks the
+# collectives. GASPI_PREBUILT=1 builds nothing (a machine prepared by
+# scripts/devkit.sh, with Intel MPI): GASPI_BENCH_MPI is gaspi-bench built
+# with --features mpi, NPL notified_put_lat, both for the MPI on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 layout=${2:-2:1}
-CARGO_TARGET_DIR=target/mpich cargo build --release --features mpi --bin gaspi-bench >&2
-bench=target/mpich/release/gaspi-bench
-npl=$(mktemp -d)/notified_put_lat
-mpicc -O2 scripts/mpi/notified_put_lat.c -o "$npl"
-out=docs/mpi-engine-$(date -u +%F).csv
+mpirun=${MPIRUN:-mpiexec}
+colls=${COLLS-allgatherv allreduce alltoallv}
+if [ -n "${GASPI_PREBUILT:-}" ]; then
+    bench=${GASPI_BENCH_MPI:?GASPI_PREBUILT needs GASPI_BENCH_MPI}
+    npl=${NPL:?GASPI_PREBUILT needs NPL}
+else
+    CARGO_TARGET_DIR=target/mpich cargo build --release --features mpi --bin gaspi-bench >&2
+    bench=target/mpich/release/gaspi-bench
+    npl=$(mktemp -d)/notified_put_lat
+    mpicc -O2 scripts/mpi/notified_put_lat.c -o "$npl"
+fi
+out=${OUT:-docs/mpi-engine-$(date -u +%F).csv}
 # a second run on one day keeps the first's rows
 k=2
-while [ -e "$out" ]; do out=docs/mpi-engine-$(date -u +%F)-$k.csv; k=$((k + 1)); done
+while [ -z "${OUT:-}" ] && [ -e "$out" ]; do out=docs/mpi-engine-$(date -u +%F)-$k.csv; k=$((k + 1)); done
 echo "round,bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified,vs_mpi" >"$out"
 rows() { awk -v r="$1" '/^[a-z]/ && !/^bench,/ {print r","$0}'; }
-hosts=(--engine mpi --emulate-hosts)
+# ours N HOST_RANKS ARGS...: gaspi-bench on N ranks in emulated hosts of
+# HOST_RANKS ranks, self-launched (our launcher serves MPI's process
+# manager), or by $MPIRUN where that is set.
+ours() {
+    local n=$1 h=$2
+    shift 2
+    if [ -n "${MPIRUN:-}" ]; then
+        "$mpirun" -n "$n" -genv GASPI_ENGINE mpi -genv GASPI_HOST_RANKS "$h" "$bench" "$@"
+    else
+        "$bench" "$@" -n "$n" --ppn "$h" --engine mpi --emulate-hosts
+    fi
+}
 for r in $(seq "$rounds"); do
-    "$bench" write-notify-lat -n 2 --ppn 1 "${hosts[@]}" --sizes 8,4K,64K,1M,4M --format csv | rows "$r" >>"$out"
+    ours 2 1 write-notify-lat --sizes 8,4K,64K,1M,4M --format csv | rows "$r" >>"$out"
     # the bare MPI sequence on the window kind the engine uses (dynamic),
     # and at 8 B on MPI_Win_allocate's (MPICH maps it shared on one machine)
     # (`put`: the flag by MPI_Put; `acc`: the engine's two element-atomic
@@ -40,16 +64,16 @@ for r in $(seq "$rounds"); do
         IFS=: read -r bytes window flag <<<"$x"
         reps=20000
         [ "$bytes" -ge 1048576 ] && reps=2050
-        mpiexec -n 2 "$npl" $reps "$bytes" "$window" "$flag" | tr -d '()' |
-            awk -v r="$r" -v n=$reps -v f="$flag" '{print r",write-notify-lat,mpi-"f"-flush-flag-"$4",2,1,"$2","n","$10","$7","$12",,"($13 ~ /yes/ ? "yes" : "no")","}' >>"$out"
+        "$mpirun" -n 2 "$npl" $reps "$bytes" "$window" "$flag" | tr -d '()' |
+            awk -v r="$r" -v n=$reps -v f="$flag" '/^mpi-notified-/ {print r",write-notify-lat,mpi-"f"-flush-flag-"$4",2,1,"$2","n","$10","$7","$12",,"($13 ~ /yes/ ? "yes" : "no")","}' >>"$out"
     done
-    for b in allgatherv allreduce alltoallv; do
+    for b in $colls; do
         sizes=64K,256K,1M
         impls=()
         [ $b = allreduce ] && sizes=8,4K,64K,1M,4M
         [ $b = alltoallv ] && sizes=1K,64K,1M && impls=(--impl aggregated,aggregated-private,flat)
-        "$bench" $b -n "${layout%:*}" --ppn "${layout#*:}" "${hosts[@]}" --sizes $sizes \
-            "${impls[@]}" --iters 200 --format csv | rows "$r" >>"$out"
+        ours "${layout%:*}" "${layout#*:}" $b --sizes $sizes "${impls[@]}" --iters 200 --format csv |
+            rows "$r" >>"$out"
     done
 done
 echo "rows: $out" >&2

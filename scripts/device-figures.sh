@@ -25,10 +25,18 @@
 #      off), rounds alternated; a2a-16 as a2a-8 at 16 ranks.
 #   6. gpi2 (a kit packed with GPI2_DIR set): scripts/compare-gpi2.sh, ours
 #      on the GPI-2 engine across two emulated hosts beside GPI-2 alone.
+#   7. mpi-wn: scripts/compare-mpi-engine.sh under Intel MPI's mpirun:
+#      write_notify on the MPI engine across two emulated hosts beside the
+#      bare MPI sequences (notified_put_lat: put + flush + flag put +
+#      flush, and with the engine's two accumulates for the flag).
+#      mpi-4, mpi-8: scripts/impi-collectives.sh with ENGINE=mpi: allreduce
+#      and allgatherv (three distributions), shared and private results,
+#      ours on the MPI engine in emulated hosts (4 ranks in 2 hosts; 8 in 2
+#      and in 4) against Intel MPI's best algorithm over shared memory.
 # STAGES (default "coll-16 kernels coll-8") picks and orders the stages.
 # Each stage has a time cap (seconds) so that one call of a lent machine
 # brings back whatever finished: CAP_COLL (default 200), CAP_KERNELS (200),
-# CAP_COLL8 (100). Rounds alternate the sides as the scripts do.
+# CAP_COLL8 (100), CAP_MPI_LAYOUT (100 per layout of mpi-N). Rounds alternate the sides as the scripts do.
 # Usage: scripts/device-figures.sh OUTDIR [ROUNDS]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -118,6 +126,19 @@ want a2a-16 && stage a2a-16 "${CAP_A2A:-100}" env COOLDOWN="${COOLDOWN:-1}" PLAC
     scripts/impi-collectives.sh "$rounds" 16 16
 want gpi2 && [ -x .devkit/gaspi-bench-gpi2 ] && stage gpi2 "${CAP_GPI2:-200}" env GASPI_PREBUILT=1 \
     GPI2_DIR=.devkit/gpi2 OUT="$out/gpi2" scripts/compare-gpi2.sh "$rounds"
+want mpi-wn && stage mpi-wn "${CAP_MPI_WN:-100}" bash -c '. scripts/impi-env.sh &&
+    GASPI_BENCH_MPI=.devkit/gaspi-bench-impi NPL=.devkit/impi/notified_put_lat MPIRUN=mpirun COLLS= \
+    OUT="$0/mpi-wn-rows.csv" scripts/compare-mpi-engine.sh "$1"' "$out" "$rounds"
+mpi_coll() { # RANKS HOST_RANKS...: the MPI engine's collectives against Intel MPI's best
+    local ranks=$1
+    shift
+    stage "mpi-$ranks" $((${CAP_MPI_LAYOUT:-100} * $#)) env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread ENGINE=mpi \
+        COLLS="allreduce allgatherv" REDUCE_SIZES="${MPI_REDUCE_SIZES:-8 4096 65536 1048576 4194304}" \
+        GATHER_SIZES="${MPI_GATHER_SIZES:-65536 262144 1048576}" DISTS="${MPI_DISTS:-regular decreasing bcast}" \
+        scripts/impi-collectives.sh "$rounds" "$ranks" "$@"
+}
+want mpi-4 && mpi_coll 4 2
+want mpi-8 && mpi_coll 8 4 2
 want tune && stage tune "${CAP_TUNE:-150}" bash -c tune
 want coll-16 && stage coll-16 "${CAP_COLL:-200}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
     REDUCE_SIZES="8 4096 65536 262144 1048576 4194304" GATHER_SIZES="65536 262144 1048576" \

@@ -2,10 +2,11 @@
 # Packs what the comparison scripts need into .devkit/ (ignored by git), for
 # a machine that has neither Rust, a C compiler nor Intel MPI, such as the
 # workplace's 16-core device machine: gaspi-bench (default features), its
-# --features mpi twin built against Intel MPI, scripts/mpi/coll_bench.c
-# built against Intel MPI, and the part of Intel MPI's PyPI install that
-# mpirun with I_MPI_FABRICS=shm uses (hydra, libmpi, libfabric's shm
-# provider), stripped: about 40 MB. On that machine:
+# --features mpi twin, scripts/mpi/coll_bench.c and
+# scripts/mpi/notified_put_lat.c, all three built against Intel MPI, and
+# the part of Intel MPI's PyPI install that mpirun with I_MPI_FABRICS=shm
+# uses (hydra, libmpi, libfabric's shm provider), stripped: about 40 MB.
+# On that machine:
 #   GASPI_PREBUILT=1 IMPI_VENV=.devkit/impi GASPI_BENCH=.devkit/gaspi-bench \
 #     GASPI_BENCH_IMPI=.devkit/gaspi-bench-impi MPIS=impi scripts/compare-kernels.sh ...
 # (scripts/impi-collectives.sh the same way; scripts/device-figures.sh
@@ -17,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/impi-env.sh
 impi_cc coll_bench scripts/mpi/coll_bench.c
+impi_cc notified_put_lat scripts/mpi/notified_put_lat.c
 CARGO_TARGET_DIR=target/impi cargo build --release --features mpi --bin gaspi-bench >&2
 kit=.devkit
 # AB_KEEP=1: keep the gaspi-bench being replaced as gaspi-bench-old (for
@@ -32,7 +34,7 @@ grep -qx '/.devkit/' .git/info/exclude 2>/dev/null || echo '/.devkit/' >>.git/in
 strip -o "$kit/gaspi-bench" "$bench"
 strip -o "$kit/gaspi-bench-impi" target/impi/release/gaspi-bench
 [ -n "$old" ] && mv "$old" "$kit/gaspi-bench-old" && chmod +x "$kit/gaspi-bench-old"
-cp "$venv/coll_bench" "$kit/impi/"
+cp "$venv/coll_bench" "$venv/notified_put_lat" "$kit/impi/"
 for f in mpirun mpiexec mpiexec.hydra hydra_pmi_proxy hydra_bstrap_proxy cpuinfo; do
     cp "$venv/bin/$f" "$kit/impi/bin/"
 done

@@ -31,6 +31,14 @@
 # the runs first in each round (Intel MPI's, then our shared variant)
 # paid for the others.
 #
+# ENGINE=mpi runs ours on the MPI engine instead (gaspi-bench built with
+# --features mpi against this Intel MPI: $GASPI_BENCH_IMPI, built here
+# unless GASPI_PREBUILT), started by Intel MPI's mpirun with the same
+# pinning, each PPN then the ranks of an emulated host (GASPI_HOST_RANKS:
+# no shared memory between hosts, every byte between them through Intel
+# MPI's one-sided calls); Intel MPI's collectives still run over shared
+# memory among all ranks, as it does not know our hosts.
+#
 # Installs Intel MPI from PyPI into a virtualenv (default .impi-venv, or
 # $IMPI_VENV), like scripts/impi-baseline.sh. Intel MPI does not know our
 # emulated nodes: it runs its ranks on this machine with shared memory.
@@ -62,13 +70,29 @@ pin_list() {
 
 . scripts/impi-env.sh
 impi_cc coll_bench scripts/mpi/coll_bench.c
+engine=${ENGINE:-native}
+if [ "$engine" = mpi ]; then
+    mpi_bench=${GASPI_BENCH_IMPI:-target/impi/release/gaspi-bench}
+    [ -n "$prebuilt" ] || CARGO_TARGET_DIR=target/impi cargo build --release --features mpi --bin gaspi-bench >&2
+fi
+# ours PPN PLACEMENT ARGS...: gaspi-bench's rows (its MPI twin's left out).
+ours() {
+    local ppn=$1 place=$2
+    shift 2
+    if [ "$engine" = mpi ]; then
+        mpirun -n "$ranks" -genv GASPI_ENGINE mpi -genv GASPI_HOST_RANKS "$ppn" "$mpi_bench" "$@" --format csv |
+            awk -F, '$2 != "mpi"'
+    else
+        $bench "$@" -n "$ranks" --ppn "$ppn" --format csv --bind "$place"
+    fi
+}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 # CSV column 8 is the median; keep "bench,bytes,median" per row.
 medians() { awk -F, '$11 == "true" { print $1 "," $5 "," $8 } $11 == "false" { print "unverified: " $0 > "/dev/stderr" }'; }
 
-impi_header ", $ranks ranks; times in us (medians over batches)"
+impi_header ", $ranks ranks, our engine $engine; times in us (medians over batches)"
 echo "bench,ppn,placement,round,bytes,intel_best_us,intel_best_algo,gaspi_us,ratio,variant"
 for r in $(seq 1 "$rounds"); do
   for place in $placements; do
@@ -100,14 +124,14 @@ for r in $(seq 1 "$rounds"); do
         for v in $variants; do
             sleep "$cooldown"
             if [ "$v" = private ]; then red=auto-private gat=ring-private a2a=aggregated-private; else red=auto gat=ring-shared a2a=aggregated; fi
-            has allreduce && $bench allreduce -n "$ranks" --ppn "$ppn" --impl $red --format csv --bind "$place" \
+            has allreduce && ours "$ppn" "$place" allreduce --impl $red \
                 --sizes "$(echo $reduce_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
             has allgatherv && for d in $dists; do
-                $bench allgatherv -n "$ranks" --ppn "$ppn" --impl $gat --dist "$d" --format csv --bind "$place" \
+                ours "$ppn" "$place" allgatherv --impl $gat --dist "$d" \
                     --sizes "$(echo $gather_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
             done
             has alltoallv && for d in $a2a_dists; do
-                $bench alltoallv -n "$ranks" --ppn "$ppn" --impl $a2a --dist "$d" --format csv --bind "$place" \
+                ours "$ppn" "$place" alltoallv --impl $a2a --dist "$d" \
                     --sizes "$(echo $a2a_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
             done
         done
