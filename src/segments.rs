@@ -249,8 +249,13 @@ impl Context {
     }
 
     /// Delete this rank's segment `segment` (`gaspi_segment_delete`). Other
-    /// ranks' operations on it fail with [`Error::SegmentNotFound`]; views
-    /// still held keep the memory mapped until they are dropped.
+    /// ranks' operations on it fail with [`Error::SegmentNotFound`] (or
+    /// [`Error::SegmentNotRegistered`] across hosts); views still held keep
+    /// the memory mapped until they are dropped. Across hosts, writes
+    /// another rank posted just before the deletion may still arrive: the
+    /// memory stays in place for them (on the MPI engine until a barrier
+    /// over every rank it was registered with, on the GPI-2 engine until
+    /// this rank terminates), so they never land in a segment made later.
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;

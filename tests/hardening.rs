@@ -8,8 +8,8 @@ mod common;
 use common::*;
 use gaspi::testing::Job;
 use gaspi::{
-    Allgatherv, Alloc, Allreduce, Config, Error, GroupId, Local, Notification, Remote, RmaWindow,
-    Timeout,
+    Allgatherv, Alloc, Allreduce, Config, Engine, Error, GroupId, Local, Notification, Remote,
+    RmaWindow, Timeout,
 };
 use std::time::{Duration, Instant};
 
@@ -225,6 +225,107 @@ fn a_rank_that_leaves_is_reported_as_gone() {
             );
         });
     }
+}
+
+/// Writes still on their way when their target segment is deleted never
+/// land in a segment made after it (on the MPI engine, a deleted
+/// segment's memory stays attached to MPI's window until a barrier shows
+/// that no write can reach it, so a new segment cannot take its place):
+/// rank 1 keeps batches of writes in flight to rank 0's segment 1 while
+/// rank 0 deletes it, makes segment 2, zeroed, and tells rank 1; once
+/// rank 1 has stopped (told, or refused a write: the GPI-2 engine cannot
+/// see a deletion on another host and keeps the memory) and completed its
+/// writes, segment 2 must still be zero.
+#[test]
+fn writes_racing_a_deletion_never_land_in_a_later_segment() {
+    const SIZE: usize = 64 << 10;
+    const PIECE: usize = 4096;
+    Job::new(&[2]).run(|ctx| {
+        // The GPI-2 engine keeps a deleted segment's memory until the job
+        // ends (its peers keep their registrations): fewer rounds there.
+        let rounds = if ctx.engine() == Engine::Gpi2 {
+            100
+        } else {
+            3000
+        };
+        let control = segment(ctx, 0, 2 * PIECE);
+        let t = Timeout::Block;
+        for round in 1..=rounds {
+            if ctx.rank() == 0 {
+                ctx.segment_alloc(1, SIZE, Alloc::Initialized).unwrap();
+                ctx.segment_register(1, 1, t).unwrap();
+                ctx.notify(1, 0, Notification::new(0, round), 0, t).unwrap();
+                ctx.wait(0, t).unwrap();
+                // Rank 1 is writing: delete under its writes.
+                ctx.notify_waitsome(0, 1..2, t).unwrap();
+                ctx.notify_reset(0, 1).unwrap();
+                ctx.segment_delete(1).unwrap();
+                ctx.segment_alloc(2, SIZE, Alloc::Initialized).unwrap();
+                ctx.notify(1, 0, Notification::new(3, round), 0, t).unwrap();
+                ctx.wait(0, t).unwrap();
+                ctx.notify_waitsome(0, 2..3, t).unwrap();
+                ctx.notify_reset(0, 2).unwrap();
+                let fresh = ctx.segment::<u8>(2).unwrap();
+                let mut got = vec![0u8; SIZE];
+                fresh.copy_to_slice(0, &mut got);
+                assert!(
+                    got.iter().all(|&b| b == 0),
+                    "round {round}: a write to deleted segment 1 landed in segment 2 at byte {}",
+                    got.iter().position(|&b| b != 0).unwrap_or(0)
+                );
+                ctx.segment_delete(2).unwrap();
+            } else {
+                ctx.notify_waitsome(0, 0..1, t).unwrap();
+                assert_eq!(ctx.notify_reset(0, 0).unwrap(), round);
+                fill(&control, 0, PIECE, 0xD1);
+                let mut batches = 0u32;
+                let refused = loop {
+                    // Four passes over the segment between waits: many
+                    // writes in flight.
+                    let posted = (0..4 * SIZE / PIECE).try_for_each(|k| {
+                        let at = k % (SIZE / PIECE) * PIECE;
+                        ctx.write(Local::new(0, 0), Remote::new(0, 1, at), PIECE, 0, t)
+                    });
+                    if batches == 0 {
+                        ctx.notify(0, 0, Notification::new(1, 1), 1, t).unwrap();
+                        ctx.wait(1, t).unwrap();
+                    }
+                    batches += 1;
+                    // Complete what was posted (the deletion may fail the
+                    // wait too, where the engine checks at completion).
+                    let waited = ctx.wait(0, t);
+                    if let Err(e) = posted.and(waited) {
+                        break Some(e);
+                    }
+                    if ctx.notify_waitsome(0, 3..4, Timeout::Test).is_ok() {
+                        break None;
+                    }
+                };
+                if let Some(e) = refused {
+                    assert!(
+                        matches!(
+                            e,
+                            Error::SegmentNotFound {
+                                rank: 0,
+                                segment: 1
+                            } | Error::SegmentNotRegistered {
+                                rank: 0,
+                                segment: 1
+                            }
+                        ),
+                        "round {round}: a write to a deleted segment: {e:?}"
+                    );
+                    // Whatever was posted before the error is complete.
+                    let _ = ctx.wait(0, t);
+                }
+                ctx.notify_waitsome(0, 3..4, t).unwrap();
+                assert_eq!(ctx.notify_reset(0, 3).unwrap(), round);
+                ctx.notify(0, 0, Notification::new(2, 1), 1, t).unwrap();
+                ctx.wait(1, t).unwrap();
+            }
+        }
+        barrier(ctx);
+    });
 }
 
 /// A `segment_create` abandoned after a timeout (then deleted) does not

@@ -35,6 +35,14 @@ impl Context {
     /// ```
     pub fn barrier(&self, group: GroupId, timeout: Timeout) -> Result<()> {
         let c = self.committed(group)?;
+        self.barrier_of(&c, group, timeout)?;
+        // Every member flushed its writes before it entered.
+        self.engine.barrier_passed(&c.members);
+        Ok(())
+    }
+
+    /// [`Context::barrier`] over the committed group `c` (`group`).
+    fn barrier_of(&self, c: &Committed, group: GroupId, timeout: Timeout) -> Result<()> {
         let deadline = timeout.deadline();
         self.flush_written(deadline.timeout())?;
         let mut st = c.state()?;
@@ -54,7 +62,7 @@ impl Context {
                 return Ok(());
             }
         }
-        self.flat_barrier(&c, &mut st, deadline, FaultScope::Members)
+        self.flat_barrier(c, &mut st, deadline, FaultScope::Members)
     }
 
     /// The barrier of one shared counter over `c`'s members.

@@ -338,7 +338,10 @@ impl Native {
             // A rank of another host cannot see the deletion and may still
             // write through the transport (GPI-2's device writes straight
             // into this memory): keep the memory until this rank terminates.
-            if self.transport().is_some_and(|t| t.writes_after_delete())
+            // Not the caller's own memory (`segment_bind`): it goes back to
+            // the caller now, as `segment_delete` promises.
+            if !obj.is_user_memory()
+                && self.transport().is_some_and(|t| t.writes_after_delete())
                 && (0..self.nranks() as Rank).any(|r| !self.same_host(r) && obj.is_registered(r))
             {
                 lock(&self.tables.retired).push(obj);

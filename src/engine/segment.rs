@@ -333,6 +333,13 @@ impl SegmentObject {
         self.size
     }
 
+    /// Whether the data is the caller's memory (`segment_bind`), which
+    /// goes back to the caller when this object drops: such an object
+    /// must not outlive its segment's deletion.
+    pub(crate) fn is_user_memory(&self) -> bool {
+        self.bound.is_some()
+    }
+
     /// First data byte.
     pub(crate) fn data(&self) -> *mut u8 {
         match &self.bound {

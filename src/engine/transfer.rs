@@ -406,6 +406,13 @@ impl Native {
         }
     }
 
+    /// A barrier over `members` ended ([`Transport::barrier_passed`]).
+    pub(crate) fn barrier_passed(&self, members: &[Rank]) {
+        if let Some(t) = self.transport() {
+            t.barrier_passed(members);
+        }
+    }
+
     /// Discard `queue`'s requests: nothing on mapped memory.
     pub(crate) fn purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         match self.transport() {

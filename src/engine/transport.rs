@@ -175,6 +175,11 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     ) -> Result<()> {
         Ok(())
     }
+    /// A barrier over `members` has just ended on this rank: every member
+    /// ran [`Transport::flush_written`] before it entered, so memory of
+    /// segments deleted before this rank entered, that only `members` (or
+    /// ranks gone) could reach, may go now. Nothing by default.
+    fn barrier_passed(&self, _members: &[Rank]) {}
     /// Discard `queue`'s requests (`alive` as for [`Transport::wait`]).
     fn purge(&self, queue: QueueId, timeout: Timeout, alive: &dyn Fn(Rank) -> bool) -> Result<()>;
     /// Move notifications `ids` of `segment` that arrived through the

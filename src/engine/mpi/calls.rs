@@ -15,11 +15,17 @@ use super::Mpi;
 use super::ffi::{self, Change};
 use super::landing::Landing;
 use crate::engine::job;
+use crate::engine::transfer::check_within;
 use crate::engine::transport::{AtomicOp, Post, Transfer};
 use crate::engine::wait::lock;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Side};
 use crate::types::{NotificationId, NotificationValue, QueueId, Rank, SegmentId, Timeout};
 use std::sync::atomic::Ordering::SeqCst;
+
+/// A transfer's offset or size, which the engine made from a `usize`.
+fn to_usize(v: u64) -> Result<usize> {
+    usize::try_from(v).map_err(|_| Error::InvalidArgument(format!("{v} bytes do not fit in usize")))
+}
 
 impl Mpi {
     /// Post the transfers `list` with `rank` (writes or reads), and the
@@ -35,7 +41,13 @@ impl Mpi {
         let write = matches!(post, Post::Write(_));
         for x in list {
             let here = self.local(x.local.0, x.local.1)?;
-            let there = self.remote_of(rank, x.remote.0)?.data + x.remote.1;
+            // The description read here, not the size the engine checked
+            // before: the target may have deleted the segment and made
+            // another of the same id meanwhile.
+            let remote = self.remote_of(rank, x.remote.0)?;
+            let (offset, size) = (to_usize(x.remote.1)?, to_usize(x.size)?);
+            check_within(Side::Remote, remote.size, rank, x.remote.0, offset, size)?;
+            let there = remote.data + x.remote.1;
             // SAFETY: both ranges were checked against the segments by the
             // engine; the local segment stays mapped while bound, and the
             // GASPI contract leaves its range alone until the queue's wait

@@ -99,6 +99,8 @@ pub(crate) struct Mpi {
     unflushed: Mutex<Vec<BTreeSet<usize>>>,
     twins: Mutex<BTreeMap<u8, groups::Twin>>,
     outbox: Mutex<intake::Outbox>,
+    /// Deleted segments kept attached until no put can reach them.
+    graves: Mutex<segments::Graves>,
 }
 
 impl std::fmt::Debug for Mpi {
@@ -148,6 +150,7 @@ impl Mpi {
             // Others may still write here: keep what they write to, and
             // leave MPI up until the process exits.
             std::mem::forget(std::mem::take(&mut *lock(&self.shared.bound)));
+            std::mem::forget(std::mem::take(&mut *lock(&self.graves)));
             ffi::may_finalize(false);
             return;
         }
@@ -159,6 +162,8 @@ impl Mpi {
         }
         intake::reap(&mut lock(&self.outbox).sends);
         lock(&self.shared.bound).clear();
+        // The window goes with everything still attached to it.
+        *lock(&self.graves) = segments::Graves::default();
         for mut t in std::mem::take(&mut *lock(&self.twins)).into_values() {
             t.abandon();
         }
@@ -250,6 +255,20 @@ impl Transport for Mpi {
     ) -> Result<()> {
         // The wait is a flush already: complete at the targets.
         Mpi::wait(self, queue, timeout)
+    }
+
+    fn flush_written(
+        &self,
+        _remote: (SegmentId, u64),
+        _timeout: Timeout,
+        alive: &dyn Fn(Rank) -> bool,
+    ) -> Result<()> {
+        // Writes not yet waited for too: see `barrier_passed`.
+        self.flush_all(alive)
+    }
+
+    fn barrier_passed(&self, members: &[Rank]) {
+        self.release_buried(members)
     }
 
     fn purge(&self, queue: QueueId, timeout: Timeout, _alive: &dyn Fn(Rank) -> bool) -> Result<()> {

@@ -9,7 +9,8 @@
 //! an array exposed through the same window at an address every rank
 //! learnt at start, in the slot of (`s`, this rank); `r` reads its own
 //! directory locally. Deleting a segment clears the slots it was written
-//! to before the memory is detached.
+//! to; its memory stays attached until a barrier over every rank it was
+//! registered with has ended (see [`Mpi::release_buried`]).
 
 use super::ffi;
 use super::landing::Landing;
@@ -18,16 +19,41 @@ use crate::engine::segment::SegmentObject;
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
 use crate::types::{Rank, SegmentId, Timeout};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+/// Deleted segments still attached ([`Mpi::unbind`]), in order of
+/// deletion.
+#[derive(Default)]
+pub(super) struct Graves {
+    buried: Vec<Bound>,
+    /// How many of `buried` were there when this rank last entered a
+    /// barrier.
+    before_barrier: usize,
+}
 
 /// Segment ids: ours are `0..=255`.
 pub(super) const SEGMENTS: usize = 256;
 /// Words of one directory slot: data address, size | VALID, landing
-/// values address, landing words address.
-pub(super) const SLOT_WORDS: usize = 4;
+/// values address, landing words address, and their seal ([`seal`]).
+pub(super) const SLOT_WORDS: usize = 5;
 /// Set in a slot's size word when it describes a segment.
 const VALID: u64 = 1 << 63;
+
+/// The last word of a slot: a hash of its first four. The owner writes a
+/// slot (registering, or clearing it when the segment goes) with one
+/// `MPI_Put`, which MPI does not make atomic, while this rank may read it:
+/// a slot read half old and half new (or half cleared) fails its seal
+/// and reads as not registered, instead of an address of neither.
+fn seal(words: &[u64]) -> u64 {
+    let mut h = 0x9E37_79B9_7F4A_7C15_u64;
+    for &w in words {
+        h = (h ^ w).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        h ^= h >> 31;
+    }
+    h
+}
 
 /// Where a segment of another rank is, as registered with this rank.
 #[derive(Clone, Copy, Debug)]
@@ -43,6 +69,13 @@ pub(super) fn directory(nranks: usize) -> Box<[AtomicU64]> {
     (0..SEGMENTS * nranks * SLOT_WORDS)
         .map(|_| AtomicU64::new(0))
         .collect()
+}
+
+/// Detach what [`Mpi::bind`] attached.
+fn detach(win: ffi::Win, b: &Bound) {
+    ffi::detach(win, b.landing.values.as_ptr() as *mut u8);
+    ffi::detach(win, b.landing.words.as_ptr() as *mut u8);
+    ffi::detach(win, b.obj.data());
 }
 
 impl Mpi {
@@ -88,7 +121,8 @@ impl Mpi {
         Ok(())
     }
 
-    /// Undo [`Mpi::bind`]: clear the slots registered, then detach.
+    /// Undo [`Mpi::bind`]: clear the slots registered, and keep the
+    /// memory attached until [`Mpi::release_buried`] may detach it.
     pub(super) fn unbind(&self, segment: SegmentId) {
         let Some(b) = lock(&self.shared.bound).remove(&segment) else {
             return;
@@ -116,9 +150,74 @@ impl Mpi {
             }
             .and_then(|_| ffi::flush(self.win, r));
         }
-        ffi::detach(self.win, b.landing.values.as_ptr() as *mut u8);
-        ffi::detach(self.win, b.landing.words.as_ptr() as *mut u8);
-        ffi::detach(self.win, b.obj.data());
+        // A rank that read its slot just before it was cleared may still
+        // put into this memory: it stays until a barrier shows that no
+        // such put can be in flight. Not the caller's own memory
+        // (`segment_bind`), which goes back to the caller now, as
+        // `segment_delete` promises (a put racing the deletion may land
+        // in it).
+        if b.obj.is_user_memory() {
+            detach(self.win, &b);
+        } else {
+            lock(&self.graves).buried.push(b);
+        }
+    }
+
+    /// Before a barrier ([`Transport::flush_written`]): complete every
+    /// transfer not yet flushed, on every queue, to ranks that `alive`
+    /// says are running (a wait still reports the others), and mark the
+    /// segments buried so far as buried before this rank entered.
+    ///
+    /// [`Transport::flush_written`]: crate::engine::transport::Transport::flush_written
+    pub(super) fn flush_all(&self, alive: &dyn Fn(Rank) -> bool) -> Result<()> {
+        let targets: BTreeSet<usize> = lock(&self.unflushed).iter().flatten().copied().collect();
+        for r in targets.into_iter().filter(|&r| alive(r as Rank)) {
+            ffi::flush(self.win, r)?;
+            for q in lock(&self.unflushed).iter_mut() {
+                q.remove(&r);
+            }
+        }
+        let mut graves = lock(&self.graves);
+        graves.before_barrier = graves.buried.len();
+        Ok(())
+    }
+
+    /// A barrier over `members` ended: every member flushed its transfers
+    /// before it entered ([`Mpi::flush_all`]), and had read a cleared slot
+    /// after this rank cleared it. So no put can still reach a segment
+    /// buried before this rank entered whose registrations were all with
+    /// `members` (or ranks gone): detach those. Transfers that another
+    /// thread of a member posts while that member is in the barrier are
+    /// not covered.
+    pub(super) fn release_buried(&self, members: &[Rank]) {
+        let mut graves = lock(&self.graves);
+        let entered = std::mem::take(&mut graves.before_barrier).min(graves.buried.len());
+        if entered == 0 {
+            return;
+        }
+        let gone = |r: usize| {
+            let s = self.state_of(r);
+            s == crate::engine::job::TERMINATED || s == crate::engine::job::FAILED
+        };
+        let reachable_by_others = |b: &Bound| {
+            b.registered
+                .iter()
+                .any(|&r| !gone(r) && !members.contains(&(r as Rank)))
+        };
+        let mut kept = Vec::new();
+        let mut freed = Vec::new();
+        for (i, b) in graves.buried.drain(..).enumerate() {
+            if i < entered && !reachable_by_others(&b) {
+                freed.push(b);
+            } else {
+                kept.push(b);
+            }
+        }
+        graves.buried = kept;
+        drop(graves);
+        for b in freed {
+            detach(self.win, &b);
+        }
     }
 
     /// Let `rank` access segment `segment` of this rank: write its
@@ -131,12 +230,15 @@ impl Mpi {
                 Error::InvalidArgument(format!("segment {segment} is not bound to the MPI window"))
             })?;
             b.registered.insert(r);
-            [
+            let mut slot = [
                 ffi::address(b.obj.data()),
                 b.obj.size() as u64 | VALID,
                 ffi::address(b.landing.values.as_ptr() as *const u8),
                 ffi::address(b.landing.words.as_ptr() as *const u8),
-            ]
+                0,
+            ];
+            slot[SLOT_WORDS - 1] = seal(&slot[..SLOT_WORDS - 1]);
+            slot
         };
         let disp = self.directories[r] + 8 * self.slot_index(segment, self.rank) as u64;
         // SAFETY: a local array; the flush completes the put before it goes.
@@ -168,13 +270,14 @@ impl Mpi {
         }
         ffi::sync(self.win);
         let i = self.slot_index(segment, rank as usize);
-        let w = |k: usize| self.directory[i + k].load(SeqCst);
-        let size = w(1);
-        (size & VALID != 0).then(|| Remote {
-            data: w(0),
-            size: (size & !VALID) as usize,
-            values: w(2),
-            words: w(3),
+        // One copy of the slot, checked and used as a whole.
+        let w: [u64; SLOT_WORDS] = std::array::from_fn(|k| self.directory[i + k].load(SeqCst));
+        let sealed = w[SLOT_WORDS - 1] == seal(&w[..SLOT_WORDS - 1]);
+        (sealed && w[1] & VALID != 0).then(|| Remote {
+            data: w[0],
+            size: (w[1] & !VALID) as usize,
+            values: w[2],
+            words: w[3],
         })
     }
 
