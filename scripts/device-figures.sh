@@ -36,7 +36,9 @@
 # STAGES (default "coll-16 kernels coll-8") picks and orders the stages.
 # Each stage has a time cap (seconds) so that one call of a lent machine
 # brings back whatever finished: CAP_COLL (default 200), CAP_KERNELS (200),
-# CAP_COLL8 (100), CAP_MPI_LAYOUT (100 per layout of mpi-N). Rounds alternate the sides as the scripts do.
+# CAP_COLL8 (100), CAP_MPI_LAYOUT (100 per layout of mpi-N; a round of
+# mpi-8 took about 150 s on the 16-core machine). Rounds alternate the
+# sides as the scripts do.
 # Usage: scripts/device-figures.sh OUTDIR [ROUNDS]
 set -uo pipefail
 cd "$(dirname "$0")/.."
