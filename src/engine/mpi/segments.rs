@@ -64,6 +64,43 @@ pub(super) struct Remote {
     pub(super) words: u64,
 }
 
+impl Remote {
+    /// Where this rank's bound segment `b` is.
+    fn of(b: &Bound) -> Remote {
+        Remote {
+            data: ffi::address(b.obj.data()),
+            size: b.obj.size(),
+            values: ffi::address(b.landing.values.as_ptr() as *const u8),
+            words: ffi::address(b.landing.words.as_ptr() as *const u8),
+        }
+    }
+
+    /// The directory slot that describes it, sealed.
+    fn slot(&self) -> [u64; SLOT_WORDS] {
+        let mut w = [
+            self.data,
+            self.size as u64 | VALID,
+            self.values,
+            self.words,
+            0,
+        ];
+        w[SLOT_WORDS - 1] = seal(&w[..SLOT_WORDS - 1]);
+        w
+    }
+
+    /// What a slot read from the directory describes: nothing if it is
+    /// clear, or torn (its seal does not match).
+    fn from_slot(w: [u64; SLOT_WORDS]) -> Option<Remote> {
+        let sealed = w[SLOT_WORDS - 1] == seal(&w[..SLOT_WORDS - 1]);
+        (sealed && w[1] & VALID != 0).then(|| Remote {
+            data: w[0],
+            size: (w[1] & !VALID) as usize,
+            values: w[2],
+            words: w[3],
+        })
+    }
+}
+
 /// This rank's directory: a slot per (segment, rank).
 pub(super) fn directory(nranks: usize) -> Box<[AtomicU64]> {
     (0..SEGMENTS * nranks * SLOT_WORDS)
@@ -230,15 +267,7 @@ impl Mpi {
                 Error::InvalidArgument(format!("segment {segment} is not bound to the MPI window"))
             })?;
             b.registered.insert(r);
-            let mut slot = [
-                ffi::address(b.obj.data()),
-                b.obj.size() as u64 | VALID,
-                ffi::address(b.landing.values.as_ptr() as *const u8),
-                ffi::address(b.landing.words.as_ptr() as *const u8),
-                0,
-            ];
-            slot[SLOT_WORDS - 1] = seal(&slot[..SLOT_WORDS - 1]);
-            slot
+            Remote::of(b).slot()
         };
         let disp = self.directories[r] + 8 * self.slot_index(segment, self.rank) as u64;
         // SAFETY: a local array; the flush completes the put before it goes.
@@ -260,25 +289,12 @@ impl Mpi {
         if rank as usize == self.rank {
             // A rank's own segments need no registration.
             let bound = lock(&self.shared.bound);
-            let b = bound.get(&segment)?;
-            return Some(Remote {
-                data: ffi::address(b.obj.data()),
-                size: b.obj.size(),
-                values: ffi::address(b.landing.values.as_ptr() as *const u8),
-                words: ffi::address(b.landing.words.as_ptr() as *const u8),
-            });
+            return bound.get(&segment).map(Remote::of);
         }
         ffi::sync(self.win);
         let i = self.slot_index(segment, rank as usize);
         // One copy of the slot, checked and used as a whole.
-        let w: [u64; SLOT_WORDS] = std::array::from_fn(|k| self.directory[i + k].load(SeqCst));
-        let sealed = w[SLOT_WORDS - 1] == seal(&w[..SLOT_WORDS - 1]);
-        (sealed && w[1] & VALID != 0).then(|| Remote {
-            data: w[0],
-            size: (w[1] & !VALID) as usize,
-            values: w[2],
-            words: w[3],
-        })
+        Remote::from_slot(std::array::from_fn(|k| self.directory[i + k].load(SeqCst)))
     }
 
     /// Size of segment `segment` of `rank` as registered with this rank.
@@ -301,5 +317,41 @@ impl Mpi {
     pub(super) fn remote_of(&self, rank: Rank, segment: SegmentId) -> Result<Remote> {
         self.remote(rank, segment)
             .ok_or(Error::SegmentNotRegistered { rank, segment })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remote(base: u64, size: usize) -> Remote {
+        Remote {
+            data: base,
+            size,
+            values: base + 0x10_000,
+            words: base + 0x20_000,
+        }
+    }
+
+    /// A whole slot reads back as written; a clear one, and every mix of
+    /// a slot's words with a clear slot's or another registration's (the
+    /// torn reads of a put being written), reads as nothing.
+    #[test]
+    fn only_whole_slots_read_as_registered() {
+        let old = remote(0x7f00_0000_0000, 4096).slot();
+        let new = remote(0x7f10_0000_0000, 65536).slot();
+        let got = Remote::from_slot(old).expect("a whole slot");
+        assert_eq!((got.data, got.size), (0x7f00_0000_0000, 4096));
+        assert!(Remote::from_slot([0; SLOT_WORDS]).is_none());
+        for other in [[0; SLOT_WORDS], new] {
+            for mask in 1..(1u32 << SLOT_WORDS) - 1 {
+                let mixed: [u64; SLOT_WORDS] =
+                    std::array::from_fn(|k| if mask >> k & 1 == 1 { other[k] } else { old[k] });
+                assert!(
+                    Remote::from_slot(mixed).is_none(),
+                    "words {mask:#07b} of {other:x?} over {old:x?} read as registered"
+                );
+            }
+        }
     }
 }
