@@ -278,7 +278,7 @@ fn writes_racing_a_deletion_never_land_in_a_later_segment() {
                 ctx.notify_waitsome(0, 0..1, t).unwrap();
                 assert_eq!(ctx.notify_reset(0, 0).unwrap(), round);
                 fill(&control, 0, PIECE, 0xD1);
-                let mut batches = 0u32;
+                let mut started = false;
                 let refused = loop {
                     // Four passes over the segment between waits: many
                     // writes in flight.
@@ -286,11 +286,11 @@ fn writes_racing_a_deletion_never_land_in_a_later_segment() {
                         let at = k % (SIZE / PIECE) * PIECE;
                         ctx.write(Local::new(0, 0), Remote::new(0, 1, at), PIECE, 0, t)
                     });
-                    if batches == 0 {
+                    if !started {
                         ctx.notify(0, 0, Notification::new(1, 1), 1, t).unwrap();
                         ctx.wait(1, t).unwrap();
+                        started = true;
                     }
-                    batches += 1;
                     // Complete what was posted (the deletion may fail the
                     // wait too, where the engine checks at completion).
                     let waited = ctx.wait(0, t);

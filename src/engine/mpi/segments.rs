@@ -219,11 +219,13 @@ impl Mpi {
         Ok(())
     }
 
-    /// A barrier over `members` ended: every member flushed its transfers
-    /// before it entered ([`Mpi::flush_all`]), and had read a cleared slot
-    /// after this rank cleared it. So no put can still reach a segment
-    /// buried before this rank entered whose registrations were all with
-    /// `members` (or ranks gone): detach those. Transfers that another
+    /// A barrier over `members` ended: every member completed its
+    /// transfers before it entered ([`Mpi::flush_all`]), and reads a
+    /// cleared slot once it leaves (the slots were cleared, and the
+    /// clearing flushed, before this rank entered). So no put can still
+    /// reach a segment buried before this rank entered whose
+    /// registrations were all with `members` (or ranks gone): detach
+    /// those. Transfers that another
     /// thread of a member posts while that member is in the barrier are
     /// not covered.
     pub(super) fn release_buried(&self, members: &[Rank]) {
