@@ -159,6 +159,12 @@ impl Mpi {
             .map_or(job::ABSENT, |b| b.slot(rank).state.load(SeqCst))
     }
 
+    /// Whether `rank` is known gone: failed, or terminated (its relay may
+    /// have stopped, so a flush to it could wait for ever).
+    pub(super) fn gone(&self, rank: usize) -> bool {
+        matches!(self.state_of(rank), job::FAILED | job::TERMINATED)
+    }
+
     /// Discard `queue`'s transfers: MPI cannot take them back, so they are
     /// completed instead (a purge may be followed by deleting the memory
     /// they read from).

@@ -165,13 +165,8 @@ impl Mpi {
             return;
         };
         let zero = [0u64; SLOT_WORDS];
-        // Not to a rank known gone (failed, or terminated: its relay may
-        // have stopped): a flush to it could wait for ever.
-        let gone = |r: usize| {
-            let s = self.state_of(r);
-            s == crate::engine::job::TERMINATED || s == crate::engine::job::FAILED
-        };
-        for &r in b.registered.iter().filter(|&&r| !gone(r)) {
+        // Not to a rank known gone: a flush to it could wait for ever.
+        for &r in b.registered.iter().filter(|&&r| !self.gone(r)) {
             let disp = self.directories[r] + 8 * self.slot_index(segment, self.rank) as u64;
             // SAFETY: a local array; the flush completes the put before it
             // goes. Best effort: a rank gone cannot be told.
@@ -234,14 +229,10 @@ impl Mpi {
         if entered == 0 {
             return;
         }
-        let gone = |r: usize| {
-            let s = self.state_of(r);
-            s == crate::engine::job::TERMINATED || s == crate::engine::job::FAILED
-        };
         let reachable_by_others = |b: &Bound| {
             b.registered
                 .iter()
-                .any(|&r| !gone(r) && !members.contains(&(r as Rank)))
+                .any(|&r| !self.gone(r) && !members.contains(&(r as Rank)))
         };
         let mut kept = Vec::new();
         let mut freed = Vec::new();
