@@ -22,6 +22,16 @@ const DONE: &str = "[gaspi-mpi-rank-done]";
 /// Run test `name` on `n` MPI ranks (`ppn`: emulated nodes), or, inside
 /// such a rank, say so.
 fn under_mpirun(name: &str, n: usize, ppn: Option<usize>) -> bool {
+    let envs: Vec<(&str, String)> = ppn
+        .map(|p| (gaspi::env::PPN, p.to_string()))
+        .into_iter()
+        .collect();
+    under_mpirun_with(name, n, &[], &envs)
+}
+
+/// [`under_mpirun`] with more arguments to `mpirun` and environment
+/// variables for the ranks.
+fn under_mpirun_with(name: &str, n: usize, args: &[&str], envs: &[(&str, String)]) -> bool {
     if std::env::var_os(RANK_VAR).is_some() {
         return true;
     }
@@ -29,12 +39,11 @@ fn under_mpirun(name: &str, n: usize, ppn: Option<usize>) -> bool {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(&mpirun);
     cmd.args(["-n", &n.to_string()])
+        .args(args)
         .arg(exe)
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(RANK_VAR, "1");
-    if let Some(p) = ppn {
-        cmd.env(gaspi::env::PPN, p.to_string());
-    }
+        .env(RANK_VAR, "1")
+        .envs(envs.iter().map(|(k, v)| (k, v)));
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run {mpirun} (install MPICH: libmpich-dev): {e}"));
@@ -150,6 +159,54 @@ fn four_ranks_in_two_emulated_nodes() {
 fn four_ranks_on_one_node() {
     if under_mpirun("four_ranks_on_one_node", 4, None) {
         run_interleaved();
+    }
+}
+
+/// The MPI engine in emulated hosts of one rank under `mpirun`, rank
+/// `OWN_CPUS_TEST` says whether it should find its CPUs its own.
+const OWN_CPUS_TEST: &str = "GASPI_TEST_OWN_CPUS";
+
+fn run_own_cpus() {
+    let ctx = Context::init(Config::default()).unwrap();
+    assert_eq!(ctx.engine(), gaspi::Engine::Mpi);
+    let expect = std::env::var(OWN_CPUS_TEST).unwrap() == "1";
+    assert_eq!(
+        ctx.cpus_of_its_own(),
+        expect,
+        "rank {} allowed on CPUs {:?}",
+        ctx.rank(),
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list"))
+    );
+    ctx.term().unwrap();
+    println!("{DONE}");
+}
+
+/// Ranks that `mpirun` binds to a core each, in emulated hosts of one rank
+/// each on the MPI engine: MPI tells each that its CPU is its own (so its
+/// waits spin; its host's share of the one CPU it sees rounds to none, and
+/// without this it only ever yielded). Unbound, they share the machine's.
+#[test]
+fn ranks_bound_by_mpirun_to_a_core_each_know_it_across_emulated_hosts() {
+    let name = "ranks_bound_by_mpirun_to_a_core_each_know_it_across_emulated_hosts";
+    let envs = |own: &str| {
+        vec![
+            (gaspi::env::ENGINE, "mpi".to_string()),
+            (gaspi::env::HOST_RANKS, "1".to_string()),
+            (OWN_CPUS_TEST, own.to_string()),
+        ]
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if std::env::var_os(RANK_VAR).is_some() {
+        run_own_cpus();
+        return;
+    }
+    // Both see every CPU of the machine: shared.
+    under_mpirun_with(name, 2, &["-bind-to", "none"], &envs("0"));
+    if cores >= 2 {
+        under_mpirun_with(name, 2, &["-bind-to", "core"], &envs("1"));
     }
 }
 

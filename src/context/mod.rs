@@ -248,7 +248,9 @@ impl Context {
     /// otherwise they spin only while the job's awake ranks fit the CPUs
     /// (see [`WaitMode::Auto`](crate::WaitMode::Auto)). For
     /// telling why waits are slow: a rank that yields at every look pays a
-    /// system call each time. Where hosts are emulated, always false.
+    /// system call each time. Where hosts are emulated, false, except on
+    /// the MPI engine started by `mpirun` or `srun` (MPI tells each rank
+    /// the other hosts' CPUs).
     ///
     /// ```
     /// let ctx = gaspi::Context::init(gaspi::Config::default())?;

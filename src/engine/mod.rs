@@ -258,22 +258,26 @@ impl Native {
             || (h.arrived.load(SeqCst) >= n).then_some(()),
             || native.faults(),
         );
-        if result.is_ok() && spec.attach == spec.machine {
-            // Every rank of the machine has recorded its CPUs. One bound
-            // to CPUs of its own (mpirun, srun or gaspi-run binding each
-            // rank apart) spins while no more threads than the machine's
-            // ranks are awake, whatever CPUs it was told of: a launcher
-            // that binds without telling us the job's CPUs leaves each
-            // rank seeing one, and it never spun.
-            let host = native.host.start as usize..native.host.end as usize;
-            let mine = native.job.slot(r).cpus.load(SeqCst);
-            let others = host
-                .filter(|&o| o != r)
-                .map(|o| native.job.slot(o).cpus.load(SeqCst));
-            if job::cpus_of_its_own(mine, others) {
-                native.own_cpus = true;
-                native.waiter = native.waiter.own_cpus(spec.attach);
+        // A rank bound to CPUs of its own (mpirun, srun or gaspi-run
+        // binding each rank apart) spins while no more threads than its
+        // host's ranks are awake, whatever CPUs it was told of: a launcher
+        // that binds without telling us the job's CPUs leaves each rank
+        // seeing one, and it never spun. Where the start did not learn it,
+        // the control block tells once every rank of the machine has
+        // recorded its CPUs there.
+        let own = spec.own_cpus.unwrap_or_else(|| {
+            result.is_ok() && spec.attach == spec.machine && {
+                let host = native.host.start as usize..native.host.end as usize;
+                let mine = native.job.slot(r).cpus.load(SeqCst);
+                let others = host
+                    .filter(|&o| o != r)
+                    .map(|o| native.job.slot(o).cpus.load(SeqCst));
+                job::cpus_of_its_own(mine, others)
             }
+        });
+        if result.is_ok() && own {
+            native.own_cpus = true;
+            native.waiter = native.waiter.own_cpus(spec.attach);
         }
         if let Err(e) = result {
             native.term(true);

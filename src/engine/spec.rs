@@ -29,6 +29,12 @@ pub(crate) struct JobSpec {
     /// Ranks of the job on this machine: `attach`, or more where hosts
     /// are emulated.
     pub(crate) machine: usize,
+    /// Whether this rank's CPUs are its own among the machine's ranks
+    /// ([`job::cpus_of_its_own`]), where the engine's start learnt it (MPI
+    /// across emulated hosts, whose control blocks do not show the other
+    /// hosts' ranks); `None`: found from the control block once every rank
+    /// of the machine has joined it.
+    pub(crate) own_cpus: Option<bool>,
 }
 
 impl JobSpec {
@@ -120,6 +126,7 @@ pub(crate) fn job_spec(
         attach: nranks,
         host_first: 0,
         machine: machine_ranks,
+        own_cpus: None,
     })
 }
 
@@ -199,6 +206,7 @@ mod tests {
             attach: nranks,
             host_first: 0,
             machine: nranks,
+            own_cpus: None,
         };
         let mut s = spec(5, 8, 2);
         s.emulate_host(4);

@@ -68,6 +68,17 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
     let mut spec = job_spec_mpi(comm, rank, nranks, &host, machine)?;
     if let Some(h) = emulated {
         spec.emulate_host(h);
+        // The other hosts' ranks share this machine but not this host's
+        // control block: MPI tells whether this rank's CPUs are its own
+        // (mpirun binding each rank to a core: it sees one, and its host's
+        // share of that one rounds to none, so without this it never spun).
+        let spans =
+            ffi::allgather_u64(comm, u64::from(job::cpu_span(&crate::sys::allowed_cpus())))?;
+        let others = spans.iter().enumerate().filter(|&(o, _)| o != rank);
+        spec.own_cpus = Some(job::cpus_of_its_own(
+            spans[rank] as u32,
+            others.map(|(_, &s)| s as u32),
+        ));
     }
     let m = Mpi::launch(comm, rank, nranks, host)?;
     Native::attach(&spec, config, Some(Box::new(m)))
