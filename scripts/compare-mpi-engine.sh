@@ -5,7 +5,8 @@
 #   on 2 hosts) beside the bare MPI sequence that does the same
 #   (scripts/mpi/notified_put_lat.c: put + flush + flag put + flush, on a
 #   dynamic window as the engine's, and at 8 B on MPI_Win_allocate's; and
-#   with the flag as the engine's two accumulates, at 8 B and 4 KiB);
+#   with the flag as the engine's two accumulates, at 8 B and 4 KiB, with
+#   MPI_THREAD_SINGLE and with MPI_THREAD_MULTIPLE as the engine runs);
 # - allgatherv, allreduce and alltoallv on 2 hosts of 1 rank (MPICH 4 busy-waits: with
 #   more ranks than cores each of its collectives takes tens of ms, so on a
 #   2-core machine the twin is measured at 2 ranks; LAYOUT n:ppn for more),
@@ -58,14 +59,16 @@ for r in $(seq "$rounds"); do
     # the bare MPI sequence on the window kind the engine uses (dynamic),
     # and at 8 B on MPI_Win_allocate's (MPICH maps it shared on one machine)
     # (`put`: the flag by MPI_Put; `acc`: the engine's two element-atomic
-    # accumulates, the cheapest sequence with its guarantee)
+    # accumulates, the cheapest sequence with its guarantee; `acc-mt`: the
+    # same with MPI_THREAD_MULTIPLE, the thread level the engine runs at)
     for x in 8:dynamic:put 4096:dynamic:put 65536:dynamic:put 1048576:dynamic:put \
-        8:allocate:put 8:dynamic:acc 4096:dynamic:acc; do
-        IFS=: read -r bytes window flag <<<"$x"
+        8:allocate:put 8:dynamic:acc 4096:dynamic:acc 8:dynamic:acc:multiple \
+        4096:dynamic:acc:multiple; do
+        IFS=: read -r bytes window flag level <<<"$x"
         reps=20000
         [ "$bytes" -ge 1048576 ] && reps=2050
-        "$mpirun" -n 2 "$npl" $reps "$bytes" "$window" "$flag" | tr -d '()' |
-            awk -v r="$r" -v n=$reps -v f="$flag" '/^mpi-notified-/ {print r",write-notify-lat,mpi-"f"-flush-flag-"$4",2,1,"$2","n","$10","$7","$12",,"($13 ~ /yes/ ? "yes" : "no")","}' >>"$out"
+        "$mpirun" -n 2 "$npl" $reps "$bytes" "$window" "$flag" "${level:-single}" | tr -d '()' |
+            awk -v r="$r" -v n=$reps '/^mpi-notified-/ {f=substr($1, 14); print r",write-notify-lat,mpi-"f"-flush-flag-"$4",2,1,"$2","n","$10","$7","$12",,"($13 ~ /yes/ ? "yes" : "no")","}' >>"$out"
     done
     for b in $colls; do
         sizes=64K,256K,1M

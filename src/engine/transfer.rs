@@ -242,32 +242,48 @@ impl Native {
         // Failures of other hosts' ranks reach this host's control block
         // through the transport's failure watch.
         self.check_alive(rank)?;
-        let list = self.run(|pin| {
-            entries
-                .iter()
-                .map(|e| {
-                    self.local_range(pin, e.local, e.size)?;
-                    let size = self.remote_size(t, rank, e.remote_segment)?;
-                    check_within(
-                        Side::Remote,
-                        size,
-                        rank,
-                        e.remote_segment,
-                        e.remote_offset,
-                        e.size,
-                    )?;
-                    Ok(Transfer {
-                        local: (e.local.segment, e.local.offset as u64),
-                        remote: (e.remote_segment, e.remote_offset as u64),
-                        size: e.size as u64,
-                    })
-                })
-                .collect::<std::result::Result<Vec<_>, Lookup>>()
-        })?;
+        let checked = |pin: &Pin<'_>, e: &ListEntry| -> std::result::Result<Transfer, Lookup> {
+            self.local_range(pin, e.local, e.size)?;
+            let size = self.remote_size(t, rank, e.remote_segment)?;
+            check_within(
+                Side::Remote,
+                size,
+                rank,
+                e.remote_segment,
+                e.remote_offset,
+                e.size,
+            )?;
+            Ok(Transfer {
+                local: (e.local.segment, e.local.offset as u64),
+                remote: (e.remote_segment, e.remote_offset as u64),
+                size: e.size as u64,
+            })
+        };
+        // A single write (the usual call) allocates nothing.
+        let (one, many);
+        let list: &[Transfer] = match entries {
+            [e] => {
+                one = [self.run(|pin| checked(pin, e))?];
+                &one
+            }
+            _ => {
+                many = self.run(|pin| {
+                    entries
+                        .iter()
+                        .map(|e| checked(pin, e))
+                        .collect::<std::result::Result<Vec<_>, Lookup>>()
+                })?;
+                &many
+            }
+        };
         let post = match (dir, notify) {
             (_, Some((_, _, n))) if n.value == 0 => return Err(Error::ZeroNotificationValue),
             (Direction::Put, Some((r, seg, n))) => {
-                self.remote_size(t, r, seg)?;
+                // Checked above already where the notification goes to a
+                // segment written (the usual case: one lookup less).
+                if r != rank || !entries.iter().any(|e| e.remote_segment == seg) {
+                    self.remote_size(t, r, seg)?;
+                }
                 // The target's table: as large as ours of the same segment
                 // (windows are made collectively), at most what the
                 // transport carries.
@@ -292,7 +308,7 @@ impl Native {
             (Direction::Get, None) => Post::Read(None),
         };
         reserve(entries.len() as u32 + notify.is_some() as u32)?;
-        t.post(rank, &list, post, queue)
+        t.post(rank, list, post, queue)
     }
 
     /// `op` on the 8-byte word at `at` (offset checked to be aligned by the

@@ -39,12 +39,14 @@ impl Mpi {
     ) -> Result<()> {
         let r = rank as usize;
         let write = matches!(post, Post::Write(_));
+        // One sync for every directory entry read below.
+        ffi::sync(self.win);
         for x in list {
             let here = self.local(x.local.0, x.local.1)?;
             // The description read here, not the size the engine checked
             // before: the target may have deleted the segment and made
             // another of the same id meanwhile.
-            let remote = self.remote_of(rank, x.remote.0)?;
+            let remote = self.remote_synced_of(rank, x.remote.0)?;
             let (offset, size) = (to_usize(x.remote.1)?, to_usize(x.size)?);
             check_within(Side::Remote, remote.size, rank, x.remote.0, offset, size)?;
             let there = remote.data + x.remote.1;
@@ -78,7 +80,8 @@ impl Mpi {
     }
 
     /// Set notification `id` of `rank`'s `segment` to `value` (after its
-    /// data is complete there), complete there on return.
+    /// data is complete there), complete there on return. The caller has
+    /// synced the window (`MPI_Win_sync`) since it began.
     fn notify(
         &self,
         rank: Rank,
@@ -87,7 +90,7 @@ impl Mpi {
         value: NotificationValue,
     ) -> Result<()> {
         let r = rank as usize;
-        let to = self.remote_of(rank, segment)?;
+        let to = self.remote_synced_of(rank, segment)?;
         let value = (to.values + 4 * id as u64, Change::Store32(value));
         let bit = (
             to.words + Landing::summary_offset(id),

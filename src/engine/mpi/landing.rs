@@ -19,7 +19,7 @@ use crate::types::NotificationId;
 use std::collections::BTreeSet;
 use std::ops::Range;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
 /// Words of the summary (one bit per id).
 pub(super) const SUMMARY_WORDS: usize = IDS as usize / 64;
@@ -32,6 +32,9 @@ pub(super) struct Landing {
     pub(super) values: Box<[AtomicU32]>,
     /// Ids whose summary bit was taken before their value landed.
     pending: Mutex<BTreeSet<NotificationId>>,
+    /// How many ids `pending` holds (changed under its lock): a poll that
+    /// finds no summary bit and nothing pending takes no lock.
+    pending_len: AtomicUsize,
 }
 
 impl Landing {
@@ -40,6 +43,7 @@ impl Landing {
             words: (0..1 + SUMMARY_WORDS).map(|_| AtomicU64::new(0)).collect(),
             values: (0..IDS).map(|_| AtomicU32::new(0)).collect(),
             pending: Mutex::new(BTreeSet::new()),
+            pending_len: AtomicUsize::new(0),
         }
     }
 
@@ -61,6 +65,18 @@ impl Landing {
         if start == end {
             return 0;
         }
+        let (w0, w1) = (start as usize / 64, (end as usize - 1) / 64);
+        // Only the bits of ids in range: the others stay for their own
+        // waiters (or the relay).
+        let mask = |w: usize| {
+            let lo = if w == w0 { start as usize % 64 } else { 0 };
+            let hi = if w == w1 { (end as usize - 1) % 64 } else { 63 };
+            (u64::MAX >> (63 - hi)) & (u64::MAX << lo)
+        };
+        let landed = |w: usize| self.words[1 + w].load(SeqCst) & mask(w) != 0;
+        if self.pending_len.load(SeqCst) == 0 && !(w0..=w1).any(landed) {
+            return 0;
+        }
         let table = obj.notifications();
         let mut moved = 0;
         let mut take = |id: NotificationId| -> bool {
@@ -73,18 +89,12 @@ impl Landing {
         };
         let mut pending = crate::engine::wait::lock(&self.pending);
         pending.retain(|&id| !(ids.contains(&id) && take(id)));
-        let (w0, w1) = (start as usize / 64, (end as usize - 1) / 64);
         for w in w0..=w1 {
-            // Only the bits of ids in range: the others stay for their
-            // own waiters (or the relay).
-            let lo = if w == w0 { start as usize % 64 } else { 0 };
-            let hi = if w == w1 { (end as usize - 1) % 64 } else { 63 };
-            let mask = (u64::MAX >> (63 - hi)) & (u64::MAX << lo);
-            let word = &self.words[1 + w];
-            if word.load(SeqCst) & mask == 0 {
+            if !landed(w) {
                 continue;
             }
-            let mut bits = word.fetch_and(!mask, SeqCst) & mask;
+            let mask = mask(w);
+            let mut bits = self.words[1 + w].fetch_and(!mask, SeqCst) & mask;
             while bits != 0 {
                 let b = bits.trailing_zeros() as usize;
                 bits &= bits - 1;
@@ -94,6 +104,7 @@ impl Landing {
                 }
             }
         }
+        self.pending_len.store(pending.len(), SeqCst);
         moved
     }
 }

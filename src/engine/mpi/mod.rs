@@ -278,11 +278,8 @@ impl Transport for Mpi {
     fn pump(&self, segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>) {
         ffi::progress(self.shared.comm);
         ffi::sync(self.win);
-        let landing = lock(&self.shared.bound)
-            .get(&segment)
-            .map(|b| b.landing.clone());
-        if let Some(l) = landing {
-            l.pump(obj, ids);
+        if let Some(b) = lock(&self.shared.bound).get(&segment) {
+            b.landing.pump(obj, ids);
         }
     }
 

@@ -279,12 +279,18 @@ impl Mpi {
 
     /// Segment `segment` of `rank` as registered with this rank.
     pub(super) fn remote(&self, rank: Rank, segment: SegmentId) -> Option<Remote> {
+        ffi::sync(self.win);
+        self.remote_synced(rank, segment)
+    }
+
+    /// [`Mpi::remote`] after the caller's `MPI_Win_sync` (which makes the
+    /// directory's words that other ranks put visible to this rank's loads).
+    pub(super) fn remote_synced(&self, rank: Rank, segment: SegmentId) -> Option<Remote> {
         if rank as usize == self.rank {
             // A rank's own segments need no registration.
             let bound = lock(&self.shared.bound);
             return bound.get(&segment).map(Remote::of);
         }
-        ffi::sync(self.win);
         let i = self.slot_index(segment, rank as usize);
         // One copy of the slot, checked and used as a whole.
         Remote::from_slot(std::array::from_fn(|k| self.directory[i + k].load(SeqCst)))
@@ -308,7 +314,13 @@ impl Mpi {
     /// gives for a segment not registered with this rank (a deleted one's
     /// slot is cleared alike, so the two read the same here).
     pub(super) fn remote_of(&self, rank: Rank, segment: SegmentId) -> Result<Remote> {
-        self.remote(rank, segment)
+        ffi::sync(self.win);
+        self.remote_synced_of(rank, segment)
+    }
+
+    /// [`Mpi::remote_of`] after the caller's `MPI_Win_sync`.
+    pub(super) fn remote_synced_of(&self, rank: Rank, segment: SegmentId) -> Result<Remote> {
+        self.remote_synced(rank, segment)
             .ok_or(Error::SegmentNotRegistered { rank, segment })
     }
 }
