@@ -61,9 +61,10 @@
 //!   through rustix's safe functions (`mmap`/`munmap` excepted, unsafe by
 //!   nature), none through raw syscall numbers.
 //! - `reaper.rs`: the fork of the process that cleans up after a killed
-//!   launcher, and what that child may call only unsafely (libc's `fork`,
-//!   `signal` and `_exit`; `close_range` by its number, which rustix does
-//!   not wrap).
+//!   launcher or job, and what that child may call only unsafely (`clone`
+//!   by its number, as a fork that runs no library's fork handlers;
+//!   libc's `signal` and `_exit`; `close_range` by its number; rustix
+//!   wraps neither).
 //! - The node reduction's window access (`collectives/hierarchical/
 //!   memory.rs`) and its callers in that folder, each naming the step of
 //!   the call protocol that keeps other writers away; in `kernels.rs`

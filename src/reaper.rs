@@ -1,5 +1,5 @@
-//! The launcher's reaper: a forked copy of the launcher that outlives it
-//! just long enough to clean up after it.
+//! The reaper: a forked copy of a launcher (or of a job's first rank) that
+//! outlives it just long enough to clean up after it.
 //!
 //! A launcher killed with SIGKILL cannot remove its job's shared memory:
 //! its ranks die with it (their parent-death signal), and their objects
@@ -11,43 +11,67 @@
 //! normally the launcher cleans up itself, closes the pipe and reaps the
 //! reaper, which finds nothing left to do.
 //!
+//! A job that `mpirun`, `srun` or GPI-2's `gaspi_run` started has no
+//! launcher of ours: the first rank of each host forks the host's reaper
+//! instead (its pipe closes when that rank goes), which waits for every
+//! rank of the host. `mpirun` ending a job whose rank died kills the
+//! others before they clean up; the reaper then does.
+//!
 //! The child of a fork of a threaded process may only make system calls
 //! (another thread may have held any lock, the allocator's included): the
 //! reaper runs on descriptors, names and buffers prepared before the fork,
-//! never allocates, never panics, and ends with `_exit`.
+//! never allocates, never panics, and ends with `_exit`. It is made by
+//! the `clone` system call, not libc's `fork`, so that no library's
+//! `pthread_atfork` handler runs in it (an MPI library's may lock or
+//! allocate).
 
 use std::ffi::CString;
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// A running reaper: ended and reaped by [`Reaper::finish`] or on drop.
+#[derive(Debug)]
 pub(crate) struct Reaper {
     pid: rustix::process::Pid,
     /// The pipe's write end: the reaper reads end of file once it closes.
     pipe: Option<OwnedFd>,
 }
 
-/// What the forked child works with, all made before the fork.
-struct Plan<'a> {
-    pipe: OwnedFd,
-    null: OwnedFd,
-    dir: OwnedFd,
-    ranks: Vec<BorrowedFd<'a>>,
+/// What the child works with, all made before the clone and never freed:
+/// the child shares this process's memory and may outlive it.
+struct Plan {
+    pipe: RawFd,
+    null: RawFd,
+    dir: RawFd,
+    /// The ranks' process file descriptors.
+    ranks: Vec<RawFd>,
     /// Every descriptor the child keeps, ascending.
     keep: Vec<libc::c_int>,
-    prefixes: &'a [&'a str],
+    prefixes: Vec<Vec<u8>>,
     files: Vec<CString>,
     entries: Vec<MaybeUninit<u8>>,
 }
+
+/// The child's stack.
+const STACK: usize = 256 << 10;
 
 impl Reaper {
     /// Fork a reaper for the ranks whose process file descriptors are
     /// `ranks`: once this process is gone and they have all exited, it
     /// removes the entries of directory `dir` whose names start with one
     /// of `prefixes`, and the files `files`.
+    ///
+    /// The child is a process of its own (its own descriptors, signal
+    /// handlers and session) that shares this process's memory
+    /// (`CLONE_VM`): nothing is copied, so no page that a network card
+    /// writes into (InfiniBand, with GPI-2 or MPI) turns copy-on-write in
+    /// this process, as a `fork` would make it on kernels before 5.13
+    /// unless the library asked for fork safety. Its plan and stack are
+    /// leaked here (a few hundred KiB per job), since the child uses them
+    /// after this process has gone.
     pub(crate) fn spawn(
         ranks: &[BorrowedFd<'_>],
         dir: &Path,
@@ -69,30 +93,55 @@ impl Reaper {
             .map(|f| CString::new(f.as_os_str().as_bytes()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let ranks: Vec<RawFd> = ranks.iter().map(|f| f.as_raw_fd()).collect();
         let mut keep: Vec<libc::c_int> =
             vec![0, 1, 2, read.as_raw_fd(), null.as_raw_fd(), dir.as_raw_fd()];
-        keep.extend(ranks.iter().map(|f| f.as_raw_fd()));
+        keep.extend(&ranks);
         keep.sort_unstable();
         keep.dedup();
-        let plan = Plan {
-            pipe: read,
-            null,
-            dir,
-            ranks: ranks.to_vec(),
+        let plan: &'static mut Plan = Box::leak(Box::new(Plan {
+            pipe: read.as_raw_fd(),
+            null: null.as_raw_fd(),
+            dir: dir.as_raw_fd(),
+            ranks,
             keep,
-            prefixes,
+            prefixes: prefixes.iter().map(|p| p.as_bytes().to_vec()).collect(),
             files,
             entries: vec![MaybeUninit::uninit(); 16 << 10],
+        }));
+        // SAFETY: a fresh private anonymous mapping, no address requested;
+        // rustix checks the result.
+        let stack = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                STACK,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::STACK,
+            )?
         };
-        // SAFETY: fork has no memory-safety preconditions of its own; the
-        // child only runs `reap`, which makes system calls on what `plan`
-        // prepared, allocates nothing and never returns (see the module
-        // doc), as a child of a threaded process must.
-        match unsafe { libc::fork() } {
+        // SAFETY: `clone` with CLONE_VM runs `child` on the new stack (its
+        // top: the stack grows down), in a process that shares this
+        // memory; the plan and the stack are leaked above and never used
+        // by this process again, so the child has them to itself for as
+        // long as it lives. `child` makes system calls only, allocates
+        // nothing and never returns (see the module doc). No library's
+        // fork handler runs (this is not `fork`).
+        let pid = unsafe {
+            libc::clone(
+                child,
+                stack.cast::<u8>().add(STACK).cast(),
+                libc::CLONE_VM | libc::SIGCHLD,
+                (plan as *mut Plan).cast(),
+            )
+        };
+        // The child has its own copies of the descriptors (no
+        // CLONE_FILES): this process closes its ends here, but the pipe's
+        // write end.
+        drop((read, null, dir));
+        match pid {
             -1 => Err(io::Error::last_os_error()),
-            0 => reap(plan),
             pid => Ok(Reaper {
-                pid: rustix::process::Pid::from_raw(pid).expect("fork returns a positive pid"),
+                pid: rustix::process::Pid::from_raw(pid).expect("clone returns a positive pid"),
                 pipe: Some(write),
             }),
         }
@@ -124,8 +173,20 @@ impl Drop for Reaper {
     }
 }
 
-/// The reaper's life in the forked child (system calls only).
-fn reap(mut plan: Plan<'_>) -> ! {
+/// The child's entry: [`reap`] with the plan `arg` points to.
+extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `spawn` passes its leaked plan, which nothing else uses.
+    reap(unsafe { &mut *arg.cast::<Plan>() })
+}
+
+/// The reaper's life in the child (system calls only).
+fn reap(plan: &mut Plan) -> ! {
+    let fd = |raw: RawFd| {
+        // SAFETY: the plan's descriptors were open in the parent at the
+        // clone, so they are open in this process's copy of its
+        // descriptor table, and `close_all_but` keeps them.
+        unsafe { BorrowedFd::borrow_raw(raw) }
+    };
     // Out of the launcher's session (a signal to its process group or a
     // closed terminal does not end the cleanup) and off its output (whoever
     // reads the launcher's output is not kept waiting by the reaper).
@@ -138,23 +199,23 @@ fn reap(mut plan: Plan<'_>) -> ! {
         // async-signal-safe and touches no memory of ours.
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
-    let _ = rustix::stdio::dup2_stdin(&plan.null);
-    let _ = rustix::stdio::dup2_stdout(&plan.null);
-    let _ = rustix::stdio::dup2_stderr(&plan.null);
+    let _ = rustix::stdio::dup2_stdin(fd(plan.null));
+    let _ = rustix::stdio::dup2_stdout(fd(plan.null));
+    let _ = rustix::stdio::dup2_stderr(fd(plan.null));
     close_all_but(&plan.keep);
     // The launcher goes: end of file (or an error: nothing more to learn).
     let mut byte = [0u8; 1];
     loop {
-        match rustix::io::read(&plan.pipe, &mut byte) {
+        match rustix::io::read(fd(plan.pipe), &mut byte) {
             Ok(0) => break,
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(_) => break,
         }
     }
     // Every rank exits (one after the other: all must).
-    for rank in &plan.ranks {
+    for &rank in &plan.ranks {
         use rustix::event::{PollFd, PollFlags, poll};
-        let mut fds = [PollFd::from_borrowed_fd(*rank, PollFlags::IN)];
+        let mut fds = [PollFd::from_borrowed_fd(fd(rank), PollFlags::IN)];
         loop {
             match poll(&mut fds, None) {
                 Ok(_) if fds[0].revents().is_empty() => {}
@@ -166,15 +227,11 @@ fn reap(mut plan: Plan<'_>) -> ! {
     // The job's objects and files go: `job::sweep`'s work, which
     // allocates, done here by system calls on the buffer made before the
     // fork.
-    let mut entries = rustix::fs::RawDir::new(plan.dir.as_fd(), &mut plan.entries);
+    let mut entries = rustix::fs::RawDir::new(fd(plan.dir), &mut plan.entries);
     while let Some(Ok(e)) = entries.next() {
         let name = e.file_name();
-        if plan
-            .prefixes
-            .iter()
-            .any(|p| name.to_bytes().starts_with(p.as_bytes()))
-        {
-            let _ = rustix::fs::unlinkat(plan.dir.as_fd(), name, rustix::fs::AtFlags::empty());
+        if plan.prefixes.iter().any(|p| name.to_bytes().starts_with(p)) {
+            let _ = rustix::fs::unlinkat(fd(plan.dir), name, rustix::fs::AtFlags::empty());
         }
     }
     for f in &plan.files {

@@ -218,8 +218,10 @@ fn ranks_bound_apart_by_another_launcher_have_cpus_of_their_own() {
 const KILLED_NAME: &str = "a_job_killed_without_a_launcher_is_swept_by_the_next_one";
 
 /// Ranks started by another launcher (MPI's, GPI-2's) that are all killed
-/// at once leave their objects: no survivor and no gaspi-run cleans up. The
-/// next job started without a launcher of ours removes them at its start.
+/// at once, with the reaper their first rank forked, leave their objects:
+/// no survivor, no reaper and no gaspi-run cleans up. The next job started
+/// without a launcher of ours removes them at its start. (With the reaper
+/// alive, it removes them: `tests/mpi.rs`.)
 #[test]
 fn a_job_killed_without_a_launcher_is_swept_by_the_next_one() {
     if let Ok(case) = std::env::var("INIT_TEST_CASE") {
@@ -255,6 +257,20 @@ fn a_job_killed_without_a_launcher_is_swept_by_the_next_one() {
         assert!(ready, "a rank ended before it was ready");
     }
     assert!(!shm_objects_of(&t).is_empty(), "the job made its objects");
+    // Rank 0's child: the job's reaper, killed first.
+    let pid = ranks.0[0].id();
+    let children: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(children.len(), 1, "rank 0 forked the job's reaper");
+    let reaper = rustix::process::Pid::from_raw(children[0]).unwrap();
+    rustix::process::kill_process(reaper, rustix::process::Signal::KILL).unwrap();
     drop(ranks);
     // A job of one rank, started on its own, sweeps the abandoned job.
     let (status, out) = finish(spawn(KILLED_NAME, "alone", &[]));

@@ -210,6 +210,88 @@ fn ranks_bound_by_mpirun_to_a_core_each_know_it_across_emulated_hosts() {
     }
 }
 
+/// Printed by each rank of the killed job: its control block's path.
+const JOB_OBJECT: &str = "[gaspi-job-object]";
+
+/// A rank of the killed job: joins, says which control block it mapped,
+/// meets the others, and dies by SIGKILL (no destructor, no cleanup).
+fn run_and_die() {
+    let ctx = Context::init(Config::default()).unwrap();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let job = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.starts_with("/dev/shm/gaspi.") && p.ends_with(".job"))
+        .expect("the job's control block is mapped")
+        .to_string();
+    println!("{JOB_OBJECT} {job}");
+    ctx.barrier(GroupId::ALL, B).unwrap();
+    rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL)
+        .unwrap();
+    unreachable!("SIGKILL ends the process");
+}
+
+/// A job that `mpirun` started and whose ranks were all killed (as
+/// `mpirun` kills the survivors when one dies) leaves nothing in
+/// `/dev/shm`: no launcher of ours watched it, so each host's first rank
+/// forked a reaper that cleans up once the host's ranks are gone. Four
+/// ranks of the MPI engine in two emulated hosts: two reapers, each
+/// waiting for two ranks.
+#[test]
+fn a_job_that_mpirun_kills_leaves_nothing_in_dev_shm() {
+    if std::env::var_os(RANK_VAR).is_some() {
+        run_and_die();
+    }
+    let mpirun = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    let out = Command::new(&mpirun)
+        .args(["-n", "4"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_job_that_mpirun_kills_leaves_nothing_in_dev_shm",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(RANK_VAR, "1")
+        .env(gaspi::env::ENGINE, "mpi")
+        .env(gaspi::env::HOST_RANKS, "2")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success(),
+        "the ranks killed themselves:\n{text}"
+    );
+    let mut prefixes: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(JOB_OBJECT))
+        .map(|p| p.trim().trim_end_matches("job").to_string())
+        .collect();
+    prefixes.sort();
+    prefixes.dedup();
+    assert_eq!(
+        prefixes.len(),
+        2,
+        "one control block per emulated host:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The reapers finish after the last rank of their host: look until
+    // nothing of the job is left, or fail after 30 s.
+    let left = || -> Vec<String> {
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| format!("/dev/shm/{}", e.file_name().to_string_lossy()))
+            .filter(|n| prefixes.iter().any(|p| n.starts_with(p.as_str())))
+            .collect()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !left().is_empty() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(left(), Vec::<String>::new(), "left by the killed job");
+}
+
 /// `gaspi-bench` under `mpirun` runs MPI's twin beside ours (collectives,
 /// fence, lock, put + flush), both verified, ours carrying the ratio.
 #[test]
@@ -258,9 +340,12 @@ fn gaspi_bench_compares_with_mpi() {
             rows.iter().all(|r| r[10] == "true"),
             "{bench}: unverified rows\n{text}"
         );
+        // A ratio, also one that rounds to 0.000: MPICH busy-waits, and
+        // with the other tests' ranks on the same cores one of its calls
+        // can take 4 ms where ours takes 0.3 us.
         assert!(
             ours.iter()
-                .all(|r| r[11].parse::<f64>().is_ok_and(|v| v > 0.0)),
+                .all(|r| r[11].parse::<f64>().is_ok_and(|v| v >= 0.0)),
             "{bench}: ours without a ratio\n{text}"
         );
     }

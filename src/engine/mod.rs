@@ -127,6 +127,9 @@ pub(crate) struct Native {
     notification_num: u32,
     /// The way to ranks this process cannot map, if the job has one.
     transport: Option<Box<dyn Transport>>,
+    /// The host's reaper, on the host's first rank of a job that no
+    /// launcher of ours watches ([`Native::host_reaper`]).
+    reaper: Option<crate::reaper::Reaper>,
 }
 
 impl Native {
@@ -241,6 +244,7 @@ impl Native {
             notification_num: config.notification_num,
             job,
             transport,
+            reaper: None,
         };
 
         // Init barrier: every rank has recorded itself and made its inbox.
@@ -279,6 +283,9 @@ impl Native {
             native.own_cpus = true;
             native.waiter = native.waiter.own_cpus(spec.attach);
         }
+        if result.is_ok() && !spec.launched && spec.nranks > 1 && spec.rank == native.host.start {
+            native.reaper = native.host_reaper();
+        }
         if let Err(e) = result {
             native.term(true);
             return Err(match e {
@@ -291,6 +298,40 @@ impl Native {
             });
         }
         Ok(native)
+    }
+
+    /// The reaper of this host's part of a job that `mpirun`, `srun` or
+    /// GPI-2's `gaspi_run` started: once every rank of the host has exited,
+    /// however it ended (`mpirun` kills the others when one dies, before
+    /// they clean up), it removes what the job left in `/dev/shm`. Forked
+    /// by the host's first rank once every rank of the host has recorded
+    /// itself; a rank that has exited already (or whose pid another
+    /// process has taken since) is not waited for. `None` where it cannot
+    /// be made, or where a rank that runs cannot be watched (no
+    /// `pidfd_open` before Linux 5.3): the next such job on the machine
+    /// sweeps what this one leaves ([`job::sweep_stale`]).
+    fn host_reaper(&self) -> Option<crate::reaper::Reaper> {
+        use rustix::process::{Pid, PidfdFlags, pidfd_open};
+        let mut pidfds = Vec::new();
+        for o in self.host.start..self.host.end {
+            let slot = self.job.slot(o as usize);
+            let pid = slot.pid.load(SeqCst);
+            let fd = match pidfd_open(Pid::from_raw(pid as i32)?, PidfdFlags::empty()) {
+                Ok(fd) => fd,
+                Err(rustix::io::Errno::SRCH) => continue, // exited
+                Err(_) => return None,
+            };
+            // Held open, the pid cannot pass to another process: it is the
+            // rank's if the process started when the rank did.
+            let started = job::process_info(pid).map(|(start, _)| start);
+            if started == Some(slot.start_time.load(SeqCst)) {
+                pidfds.push(fd);
+            }
+        }
+        let ranks: Vec<_> = pidfds.iter().map(std::os::fd::AsFd::as_fd).collect();
+        let prefix = job::prefix(self.job.token());
+        crate::reaper::Reaper::spawn(&ranks, std::path::Path::new(shm::SHM_DIR), &[&prefix], &[])
+            .ok()
     }
 
     /// Give the job its transport once it has joined (a transport whose
