@@ -38,6 +38,37 @@ pub(crate) struct Reaper {
     pid: rustix::process::Pid,
     /// The pipe's write end: the reaper reads end of file once it closes.
     pipe: Option<OwnedFd>,
+    /// The child's plan and stack, freed once it has been reaped.
+    memory: Option<ChildMemory>,
+}
+
+/// The memory a reaper runs on: its plan (a leaked box) and its stack (a
+/// mapping of [`STACK`] bytes).
+#[derive(Debug)]
+struct ChildMemory {
+    plan: std::ptr::NonNull<Plan>,
+    stack: std::ptr::NonNull<libc::c_void>,
+}
+
+// SAFETY: two addresses that this process never dereferences; whichever
+// thread ends the reaper frees them, once, after the child has exited.
+unsafe impl Send for ChildMemory {}
+// SAFETY: as above; a shared reference gives no access to them at all.
+unsafe impl Sync for ChildMemory {}
+
+impl ChildMemory {
+    /// Free the plan and the stack.
+    ///
+    /// # Safety
+    /// The child that ran on them has exited (it has been reaped).
+    unsafe fn free(self) {
+        // SAFETY: the plan came from `Box::leak` in `spawn` and, the child
+        // gone, nothing refers to it.
+        drop(unsafe { Box::from_raw(self.plan.as_ptr()) });
+        // SAFETY: the stack is the mapping of STACK bytes made in `spawn`,
+        // unused since the child exited. An error leaves it mapped.
+        let _ = unsafe { rustix::mm::munmap(self.stack.as_ptr(), STACK) };
+    }
 }
 
 /// What the child works with, all made before the clone and never freed:
@@ -70,8 +101,10 @@ impl Reaper {
     /// writes into (InfiniBand, with GPI-2 or MPI) turns copy-on-write in
     /// this process, as a `fork` would make it on kernels before 5.13
     /// unless the library asked for fork safety. Its plan and stack are
-    /// leaked here (a few hundred KiB per job), since the child uses them
-    /// after this process has gone.
+    /// freed when [`Reaper::finish`] (or the drop) reaps it; a reaper that
+    /// outlives this process (a host's, or one whose job this process
+    /// gave up) keeps them (a few hundred KiB of address space) for as
+    /// long as it runs.
     pub(crate) fn spawn(
         ranks: &[BorrowedFd<'_>],
         dir: &Path,
@@ -99,16 +132,6 @@ impl Reaper {
         keep.extend(&ranks);
         keep.sort_unstable();
         keep.dedup();
-        let plan: &'static mut Plan = Box::leak(Box::new(Plan {
-            pipe: read.as_raw_fd(),
-            null: null.as_raw_fd(),
-            dir: dir.as_raw_fd(),
-            ranks,
-            keep,
-            prefixes: prefixes.iter().map(|p| p.as_bytes().to_vec()).collect(),
-            files,
-            entries: vec![MaybeUninit::uninit(); 16 << 10],
-        }));
         // SAFETY: a fresh private anonymous mapping, no address requested;
         // rustix checks the result.
         let stack = unsafe {
@@ -119,11 +142,21 @@ impl Reaper {
                 rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::STACK,
             )?
         };
+        let plan = Box::into_raw(Box::new(Plan {
+            pipe: read.as_raw_fd(),
+            null: null.as_raw_fd(),
+            dir: dir.as_raw_fd(),
+            ranks,
+            keep,
+            prefixes: prefixes.iter().map(|p| p.as_bytes().to_vec()).collect(),
+            files,
+            entries: vec![MaybeUninit::uninit(); 16 << 10],
+        }));
         // SAFETY: `clone` with CLONE_VM runs `child` on the new stack (its
         // top: the stack grows down), in a process that shares this
-        // memory; the plan and the stack are leaked above and never used
-        // by this process again, so the child has them to itself for as
-        // long as it lives. `child` makes system calls only, allocates
+        // memory; this process does not touch the plan or the stack again
+        // but to free them once the child has been reaped, so the child
+        // has them to itself for as long as it lives. `child` makes system calls only, allocates
         // nothing and never returns (see the module doc). No library's
         // fork handler runs (this is not `fork`).
         let pid = unsafe {
@@ -131,18 +164,28 @@ impl Reaper {
                 child,
                 stack.cast::<u8>().add(STACK).cast(),
                 libc::CLONE_VM | libc::SIGCHLD,
-                (plan as *mut Plan).cast(),
+                plan.cast(),
             )
+        };
+        let failed = (pid == -1).then(io::Error::last_os_error);
+        let memory = ChildMemory {
+            plan: std::ptr::NonNull::new(plan).expect("a box is not null"),
+            stack: std::ptr::NonNull::new(stack).expect("mmap checked its result"),
         };
         // The child has its own copies of the descriptors (no
         // CLONE_FILES): this process closes its ends here, but the pipe's
         // write end.
         drop((read, null, dir));
-        match pid {
-            -1 => Err(io::Error::last_os_error()),
-            pid => Ok(Reaper {
+        match failed {
+            Some(e) => {
+                // SAFETY: no child was made.
+                unsafe { memory.free() };
+                Err(e)
+            }
+            None => Ok(Reaper {
                 pid: rustix::process::Pid::from_raw(pid).expect("clone returns a positive pid"),
                 pipe: Some(write),
+                memory: Some(memory),
             }),
         }
     }
@@ -154,13 +197,20 @@ impl Reaper {
     }
 
     /// Close the pipe, then reap the reaper (empty `options`: wait for it;
-    /// `NOHANG`: only if it has already exited).
+    /// `NOHANG`: only if it has already exited) and free what it ran on.
     fn end(&mut self, options: rustix::process::WaitOptions) {
         if self.pipe.take().is_some() {
             // Our own child, not reaped before (the pipe was still open).
-            while let Err(rustix::io::Errno::INTR) =
-                rustix::process::waitpid(Some(self.pid), options)
-            {}
+            let reaped = loop {
+                match rustix::process::waitpid(Some(self.pid), options) {
+                    Err(rustix::io::Errno::INTR) => {}
+                    r => break matches!(r, Ok(Some(_))),
+                }
+            };
+            if let (true, Some(memory)) = (reaped, self.memory.take()) {
+                // SAFETY: the child has exited: waitpid returned its status.
+                unsafe { memory.free() };
+            }
         }
     }
 }
@@ -175,7 +225,8 @@ impl Drop for Reaper {
 
 /// The child's entry: [`reap`] with the plan `arg` points to.
 extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `spawn` passes its leaked plan, which nothing else uses.
+    // SAFETY: `spawn` passes its plan, which nothing else uses while this
+    // child lives.
     reap(unsafe { &mut *arg.cast::<Plan>() })
 }
 
@@ -270,5 +321,39 @@ fn close_range(first: libc::c_uint, last: libc::c_uint) {
         // SAFETY: as above, one descriptor at a time (an unused number
         // fails with EBADF, which rustix ignores).
         unsafe { rustix::io::close(fd as std::os::fd::RawFd) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reaper with no ranks to wait for removes what it was told to once
+    /// its pipe closes; reaped, it leaves no memory behind (a process that
+    /// launches job after job does not grow).
+    #[test]
+    fn a_finished_reaper_removes_its_entries_and_is_freed() {
+        let dir = std::env::temp_dir().join(format!("gaspi-reaper-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("a-file");
+        for name in ["job.1", "job.2", "other.1", "a-file"] {
+            std::fs::write(dir.join(name), b"x").unwrap();
+        }
+        for _ in 0..3 {
+            let mut r = Reaper::spawn(&[], &dir, &["job."], &[&file]).unwrap();
+            assert!(r.memory.is_some());
+            r.end(rustix::process::WaitOptions::empty());
+            assert!(
+                r.memory.is_none(),
+                "the reaped reaper's plan and stack are freed"
+            );
+        }
+        let mut left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["other.1"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
