@@ -29,6 +29,8 @@ const TEST_VAR: &str = "GASPI_TEST_NAME";
 /// Set in the ranks of a test job: which of the test's jobs they belong to.
 const JOB_VAR: &str = "GASPI_TEST_JOB";
 const PPN_VAR: &str = "GASPI_TEST_PPN";
+/// `all`: run every layout of [`layouts`] on the GPI-2 engine too.
+const LAYOUTS_VAR: &str = "GASPI_TEST_LAYOUTS";
 
 thread_local! {
     /// Jobs started so far by the test running on this thread (each test
@@ -90,6 +92,56 @@ pub struct Job {
 /// do crosses nodes (and, on the GPI-2 engine, GPI-2).
 fn default_ppn() -> Option<usize> {
     std::env::var(PPN_VAR).ok()?.parse().ok().filter(|&p| p > 0)
+}
+
+/// The layouts `(ranks, ranks per node)` a test that tries many runs its
+/// jobs on: all of `all`, but on the GPI-2 engine (`GASPI_ENGINE=gpi2`)
+/// a covering few, since every GPI-2 job costs seconds to start
+/// (GPI-2 1.6's `gaspi_proc_init` samples the CPU clock for 1.3 s in
+/// every rank): the first layout, the one with the most nodes and the
+/// first whose last node is partly filled. `GASPI_TEST_LAYOUTS=all` runs
+/// every layout there too. The choice depends on the environment only,
+/// so the ranks of a test see the same jobs as its parent.
+///
+/// ```no_run
+/// // in a test: every layout on the native engine, three on GPI-2.
+/// for (ranks, ppn) in gaspi::testing::layouts(&[(4, 4), (6, 2), (7, 3), (12, 1)]) {
+///     gaspi::testing::Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+///         ctx.barrier(gaspi::GroupId::ALL, gaspi::Timeout::Block).unwrap();
+///     });
+/// }
+/// ```
+pub fn layouts(all: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let gpi2 = std::env::var("GASPI_ENGINE").is_ok_and(|e| e.eq_ignore_ascii_case("gpi2"));
+    match !gpi2 || std::env::var(LAYOUTS_VAR).is_ok_and(|v| v == "all") {
+        true => all.to_vec(),
+        false => covering(all),
+    }
+}
+
+/// The layouts of `all` that [`layouts`] keeps on GPI-2, in this order:
+/// the first, the one with the most nodes (of those, the fewest ranks),
+/// the first with a partly filled last node.
+fn covering(all: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let nodes = |&(ranks, ppn): &(usize, usize)| ranks.div_ceil(ppn.max(1));
+    let widest = all
+        .iter()
+        .copied()
+        .max_by_key(|l| (nodes(l), std::cmp::Reverse(l.0)));
+    let partial = all.iter().copied().find(|&(r, p)| p > 0 && r % p != 0);
+    let mut few = Vec::new();
+    for l in all
+        .first()
+        .copied()
+        .into_iter()
+        .chain(widest)
+        .chain(partial)
+    {
+        if !few.contains(&l) {
+            few.push(l);
+        }
+    }
+    few
 }
 
 /// The running test's name as libtest and nextest give it (the thread name).
@@ -323,5 +375,23 @@ impl Job {
             },
             check,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::covering;
+
+    #[test]
+    fn the_covering_layouts_are_the_first_the_widest_and_a_partial_one() {
+        let all = [(4, 4), (6, 2), (7, 3), (12, 1), (5, 5), (11, 1)];
+        assert_eq!(covering(&all), [(4, 4), (12, 1), (7, 3)]);
+        // The first is the widest; no partial node.
+        assert_eq!(covering(&[(8, 1), (4, 2), (2, 2)]), [(8, 1)]);
+        assert_eq!(
+            covering(&[(1, 1), (8, 2), (5, 2)]),
+            [(1, 1), (8, 2), (5, 2)]
+        );
+        assert!(covering(&[]).is_empty());
     }
 }

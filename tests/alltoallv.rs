@@ -13,9 +13,10 @@ use gaspi::{Alltoallv, AlltoallvOptions, Context, Error, GroupId, ReduceOp, Time
 const B: Timeout = Timeout::Block;
 
 /// (nodes, ranks per node) as (ranks, ppn): one node, one rank per node,
-/// several per node, and a last node with fewer ranks.
+/// several per node, and a last node with fewer ranks (a few of them on
+/// the GPI-2 engine: [`gaspi::testing::layouts`]).
 fn layouts() -> Vec<(usize, usize)> {
-    vec![
+    gaspi::testing::layouts(&[
         (1, 1),
         (4, 4),
         (2, 1),
@@ -26,7 +27,7 @@ fn layouts() -> Vec<(usize, usize)> {
         (8, 2),
         (5, 2),
         (7, 3),
-    ]
+    ])
 }
 
 #[derive(Clone, Copy, Debug)]

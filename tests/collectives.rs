@@ -10,9 +10,10 @@ use gaspi::{
 };
 
 /// Job sizes on one node, then (ranks, ranks per node) of several nodes,
-/// where the barrier over all ranks is node-aware.
+/// where the barrier over all ranks is node-aware (a few of them on the
+/// GPI-2 engine: [`gaspi::testing::layouts`]).
 fn barrier_layouts() -> Vec<(usize, usize)> {
-    vec![
+    gaspi::testing::layouts(&[
         (2, 2),
         (4, 4),
         (8, 8),
@@ -22,7 +23,7 @@ fn barrier_layouts() -> Vec<(usize, usize)> {
         (5, 2),
         (9, 3),
         (12, 1),
-    ]
+    ])
 }
 
 #[test]
@@ -134,7 +135,8 @@ fn barrier_timeout_then_retry(ctx: &Context) {
 
 #[test]
 fn node_aware_barrier_sends_the_dissemination_messages_only() {
-    for (ranks, ppn) in [(4, 2), (6, 2), (7, 1), (11, 1), (9, 3), (5, 2), (16, 2)] {
+    let all = [(4, 2), (6, 2), (7, 1), (11, 1), (9, 3), (5, 2), (16, 2)];
+    for (ranks, ppn) in gaspi::testing::layouts(&all) {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             barrier(ctx); // warm up: map the windows
             barrier(ctx);

@@ -53,7 +53,8 @@ fn check(ctx: &gaspi::Context, words: usize, sharing: Sharing, rounds: usize) {
 
 #[test]
 fn every_layout_applies_every_update_once() {
-    for (ranks, ppn) in [(1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (6, 3), (8, 2)] {
+    let all = [(1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (6, 3), (8, 2)];
+    for (ranks, ppn) in gaspi::testing::layouts(&all) {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             for sharing in [Sharing::Flat, Sharing::Node] {
                 check(ctx, 1000, sharing, 7);
