@@ -75,7 +75,9 @@ impl Gpi2Setup {
     /// A machine file naming this host once per rank, and a port range
     /// reserved for this job among the launchers of this machine (a file
     /// per range under a lock, released when the job ends or when its
-    /// launcher is gone), in which nothing listens now.
+    /// launcher is gone), in which nothing listens now. Both live in this
+    /// user's private directory of reservations; what a job whose
+    /// launcher and reaper were both killed left there goes now.
     fn new(token: &str, ranks: usize) -> io::Result<Gpi2Setup> {
         if ranks > 256 {
             return Err(io::Error::new(
@@ -86,20 +88,15 @@ impl Gpi2Setup {
         let dir = ports_dir(&std::env::temp_dir())?;
         let guard = std::fs::File::create(dir.join("lock"))?;
         sys::lock_exclusive(&guard)?;
+        sweep_stale(&dir);
         let seed = u64::from_str_radix(&token[..8], 16).unwrap_or(0);
         let bases = port_bases(ephemeral_ports());
         let slots = bases.len() as u64;
         for attempt in 0..slots {
             let port = bases[((seed + attempt) % slots) as usize];
             let mark = dir.join(port.to_string());
-            if let Ok(pid) = std::fs::read_to_string(&mark) {
-                let alive = pid
-                    .trim()
-                    .parse()
-                    .is_ok_and(|p| job::process_info(p).is_some_and(|(_, zombie)| !zombie));
-                if alive {
-                    continue;
-                }
+            if held(&mark) {
+                continue;
             }
             let free = [0u16, 256, 512].iter().all(|&off| {
                 (0..ranks as u16)
@@ -107,7 +104,7 @@ impl Gpi2Setup {
             });
             if free {
                 std::fs::write(&mark, std::process::id().to_string())?;
-                let machinefile = std::env::temp_dir().join(format!("gaspi-{token}.machines"));
+                let machinefile = dir.join(format!("{port}.machines"));
                 std::fs::write(&machinefile, "localhost\n".repeat(ranks))?;
                 return Ok(Gpi2Setup {
                     machinefile,
@@ -124,6 +121,34 @@ impl Gpi2Setup {
                 u16::MAX - env::GPI2_PORT_SPAN
             ),
         ))
+    }
+}
+
+/// Whether reservation `mark` names a launcher that still runs.
+fn held(mark: &Path) -> bool {
+    std::fs::read_to_string(mark).is_ok_and(|pid| {
+        pid.trim()
+            .parse()
+            .is_ok_and(|p| job::process_info(p).is_some_and(|(_, zombie)| !zombie))
+    })
+}
+
+/// Remove the reservations in `dir` whose launchers are gone, with their
+/// machine files (a launcher killed with its reaper leaves both; the
+/// caller holds the directory's lock).
+fn sweep_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(port) = name.to_str().filter(|n| n.parse::<u16>().is_ok()) else {
+            continue;
+        };
+        if !held(&e.path()) {
+            let _ = std::fs::remove_file(dir.join(format!("{port}.machines")));
+            let _ = std::fs::remove_file(e.path());
+        }
     }
 }
 
@@ -216,6 +241,27 @@ mod tests {
             io::ErrorKind::PermissionDenied
         );
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn reservations_of_launchers_gone_are_swept_with_their_machine_files() {
+        let dir = std::env::temp_dir().join(format!("gaspi-sweep-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A launcher gone (no pid reaches i32::MAX: Linux's pid_max is at
+        // most 2^22) and one that runs (this process).
+        for (port, pid) in [(20000, i32::MAX as u32), (21024, std::process::id())] {
+            std::fs::write(dir.join(port.to_string()), pid.to_string()).unwrap();
+            std::fs::write(dir.join(format!("{port}.machines")), "localhost\n").unwrap();
+        }
+        std::fs::write(dir.join("lock"), "").unwrap();
+        sweep_stale(&dir);
+        let mut left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["21024", "21024.machines", "lock"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
