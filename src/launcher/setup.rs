@@ -37,6 +37,10 @@ impl EngineSetup {
     }
 
     /// Files of this job to remove if the launcher dies (its reaper does).
+    /// Not the port range's reservation: the reaper of a launch that failed
+    /// half-way runs on after the launcher has released the range, which
+    /// another job may hold by then; the next launch frees a range whose
+    /// launcher has gone.
     pub(super) fn files(&self) -> Vec<&Path> {
         match self {
             EngineSetup::Gpi2(g) => vec![g.machinefile.as_path()],
@@ -103,8 +107,11 @@ impl Gpi2Setup {
                     .all(|r| std::net::TcpListener::bind(("0.0.0.0", port + off + r)).is_ok())
             });
             if free {
-                std::fs::write(&mark, std::process::id().to_string())?;
-                let machinefile = dir.join(format!("{port}.machines"));
+                // Named after the job, not the range: the reaper of a
+                // launch that failed half-way may remove it after the
+                // range has passed to another job.
+                let machinefile = dir.join(format!("{token}.machines"));
+                std::fs::write(&mark, format!("{} {token}", std::process::id()))?;
                 std::fs::write(&machinefile, "localhost\n".repeat(ranks))?;
                 return Ok(Gpi2Setup {
                     machinefile,
@@ -124,31 +131,42 @@ impl Gpi2Setup {
     }
 }
 
-/// Whether reservation `mark` names a launcher that still runs.
+/// Whether reservation `mark` (its launcher's pid and job token) names a
+/// launcher that still runs.
 fn held(mark: &Path) -> bool {
-    std::fs::read_to_string(mark).is_ok_and(|pid| {
-        pid.trim()
-            .parse()
-            .is_ok_and(|p| job::process_info(p).is_some_and(|(_, zombie)| !zombie))
+    std::fs::read_to_string(mark).is_ok_and(|text| {
+        text.split_whitespace()
+            .next()
+            .and_then(|pid| pid.parse().ok())
+            .is_some_and(|p| job::process_info(p).is_some_and(|(_, zombie)| !zombie))
     })
 }
 
-/// Remove the reservations in `dir` whose launchers are gone, with their
-/// machine files (a launcher killed with its reaper leaves both; the
-/// caller holds the directory's lock).
+/// Remove the reservations in `dir` whose launchers are gone, with the
+/// machine files of their jobs (a launcher killed with its reaper leaves
+/// both; the caller holds the directory's lock).
 fn sweep_stale(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(port) = name.to_str().filter(|n| n.parse::<u16>().is_ok()) else {
+        let is_range = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.parse::<u16>().is_ok());
+        if !is_range || held(&e.path()) {
             continue;
-        };
-        if !held(&e.path()) {
-            let _ = std::fs::remove_file(dir.join(format!("{port}.machines")));
-            let _ = std::fs::remove_file(e.path());
         }
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        // A job token is hex digits (nothing that leaves the directory).
+        if let Some(token) = text
+            .split_whitespace()
+            .nth(1)
+            .filter(|t| t.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            let _ = std::fs::remove_file(dir.join(format!("{token}.machines")));
+        }
+        let _ = std::fs::remove_file(e.path());
     }
 }
 
@@ -248,11 +266,16 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gaspi-sweep-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         // A launcher gone (no pid reaches i32::MAX: Linux's pid_max is at
-        // most 2^22) and one that runs (this process).
-        for (port, pid) in [(20000, i32::MAX as u32), (21024, std::process::id())] {
-            std::fs::write(dir.join(port.to_string()), pid.to_string()).unwrap();
-            std::fs::write(dir.join(format!("{port}.machines")), "localhost\n").unwrap();
+        // most 2^22), one that runs (this process), and a reservation in
+        // the form before job tokens (a pid alone).
+        for (port, pid, token) in [
+            (20000, i32::MAX as u32, "0a1b"),
+            (21024, std::process::id(), "2c3d"),
+        ] {
+            std::fs::write(dir.join(port.to_string()), format!("{pid} {token}")).unwrap();
+            std::fs::write(dir.join(format!("{token}.machines")), "localhost\n").unwrap();
         }
+        std::fs::write(dir.join("22048"), (i32::MAX as u32).to_string()).unwrap();
         std::fs::write(dir.join("lock"), "").unwrap();
         sweep_stale(&dir);
         let mut left: Vec<_> = std::fs::read_dir(&dir)
@@ -260,7 +283,7 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
-        assert_eq!(left, ["21024", "21024.machines", "lock"]);
+        assert_eq!(left, ["21024", "2c3d.machines", "lock"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
