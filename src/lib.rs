@@ -61,10 +61,11 @@
 //!   through rustix's safe functions (`mmap`/`munmap` excepted, unsafe by
 //!   nature), none through raw syscall numbers.
 //! - `reaper.rs`: the fork of the process that cleans up after a killed
-//!   launcher or job, and what that child may call only unsafely (`clone`
-//!   by its number, as a fork that runs no library's fork handlers;
-//!   libc's `signal` and `_exit`; `close_range` by its number; rustix
-//!   wraps neither).
+//!   launcher or job, and what that child may call only unsafely (libc's
+//!   `clone` on a stack of its own, as a fork that runs no library's fork
+//!   handlers, and the freeing of that stack and the child's plan once it
+//!   has been reaped; libc's `signal` and `_exit`; `close_range` by its
+//!   number; rustix wraps neither).
 //! - The node reduction's window access (`collectives/hierarchical/
 //!   memory.rs`) and its callers in that folder, each naming the step of
 //!   the call protocol that keeps other writers away; in `kernels.rs`
