@@ -212,6 +212,22 @@ fn ranks_bound_by_mpirun_to_a_core_each_know_it_across_emulated_hosts() {
 
 /// Printed by each rank of the killed job: its control block's path.
 const JOB_OBJECT: &str = "[gaspi-job-object]";
+/// Printed by each rank of the killed job: the pid of each of its
+/// children (the host's reaper, on the host's first rank).
+const CHILD: &str = "[gaspi-child]";
+
+/// The children of this process (of each of its threads).
+fn children() -> Vec<i32> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .map(|p| p.parse().unwrap())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
 
 /// A rank of the killed job: joins, says which control block it mapped,
 /// meets the others, and dies by SIGKILL (no destructor, no cleanup).
@@ -225,6 +241,10 @@ fn run_and_die() {
         .expect("the job's control block is mapped")
         .to_string();
     println!("{JOB_OBJECT} {job}");
+    // The reaper is forked once the host's ranks have joined: by now.
+    for pid in children() {
+        println!("{CHILD} {pid}");
+    }
     ctx.barrier(GroupId::ALL, B).unwrap();
     rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL)
         .unwrap();
@@ -275,8 +295,29 @@ fn a_job_that_mpirun_kills_leaves_nothing_in_dev_shm() {
         "one control block per emulated host:\n{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // The reapers finish after the last rank of their host: look until
-    // nothing of the job is left, or fail after 30 s.
+    // The reapers (children of the hosts' first ranks) finish after the
+    // last rank of their host: wait for them to exit (at most 30 s), then
+    // nothing of the job may be left.
+    let reapers: Vec<i32> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(CHILD))
+        .map(|p| p.trim().parse().unwrap())
+        .collect();
+    assert_eq!(reapers.len(), 2, "one reaper per emulated host:\n{text}");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for pid in reapers {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        use rustix::process::{Pid, PidfdFlags, pidfd_open};
+        // Gone already if it cannot be opened.
+        let Ok(fd) = pidfd_open(Pid::from_raw(pid).unwrap(), PidfdFlags::empty()) else {
+            continue;
+        };
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let timeout = Timespec::try_from(left).unwrap();
+        let ready = poll(&mut fds, Some(&timeout)).unwrap();
+        assert_eq!(ready, 1, "reaper {pid} still runs after 30 s");
+    }
     let left = || -> Vec<String> {
         std::fs::read_dir("/dev/shm")
             .unwrap()
@@ -285,10 +326,6 @@ fn a_job_that_mpirun_kills_leaves_nothing_in_dev_shm() {
             .filter(|n| prefixes.iter().any(|p| n.starts_with(p.as_str())))
             .collect()
     };
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !left().is_empty() && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
     assert_eq!(left(), Vec::<String>::new(), "left by the killed job");
 }
 
