@@ -74,7 +74,11 @@ impl Landing {
             (u64::MAX >> (63 - hi)) & (u64::MAX << lo)
         };
         let landed = |w: usize| self.words[1 + w].load(SeqCst) & mask(w) != 0;
-        if self.pending_len.load(SeqCst) == 0 && !(w0..=w1).any(landed) {
+        // The first summary word with something in range: the words before
+        // it are not read again (what lands there meanwhile waits for the
+        // next look).
+        let first = (w0..=w1).find(|&w| landed(w));
+        if self.pending_len.load(SeqCst) == 0 && first.is_none() {
             return 0;
         }
         let table = obj.notifications();
@@ -89,7 +93,7 @@ impl Landing {
         };
         let mut pending = crate::engine::wait::lock(&self.pending);
         pending.retain(|&id| !(ids.contains(&id) && take(id)));
-        for w in w0..=w1 {
+        for w in first.unwrap_or(w1 + 1)..=w1 {
             if !landed(w) {
                 continue;
             }
