@@ -258,16 +258,7 @@ fn a_job_killed_without_a_launcher_is_swept_by_the_next_one() {
     }
     assert!(!shm_objects_of(&t).is_empty(), "the job made its objects");
     // Rank 0's child: the job's reaper, killed first.
-    let pid = ranks.0[0].id();
-    let children: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
-        .flat_map(|c| {
-            c.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let children = children_of(&ranks.0[0].id().to_string());
     assert_eq!(children.len(), 1, "rank 0 forked the job's reaper");
     let reaper = rustix::process::Pid::from_raw(children[0]).unwrap();
     rustix::process::kill_process(reaper, rustix::process::Signal::KILL).unwrap();

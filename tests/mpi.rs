@@ -4,6 +4,8 @@
 //! under `mpirun -n N` (MPICH's, or `$MPIRUN`).
 #![cfg(feature = "mpi")]
 
+mod common;
+
 use gaspi::plan::displacements;
 use gaspi::{
     Allgatherv, Allreduce, BcastImpl, Config, Context, GroupId, ReduceOp, RmaWindow, Timeout,
@@ -216,19 +218,6 @@ const JOB_OBJECT: &str = "[gaspi-job-object]";
 /// children (the host's reaper, on the host's first rank).
 const CHILD: &str = "[gaspi-child]";
 
-/// The children of this process (of each of its threads).
-fn children() -> Vec<i32> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
-        .flat_map(|s| {
-            s.split_whitespace()
-                .map(|p| p.parse().unwrap())
-                .collect::<Vec<i32>>()
-        })
-        .collect()
-}
-
 /// A rank of the killed job: joins, says which control block it mapped,
 /// meets the others, and dies by SIGKILL (no destructor, no cleanup).
 fn run_and_die() {
@@ -242,7 +231,7 @@ fn run_and_die() {
         .to_string();
     println!("{JOB_OBJECT} {job}");
     // The reaper is forked once the host's ranks have joined: by now.
-    for pid in children() {
+    for pid in common::children_of("self") {
         println!("{CHILD} {pid}");
     }
     ctx.barrier(GroupId::ALL, B).unwrap();

@@ -111,6 +111,20 @@ pub fn neighbours(ctx: &Context) -> (gaspi::Rank, gaspi::Rank) {
     ((me + 1) % n, (me + n - 1) % n)
 }
 
+/// The children of process `pid` (`"self"`: this one), of each of its
+/// threads: a rank's reaper is one.
+pub fn children_of(pid: &str) -> Vec<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// The objects in `/dev/shm` of job `token` (its control block and every
 /// object named after it).
 pub fn shm_objects_of(token: &str) -> Vec<String> {
