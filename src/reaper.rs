@@ -42,8 +42,8 @@ pub(crate) struct Reaper {
     memory: Option<ChildMemory>,
 }
 
-/// The memory a reaper runs on: its plan (a leaked box) and its stack (a
-/// mapping of [`STACK`] bytes).
+/// The memory a reaper runs on: its plan (a box given up to raw) and its
+/// stack (a mapping of [`STACK`] bytes).
 #[derive(Debug)]
 struct ChildMemory {
     plan: std::ptr::NonNull<Plan>,
@@ -62,8 +62,8 @@ impl ChildMemory {
     /// # Safety
     /// The child that ran on them has exited (it has been reaped).
     unsafe fn free(self) {
-        // SAFETY: the plan came from `Box::leak` in `spawn` and, the child
-        // gone, nothing refers to it.
+        // SAFETY: the plan came from `Box::into_raw` in `spawn` and, the
+        // child gone, nothing refers to it.
         drop(unsafe { Box::from_raw(self.plan.as_ptr()) });
         // SAFETY: the stack is the mapping of STACK bytes made in `spawn`,
         // unused since the child exited. An error leaves it mapped.
@@ -156,9 +156,9 @@ impl Reaper {
         // top: the stack grows down), in a process that shares this
         // memory; this process does not touch the plan or the stack again
         // but to free them once the child has been reaped, so the child
-        // has them to itself for as long as it lives. `child` makes system calls only, allocates
-        // nothing and never returns (see the module doc). No library's
-        // fork handler runs (this is not `fork`).
+        // has them to itself for as long as it lives. `child` makes system
+        // calls only, allocates nothing and never returns (see the module
+        // doc). No library's fork handler runs (this is not `fork`).
         let pid = unsafe {
             libc::clone(
                 child,

@@ -112,7 +112,7 @@ fn default_ppn() -> Option<usize> {
 /// }
 /// ```
 pub fn layouts(all: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let gpi2 = std::env::var("GASPI_ENGINE").is_ok_and(|e| e.eq_ignore_ascii_case("gpi2"));
+    let gpi2 = std::env::var(crate::env::ENGINE).is_ok_and(|e| e.eq_ignore_ascii_case("gpi2"));
     match !gpi2 || std::env::var(LAYOUTS_VAR).is_ok_and(|v| v == "all") {
         true => all.to_vec(),
         false => covering(all),
