@@ -673,23 +673,29 @@ fn inter_node_messages_match_the_cost_model() {
     }
 }
 
-/// Inputs put in with ordinary stores, with non-temporal ones, and by the
-/// measured choice between them (`stream_inputs: None`, which warms up,
-/// tries both kinds and then keeps one): the same exact sums, into the
-/// window and into the caller's buffer, on one node (pipelined) and on
-/// two.
+/// Inputs put in and pipelined results copied out with ordinary stores,
+/// with non-temporal ones, mixed, and by the measured choices between them
+/// (`stream_inputs` and `stream_copies` `None`, which warm up, try both
+/// kinds and then keep one): the same exact sums, into the window and
+/// into the caller's buffer, on one node (pipelined) and on two.
 #[test]
-fn streaming_and_ordinary_input_stores_give_the_same_results() {
+fn streaming_and_ordinary_stores_give_the_same_results() {
     for (ranks, ppn) in [(4, 4), (4, 2)] {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let me = ctx.rank() as usize;
             let cap = 1 << 16; // 512 KiB of f64: measured calls
-            let opts = |stream_inputs| AllreduceOptions {
+            let opts = |(stream_inputs, stream_copies)| AllreduceOptions {
                 stream_inputs,
+                stream_copies,
                 pipeline_min: 384 << 10,
                 ..Default::default()
             };
-            let kinds = [Some(false), Some(true), None];
+            let kinds = [
+                (Some(false), Some(false)),
+                (Some(true), Some(true)),
+                (Some(false), Some(true)),
+                (None, None),
+            ];
             let mut ars: Vec<Allreduce<f64>> = kinds
                 .iter()
                 .enumerate()
@@ -705,7 +711,7 @@ fn streaming_and_ordinary_input_stores_give_the_same_results() {
                     .map(|i| (0..ranks).map(|r| input(r, i)).sum())
                     .collect();
                 for (k, ar) in ars.iter_mut().enumerate() {
-                    let what = format!("{ranks}/{ppn}, call {it}, stream_inputs {:?}", kinds[k]);
+                    let what = format!("{ranks}/{ppn}, call {it}, streaming {:?}", kinds[k]);
                     if it % 2 == 0 {
                         let got = ar.run(&mine, ReduceOp::Sum, B).unwrap().to_vec();
                         assert_eq!(&got[..len], &want[..], "{what}: in the window");

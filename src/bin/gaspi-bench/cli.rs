@@ -167,6 +167,11 @@ pub struct AllreduceArgs {
     /// ordinary ones (no), or whichever the calls measure faster (auto).
     #[arg(long, value_name = "S", default_value = "auto", value_parser = ["auto", "yes", "no"])]
     pub stream_inputs: String,
+    /// One node, pipelined calls: results copied into the callers'
+    /// buffers with non-temporal stores (yes), ordinary ones (no), or
+    /// whichever the calls measure faster (auto).
+    #[arg(long, value_name = "S", default_value = "auto", value_parser = ["auto", "yes", "no"])]
+    pub stream_copies: String,
     /// auto: smallest message for the ring [default: 128K].
     #[arg(long, value_name = "B", value_parser = parse_size)]
     pub ring_min: Option<usize>,
@@ -194,21 +199,24 @@ impl AllreduceArgs {
             shared_node_replicate_max: self
                 .shared_node_replicate_max
                 .unwrap_or(d.shared_node_replicate_max),
-            share_reduction: match self.share_reduction.as_str() {
-                "yes" => Some(true),
-                "no" => Some(false),
-                _ => None,
-            },
-            stream_inputs: match self.stream_inputs.as_str() {
-                "yes" => Some(true),
-                "no" => Some(false),
-                _ => None,
-            },
+            share_reduction: yes_no_auto(&self.share_reduction),
+            stream_inputs: yes_no_auto(&self.stream_inputs),
+            stream_copies: yes_no_auto(&self.stream_copies),
             ring_min: self.ring_min.unwrap_or(d.ring_min),
             pipeline_min: self.pipeline_min.unwrap_or(d.pipeline_min),
             pipeline_chunk: self.pipeline_chunk.unwrap_or(d.pipeline_chunk),
             ..d
         }
+    }
+}
+
+/// `yes`, `no` or `auto` (the arguments' parser allows no other) as an
+/// option's `Some(true)`, `Some(false)` or `None`.
+fn yes_no_auto(s: &str) -> Option<bool> {
+    match s {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
     }
 }
 

@@ -36,7 +36,10 @@
 //!      [`AllreduceOptions::pipeline_min`] bytes on (where the node's data
 //!      outgrows the caches) are **pipelined**: cut into chunks that pass
 //!      through a small ring of staging slots, each put in, reduced and
-//!      copied out while it is still in the caches (`pipeline.rs`).
+//!      copied out while it is still in the caches (`pipeline.rs`); the
+//!      copies into the caller's buffer take ordinary or non-temporal
+//!      stores, whichever the calls have measured faster
+//!      ([`AllreduceOptions::stream_copies`], `stream_choice.rs`).
 //! 3. Between nodes ([`AllreduceAlgorithm`]), an instance runs
 //!    - the **dissemination** with partial reductions
 //!      ([`Dissemination`](crate::plan::Dissemination)): `floor(log2 n)` steps, partial results sent

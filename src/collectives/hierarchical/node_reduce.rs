@@ -6,7 +6,7 @@ use super::call_plan::{CallPlan, Instance, PipeCursor, split_range};
 use super::kernels::tag;
 use super::memory::NodeMemory;
 use super::options::{AllreduceAlgorithm, AllreduceOptions, Choice, Inter, choose};
-use super::stream_choice::{self, StreamChoice};
+use super::stream_choice::{self, Kinds, StreamChoices};
 use crate::collectives::plan::{Dissemination, Layout};
 use crate::collectives::post;
 use crate::collectives::reduce_op::ReduceOp;
@@ -91,10 +91,11 @@ pub(crate) struct NodeReduce {
     pub(super) progress: Option<Progress>,
     pub(super) plan: Option<CallPlan>,
     pub(super) leaders_progress: Option<LeadersProgress>,
-    /// Which stores put inputs in, measured ([`StreamChoice`]).
-    pub(super) stream: StreamChoice,
-    /// The call in progress puts its input with non-temporal stores.
-    pub(super) streaming: bool,
+    /// Which stores put inputs in and copy pipelined results out,
+    /// measured ([`StreamChoices`]).
+    pub(super) stream: StreamChoices,
+    /// Where the call in progress takes non-temporal stores.
+    pub(super) streaming: Kinds,
 }
 
 /// Where the result of a call is: bytes `range` of the window, or the
@@ -196,7 +197,7 @@ impl NodeReduce {
         // and ready words, a line each; then each instance's done word
         // (`NodeReduce::instance_done`), a line each; then each local
         // rank's put and reduced words of the pipelined calls, a line
-        // each; then the kind of input stores in use
+        // each; then the kinds of stores in use
         // (`NodeReduce::stream_word`).
         let inputs = 64 * (4 * slots + 5);
         let stage = a(add(
@@ -290,8 +291,8 @@ impl NodeReduce {
             progress: None,
             plan: None,
             leaders_progress: None,
-            stream: StreamChoice::default(),
-            streaming: false,
+            stream: StreamChoices::default(),
+            streaming: Kinds::default(),
         })
     }
 
@@ -538,21 +539,29 @@ impl NodeReduce {
         }
         let plan = self.plan.take().expect("plan was just made");
         // A new call (not one resumed after a timeout) chooses how it puts
-        // its input in; the node's first rank times measured calls.
+        // its input in and copies a pipelined result out; the node's first
+        // rank times measured calls.
         let mut timed = None;
         if progress.stage == Stage::Start {
-            // Measured: no fixed kind asked for, and large enough.
-            let measured = self.opts.stream_inputs.is_none() && bytes >= stream_choice::MIN_BYTES;
-            self.streaming = match self.opts.stream_inputs {
-                Some(s) => s,
-                None if measured => {
-                    let in_use = self.stream_word().load(SeqCst) != 0;
-                    self.stream.pick(self.calls, in_use)
-                }
-                None => false,
+            // Measured: no fixed kind asked for, and large enough; the
+            // copies where a pipelined call copies its result out.
+            let large = bytes >= stream_choice::MIN_BYTES;
+            let measured = Kinds {
+                inputs: self.opts.stream_inputs.is_none() && large,
+                copies: self.opts.stream_copies.is_none()
+                    && large
+                    && recv.is_some()
+                    && self.pipelined(&plan),
             };
-            if measured && ctx.local_rank() == 0 {
-                timed = Some(Instant::now());
+            let picked = self
+                .stream
+                .pick(self.calls, self.stream_word().load(SeqCst));
+            self.streaming = Kinds {
+                inputs: (self.opts.stream_inputs).unwrap_or(measured.inputs && picked.inputs),
+                copies: (self.opts.stream_copies).unwrap_or(measured.copies && picked.copies),
+            };
+            if (measured.inputs || measured.copies) && ctx.local_rank() == 0 {
+                timed = Some((Instant::now(), measured));
             }
         }
         // The caller's buffer: reduced into straight where this rank's
@@ -575,11 +584,11 @@ impl NodeReduce {
         );
         let out = match r {
             Ok(()) => {
-                if let Some(t) = timed {
-                    let (call, s) = (self.calls, self.streaming);
-                    self.stream.record(call, s, bytes, t.elapsed());
-                    let in_use = self.stream.in_use() as u64;
-                    self.stream_word().store(in_use, SeqCst);
+                if let Some((t, measured)) = timed {
+                    let (call, kinds) = (self.calls, self.streaming);
+                    self.stream
+                        .record(call, (kinds, measured), bytes, t.elapsed());
+                    self.stream_word().store(self.stream.word(), SeqCst);
                 }
                 self.calls += 1;
                 if self.pipelined(&plan) {
@@ -893,8 +902,11 @@ impl NodeReduce {
         let elem = std::mem::size_of::<T>();
         let put = |r: Range<usize>| {
             let bytes: &[u8] = bytemuck::cast_slice(&send[r.clone()]);
-            self.mem
-                .put(at + (r.start - whole.start) * elem, bytes, self.streaming);
+            self.mem.put(
+                at + (r.start - whole.start) * elem,
+                bytes,
+                self.streaming.inputs,
+            );
         };
         let mut from = whole.start;
         for r in own {
@@ -911,9 +923,10 @@ impl NodeReduce {
         self.word(4 + inst)
     }
 
-    /// The node's kind of input stores in use (1: streaming), published
-    /// by its first local rank ([`StreamChoice`]): the control word after
-    /// the pipelined calls' words.
+    /// The node's kinds of stores in use ([`StreamChoices::word`]: bit 0
+    /// the inputs', bit 1 the pipelined copies'; set: streaming),
+    /// published by its first local rank: the control word after the
+    /// pipelined calls' words.
     fn stream_word(&self) -> &AtomicU64 {
         self.word(4 + 3 * self.slots)
     }

@@ -84,8 +84,9 @@ pub struct AllreduceOptions {
     /// A job of one node reduces split calls of at least this many bytes
     /// per rank in chunks that pass through a small ring of staging slots
     /// in the window, each put in, reduced and copied out while it is
-    /// still in the caches; their copies into the callers' buffers use
-    /// non-temporal stores (they would not stay in the caches either).
+    /// still in the caches; their copies into the callers' buffers go to
+    /// memory (they would not stay in the caches either), with the stores
+    /// of [`AllreduceOptions::stream_copies`].
     /// 0 (the default): from where the node's data outgrows the caches,
     /// a quarter of the last-level cache per rank of the node (at least
     /// 256 KiB; 2 MiB with 4 ranks and a 32 MiB L3: there pipelined calls
@@ -144,6 +145,27 @@ pub struct AllreduceOptions {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub stream_inputs: Option<bool>,
+    /// Whether a pipelined call ([`AllreduceOptions::pipeline_min`])
+    /// copies its result into the caller's buffer (`run_into`) with
+    /// non-temporal stores (`Some(true)`), with ordinary ones
+    /// (`Some(false)`), or, `None` (the default), whichever its calls have
+    /// measured faster, as [`AllreduceOptions::stream_inputs`] (calls of at
+    /// least 256 KiB; smaller ones copy with ordinary stores). The copies
+    /// go to memory either way; streaming them was 10-34% faster on an AMD
+    /// EPYC VM and about 10% slower on an Intel Xeon VM (see the guide's
+    /// allreduce figures, docs/guide/benchmarking.md).
+    ///
+    /// ```
+    /// use gaspi::{Allreduce, AllreduceOptions, Config, Context, ReduceOp, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let opts = AllreduceOptions { stream_copies: Some(false), ..Default::default() };
+    /// let mut ar = Allreduce::<f64>::with_options(&ctx, 0, 1 << 12, opts, Timeout::Block)?;
+    /// let mut sum = vec![0.0; 1 << 12];
+    /// ar.run_into(&vec![1.0; 1 << 12], &mut sum, ReduceOp::Sum, Timeout::Block)?;
+    /// assert_eq!(sum[0], ctx.num_ranks() as f64);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub stream_copies: Option<bool>,
 }
 
 impl AllreduceOptions {
@@ -208,6 +230,7 @@ impl Default for AllreduceOptions {
             queue: 0,
             share_reduction: None,
             stream_inputs: None,
+            stream_copies: None,
         }
     }
 }
