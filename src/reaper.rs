@@ -211,6 +211,10 @@ impl Reaper {
                 // SAFETY: the child has exited: waitpid returned its status.
                 unsafe { memory.free() };
             }
+            // A reaper still running (`NOHANG` found it alive) keeps its
+            // plan and stack for good, on purpose: it runs on them, and
+            // nothing here waits for its end to free them. That is the
+            // stack's 256 KiB and the plan per launch that failed half-way.
         }
     }
 }

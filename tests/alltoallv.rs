@@ -247,8 +247,7 @@ fn single_copies_inside_a_node_beside_results_in_place() {
 }
 
 /// A node whose ranks chose different thresholds copies everything twice
-/// (nobody waits in vain for another's announcement); by default, ranks
-/// that share cores do too.
+/// (nobody waits in vain for another's announcement).
 #[test]
 fn single_copies_need_the_whole_node() {
     Job::new(&[4]).ppn(2).run(|ctx| {
@@ -270,10 +269,49 @@ fn single_copies_need_the_whole_node() {
                 .unwrap();
             assert_eq!(recv, expected(&counts, n, me, it), "it {it}");
         }
-        let auto = Alltoallv::<u64>::new(ctx, 2, &counts, B).unwrap();
+        barrier(ctx);
+    });
+}
+
+/// By default, ranks that share cores measure whether a call copies large
+/// pieces once or twice: every rank of the node takes the same way in the
+/// same call, chosen by the node's first rank, and the results are the
+/// same either way. The first calls warm up and then try the two ways in
+/// turn (`collectives/timed_choice.rs`: 2 calls, then 8 alternating,
+/// twice first), so calls 0, 1, 2, 4, 6 and 8 copy twice on every rank.
+#[test]
+fn ranks_that_share_cores_measure_single_copies_and_agree_on_each_call() {
+    Job::new(&[4]).ppn(4).run(|ctx| {
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let counts = counts(Dist::Regular, n, 4096, 3);
+        let mut a = Alltoallv::<u64>::new(ctx, 2, &counts, B).unwrap();
+        // With a core each, every call copies once (where it can).
         let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-        if cores < n {
-            assert!(!auto.single_copy(), "{n} ranks share {cores} cores");
+        let shared = cores < n;
+        let row = &counts[me * n..(me + 1) * n];
+        let mut store = vec![0u64; 4096 * n + 8];
+        let recv = line_aligned(&mut store, 4096 * n);
+        let mut once = 0u64;
+        for it in 0..14 {
+            a.run_into(&send_of(&counts, n, me, it), row, recv, B)
+                .unwrap();
+            assert_eq!(*recv, expected(&counts, n, me, it), "it {it}");
+            let pulled = (0..n).filter(|&s| a.received(s as u16).is_err()).count();
+            if shared && [0, 1, 2, 4, 6, 8].contains(&it) {
+                assert_eq!(pulled, 0, "call {it} copies twice");
+            }
+            if [3, 5, 7, 9].contains(&it) {
+                once += pulled as u64;
+            }
+        }
+        // The calls that try one copy do copy once (some pieces at least:
+        // a receiver that announces late gets its piece through the
+        // window), where the node's ranks may read each other's memory.
+        let mut all = [0u64];
+        ctx.allreduce(&[once], &mut all, ReduceOp::Sum, GroupId::ALL, B)
+            .unwrap();
+        if a.single_copy() {
+            assert!(all[0] > 0, "no piece went in one copy");
         }
         barrier(ctx);
     });

@@ -44,11 +44,15 @@
 //!
 //! **Single copies** inside a node, for private results: two copies
 //! through the window cost each byte a write and a read of lines another
-//! core has just written. Where the node's ranks have a core each and may
-//! read each other's memory, a rank of [`Alltoallv::run_into`] reads its
-//! large pieces from the node's ranks straight out of their send buffers
-//! with `process_vm_readv` (one copy, by the kernel; see
-//! [`AlltoallvOptions::single_copy_min`]). Each rank announces the call in
+//! core has just written. Where the node's ranks may read each other's
+//! memory, a rank of [`Alltoallv::run_into`] reads its large pieces from
+//! the node's ranks straight out of their send buffers with
+//! `process_vm_readv` (one copy, by the kernel; see
+//! [`AlltoallvOptions::single_copy_min`]): in every call where the ranks
+//! have a core each, and where they share cores in the calls whose way
+//! the node has measured faster (`timed_choice.rs`; every rank of the
+//! node takes the same way in a call, `Alltoallv::choice_word` says
+//! how). Each rank of such a call announces it in
 //! its control line (its buffers' addresses, and whether it reads its
 //! pieces itself); before copying its pieces for its node, a sender that
 //! reads its own pieces waits briefly for its receivers' announcements,
@@ -72,6 +76,7 @@
 
 use super::alltoallv_plan::{AlltoallvPlan, Chunk};
 use super::layout::Layout;
+use super::timed_choice::TimedChoice;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extent;
@@ -82,6 +87,7 @@ use bytemuck::Pod;
 use std::marker::PhantomData;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::SeqCst;
+use std::time::Instant;
 
 /// Options of an [`Alltoallv`].
 ///
@@ -114,12 +120,18 @@ pub struct AlltoallvOptions {
     /// straight from the sender's buffer into the receiver's, by the
     /// kernel (Linux cross-memory attach, `process_vm_readv`), instead of
     /// twice through the node's window. `None` (the default):
-    /// [`AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN`] where the ranks have a
-    /// core each, never where they share cores (there the two copies were
-    /// faster, measured); `Some(usize::MAX)`: never. In every case only
-    /// where all ranks of the node may read each other's memory (tried
-    /// when the alltoallv is made: same user, and no Yama `ptrace_scope`
-    /// or seccomp rule against it) and chose the same value.
+    /// [`AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN`] in every call where
+    /// the ranks have a core each; where they share cores,
+    /// [`AlltoallvOptions::DEFAULT_SHARED_SINGLE_COPY_MIN`] in the calls
+    /// whose way the node's calls have measured faster (once or twice:
+    /// on a 2-core AMD EPYC VM two copies won, on a 2-core Intel Xeon VM
+    /// one, see the guide's alltoallv figures, docs/guide/benchmarking.md;
+    /// the measuring is that of the allreduce's stores,
+    /// [`AllreduceOptions::stream_inputs`](crate::AllreduceOptions::stream_inputs)).
+    /// `Some(bytes)`: in every call; `Some(usize::MAX)`: never. In every
+    /// case only where all ranks of the node may read each other's memory
+    /// (tried when the alltoallv is made: same user, and no Yama
+    /// `ptrace_scope` or seccomp rule against it) and chose the same value.
     pub single_copy_min: Option<usize>,
 }
 
@@ -149,6 +161,12 @@ impl AlltoallvOptions {
     /// per piece on a 16-core Xeon (8 and 16 ranks), where the single copy
     /// took 0.2-0.7 of the time of two from 16 KiB to 1 MiB per piece.
     pub const DEFAULT_SINGLE_COPY_MIN: usize = 16 << 10;
+    /// The smallest piece that may go in one copy where the ranks share
+    /// cores (`single_copy_min: None`, the calls' way measured): 32 KiB.
+    /// On a 2-core Intel Xeon VM, 4 ranks, one copy took 1.12-1.25 of the
+    /// time of two at 16 KiB per pair, about the same at 32 KiB, 0.75 at
+    /// 64 KiB; near a tie, measuring costs more than it finds.
+    pub const DEFAULT_SHARED_SINGLE_COPY_MIN: usize = 32 << 10;
 }
 
 /// The words of a rank's control line (a cache line per local rank at the
@@ -159,8 +177,8 @@ impl AlltoallvOptions {
 /// call, its process id, the state of the probe made at creation, the
 /// address of its receive buffer in the call, the call (`2 * (call + 1)`)
 /// whose push mask it has written (see `Alltoallv::decide`), and the
-/// smallest piece it copies once (the same on the whole node, or no
-/// single copies).
+/// smallest piece it copies once with [`MEASURED`] set where it measures
+/// which calls do (the same on the whole node, or no single copies).
 const PROGRESS: usize = 0;
 const ANNOUNCE: usize = 1;
 const ADDRESS: usize = 2;
@@ -169,6 +187,10 @@ const PROBE: usize = 4;
 const RECV_ADDRESS: usize = 5;
 const DECIDED: usize = 6;
 const THRESHOLD: usize = 7;
+
+/// The bit of a rank's [`THRESHOLD`] word that says it measures which
+/// calls copy once (see [`AlltoallvOptions::single_copy_min`]).
+const MEASURED: u64 = 1 << 63;
 
 /// How long a rank about to copy its pieces for its node's ranks waits for
 /// their announcements of the call before it copies those it has not seen
@@ -268,12 +290,21 @@ pub struct Alltoallv<'a, T> {
     /// node's ranks do not (cannot read each other's memory, or chose
     /// otherwise).
     once_min: usize,
+    /// The call in progress (or the last one) copies large pieces once:
+    /// its ranks announce it, decide their push masks and read pieces from
+    /// each other (every rank of the node alike).
+    once: bool,
     /// The call in progress (or the last one) reads its large pieces from
     /// this node's ranks straight into the caller's buffer.
     pull: bool,
     /// The sources whose pieces that call read so (by rank; empty if
     /// none).
     pulled_from: Vec<bool>,
+    /// Whether each call copies large pieces once or twice by the node's
+    /// measurements (`single_copy_min: None` where ranks share cores).
+    measured: bool,
+    /// Those measurements (`true`: once), timed by the node's first rank.
+    choice: TimedChoice,
     _t: PhantomData<T>,
 }
 
@@ -458,8 +489,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             stagings: 0,
             phase: None,
             once_min: usize::MAX,
+            once: false,
             pull: false,
             pulled_from: Vec::new(),
+            measured: false,
+            choice: TimedChoice::default(),
             _t: PhantomData,
         }
     }
@@ -467,14 +501,20 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// The smallest piece this rank would copy once (`usize::MAX`: none),
     /// from its options.
     fn single_min(&self) -> usize {
-        self.options.single_copy_min.unwrap_or_else(|| {
-            let host = u32::try_from(self.ctx.engine.host_ranks()).unwrap_or(u32::MAX);
-            if self.ctx.engine.patience().shares_cores(host) {
-                usize::MAX
+        self.options
+            .single_copy_min
+            .unwrap_or(if self.shares_cores() {
+                AlltoallvOptions::DEFAULT_SHARED_SINGLE_COPY_MIN
             } else {
                 AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN
-            }
-        })
+            })
+    }
+
+    /// Whether the ranks of this host share cores (then waiting for
+    /// another rank costs wake-ups).
+    fn shares_cores(&self) -> bool {
+        let host = u32::try_from(self.ctx.engine.host_ranks()).unwrap_or(u32::MAX);
+        self.ctx.engine.patience().shares_cores(host)
     }
 
     /// Find out whether the ranks of this node copy large pieces once
@@ -491,7 +531,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             return Ok(());
         }
         let min = self.single_min() as u64;
-        self.line(local, THRESHOLD).store(min, SeqCst);
+        let measured = self.options.single_copy_min.is_none() && self.shares_cores();
+        // A rank that measures and one that copies once in every call
+        // would not agree on each call's way: no single copies then.
+        let threshold = if measured { min | MEASURED } else { min };
+        self.line(local, THRESHOLD).store(threshold, SeqCst);
         let first = ctx.node_ranks(ctx.node()).start as u64;
         let token = |local: usize| PROBE_TOKEN ^ (first + local as u64);
         // Read by the others until they all say they are done below.
@@ -510,8 +554,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             crate::sys::read_process_memory(pid, at, &mut word).is_ok()
                 && u64::from_ne_bytes(word) == token(l)
         };
-        let same = (0..local_num).all(|l| self.line(l, THRESHOLD).load(SeqCst) == min);
+        let same = (0..local_num).all(|l| self.line(l, THRESHOLD).load(SeqCst) == threshold);
         let ok = min != usize::MAX as u64
+            && min & MEASURED == 0
             && same
             && (0..local_num).filter(|&l| l != local).all(readable);
         self.line(local, PROBE).store(2 + u64::from(ok), SeqCst);
@@ -520,6 +565,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         drop(probe);
         if (0..local_num).all(|l| self.line(l, PROBE).load(SeqCst) == 3) {
             self.once_min = usize::try_from(min).unwrap_or(usize::MAX).max(1);
+            self.measured = measured;
         }
         Ok(())
     }
@@ -554,8 +600,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Bytes of the control words at the window's start: a cache line per
-    /// local rank, one for the node's count of stagings, then each local
-    /// rank's push mask (see [`Alltoallv::mask_word`]).
+    /// local rank, one for the node's count of stagings and its way of
+    /// copying, then each local rank's push mask (see
+    /// [`Alltoallv::mask_word`]).
     fn control_bytes(ctx: &Context) -> usize {
         let rpn = ctx.ranks_per_node();
         64 * (rpn + 1) + rpn * Self::mask_stride(rpn)
@@ -592,6 +639,32 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.control
             .atomic_u64(64 * self.ctx.ranks_per_node())
             .expect("the control lines lie at the window's aligned start")
+    }
+
+    /// Where the way of copying is measured, the node's way in use for
+    /// call number `call` (1: once), after [`Alltoallv::staged_count`]: a
+    /// word per parity of the call. The node's first rank writes the next
+    /// call's during a call, before it says it is done (its step 3 of
+    /// `Alltoallv::publish`), and every rank reads its call's at staging:
+    /// so all read the same value (no rank starts the next call before the
+    /// first rank's step 3, nor does the first rank write this parity's
+    /// word again before every rank's step 3 of the next call). That
+    /// every rank takes the same way keeps a call from waiting for an
+    /// announcement or a push mask that a rank copying twice never makes.
+    fn choice_word(&self, call: u64) -> &AtomicU64 {
+        let at = 64 * self.ctx.ranks_per_node() + 8 * (1 + (call % 2) as usize);
+        self.control
+            .atomic_u64(at)
+            .expect("the control lines lie at the window's aligned start")
+    }
+
+    /// Whether a call planned as `p` has a piece between two ranks of this
+    /// node that may go in one copy.
+    fn has_single(&self, p: &AlltoallvPlan) -> bool {
+        let ranks = p.layout.node_ranks(self.ctx.node());
+        ranks
+            .clone()
+            .any(|s| ranks.clone().any(|t| self.single(p, s, t)))
     }
 
     /// Unknown sizes: the word index of count matrix `parity` (row `s`,
@@ -829,9 +902,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // counts are known: refusing here would leave the others waiting.)
         let deadline = timeout.deadline();
         let mut phase = self.phase.take().unwrap_or(Phase::Start);
+        // The node's first rank times the new calls (not resumed after a
+        // timeout) whose way of copying is measured.
+        let mut timed = None;
         if phase == Phase::Start {
             self.pull = false;
             self.pulled_from.clear();
+            if self.measured && recv.is_some() && self.ctx.local_rank() == 0 {
+                timed = Some(Instant::now());
+            }
         }
         let mut recv = recv;
         let result = self.advance(&mut phase, send, send_counts, recv.as_deref_mut(), deadline);
@@ -841,7 +920,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 Err(refused)
             }
             Ok(None) => {
-                self.last = (self.calls % 2) as usize;
+                let call = self.calls;
+                self.last = (call % 2) as usize;
                 self.calls += 1;
                 let p = self.plan.as_ref().expect("a completed call has a plan");
                 let total: usize = (0..n).map(|s| p.count(s, me)).sum();
@@ -849,6 +929,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     Some(recv) if recv.len() < total => Err(Self::short(total, recv.len())),
                     Some(recv) => {
                         self.copy_out(recv);
+                        // Published for the call after next (see
+                        // `Alltoallv::choice_word`).
+                        if let Some(t) = timed.filter(|_| self.has_single(p)) {
+                            let bytes = total.saturating_mul(std::mem::size_of::<T>());
+                            self.choice.record(call, self.once, bytes, t.elapsed());
+                        }
                         Ok(())
                     }
                     None => Ok(()),
@@ -913,10 +999,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// up to [`SINGLE_COPY_PATIENCE`] (within the call's `deadline`) for
     /// the node's ranks to announce the call: a late receiver delays the
     /// call's end anyway, so waiting for it costs nothing, and only one
-    /// that has announced can read its piece itself. A rank of `run`, or
-    /// where the node's ranks share cores (every wait would cost
-    /// wake-ups), does not wait: a receiver not seen yet gets its piece
-    /// through the window, and learns so from the mask.
+    /// that has announced can read its piece itself (where the ranks share
+    /// cores, a sender that did not wait found few receivers announced,
+    /// and the call was no faster than two copies). A rank of `run` does
+    /// not wait: a receiver not seen yet gets its piece through the
+    /// window, and learns so from the mask.
     ///
     /// [`aligned`]: Alltoallv::aligned
     fn decide(&self, send: &[T], deadline: Deadline) -> Result<()> {
@@ -932,8 +1019,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let targets: Vec<usize> = ranks.filter(|&t| self.single(p, me, t)).collect();
         let announced = |t: usize| self.line(t - first, ANNOUNCE).load(SeqCst) >= tag;
         let patience = ctx.engine.patience();
-        let host = u32::try_from(ctx.engine.host_ranks()).unwrap_or(u32::MAX);
-        if self.pull && !patience.shares_cores(host) {
+        if self.pull {
             let until = match (deadline.remaining(), SINGLE_COPY_PATIENCE) {
                 (Some(left), most) if left < most => deadline,
                 (_, most) => Timeout::After(most).deadline(),
@@ -1137,7 +1223,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     *phase = Phase::Staging;
                 }
                 Phase::Staging => {
-                    if self.single_copy() {
+                    // Measured: every rank of the node picks alike.
+                    self.once = self.single_copy()
+                        && self.has_single(self.plan().expect("planned"))
+                        && (!self.measured || {
+                            let in_use = self.choice_word(self.calls).load(SeqCst) != 0;
+                            self.choice.pick(self.calls, in_use)
+                        });
+                    if self.once {
                         let p = self.plan().expect("planned");
                         let me = ctx.rank() as usize;
                         let total: usize = (0..p.layout.ranks).map(|s| p.count(s, me)).sum();
@@ -1182,7 +1275,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         self.send_chunk(p, &c, parity, deadline)?;
                     }
                     // The pieces for this node's ranks, while chunks travel.
-                    if self.single_copy() {
+                    if self.once {
                         self.decide(send, deadline)?;
                     }
                     self.stage(send, send_counts, true, parity);
@@ -1209,6 +1302,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // Sends complete locally before staging is rewritten.
                     ctx.wait(self.options.queue, Timeout::Block)?;
                     self.claimed += expect as u64;
+                    if self.measured && local == 0 {
+                        let word = u64::from(self.choice.in_use());
+                        self.choice_word(self.calls + 1).store(word, SeqCst);
+                    }
                     // Done: this node's chunks have all come (the claims
                     // counted them), this rank's pieces are in place and its
                     // sends have left.
@@ -1298,7 +1395,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
             let to = match (p.stage_at(me, t), own_node) {
                 (Some(staged), false) => staged,
-                (None, true) if self.single(p, me, t) && !self.pushes(local, t - first) => continue,
+                (None, true)
+                    if self.once && self.single(p, me, t) && !self.pushes(local, t - first) =>
+                {
+                    continue;
+                }
                 (None, true) => p.recv_at(me, t),
                 _ => continue,
             };

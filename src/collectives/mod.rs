@@ -22,6 +22,7 @@ mod layout;
 pub mod model;
 pub mod plan;
 mod reduce_op;
+mod timed_choice;
 
 pub use allgatherv::{Allgatherv, AllgathervOptions};
 pub use alltoallv::{Alltoallv, AlltoallvOptions};

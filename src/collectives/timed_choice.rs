@@ -1,0 +1,283 @@
+//! A choice between two ways of doing a collective's work, made by timing
+//! calls done each way: which stores an allreduce puts its inputs in with
+//! and copies a pipelined result out with (`hierarchical/stream_choice.rs`),
+//! and whether an alltoallv copies the pieces inside a node once or twice
+//! where its ranks share cores (`alltoallv.rs`). Which way is faster
+//! depends on the machine (the two VMs of the workplace disagree on both)
+//! and, on virtual machines, on stretches of time; nothing the program can
+//! read says which, so the calls measure it.
+//!
+//! [`TimedChoice`] keeps a moving average of the time per byte for each
+//! way, takes the other way when it is faster by a margin, and tries the
+//! way not in use in a burst of a few calls out of every [`EXPLORE`]. The
+//! node's first local rank times the calls and publishes the way in use in
+//! a word of the node's window; every rank of the node picks by that word
+//! and the call number, so that all take the same way in the same call.
+//! Two choices timed by the same calls try their ways in different calls:
+//! a [`TimedChoice::staggered`] one changes way every second call in its
+//! probes where a default one changes every call (each combination of ways
+//! twice), and its bursts come half a period later. Either way gives the
+//! same result: only the speed depends on it.
+
+use std::time::Duration;
+
+/// The last [`BURST`] calls of every this many try the way not in use.
+pub(crate) const EXPLORE: u64 = 256;
+pub(crate) const BURST: u64 = 4;
+
+/// Weight of a new sample in the moving averages: high enough that one
+/// burst of tries brings the other way's average most of the way to its
+/// present speed; a burst that misleads is undone within a few calls (the
+/// way in use is timed in every call).
+const ALPHA: f64 = 0.3;
+
+/// A sample counts at most this many times the average it updates (a call
+/// that waited for a descheduled rank says little about the way it took).
+const CLAMP: f64 = 3.0;
+
+/// The other way must be this much faster to be taken (a fraction of the
+/// time of the way in use), so that near-ties and a call's noise do not
+/// flip the choice back and forth.
+const MARGIN: f64 = 0.1;
+
+/// Calls after a reset that are not timed (the first touch of the window's
+/// pages and cold caches), then calls that try the two ways in turn
+/// before the faster is chosen.
+pub(crate) const WARMUP: u64 = 2;
+pub(crate) const PROBES: u64 = 8;
+
+/// The measured choice between the usual way (`false`) and the other
+/// (`true`) of one collective (see the module documentation). Each rank
+/// of a node keeps one; all pick alike from the node's word.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TimedChoice {
+    /// Nanoseconds per byte: `[usual, other]`.
+    mean: [Option<f64>; 2],
+    /// The way in use: the other.
+    other: bool,
+    /// The call number of the last reset.
+    since: u64,
+    /// 1 for a staggered choice ([`TimedChoice::staggered`]), else 0.
+    phase: u32,
+}
+
+impl TimedChoice {
+    /// A choice timed by the same calls as a default one, trying its ways
+    /// in other calls: its probes take each way for two calls in turn,
+    /// its bursts come [`EXPLORE`]` / 2` calls after the default one's.
+    pub(crate) fn staggered() -> TimedChoice {
+        TimedChoice {
+            phase: 1,
+            ..TimedChoice::default()
+        }
+    }
+
+    /// Whether call number `call` takes the other way, where the node's
+    /// way in use is `in_use`: the usual way while warming up, then the
+    /// two in turn (two calls each for a staggered choice), then the way in
+    /// use, and the other one in a burst of [`BURST`] calls of every
+    /// [`EXPLORE`].
+    pub(crate) fn pick(&self, call: u64, in_use: bool) -> bool {
+        match call.saturating_sub(self.since) {
+            k if k < WARMUP => false,
+            k if k < WARMUP + PROBES => ((k - WARMUP) >> self.phase) % 2 == 1,
+            _ => in_use ^ self.exploring(call),
+        }
+    }
+
+    /// Whether call number `call` is in one of this choice's bursts of
+    /// tries of the way not in use (past its warm-up and probes).
+    pub(crate) fn exploring(&self, call: u64) -> bool {
+        let shift = u64::from(self.phase) * (EXPLORE / 2);
+        call.saturating_sub(self.since) >= WARMUP + PROBES
+            && (call + shift) % EXPLORE >= EXPLORE - BURST
+    }
+
+    /// The way in use: the other (what the node's first rank publishes).
+    pub(crate) fn in_use(&self) -> bool {
+        self.other
+    }
+
+    /// Call number `call` of `bytes` bytes took `time`, the other way or
+    /// not (as [`TimedChoice::pick`] said); the way not in use is taken if
+    /// it is faster by more than [`MARGIN`].
+    pub(crate) fn record(&mut self, call: u64, other: bool, bytes: usize, time: Duration) {
+        if call.saturating_sub(self.since) < WARMUP {
+            return;
+        }
+        let sample = time.as_nanos() as f64 / bytes.max(1) as f64;
+        let m = &mut self.mean[other as usize];
+        *m = Some(match *m {
+            None => sample,
+            Some(avg) => avg + ALPHA * (sample.min(avg * CLAMP) - avg),
+        });
+        if let [Some(usual), Some(others)] = self.mean {
+            let (used, not_used) = if self.other {
+                (others, usual)
+            } else {
+                (usual, others)
+            };
+            if not_used < used * (1.0 - MARGIN) {
+                self.other = !self.other;
+            }
+        }
+    }
+
+    /// Start over from call number `call` (the calls changed, their size
+    /// for one).
+    pub(crate) fn reset(&mut self, call: u64) {
+        *self = TimedChoice {
+            since: call,
+            phase: self.phase,
+            ..TimedChoice::default()
+        };
+    }
+
+    /// The averages `[usual, other]`, for tests.
+    #[cfg(test)]
+    pub(crate) fn means(&self) -> [Option<f64>; 2] {
+        self.mean
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    /// A choice past its warm-up and probes, where calls the usual way took
+    /// `usual` us and the other way `other`; the next call number.
+    fn measured(usual: u64, other: u64) -> (TimedChoice, u64) {
+        let mut c = TimedChoice::default();
+        for call in 0..WARMUP + PROBES {
+            let s = c.pick(call, c.in_use());
+            c.record(call, s, 1 << 20, us(if s { other } else { usual }));
+        }
+        (c, WARMUP + PROBES)
+    }
+
+    #[test]
+    fn warm_up_untimed_then_both_ways_in_turn_then_the_faster_and_tries_of_the_other() {
+        let mut c = TimedChoice::default();
+        // The first calls (page faults, cold caches) say nothing.
+        for k in 0..WARMUP {
+            assert!(!c.pick(k, c.in_use()));
+            c.record(k, false, 1 << 20, us(5_000));
+        }
+        let ways: Vec<bool> = (WARMUP..WARMUP + PROBES)
+            .map(|k| {
+                let s = c.pick(k, c.in_use());
+                c.record(k, s, 1 << 20, us(if s { 250 } else { 100 }));
+                s
+            })
+            .collect();
+        assert_eq!(ways, [false, true].repeat(PROBES as usize / 2));
+        assert!(!c.in_use());
+        // The usual way is faster: kept, except in the bursts of tries.
+        let tried: Vec<u64> = (10..2 * EXPLORE)
+            .filter(|&k| c.pick(k, c.in_use()))
+            .collect();
+        let burst = |e: u64| (e - BURST..e).collect::<Vec<_>>();
+        assert_eq!(tried, [burst(EXPLORE), burst(2 * EXPLORE)].concat());
+    }
+
+    #[test]
+    fn a_slow_stretch_moves_the_choice_and_its_end_moves_it_back() {
+        let (mut c, mut call) = measured(100, 250);
+        assert!(!c.pick(call, c.in_use()));
+        // The usual way slows down to 600 us; the other stays.
+        let start = call;
+        while !c.pick(call, c.in_use()) {
+            c.record(call, false, 1 << 20, us(600));
+            call += 1;
+        }
+        assert!(call - start <= 3, "switched after {} calls", call - start);
+        // The slow stretch ends: the bursts of tries of the usual way bring
+        // it back.
+        let mut tries = 0;
+        loop {
+            if c.pick(call, c.in_use()) {
+                c.record(call, true, 1 << 20, us(250));
+            } else if call % EXPLORE >= EXPLORE - BURST {
+                c.record(call, false, 1 << 20, us(100));
+                tries += 1;
+            } else {
+                break;
+            }
+            call += 1;
+        }
+        assert!((1..=2 * BURST).contains(&tries), "back after {tries} tries");
+    }
+
+    #[test]
+    fn near_ties_keep_the_way_in_use() {
+        let (mut c, call) = measured(100, 90);
+        assert!(!c.in_use());
+        c.record(call, true, 1 << 20, us(60));
+        assert!(c.in_use() && c.pick(call, c.in_use()));
+        c.record(call, false, 1 << 20, us(80));
+        assert!(c.in_use());
+    }
+
+    #[test]
+    fn one_outlier_does_not_flip_the_choice() {
+        let (mut c, call) = measured(100, 250);
+        // A call that waited 10 ms for a descheduled rank.
+        c.record(call, false, 1 << 20, us(10_000));
+        assert!(!c.in_use() && !c.pick(call, c.in_use()));
+    }
+
+    #[test]
+    fn reset_starts_over_and_empty_calls_do_not_divide_by_zero() {
+        let mut c = TimedChoice::default();
+        for k in 0..WARMUP + PROBES {
+            let s = c.pick(k, c.in_use());
+            c.record(k, s, 0, us(if s { 1 } else { 5 }));
+        }
+        assert!(c.in_use());
+        // From call 100 on: warm-up and probes again.
+        c.reset(100);
+        assert!(!c.in_use());
+        let ways: Vec<bool> = (100..100 + WARMUP + PROBES)
+            .map(|k| c.pick(k, true))
+            .collect();
+        assert_eq!(ways[..WARMUP as usize], [false, false]);
+        assert_eq!(
+            ways[WARMUP as usize..],
+            [false, true].repeat(PROBES as usize / 2)
+        );
+    }
+
+    #[test]
+    fn staggered_probes_change_way_every_second_call_and_bursts_come_half_a_period_later() {
+        let (plain, staggered) = (TimedChoice::default(), TimedChoice::staggered());
+        let probes = |c: &TimedChoice| -> Vec<bool> {
+            (WARMUP..WARMUP + PROBES)
+                .map(|k| c.pick(k, false))
+                .collect()
+        };
+        assert_eq!(probes(&plain), [false, true].repeat(PROBES as usize / 2));
+        assert_eq!(
+            probes(&staggered),
+            [false, false, true, true].repeat(PROBES as usize / 4)
+        );
+        let bursts = |c: &TimedChoice| -> Vec<u64> {
+            (WARMUP + PROBES..2 * EXPLORE)
+                .filter(|&k| c.exploring(k))
+                .collect()
+        };
+        let burst = |e: u64| (e - BURST..e).collect::<Vec<_>>();
+        assert_eq!(
+            bursts(&plain),
+            [burst(EXPLORE), burst(2 * EXPLORE)].concat()
+        );
+        let half = EXPLORE / 2;
+        assert_eq!(
+            bursts(&staggered),
+            [burst(half), burst(EXPLORE + half)].concat()
+        );
+    }
+}
