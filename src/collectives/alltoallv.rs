@@ -40,7 +40,8 @@
 //! call is one copy per piece and one such wait. An empty node pair
 //! sends nothing, credits included. The result stays in the window
 //! ([`Alltoallv::received`]) until the rank's next call, or is copied into
-//! the caller's buffer ([`Alltoallv::run_into`]).
+//! the caller's buffer ([`Alltoallv::run_into`]; a rank's piece for itself
+//! then goes straight from its send buffer into that buffer).
 //!
 //! **Single copies** inside a node, for private results: two copies
 //! through the window cost each byte a write and a read of lines another
@@ -78,6 +79,7 @@ use super::alltoallv_plan::{AlltoallvPlan, Chunk};
 use super::layout::Layout;
 use super::timed_choice::TimedChoice;
 use crate::context::Context;
+use crate::engine::memcopy::copy_slice;
 use crate::error::{Error, Result};
 use crate::extent;
 use crate::segments::SegmentView;
@@ -297,6 +299,10 @@ pub struct Alltoallv<'a, T> {
     /// The call in progress (or the last one) reads its large pieces from
     /// this node's ranks straight into the caller's buffer.
     pull: bool,
+    /// The call in progress (or the last one) copies this rank's piece for
+    /// itself straight from its send buffer into its receive buffer, not
+    /// through the window (a `run_into` whose buffer holds the result).
+    own_direct: bool,
     /// The sources whose pieces that call read so (by rank; empty if
     /// none).
     pulled_from: Vec<bool>,
@@ -491,6 +497,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             once_min: usize::MAX,
             once: false,
             pull: false,
+            own_direct: false,
             pulled_from: Vec::new(),
             measured: false,
             choice: TimedChoice::default(),
@@ -746,7 +753,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// node's window (valid until this rank calls again).
     /// [`Error::InvalidRank`] for a rank that does not exist;
     /// [`Error::InvalidArgument`] after a [`Alltoallv::run_into`] whose
-    /// piece from `source` went straight into the caller's buffer (see
+    /// piece from `source` went straight into the caller's buffer: this
+    /// rank's own piece always, large pieces from the ranks of its node
+    /// where they went in one copy (see
     /// [`AlltoallvOptions::single_copy_min`]).
     ///
     /// ```
@@ -826,9 +835,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// [`Alltoallv::run`], then copy what this rank received into `recv`,
-    /// packed in source order. Large pieces from ranks of this node come
-    /// in one copy, read by the kernel straight out of their senders'
-    /// buffers ([`AlltoallvOptions::single_copy_min`]); so until the call
+    /// packed in source order. This rank's piece for itself goes straight
+    /// from `send` into `recv`, not through the window; large pieces from
+    /// ranks of this node may come in one copy, read by the kernel
+    /// straight out of their senders' buffers
+    /// ([`AlltoallvOptions::single_copy_min`]); so until the call
     /// has returned `Ok`, a call retried after a timeout must be given
     /// the same `send` buffer, unchanged. With fixed counts, a `recv` too small is
     /// refused before the call; with unknown sizes it is found once the
@@ -907,6 +918,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let mut timed = None;
         if phase == Phase::Start {
             self.pull = false;
+            self.own_direct = false;
             self.pulled_from.clear();
             if self.measured && recv.is_some() && self.ctx.local_rank() == 0 {
                 timed = Some(Instant::now());
@@ -925,13 +937,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 self.calls += 1;
                 let p = self.plan.as_ref().expect("a completed call has a plan");
                 let total: usize = (0..n).map(|s| p.count(s, me)).sum();
+                let timed = timed.filter(|_| self.has_single(p));
                 match recv {
                     Some(recv) if recv.len() < total => Err(Self::short(total, recv.len())),
                     Some(recv) => {
-                        self.copy_out(recv);
+                        self.copy_out(send, recv);
                         // Published for the call after next (see
                         // `Alltoallv::choice_word`).
-                        if let Some(t) = timed.filter(|_| self.has_single(p)) {
+                        if let Some(t) = timed {
                             let bytes = total.saturating_mul(std::mem::size_of::<T>());
                             self.choice.record(call, self.once, bytes, t.elapsed());
                         }
@@ -948,10 +961,24 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Copy this rank's received pieces into `recv`, packed by source
-    /// (but those it read straight from their senders).
-    fn copy_out(&self, recv: &mut [T]) {
+    /// (but those it read straight from their senders): its own piece from
+    /// `send` where the call left it out of the window
+    /// (`Alltoallv::own_direct`).
+    fn copy_out(&mut self, send: &[T], recv: &mut [T]) {
+        let me = self.ctx.rank() as usize;
+        if self.own_direct {
+            let p = self.plan.as_ref().expect("a completed call has a plan");
+            // Both buffers are packed: `send` by target, `recv` by source.
+            let from: usize = (0..me).map(|t| p.count(me, t)).sum();
+            let to: usize = (0..me).map(|s| p.count(s, me)).sum();
+            let len = p.count(me, me);
+            copy_slice(&mut recv[to..to + len], &send[from..from + len]);
+            let n = p.layout.ranks.max(self.pulled_from.len());
+            self.pulled_from.resize(n, false);
+            self.pulled_from[me] = true;
+        }
         let p = self.plan.as_ref().expect("a completed call has a plan");
-        let (n, me) = (p.layout.ranks, self.ctx.rank() as usize);
+        let n = p.layout.ranks;
         let view = self.window.view::<T>();
         let base = self.area(self.ctx.node(), self.last);
         let pulled = |s: usize| self.pulled_from.get(s).copied().unwrap_or(false);
@@ -1230,12 +1257,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                             let in_use = self.choice_word(self.calls).load(SeqCst) != 0;
                             self.choice.pick(self.calls, in_use)
                         });
+                    let p = self.plan().expect("planned");
+                    let me = ctx.rank() as usize;
+                    let total: usize = (0..p.layout.ranks).map(|s| p.count(s, me)).sum();
+                    let fits = recv.as_ref().is_some_and(|r| r.len() >= total);
+                    self.own_direct = fits;
                     if self.once {
-                        let p = self.plan().expect("planned");
-                        let me = ctx.rank() as usize;
-                        let total: usize = (0..p.layout.ranks).map(|s| p.count(s, me)).sum();
-                        let pull = recv.as_ref().is_some_and(|r| r.len() >= total);
-                        self.announce(send, recv.as_deref(), pull);
+                        self.announce(send, recv.as_deref(), fits);
                     }
                     self.stage(send, send_counts, false, parity);
                     self.publish(step(2));
@@ -1395,6 +1423,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
             let to = match (p.stage_at(me, t), own_node) {
                 (Some(staged), false) => staged,
+                (None, true) if t == me && self.own_direct => continue,
                 (None, true)
                     if self.once && self.single(p, me, t) && !self.pushes(local, t - first) =>
                 {
