@@ -942,8 +942,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     Some(recv) if recv.len() < total => Err(Self::short(total, recv.len())),
                     Some(recv) => {
                         self.copy_out(send, recv);
-                        // Published for the call after next (see
-                        // `Alltoallv::choice_word`).
+                        // The first rank writes its way in use into the
+                        // word of the call after next during the next call
+                        // (see `Alltoallv::choice_word`).
                         if let Some(t) = timed {
                             let bytes = total.saturating_mul(std::mem::size_of::<T>());
                             self.choice.record(call, self.once, bytes, t.elapsed());
