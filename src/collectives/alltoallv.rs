@@ -666,7 +666,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Whether a call planned as `p` has a piece between two ranks of this
-    /// node that may go in one copy.
+    /// node that may go in one copy (none where the node copies nothing
+    /// once: [`Alltoallv::single_copy`]).
     fn has_single(&self, p: &AlltoallvPlan) -> bool {
         let ranks = p.layout.node_ranks(self.ctx.node());
         ranks
@@ -1251,18 +1252,17 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     *phase = Phase::Staging;
                 }
                 Phase::Staging => {
-                    // Measured: every rank of the node picks alike.
-                    self.once = self.single_copy()
-                        && self.has_single(self.plan().expect("planned"))
-                        && (!self.measured || {
-                            let in_use = self.choice_word(self.calls).load(SeqCst) != 0;
-                            self.choice.pick(self.calls, in_use)
-                        });
                     let p = self.plan().expect("planned");
                     let me = ctx.rank() as usize;
                     let total: usize = (0..p.layout.ranks).map(|s| p.count(s, me)).sum();
                     let fits = recv.as_ref().is_some_and(|r| r.len() >= total);
-                    self.own_direct = fits;
+                    // Measured: every rank of the node picks alike.
+                    let once = self.has_single(p)
+                        && (!self.measured || {
+                            let in_use = self.choice_word(self.calls).load(SeqCst) != 0;
+                            self.choice.pick(self.calls, in_use)
+                        });
+                    (self.once, self.own_direct) = (once, fits);
                     if self.once {
                         self.announce(send, recv.as_deref(), fits);
                     }
