@@ -7,7 +7,10 @@
 # result shared in the node's window (gaspi-bench --impl auto, ring-shared,
 # aggregated) and copied into each rank's own buffer (auto-private,
 # ring-private, aggregated-private), as a flat-MPI code needs it;
-# VARIANTS="shared private" (default) picks. COLLS (default "allreduce
+# VARIANTS="shared private" (default) picks; "window" adds the alltoallv
+# whose pieces are made in the window (aggregated-window: its input copy
+# left out too, so only a program that makes its data there may compare
+# with it). COLLS (default "allreduce
 # allgatherv alltoallv") picks the collectives; alltoallv sizes are bytes
 # per pair of ranks (A2A_SIZES), its distributions A2A_DISTS.
 #
@@ -123,10 +126,14 @@ for r in $(seq 1 "$rounds"); do
         : >"$out/ours"
         for v in $variants; do
             sleep "$cooldown"
-            if [ "$v" = private ]; then red=auto-private gat=ring-private a2a=aggregated-private; else red=auto gat=ring-shared a2a=aggregated; fi
-            has allreduce && ours "$ppn" "$place" allreduce --impl $red \
+            case "$v" in
+                private) red=auto-private gat=ring-private a2a=aggregated-private ;;
+                window) red="" gat="" a2a=aggregated-window ;;
+                *) red=auto gat=ring-shared a2a=aggregated ;;
+            esac
+            has allreduce && [ -n "$red" ] && ours "$ppn" "$place" allreduce --impl $red \
                 --sizes "$(echo $reduce_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
-            has allgatherv && for d in $dists; do
+            has allgatherv && [ -n "$gat" ] && for d in $dists; do
                 ours "$ppn" "$place" allgatherv --impl $gat --dist "$d" \
                     --sizes "$(echo $gather_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
             done

@@ -250,6 +250,143 @@ fn single_copies_inside_a_node_beside_results_in_place() {
     }
 }
 
+/// Write this rank's pieces of iteration `it` into the window where
+/// `Alltoallv::outgoing` says: elements `from..` of each (the others
+/// stay from the call before last, of the same parity).
+fn write_outgoing(
+    a: &Alltoallv<u64>,
+    counts: &[usize],
+    n: usize,
+    me: usize,
+    it: usize,
+    from: usize,
+) {
+    for t in 0..n {
+        let view = a.outgoing(t as u16).unwrap();
+        assert_eq!(view.len(), counts[me * n + t], "piece for {t}");
+        let piece: Vec<u64> = (from..view.len()).map(|i| value(me, t, it, i)).collect();
+        view.copy_from_slice(from.min(view.len()), &piece);
+    }
+}
+
+/// Pieces made in the window and sent by `run_in_window`, on every layout
+/// and distribution, while in the same calls other ranks send from
+/// buffers with results in place or in their own buffers (single copies
+/// where they may): every rank gets every piece. A piece left alone keeps
+/// what was written for the call before last (the same copy).
+#[test]
+fn pieces_made_in_the_window_beside_send_buffers() {
+    for (ranks, ppn) in layouts() {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let opts = AlltoallvOptions {
+                block_bytes: 8 * 64,
+                single_copy_min: Some(8 << 10),
+                ..Default::default()
+            };
+            for (k, (d, c)) in [(Dist::Regular, 1), (Dist::Random, 37), (Dist::Sparse, 2048)]
+                .into_iter()
+                .enumerate()
+            {
+                let counts = counts(d, n, c, 11 + k as u64);
+                let mut a = Alltoallv::<u64>::with_options(ctx, 20, &counts, opts, B).unwrap();
+                let row = &counts[me * n..(me + 1) * n];
+                let want_len = expected(&counts, n, me, 0).len();
+                for it in 0..12 {
+                    match (it + me) % 3 {
+                        0 => {
+                            write_outgoing(&a, &counts, n, me, it, 0);
+                            a.run_in_window(B).unwrap();
+                            check_in_place(&a, &counts, n, me, it);
+                        }
+                        1 => {
+                            a.run(&send_of(&counts, n, me, it), row, B).unwrap();
+                            check_in_place(&a, &counts, n, me, it);
+                        }
+                        _ => {
+                            let mut recv = vec![u64::MAX; want_len];
+                            let send = send_of(&counts, n, me, it);
+                            a.run_into(&send, row, &mut recv, B).unwrap();
+                            assert_eq!(recv, expected(&counts, n, me, it), "{d:?} it {it}");
+                        }
+                    }
+                }
+                // Calls 12 and 13 write every piece, 14 and 15 only the
+                // first element of each: the rest stays from two calls
+                // before.
+                for it in 12..16 {
+                    if it < 14 {
+                        write_outgoing(&a, &counts, n, me, it, 0);
+                    } else {
+                        for t in (0..n).filter(|&t| counts[me * n + t] > 0) {
+                            a.outgoing(t as u16).unwrap().set(0, value(me, t, it, 0));
+                        }
+                    }
+                    a.run_in_window(B).unwrap();
+                    for s in 0..n {
+                        let got = a.received(s as u16).unwrap().to_vec();
+                        let want: Vec<u64> = (0..counts[s * n + me])
+                            .map(|i| match (i, it) {
+                                (1.., 14..) => value(s, me, it - 2, i),
+                                _ => value(s, me, it, i),
+                            })
+                            .collect();
+                        assert_eq!(got, want, "{d:?} it {it}: piece from {s}");
+                    }
+                }
+                drop(a);
+                barrier(ctx);
+            }
+        });
+    }
+}
+
+/// Pieces in the window need fixed counts; their places are refused for a
+/// rank that does not exist and while a call is unfinished; a timed-out
+/// `run_in_window` continues only as `run_in_window`.
+#[test]
+fn pieces_in_the_window_refuse_misuse() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        segment(ctx, 0, 64);
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let mut unknown =
+            Alltoallv::<u64>::with_unknown_sizes(ctx, 1, 8 * n, Default::default(), B).unwrap();
+        assert!(matches!(
+            unknown.outgoing(0),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            unknown.run_in_window(B),
+            Err(Error::InvalidArgument(_))
+        ));
+        drop(unknown);
+        let counts = counts(Dist::Random, n, 20, 5);
+        let row = &counts[me * n..(me + 1) * n];
+        let mut a = Alltoallv::<u64>::new(ctx, 2, &counts, B).unwrap();
+        assert!(matches!(
+            a.outgoing(n as u16),
+            Err(Error::InvalidRank { .. })
+        ));
+        write_outgoing(&a, &counts, n, me, 3, 0);
+        others_time_out_before_rank_0(ctx, 0, |t| a.run_in_window(t));
+        if me != 0 {
+            assert!(matches!(a.outgoing(0), Err(Error::InvalidArgument(_))));
+            let send = send_of(&counts, n, me, 3);
+            assert!(matches!(
+                a.run(&send, row, B),
+                Err(Error::InvalidArgument(_))
+            ));
+        }
+        a.run_in_window(B).unwrap();
+        check_in_place(&a, &counts, n, me, 3);
+        // And the next call is a normal one.
+        let send = send_of(&counts, n, me, 4);
+        a.run(&send, row, B).unwrap();
+        check_in_place(&a, &counts, n, me, 4);
+        barrier(ctx);
+    });
+}
+
 /// A node whose ranks chose different thresholds copies everything twice
 /// (nobody waits in vain for another's announcement).
 #[test]

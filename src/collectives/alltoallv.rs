@@ -43,6 +43,15 @@
 //! the caller's buffer ([`Alltoallv::run_into`]; a rank's piece for itself
 //! then goes straight from its send buffer into that buffer).
 //!
+//! **Pieces made in the window** ([`Alltoallv::outgoing`],
+//! [`Alltoallv::run_in_window`]): a rank may write its pieces for the next
+//! call where steps 2 and 3 would copy them (its slots of the staging area,
+//! its sections of the receive area) and skip both copies: inside a node a
+//! piece then moves not at all, between nodes once. The places of a call
+//! are free from when the rank's previous call has returned: that call's
+//! closing wait saw every rank of the node done with the call before it
+//! (which used the same copy), and its chunk writes completed.
+//!
 //! **Single copies** inside a node, for private results: two copies
 //! through the window cost each byte a write and a read of lines another
 //! core has just written. Where the node's ranks may read each other's
@@ -306,6 +315,9 @@ pub struct Alltoallv<'a, T> {
     /// The sources whose pieces that call read so (by rank; empty if
     /// none).
     pulled_from: Vec<bool>,
+    /// The call in progress (or the last one) sends what the caller wrote
+    /// into the window ([`Alltoallv::run_in_window`]), copying nothing in.
+    in_window: bool,
     /// Whether each call copies large pieces once or twice by the node's
     /// measurements (`single_copy_min: None` where ranks share cores).
     measured: bool,
@@ -499,6 +511,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             pull: false,
             own_direct: false,
             pulled_from: Vec::new(),
+            in_window: false,
             measured: false,
             choice: TimedChoice::default(),
             _t: PhantomData,
@@ -875,13 +888,111 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.call(send, send_counts, Some(recv), timeout)
     }
 
+    /// Where this rank's piece for `target` of its next call lies in the
+    /// node's window, to be written there by the caller and sent by
+    /// [`Alltoallv::run_in_window`], which copies nothing in: a piece for
+    /// another node's rank lies at its place in the node's staging area, a
+    /// piece for a rank of this node (this rank included) at its place in
+    /// the receive area, where its receiver finds it
+    /// ([`Alltoallv::received`]).
+    ///
+    /// The places alternate between two copies by the parity of the call,
+    /// and each is this rank's alone: what is written for one call stays
+    /// for the call after next (unless a call of [`Alltoallv::run`] or
+    /// [`Alltoallv::run_into`] in between copied its send buffer there), so
+    /// that a piece that does not change is written once per parity. Valid from when
+    /// the previous call has returned (before the first, at once) until
+    /// the next call starts. Fixed counts only: with sizes unknown in
+    /// advance the places are known only inside a call
+    /// ([`Error::InvalidArgument`]); [`Error::InvalidArgument`] too while
+    /// a call that timed out is unfinished, and [`Error::InvalidRank`] for
+    /// a rank that does not exist.
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as u64);
+    /// let mut a = Alltoallv::<u64>::alltoall(&ctx, 0, 2, Default::default(), Timeout::Block)?;
+    /// for t in 0..n as u16 {
+    ///     // Rank `me`'s two elements for rank t, made in place.
+    ///     a.outgoing(t)?.copy_from_slice(0, &[me, t as u64]);
+    /// }
+    /// a.run_in_window(Timeout::Block)?;
+    /// assert_eq!(a.received(0)?.to_vec(), [0, me]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn outgoing(&self, target: Rank) -> Result<SegmentView<T>> {
+        self.ctx.engine.check_rank(target)?;
+        let (p, me) = (self.window_plan()?, self.ctx.rank() as usize);
+        let t = target as usize;
+        let at = match p.stage_at(me, t) {
+            Some(staged) => staged,
+            None => p.recv_at(me, t),
+        };
+        let at = self.area(self.ctx.node(), (self.calls % 2) as usize) + at;
+        Ok(self.window.view::<T>().sub(at..at + p.count(me, t)))
+    }
+
+    /// [`Alltoallv::run`] with the pieces this rank wrote into the window
+    /// ([`Alltoallv::outgoing`]) instead of a send buffer: nothing is
+    /// copied in, so inside a node a piece moves not at all and between
+    /// nodes once, by the node's aggregated writes. The result stays in
+    /// the window ([`Alltoallv::received`]). Ranks may mix this call with
+    /// [`Alltoallv::run`] and [`Alltoallv::run_into`] in one call of the
+    /// collective. Fixed counts only ([`Error::InvalidArgument`]
+    /// otherwise). On a timeout, call it again to continue.
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as u32);
+    /// let mut a = Alltoallv::<u32>::alltoall(&ctx, 0, 1, Default::default(), Timeout::Block)?;
+    /// for it in 0..4 {
+    ///     for t in 0..n as u16 {
+    ///         a.outgoing(t)?.set(0, 1000 * it + me);
+    ///     }
+    ///     a.run_in_window(Timeout::Block)?;
+    ///     assert_eq!(a.received(0)?.get(0), 1000 * it);
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn run_in_window(&mut self, timeout: Timeout) -> Result<()> {
+        let p = self.window_plan_for_call()?;
+        let me = self.ctx.rank() as usize;
+        let row: Vec<usize> = (0..p.layout.ranks).map(|t| p.count(me, t)).collect();
+        self.call_as(true, &[], &row, None, timeout)
+    }
+
+    /// The plan of a call whose pieces the caller writes into the window:
+    /// fixed counts, no call unfinished.
+    fn window_plan(&self) -> Result<&AlltoallvPlan> {
+        if self.phase.is_some() {
+            return Err(Error::InvalidArgument(
+                "a call of this alltoallv timed out and is unfinished: call it again first".into(),
+            ));
+        }
+        self.window_plan_for_call()
+    }
+
+    /// The plan of an in-window call: fixed counts.
+    fn window_plan_for_call(&self) -> Result<&AlltoallvPlan> {
+        match (self.sizes, &self.plan) {
+            (Sizes::Fixed, Some(p)) => Ok(p),
+            _ => Err(Error::InvalidArgument(
+                "pieces in the window need counts fixed at creation \
+                 (with sizes unknown in advance their places are known only inside a call)"
+                    .into(),
+            )),
+        }
+    }
+
     fn short(total: usize, len: usize) -> Error {
         Error::InvalidArgument(format!(
             "this rank receives {total} elements, the receive buffer holds {len}"
         ))
     }
 
-    /// One call, resumed where a timeout stopped it.
+    /// One call from a send buffer, resumed where a timeout stopped it.
     fn call(
         &mut self,
         send: &[T],
@@ -889,6 +1000,29 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         recv: Option<&mut [T]>,
         timeout: Timeout,
     ) -> Result<()> {
+        self.call_as(false, send, send_counts, recv, timeout)
+    }
+
+    /// One call, from `send` or (`in_window`) from the pieces the caller
+    /// wrote into the window, resumed where a timeout stopped it.
+    fn call_as(
+        &mut self,
+        in_window: bool,
+        send: &[T],
+        send_counts: &[usize],
+        recv: Option<&mut [T]>,
+        timeout: Timeout,
+    ) -> Result<()> {
+        if self.phase.is_some() && self.in_window != in_window {
+            let how = if self.in_window {
+                "run_in_window"
+            } else {
+                "run or run_into"
+            };
+            return Err(Error::InvalidArgument(format!(
+                "a call of this alltoallv timed out and is unfinished: continue it with {how}"
+            )));
+        }
         let (n, me) = (self.ctx.num_ranks() as usize, self.ctx.rank() as usize);
         if send_counts.len() != n {
             return Err(Error::InvalidArgument(format!(
@@ -897,7 +1031,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             )));
         }
         let total = extent::sum("sum of send counts", send_counts.iter().copied())?;
-        if send.len() != total {
+        if send.len() != total && !in_window {
             return Err(Error::InvalidArgument(format!(
                 "the send counts add up to {total} elements, the send buffer holds {}",
                 send.len()
@@ -918,6 +1052,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // timeout) whose way of copying is measured.
         let mut timed = None;
         if phase == Phase::Start {
+            self.in_window = in_window;
             self.pull = false;
             self.own_direct = false;
             self.pulled_from.clear();
@@ -1068,7 +1203,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             let lt = t - first;
             let word = self.line(lt, ANNOUNCE).load(SeqCst);
             let dst = self.line(lt, RECV_ADDRESS).load(SeqCst);
-            if word != tag + 1 || !self.aligned(p, me, t, src, dst) {
+            // In the window, every piece for this node is in place.
+            if self.in_window || word != tag + 1 || !self.aligned(p, me, t, src, dst) {
                 mask[lt / 64] |= 1 << (lt % 64);
             }
         }
@@ -1262,11 +1398,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                             let in_use = self.choice_word(self.calls).load(SeqCst) != 0;
                             self.choice.pick(self.calls, in_use)
                         });
+                    // (In the window there is no `recv`: nothing to read.)
                     (self.once, self.own_direct) = (once, fits);
                     if self.once {
                         self.announce(send, recv.as_deref(), fits);
                     }
-                    self.stage(send, send_counts, false, parity);
+                    if !self.in_window {
+                        self.stage(send, send_counts, false, parity);
+                    }
                     self.publish(step(2));
                     self.stagings += 1;
                     let p = self.plan().expect("planned");
@@ -1307,7 +1446,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     if self.once {
                         self.decide(send, deadline)?;
                     }
-                    self.stage(send, send_counts, true, parity);
+                    if !self.in_window {
+                        self.stage(send, send_counts, true, parity);
+                    }
                     *phase = Phase::Receiving;
                 }
                 Phase::Receiving => {

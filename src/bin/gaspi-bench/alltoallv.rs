@@ -20,12 +20,16 @@ const QUEUE: u8 = 1;
 
 /// The implementations `--impl` can name: `aggregated` (counts fixed at
 /// creation, result in the node's window), `aggregated-private` (copied
-/// into the caller's buffer), `unknown-private` (counts exchanged in each
-/// call, result copied out), `flat` (every rank writes every other rank's
-/// piece into its segment with its own notification).
-pub const ALLTOALLV_IMPLS: [&str; 4] = [
+/// into the caller's buffer), `aggregated-window` (pieces made in the
+/// window, `Alltoallv::run_in_window`: each call writes the ends of every
+/// piece there, the first two calls every element; result in the window),
+/// `unknown-private` (counts exchanged in each call, result copied out),
+/// `flat` (every rank writes every other rank's piece into its segment
+/// with its own notification).
+pub const ALLTOALLV_IMPLS: [&str; 5] = [
     "aggregated",
     "aggregated-private",
+    "aggregated-window",
     "unknown-private",
     "flat",
 ];
@@ -179,8 +183,25 @@ fn alltoallv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     let mut call = |it: usize, full: bool, send: &mut [u64], recv: &mut [u64]| {
         touch(send, &counts, n, me, it);
         match (a.as_mut(), flat.as_mut()) {
-            (Some(a), _) if imp == "aggregated" => {
-                a.run(send, &row, B).expect("alltoallv");
+            (Some(a), _) if imp == "aggregated" || imp == "aggregated-window" => {
+                if imp == "aggregated" {
+                    a.run(send, &row, B).expect("alltoallv");
+                } else {
+                    // What `touch` changed (all of it in the first call of
+                    // each copy), made in the window.
+                    let mut at = 0;
+                    for (t, &k) in row.iter().enumerate() {
+                        let view = a.outgoing(t as u16).expect("outgoing");
+                        if it < 2 {
+                            view.copy_from_slice(0, &send[at..at + k]);
+                        } else if k > 0 {
+                            view.set(0, send[at]);
+                            view.set(k - 1, send[at + k - 1]);
+                        }
+                        at += k;
+                    }
+                    a.run_in_window(B).expect("alltoallv");
+                }
                 let mut at = 0;
                 for s in 0..n {
                     let view = a.received(s as u16).expect("received");

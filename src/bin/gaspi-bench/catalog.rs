@@ -26,8 +26,9 @@ pub enum BenchName {
     /// (copied out), naive; --dist regular, decreasing, bcast; bytes = total / ranks
     Allgatherv,
     /// u64 elements, node-aggregated: --impl aggregated (result in the node
-    /// window), aggregated-private, unknown-private (counts sent in the call),
-    /// flat; --dist regular, random, sparse; bytes = mean per pair of ranks
+    /// window), aggregated-private, aggregated-window (pieces made in the
+    /// window), unknown-private (counts sent in the call), flat; --dist
+    /// regular, random, sparse; bytes = mean per pair of ranks
     Alltoallv,
     /// RMA epochs: the puts of --pattern, then MPI_Win_fence, per --design
     Fence,

@@ -252,6 +252,7 @@ fn alltoallv(s: &Session, out: &mut Printer) {
         &[
             "aggregated",
             "aggregated-private",
+            "aggregated-window",
             "unknown-private",
             "flat",
         ],
