@@ -49,13 +49,21 @@ fn main() -> Result<(), gaspi::Error> {
         let nf = n as f64;
         assert_eq!(total, [nf, nf * (nf - 1.0) / 2.0, nf * it as f64, nf / 2.0]);
 
-        // Each piece holds (sender, receiver, call); odd calls into my buffer.
+        // Each piece holds (sender, receiver, call); odd calls into my
+        // buffer, every fourth made in the window (no send buffer at all).
         let piece = |s: usize, t: usize| ((s * n + t) as u64) << 32 | it;
         let send: Vec<u64> = (0..n).flat_map(|to| vec![piece(me, to); row[to]]).collect();
         if it % 2 == 1 {
             exchange.run_into(&send, row, &mut got, t)?;
         } else {
-            exchange.run(&send, row, t)?;
+            if it % 4 == 2 {
+                for to in 0..n {
+                    exchange.outgoing(to as u16)?.fill(piece(me, to));
+                }
+                exchange.run_in_window(t)?;
+            } else {
+                exchange.run(&send, row, t)?;
+            }
             exchange
                 .received(0)?
                 .copy_to_slice(0, &mut got[..pairs[me]]);

@@ -899,11 +899,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// The places alternate between two copies by the parity of the call,
     /// and each is this rank's alone: what is written for one call stays
     /// for the call after next (unless a call of [`Alltoallv::run`] or
-    /// [`Alltoallv::run_into`] in between copied its send buffer there), so
-    /// that a piece that does not change is written once per parity. Valid from when
-    /// the previous call has returned (before the first, at once) until
-    /// the next call starts. Fixed counts only: with sizes unknown in
-    /// advance the places are known only inside a call
+    /// [`Alltoallv::run_into`] in between copied its send buffer there),
+    /// so that a piece that does not change is written once per parity.
+    /// Valid from when the previous call has returned (before the first,
+    /// at once) until the next call starts. Fixed counts only: with sizes
+    /// unknown in advance the places are known only inside a call
     /// ([`Error::InvalidArgument`]); [`Error::InvalidArgument`] too while
     /// a call that timed out is unfinished, and [`Error::InvalidRank`] for
     /// a rank that does not exist.
