@@ -10,7 +10,7 @@
 
 use crate::context::Context;
 use crate::context::traffic::Op;
-use crate::engine::transfer::Direction;
+use crate::engine::transfer::{Direction, PutFrom};
 use crate::error::{Error, Result};
 use crate::types::{
     ListEntry, Local, Notification, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout,
@@ -61,6 +61,41 @@ impl Context {
         if notify.is_some() && dir == Direction::Put {
             self.traffic.count(inter, Op::Notify, 1, 0);
         }
+        Ok(())
+    }
+
+    /// How [`Context::write_from_memory`] reaches `rank` (on one host by a
+    /// copy, through MPI by a put; through GPI-2, which writes only from
+    /// registered memory, not at all).
+    pub(crate) fn writes_from_memory_to(&self, rank: Rank) -> PutFrom {
+        self.engine.puts_from_memory_to(rank)
+    }
+
+    /// Write `pieces`, memory of this process outside any segment, each to
+    /// its offset in `rank`'s `segment`: complete at the target when the
+    /// call returns, on no queue, with the checks of [`Context::write`].
+    /// For the collectives' large pieces, which then skip a copy into a
+    /// segment.
+    pub(crate) fn write_from_memory(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        pieces: &[(&[u8], usize)],
+    ) -> Result<()> {
+        self.engine.check_rank(rank)?;
+        self.check_segment_id(segment)?;
+        let max = self.config.transfer_size_max;
+        if let Some(&(data, _)) = pieces.iter().find(|(d, _)| d.len() > max) {
+            return Err(Error::TransferTooLarge {
+                size: data.len(),
+                max,
+            });
+        }
+        self.engine.put_from(rank, segment, pieces)?;
+        let bytes = pieces.iter().map(|(d, _)| d.len() as u64).sum();
+        let inter = self.is_inter(rank);
+        self.traffic
+            .count(inter, Op::Write, pieces.len() as u64, bytes);
         Ok(())
     }
 

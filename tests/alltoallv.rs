@@ -141,6 +141,16 @@ fn run_dist(d: Dist) {
             };
             check_fixed(ctx, d, 37, 20, shared_out);
             check_fixed(ctx, d, 300, 4, AlltoallvOptions::default());
+            // Every piece between nodes written straight from its
+            // sender's buffer, the chunks only notifications, with one
+            // sender and shared out.
+            for opts in [small, shared_out] {
+                let direct = AlltoallvOptions {
+                    direct_min: Some(1),
+                    ..opts
+                };
+                check_fixed(ctx, d, 37, 20, direct);
+            }
         });
     }
 }
@@ -279,15 +289,24 @@ fn pieces_made_in_the_window_beside_send_buffers() {
     for (ranks, ppn) in layouts() {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
-            let opts = AlltoallvOptions {
-                block_bytes: 8 * 64,
-                single_copy_min: Some(8 << 10),
-                ..Default::default()
-            };
-            for (k, (d, c)) in [(Dist::Regular, 1), (Dist::Random, 37), (Dist::Sparse, 2048)]
-                .into_iter()
-                .enumerate()
+            // Pieces for other nodes staged, or written straight from
+            // buffers and staging slots.
+            for (k, (d, c, direct_min)) in [
+                (Dist::Regular, 1, Some(usize::MAX)),
+                (Dist::Random, 37, Some(usize::MAX)),
+                (Dist::Sparse, 2048, None),
+                (Dist::Regular, 1, Some(1)),
+                (Dist::Random, 37, Some(1)),
+            ]
+            .into_iter()
+            .enumerate()
             {
+                let opts = AlltoallvOptions {
+                    block_bytes: 8 * 64,
+                    single_copy_min: Some(8 << 10),
+                    direct_min,
+                    ..Default::default()
+                };
                 let counts = counts(d, n, c, 11 + k as u64);
                 let mut a = Alltoallv::<u64>::with_options(ctx, 20, &counts, opts, B).unwrap();
                 let row = &counts[me * n..(me + 1) * n];
@@ -505,13 +524,20 @@ fn unknown_sizes_change_every_call_on_every_layout() {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
             let capacity = 8 * 40 * n;
-            let opts = AlltoallvOptions {
+            let staged = AlltoallvOptions {
                 block_bytes: 8 * 24,
                 ..Default::default()
             };
-            let mut a = Alltoallv::<u64>::with_unknown_sizes(ctx, 11, capacity, opts, B).unwrap();
+            let direct = AlltoallvOptions {
+                direct_min: Some(8 * 20),
+                ..staged
+            };
+            let mut a = Alltoallv::<u64>::with_unknown_sizes(ctx, 11, capacity, staged, B).unwrap();
+            let mut b = Alltoallv::<u64>::with_unknown_sizes(ctx, 12, capacity, direct, B).unwrap();
             let mut recv = vec![0u64; capacity];
-            for it in 0..30 {
+            for it in 0..60 {
+                // Both: staged, and the larger pieces written straight.
+                let a = if it < 30 { &mut a } else { &mut b };
                 let d = [Dist::Regular, Dist::Random, Dist::Sparse][it % 3];
                 let counts = counts(d, n, [0, 1, 40][(it / 3) % 3], it as u64);
                 let row = &counts[me * n..(me + 1) * n];
@@ -523,7 +549,7 @@ fn unknown_sizes_change_every_call_on_every_layout() {
                     assert_eq!(recv[..want.len()], want[..], "{d:?} it={it}");
                 } else {
                     a.run(&send, row, B).unwrap();
-                    check_in_place(&a, &counts, n, me, it);
+                    check_in_place(a, &counts, n, me, it);
                 }
                 assert_eq!(a.plan().unwrap().counts, counts);
             }
@@ -724,9 +750,14 @@ fn timeout_then_retry_completes_the_same_call() {
         let mut fixed = Alltoallv::<u64>::new(ctx, 1, &counts, B).unwrap();
         let mut unknown =
             Alltoallv::<u64>::with_unknown_sizes(ctx, 2, 40 * n, Default::default(), B).unwrap();
+        let direct = AlltoallvOptions {
+            direct_min: Some(1),
+            ..Default::default()
+        };
+        let mut unstaged = Alltoallv::<u64>::with_options(ctx, 3, &counts, direct, B).unwrap();
         let row = &counts[me * n..(me + 1) * n];
         let send = send_of(&counts, n, me, 5);
-        for a in [&mut fixed, &mut unknown] {
+        for a in [&mut fixed, &mut unknown, &mut unstaged] {
             others_time_out_before_rank_0(ctx, 0, |t| a.run(&send, row, t));
             a.run(&send, row, B).unwrap();
             check_in_place(a, &counts, n, me, 5);

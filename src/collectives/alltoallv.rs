@@ -43,6 +43,14 @@
 //! the caller's buffer ([`Alltoallv::run_into`]; a rank's piece for itself
 //! then goes straight from its send buffer into that buffer).
 //!
+//! **Large pieces unstaged** ([`AlltoallvOptions::direct_min`]): where
+//! the pieces of a node pair are large, each rank of the sending node
+//! writes its own pieces for that node straight from its send buffer into
+//! the target's receive area in step 2 (after the target's credit),
+//! complete there before it says it has staged, and the node's chunks of
+//! that pair in step 3 carry only their notifications: one copy where
+//! staging and the aggregated write make two.
+//!
 //! **Pieces made in the window** ([`Alltoallv::outgoing`],
 //! [`Alltoallv::run_in_window`]): a rank may write its pieces for the next
 //! call where steps 2 and 3 would copy them (its slots of the staging area,
@@ -89,10 +97,13 @@ use super::layout::Layout;
 use super::timed_choice::TimedChoice;
 use crate::context::Context;
 use crate::engine::memcopy::copy_slice;
+use crate::engine::transfer::PutFrom;
 use crate::error::{Error, Result};
 use crate::extent;
 use crate::segments::SegmentView;
-use crate::types::{Deadline, GroupId, Notification, QueueId, Rank, SegmentId, Timeout};
+use crate::types::{
+    Deadline, GroupId, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout,
+};
 use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
 use std::marker::PhantomData;
@@ -144,6 +155,20 @@ pub struct AlltoallvOptions {
     /// (tried when the alltoallv is made: same user, and no Yama
     /// `ptrace_scope` or seccomp rule against it) and chose the same value.
     pub single_copy_min: Option<usize>,
+    /// Pieces between two nodes that average at least this many bytes
+    /// (over the non-empty pieces of the node pair) are not aggregated:
+    /// every rank writes its pieces for the other node straight from its
+    /// send buffer into that node's receive area, one copy where staging
+    /// and the aggregated write make two, and the node's chunks carry only
+    /// their notifications. Only to nodes the engine can write to from any
+    /// memory (on one host and through MPI; not through GPI-2, which
+    /// writes only from registered segments: there the pieces are staged
+    /// whatever this says). `None` (the default):
+    /// [`AlltoallvOptions::DEFAULT_DIRECT_MIN`] to nodes of the same host,
+    /// [`AlltoallvOptions::DEFAULT_TRANSPORT_DIRECT_MIN`] to other hosts;
+    /// `Some(usize::MAX)`: never. Every rank of a node must choose the
+    /// same.
+    pub direct_min: Option<usize>,
 }
 
 impl Default for AlltoallvOptions {
@@ -153,6 +178,7 @@ impl Default for AlltoallvOptions {
             queue: 0,
             one_sender_max: AlltoallvOptions::DEFAULT_ONE_SENDER_MAX,
             single_copy_min: None,
+            direct_min: None,
         }
     }
 }
@@ -178,6 +204,20 @@ impl AlltoallvOptions {
     /// time of two at 16 KiB per pair, about the same at 32 KiB, 0.75 at
     /// 64 KiB; near a tie, measuring costs more than it finds.
     pub const DEFAULT_SHARED_SINGLE_COPY_MIN: usize = 32 << 10;
+    /// The smallest piece (on average) written unstaged to a node of the
+    /// same host (`direct_min: None`): 16 KiB. On a 2-core Intel Xeon VM,
+    /// 4 and 8 ranks in nodes of 2, unstaged took 0.62-0.86 of the staged
+    /// time at 16 KiB per pair and 0.50-0.61 from 64 KiB to 1 MiB
+    /// (results in place; private 0.68-0.93 from 16 KiB), the same at
+    /// 1-4 KiB (see the guide's alltoallv figures,
+    /// docs/guide/benchmarking.md).
+    pub const DEFAULT_DIRECT_MIN: usize = 16 << 10;
+    /// The same through a transport, to another host (MPI; `direct_min:
+    /// None`): 256 KiB. Every piece is then a put of its own, and a
+    /// node's pieces one flush: through MPICH between emulated hosts,
+    /// unstaged was slower up to 64 KiB per pair, 0.7-0.9 of the staged
+    /// time at 1 MiB.
+    pub const DEFAULT_TRANSPORT_DIRECT_MIN: usize = 256 << 10;
 }
 
 /// The words of a rank's control line (a cache line per local rank at the
@@ -318,6 +358,11 @@ pub struct Alltoallv<'a, T> {
     /// The call in progress (or the last one) sends what the caller wrote
     /// into the window ([`Alltoallv::run_in_window`]), copying nothing in.
     in_window: bool,
+    /// By target node: whether this node's ranks write their pieces there
+    /// themselves, unstaged (see [`AlltoallvOptions::direct_min`]), for
+    /// the plan in use; and the elements this node stages in all.
+    direct_to: Vec<bool>,
+    staged_len: usize,
     /// Whether each call copies large pieces once or twice by the node's
     /// measurements (`single_copy_min: None` where ranks share cores).
     measured: bool,
@@ -492,7 +537,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         plan: Option<AlltoallvPlan>,
         data_base: usize,
     ) -> Alltoallv<'a, T> {
-        Alltoallv {
+        let mut a = Alltoallv {
             ctx,
             segment,
             control: window.view(),
@@ -512,10 +557,54 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             own_direct: false,
             pulled_from: Vec::new(),
             in_window: false,
+            direct_to: Vec::new(),
+            staged_len: 0,
             measured: false,
             choice: TimedChoice::default(),
             _t: PhantomData,
-        }
+        };
+        a.plan_direct();
+        a
+    }
+
+    /// Which of this node's sections go unstaged, straight from their
+    /// senders (`Alltoallv::direct_to`), for the plan in use: those to
+    /// another node whose non-empty pieces average at least
+    /// [`AlltoallvOptions::direct_min`] bytes, where the engine writes
+    /// from any memory. Every rank of the node finds the same.
+    fn plan_direct(&mut self) {
+        let Some(p) = self.plan.as_ref() else {
+            return;
+        };
+        let node = self.ctx.node();
+        let nodes = p.layout.nodes();
+        let elem = std::mem::size_of::<T>();
+        let mine = p.layout.node_ranks(node);
+        let direct = |to: usize| {
+            let min = match (
+                self.ctx.writes_from_memory_to(self.peer(to)),
+                self.options.direct_min,
+            ) {
+                _ if to == node => return false,
+                (PutFrom::No, _) | (_, Some(usize::MAX)) => return false,
+                (_, Some(min)) => min,
+                (PutFrom::Mapped, None) => AlltoallvOptions::DEFAULT_DIRECT_MIN,
+                (PutFrom::Transport, None) => AlltoallvOptions::DEFAULT_TRANSPORT_DIRECT_MIN,
+            };
+            let theirs = p.layout.node_ranks(to);
+            let pieces = mine
+                .clone()
+                .flat_map(|s| theirs.clone().map(move |t| (s, t)))
+                .filter(|&(s, t)| p.count(s, t) > 0)
+                .count();
+            let bytes = p.section_len(node, to).saturating_mul(elem);
+            pieces > 0 && bytes / pieces >= min
+        };
+        self.direct_to = (0..nodes).map(direct).collect();
+        self.staged_len = (0..nodes)
+            .filter(|&to| to != node && !self.direct_to[to])
+            .map(|to| p.section_len(node, to))
+            .sum();
     }
 
     /// The smallest piece this rank would copy once (`usize::MAX`: none),
@@ -1388,6 +1477,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     *phase = Phase::Staging;
                 }
                 Phase::Staging => {
+                    // First what goes straight to other nodes (it may wait
+                    // for credits: a call resumed redoes only this).
+                    self.write_direct(send, send_counts, parity, deadline)?;
                     let p = self.plan().expect("planned");
                     let me = ctx.rank() as usize;
                     let total: usize = (0..p.layout.ranks).map(|s| p.count(s, me)).sum();
@@ -1410,7 +1502,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     self.stagings += 1;
                     let p = self.plan().expect("planned");
                     let elem = std::mem::size_of::<T>();
-                    let outgoing = p.stage_len(node).saturating_mul(elem);
+                    let outgoing = self.staged_len.saturating_mul(elem);
                     *phase = if outgoing <= self.options.one_sender_max {
                         // The node's last rank to stage sends it all, at
                         // once: nobody waits for the others to stage.
@@ -1564,6 +1656,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 continue;
             }
             let to = match (p.stage_at(me, t), own_node) {
+                (Some(_), false) if self.direct_to[p.layout.node_of(t)] => continue,
                 (Some(staged), false) => staged,
                 (None, true) if t == me && self.own_direct => continue,
                 (None, true)
@@ -1587,17 +1680,103 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         parity: usize,
         deadline: Deadline,
     ) -> Result<()> {
-        let tag = super::call_tag(self.calls);
-        // From the third call on, the target node's credit for this call
-        // (or a later one), unless its chunks of the previous call said it.
+        self.await_credit(p, c.to, deadline)?;
+        self.post_chunk(p, c, parity, super::call_tag(self.calls), deadline)
+    }
+
+    /// From the third call on, node `to`'s credit for this call (or a
+    /// later one) to write into its receive area, unless its chunks of the
+    /// previous call said it.
+    fn await_credit(&self, p: &AlltoallvPlan, to: usize, deadline: Deadline) -> Result<()> {
+        let node = self.ctx.node();
         if let (Sizes::Fixed, 2..) = (self.sizes, self.calls) {
-            if p.needs_credit(c.from, c.to) {
-                let credit = (2 * p.in_chunks(self.ctx.node()) + c.to) as u32;
+            if p.needs_credit(node, to) {
+                let credit = (2 * p.in_chunks(node) + to) as u32;
+                let tag = super::call_tag(self.calls);
                 self.ctx
                     .await_notification_tag(self.segment, credit, tag, deadline)?;
             }
         }
-        self.post_chunk(p, c, parity, tag, deadline)
+        Ok(())
+    }
+
+    /// Write this rank's pieces for the nodes it reaches unstaged
+    /// (`Alltoallv::direct_to`) into their receive areas: from `send`, or
+    /// in the window from its staging slots. Complete at the targets on
+    /// return, so the node's notifications, sent once every local rank has
+    /// staged, follow the data.
+    fn write_direct(
+        &self,
+        send: &[T],
+        send_counts: &[usize],
+        parity: usize,
+        deadline: Deadline,
+    ) -> Result<()> {
+        if !self.direct_to.contains(&true) {
+            return Ok(());
+        }
+        let p = self.plan.as_ref().expect("planned");
+        let (me, node) = (self.ctx.rank() as usize, self.ctx.node());
+        let elem = std::mem::size_of::<T>();
+        let (mut at, mut posted) = (0, false);
+        for (to, &direct) in self.direct_to.iter().enumerate() {
+            let ranks = p.layout.node_ranks(to);
+            let counts = &send_counts[ranks.clone()];
+            let first = at;
+            at += counts.iter().sum::<usize>();
+            if !direct || at == first {
+                continue;
+            }
+            self.await_credit(p, to, deadline)?;
+            let place = |t: usize| (self.area(to, parity) + p.recv_at(me, t)) * elem;
+            if self.in_window {
+                for (t, &c) in ranks.zip(counts).filter(|&(_, &c)| c > 0) {
+                    let staged = p
+                        .stage_at(me, t)
+                        .expect("a piece for another node is staged");
+                    let here = Local::new(self.segment, (self.area(node, parity) + staged) * elem);
+                    let remote = Remote::new(self.peer(to), self.segment, place(t));
+                    self.write_window(here, remote, c * elem, deadline)?;
+                }
+                posted = true;
+            } else {
+                // One call per node: the engine completes them together.
+                let (mut from, mut pieces) = (first, Vec::with_capacity(counts.len()));
+                for (t, &c) in ranks.zip(counts) {
+                    let piece: &[u8] = bytemuck::cast_slice(&send[from..from + c]);
+                    from += c;
+                    if c > 0 {
+                        pieces.push((piece, place(t)));
+                    }
+                }
+                self.ctx
+                    .write_from_memory(self.peer(to), self.segment, &pieces)?;
+            }
+        }
+        if posted {
+            // Complete at the targets (the engines that write from any
+            // memory complete their writes there by the queue's wait).
+            self.ctx.wait(self.options.queue, deadline.timeout())?;
+        }
+        Ok(())
+    }
+
+    /// Write `len` bytes of the window at `here` to `remote` on the
+    /// collective's queue, waiting for room on it.
+    fn write_window(
+        &self,
+        here: Local,
+        remote: Remote,
+        len: usize,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let queue = self.options.queue;
+        loop {
+            match self.ctx.write(here, remote, len, queue, Timeout::Block) {
+                Err(Error::QueueFull { .. }) => self.ctx.wait(queue, deadline.timeout())?,
+                r => return r,
+            }
+        }
     }
 
     /// Post chunk `c` (see `send_chunk`).
@@ -1613,12 +1792,18 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let (from, to) = p.chunk_at(c);
         let from = (self.area(self.ctx.node(), parity) + from) * elem;
         let to = (self.area(c.to, parity) + to) * elem;
+        // A section written unstaged: only the notification.
+        let len = if self.direct_to[c.to] {
+            0
+        } else {
+            c.len * elem
+        };
         super::post(
             self.ctx,
             self.segment,
             self.options.queue,
             self.peer(c.to),
-            (from, to, c.len * elem),
+            (from, to, len),
             Notification::new((self.chunk_ids(c.to, parity) + c.id) as u32, tag),
             deadline,
         )
@@ -1716,6 +1901,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
         }
         self.plan = Some(plan);
+        self.plan_direct();
         Ok(Ok(()))
     }
 }

@@ -22,6 +22,18 @@ use crate::types::{
     ListEntry, Local, Notification, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout,
 };
 
+/// How [`Native::put_from`] reaches a rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PutFrom {
+    /// By a copy into memory this process maps (the rank's host).
+    Mapped,
+    /// Through the transport (MPI: origin buffers need not lie in a
+    /// window).
+    Transport,
+    /// Not at all (GPI-2 writes only from registered memory).
+    No,
+}
+
 /// Which way the data of a transfer moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Direction {
@@ -309,6 +321,48 @@ impl Native {
         };
         reserve(entries.len() as u32 + notify.is_some() as u32)?;
         t.post(rank, list, post, queue)
+    }
+
+    /// How [`Native::put_from`] reaches `rank`.
+    pub(crate) fn puts_from_memory_to(&self, rank: Rank) -> PutFrom {
+        match self.to_node_of(rank) {
+            None => PutFrom::Mapped,
+            Some(t) if t.puts_from_memory() => PutFrom::Transport,
+            Some(_) => PutFrom::No,
+        }
+    }
+
+    /// Write `pieces`, each memory of this process that need not lie in a
+    /// segment and its offset in `rank`'s `segment`, complete at the
+    /// target when the call returns; on no queue. Where
+    /// [`Native::puts_from_memory_to`] says no, nothing moves and the
+    /// error says why. Every remote range is checked before a byte moves.
+    pub(crate) fn put_from(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        pieces: &[(&[u8], usize)],
+    ) -> Result<()> {
+        match self.to_node_of(rank) {
+            Some(t) => {
+                self.check_alive(rank)?;
+                let size = self.remote_size(t, rank, segment)?;
+                for &(data, offset) in pieces {
+                    check_within(Side::Remote, size, rank, segment, offset, data.len())?;
+                }
+                t.put_from(rank, segment, pieces)
+            }
+            None => self.run(|pin| {
+                let r = self.target(pin, rank, segment)?;
+                for &(data, offset) in pieces {
+                    check_range(Side::Remote, r, rank, segment, offset, data.len())?;
+                }
+                for &(data, offset) in pieces {
+                    r.write_from(offset, data, false);
+                }
+                Ok(())
+            }),
+        }
     }
 
     /// `op` on the 8-byte word at `at` (offset checked to be aligned by the

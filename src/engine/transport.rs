@@ -22,7 +22,7 @@ use super::job::JobBlock;
 use super::segment::{SegmentObject, Span};
 use super::wait::Patience;
 use crate::config::Engine;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::types::{
     Deadline, NotificationId, NotificationValue, QueueId, Rank, SegmentId, Timeout,
 };
@@ -126,6 +126,21 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Post `list` with `rank` (writes or reads) and the notification
     /// after them; the notification is never seen before the data.
     fn post(&self, rank: Rank, list: &[Transfer], post: Post, queue: QueueId) -> Result<()>;
+    /// Whether [`Transport::put_from`] works (GPI-2 writes only from
+    /// registered memory: no).
+    fn puts_from_memory(&self) -> bool {
+        false
+    }
+    /// Write `pieces`, each memory of this process that need not lie in a
+    /// segment and its offset in `rank`'s `segment`, complete at the
+    /// target when the call returns, on no queue. The engine checked the
+    /// ranges against [`Transport::remote_size`].
+    fn put_from(&self, rank: Rank, _segment: SegmentId, _pieces: &[(&[u8], usize)]) -> Result<()> {
+        Err(Error::InvalidArgument(format!(
+            "the {:?} engine writes to rank {rank} only from registered segments",
+            self.kind()
+        )))
+    }
     /// Wake the waiters of `rank`'s node on window `segment` (after an
     /// atomic on it).
     fn ring(&self, rank: Rank, segment: SegmentId, queue: QueueId) -> Result<()>;

@@ -24,7 +24,7 @@ pub struct Bench<'a> {
     pub iters: Option<usize>,
     /// Options of the node-window allreduce (`--replicate-max`, `--node-replicate-max`, `--ring-min`).
     pub allreduce: gaspi::AllreduceOptions,
-    /// Options of the alltoallv (`--single-copy-min`).
+    /// Options of the alltoallv (`--single-copy-min`, `--direct-min`).
     pub alltoallv: gaspi::AlltoallvOptions,
     /// Whether [`Bench::batches`] times every call on its own (`--per-op`).
     pub per_op: bool,

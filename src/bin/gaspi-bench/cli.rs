@@ -123,6 +123,13 @@ pub struct Cli {
     #[arg(long, value_name = "B", value_parser = parse_size_or_off, help_heading = "Alltoallv")]
     pub single_copy_min: Option<usize>,
 
+    /// Alltoallv: pieces between two nodes averaging at least this many
+    /// bytes go straight from the sender's buffer into the target node's
+    /// window, unstaged; `off`: always staged and aggregated [default: 16K
+    /// on one host, 256K through MPI between hosts].
+    #[arg(long, value_name = "B", value_parser = parse_size_or_off, help_heading = "Alltoallv")]
+    pub direct_min: Option<usize>,
+
     #[command(flatten, next_help_heading = "Model (a cluster's parameters)")]
     pub model: ModelArgs,
 }

@@ -423,6 +423,7 @@ pub fn run_on(cli: &Cli, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error>
             allreduce: cli.allreduce.options(),
             alltoallv: gaspi::AlltoallvOptions {
                 single_copy_min: cli.single_copy_min,
+                direct_min: cli.direct_min,
                 ..Default::default()
             },
             per_op: cli.per_op,

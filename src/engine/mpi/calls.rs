@@ -79,6 +79,34 @@ impl Mpi {
         Ok(())
     }
 
+    /// Write `pieces` (any memory of this process: MPI's origin buffers
+    /// need not lie in a window, each with its offset in `rank`'s
+    /// `segment`), complete there on return: `MPI_Put` each, then one
+    /// `MPI_Win_flush` (which also completes this rank's earlier
+    /// operations to `rank`, which does no harm).
+    pub(super) fn put_from(
+        &self,
+        rank: Rank,
+        segment: SegmentId,
+        pieces: &[(&[u8], usize)],
+    ) -> Result<()> {
+        let r = rank as usize;
+        let to = self.remote_of(rank, segment)?;
+        for &(data, offset) in pieces {
+            check_within(Side::Remote, to.size, rank, segment, offset, data.len())?;
+        }
+        for &(data, offset) in pieces {
+            let here = data.as_ptr().cast_mut();
+            // SAFETY: the remote range was checked against the segment's
+            // size just now; `data` is borrowed for the whole call, so it
+            // stays valid and unchanged until the flush below completes
+            // the put (a put only reads it, whatever the pointer's
+            // mutability says).
+            unsafe { ffi::transfer(self.win, true, here, data.len(), r, to.data + offset as u64)? };
+        }
+        ffi::flush(self.win, r)
+    }
+
     /// Set notification `id` of `rank`'s `segment` to `value` (after its
     /// data is complete there), complete there on return. The caller has
     /// synced the window (`MPI_Win_sync`) since it began.

@@ -227,6 +227,14 @@ impl Transport for Mpi {
         Mpi::post(self, rank, list, post, queue)
     }
 
+    fn puts_from_memory(&self) -> bool {
+        true
+    }
+
+    fn put_from(&self, rank: Rank, segment: SegmentId, pieces: &[(&[u8], usize)]) -> Result<()> {
+        Mpi::put_from(self, rank, segment, pieces)
+    }
+
     fn ring(&self, rank: Rank, segment: SegmentId, queue: QueueId) -> Result<()> {
         Mpi::ring(self, rank, segment, queue)
     }
