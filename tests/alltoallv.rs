@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use gaspi::plan::AlltoallvPlan;
 use gaspi::testing::Job;
-use gaspi::{Alltoallv, AlltoallvOptions, Context, Error, GroupId, ReduceOp, Timeout};
+use gaspi::{Alltoallv, AlltoallvOptions, Context, Engine, Error, GroupId, ReduceOp, Timeout};
 
 const B: Timeout = Timeout::Block;
 
@@ -647,10 +647,18 @@ fn inter_node_messages_match_the_plan() {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
             let nodes = ctx.num_nodes() as u64;
-            for d in [Dist::Regular, Dist::Sparse] {
+            // Staged: one aggregated write per chunk. Unstaged: one write
+            // per piece between nodes, the chunks only notifications.
+            for (d, unstaged) in [
+                (Dist::Regular, false),
+                (Dist::Sparse, false),
+                (Dist::Regular, true),
+                (Dist::Sparse, true),
+            ] {
                 let counts = counts(d, n, 50, 1);
                 let opts = AlltoallvOptions {
                     block_bytes: 8 * 64,
+                    direct_min: Some(if unstaged { 1 } else { usize::MAX }),
                     ..Default::default()
                 };
                 let mut a = Alltoallv::<u64>::with_options(ctx, 10, &counts, opts, B).unwrap();
@@ -683,13 +691,26 @@ fn inter_node_messages_match_the_plan() {
                     })
                     .map(|(f, t)| 8 * plan.section_len(f, t) as u64)
                     .sum();
+                let pieces = (0..n * n)
+                    .filter(|&i| {
+                        counts[i] > 0 && ctx.node_of((i / n) as u16) != ctx.node_of((i % n) as u16)
+                    })
+                    .count() as u64;
+                // GPI-2, through which every operation between nodes
+                // goes, writes only from registered memory: every pair
+                // stays staged.
+                let writes = if unstaged && ctx.engine() != Engine::Gpi2 {
+                    pieces
+                } else {
+                    chunks
+                };
                 assert_eq!(
                     sums,
-                    [chunks, chunks + credits, bytes],
-                    "{d:?}\n{}",
+                    [writes, chunks + credits, bytes],
+                    "{d:?} unstaged {unstaged}\n{}",
                     plan.table()
                 );
-                if let Dist::Regular = d {
+                if let (Dist::Regular, false) = (d, unstaged) {
                     // With the default chunks, one message per node pair,
                     // against a flat exchange's one per pair of ranks on
                     // different nodes.

@@ -161,12 +161,13 @@ pub struct AlltoallvOptions {
     /// send buffer into that node's receive area, one copy where staging
     /// and the aggregated write make two, and the node's chunks carry only
     /// their notifications. Only to nodes the engine can write to from any
-    /// memory (on one host and through MPI; not through GPI-2, which
-    /// writes only from registered segments: there the pieces are staged
-    /// whatever this says). `None` (the default):
-    /// [`AlltoallvOptions::DEFAULT_DIRECT_MIN`] to nodes of the same host,
-    /// [`AlltoallvOptions::DEFAULT_TRANSPORT_DIRECT_MIN`] to other hosts;
-    /// `Some(usize::MAX)`: never. Every rank of a node must choose the
+    /// memory (the native engine's mapped windows, and MPI; not GPI-2,
+    /// which writes only from registered segments: with the GPI-2 engine,
+    /// through which every operation between nodes goes, the pieces are
+    /// staged whatever this says). `None` (the default):
+    /// [`AlltoallvOptions::DEFAULT_DIRECT_MIN`] on the native engine,
+    /// [`AlltoallvOptions::DEFAULT_TRANSPORT_DIRECT_MIN`] through MPI (the
+    /// MPI engine's other nodes); `Some(usize::MAX)`: never. Every rank of a node must choose the
     /// same.
     pub direct_min: Option<usize>,
 }
@@ -204,16 +205,17 @@ impl AlltoallvOptions {
     /// time of two at 16 KiB per pair, about the same at 32 KiB, 0.75 at
     /// 64 KiB; near a tie, measuring costs more than it finds.
     pub const DEFAULT_SHARED_SINGLE_COPY_MIN: usize = 32 << 10;
-    /// The smallest piece (on average) written unstaged to a node of the
-    /// same host (`direct_min: None`): 16 KiB. On a 2-core Intel Xeon VM,
+    /// The smallest piece (on average) written unstaged to a node whose
+    /// window this process maps (`direct_min: None`; the native engine):
+    /// 16 KiB. On a 2-core Intel Xeon VM,
     /// 4 and 8 ranks in nodes of 2, unstaged took 0.62-0.86 of the staged
     /// time at 16 KiB per pair and 0.50-0.61 from 64 KiB to 1 MiB
     /// (results in place; private 0.68-0.93 from 16 KiB), the same at
     /// 1-4 KiB (see the guide's alltoallv figures,
     /// docs/guide/benchmarking.md).
     pub const DEFAULT_DIRECT_MIN: usize = 16 << 10;
-    /// The same through a transport, to another host (MPI; `direct_min:
-    /// None`): 256 KiB. Every piece is then a put of its own, and a
+    /// The same through a transport (the MPI engine's other nodes;
+    /// `direct_min: None`): 256 KiB. Every piece is then a put of its own, and a
     /// node's pieces one flush: through MPICH between emulated hosts,
     /// unstaged was slower up to 64 KiB per pair, 0.7-0.9 of the staged
     /// time at 1 MiB.

@@ -155,7 +155,7 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     ) -> Result<u64>;
     /// Local completion of `queue`'s requests. A request whose target
     /// `alive` rules out may end the wait with
-    /// [`Error::RankFailed`](crate::error::Error::RankFailed) where the
+    /// [`Error::RankFailed`] where the
     /// transport could not complete it otherwise.
     fn wait(&self, queue: QueueId, timeout: Timeout, alive: &dyn Fn(Rank) -> bool) -> Result<()>;
     /// Whether `queue` holds a request that will never complete (its last
@@ -167,7 +167,7 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// flush visible at its target (`remote`: a byte of a segment every
     /// rank has registered with every other). A target that `alive` says
     /// has failed or left, or that fails meanwhile, fails the flush
-    /// ([`Error::RankFailed`](crate::error::Error::RankFailed)) instead of
+    /// ([`Error::RankFailed`]) instead of
     /// holding it up.
     fn flush(
         &self,
