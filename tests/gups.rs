@@ -11,8 +11,8 @@ mod gups;
 #[path = "../src/bin/gaspi-bench/sharing.rs"]
 mod sharing;
 
-use gaspi::Error;
 use gaspi::testing::Job;
+use gaspi::{Error, GroupId, ReduceOp, Timeout};
 use gups::on_gaspi::Gups;
 use gups::{CHUNK, Table};
 use sharing::Sharing;
@@ -76,7 +76,9 @@ fn crowded_words_lose_no_update() {
 #[test]
 fn lock_free_updates_stay_within_hpcc_tolerance() {
     // HPCC's lock-free variant may lose an update where two ranks of a node
-    // hit one word at once; it must stay within 1% of the table.
+    // hit one word at once; HPCC's verification lets it miss up to 1% of
+    // the whole table (the sum over every rank's part: one part may miss
+    // more where a rank was preempted mid-update, on 2 cores).
     Job::new(&[4]).ppn(4).run(|ctx| {
         let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
         let table = Table::new(n, 4096).unwrap();
@@ -85,10 +87,21 @@ fn lock_free_updates_stay_within_hpcc_tolerance() {
             g.round().unwrap();
         }
         let mut part = g.finish().unwrap();
-        let errors = gups::check(&table, me, 8, &mut part);
+        let errors = gups::check(&table, me, 8, &mut part) as u64;
+        let mut sum = [0u64];
+        ctx.allreduce(
+            &[errors],
+            &mut sum,
+            ReduceOp::Sum,
+            GroupId::ALL,
+            Timeout::Block,
+        )
+        .unwrap();
         assert!(
-            errors <= 4096 / 100,
-            "rank {me}: {errors} words lost an update"
+            sum[0] <= (n * 4096 / 100) as u64,
+            "{} words of {} lost an update (rank {me}: {errors})",
+            sum[0],
+            n * 4096
         );
     });
 }

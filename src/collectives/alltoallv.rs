@@ -167,8 +167,8 @@ pub struct AlltoallvOptions {
     /// staged whatever this says). `None` (the default):
     /// [`AlltoallvOptions::DEFAULT_DIRECT_MIN`] on the native engine,
     /// [`AlltoallvOptions::DEFAULT_TRANSPORT_DIRECT_MIN`] through MPI (the
-    /// MPI engine's other nodes); `Some(usize::MAX)`: never. Every rank of a node must choose the
-    /// same.
+    /// MPI engine's other nodes); `Some(usize::MAX)`: never. Every rank of
+    /// a node must choose the same.
     pub direct_min: Option<usize>,
 }
 
@@ -207,18 +207,17 @@ impl AlltoallvOptions {
     pub const DEFAULT_SHARED_SINGLE_COPY_MIN: usize = 32 << 10;
     /// The smallest piece (on average) written unstaged to a node whose
     /// window this process maps (`direct_min: None`; the native engine):
-    /// 16 KiB. On a 2-core Intel Xeon VM,
-    /// 4 and 8 ranks in nodes of 2, unstaged took 0.62-0.86 of the staged
-    /// time at 16 KiB per pair and 0.50-0.61 from 64 KiB to 1 MiB
-    /// (results in place; private 0.68-0.93 from 16 KiB), the same at
-    /// 1-4 KiB (see the guide's alltoallv figures,
-    /// docs/guide/benchmarking.md).
+    /// 16 KiB. On a 2-core Intel Xeon VM, 4 and 8 ranks in nodes of 2,
+    /// unstaged took 0.62-0.86 of the staged time at 16 KiB per pair and
+    /// 0.50-0.61 from 64 KiB to 1 MiB (results in place; private
+    /// 0.68-0.93 from 16 KiB), the same at 1 KiB (see the guide's
+    /// alltoallv figures, docs/guide/benchmarking.md).
     pub const DEFAULT_DIRECT_MIN: usize = 16 << 10;
     /// The same through a transport (the MPI engine's other nodes;
-    /// `direct_min: None`): 256 KiB. Every piece is then a put of its own, and a
-    /// node's pieces one flush: through MPICH between emulated hosts,
-    /// unstaged was slower up to 64 KiB per pair, 0.7-0.9 of the staged
-    /// time at 1 MiB.
+    /// `direct_min: None`): 256 KiB. Every piece is then a put of its
+    /// own, and a node's pieces one flush: through MPICH between emulated
+    /// hosts, unstaged was slower at 16 KiB per pair, mixed at 64-256 KiB,
+    /// 0.7-0.9 of the staged time at 1 MiB.
     pub const DEFAULT_TRANSPORT_DIRECT_MIN: usize = 256 << 10;
 }
 
