@@ -1737,7 +1737,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         .expect("a piece for another node is staged");
                     let here = Local::new(self.segment, (self.area(node, parity) + staged) * elem);
                     let remote = Remote::new(self.peer(to), self.segment, place(t));
-                    self.write_window(here, remote, c * elem, deadline)?;
+                    let queue = self.options.queue;
+                    super::with_room(self.ctx, queue, deadline, || {
+                        self.ctx
+                            .write(here, remote, c * elem, queue, Timeout::Block)
+                    })?;
                 }
                 posted = true;
             } else {
@@ -1760,24 +1764,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             self.ctx.wait(self.options.queue, deadline.timeout())?;
         }
         Ok(())
-    }
-
-    /// Write `len` bytes of the window at `here` to `remote` on the
-    /// collective's queue, waiting for room on it.
-    fn write_window(
-        &self,
-        here: Local,
-        remote: Remote,
-        len: usize,
-        deadline: Deadline,
-    ) -> Result<()> {
-        let queue = self.options.queue;
-        loop {
-            match self.ctx.write(here, remote, len, queue, Timeout::Block) {
-                Err(Error::QueueFull { .. }) => self.ctx.wait(queue, deadline.timeout())?,
-                r => return r,
-            }
-        }
     }
 
     /// Post chunk `c` (see `send_chunk`).

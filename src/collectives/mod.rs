@@ -54,8 +54,8 @@ pub(crate) fn post(
     n: Notification,
     deadline: Deadline,
 ) -> Result<()> {
-    loop {
-        let r = if len == 0 {
+    with_room(ctx, queue, deadline, || {
+        if len == 0 {
             ctx.notify(to, segment, n, queue, Timeout::Block)
         } else {
             ctx.write_notify(
@@ -66,8 +66,20 @@ pub(crate) fn post(
                 queue,
                 Timeout::Block,
             )
-        };
-        match r {
+        }
+    })
+}
+
+/// Run `op`, a post on `queue`; while the queue is full, wait for it
+/// (within `deadline`) and run `op` again.
+pub(crate) fn with_room(
+    ctx: &Context,
+    queue: QueueId,
+    deadline: Deadline,
+    mut op: impl FnMut() -> Result<()>,
+) -> Result<()> {
+    loop {
+        match op() {
             Err(Error::QueueFull { .. }) => ctx.wait(queue, deadline.timeout())?,
             r => return r,
         }
