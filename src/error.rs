@@ -246,6 +246,19 @@ pub enum Error {
 }
 
 /// Which range of a transfer an [`Error::OutOfBounds`] is about.
+///
+/// ```
+/// use gaspi::{Alloc, Config, Context, Error, Local, Remote, Side, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+/// let me = ctx.rank();
+/// // 32 bytes from offset 48 of this rank's 64-byte segment: past its end.
+/// let e = ctx.write(Local::new(0, 48), Remote::new(me, 0, 0), 32, 0, Timeout::Block);
+/// assert!(matches!(e, Err(Error::OutOfBounds { side: Side::Local, .. })));
+/// let e = ctx.write(Local::new(0, 0), Remote::new(me, 0, 48), 32, 0, Timeout::Block);
+/// assert!(matches!(e, Err(Error::OutOfBounds { side: Side::Remote, .. })));
+/// # Ok::<(), gaspi::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
     /// The caller's own segment (a write's source, a read's destination).

@@ -233,6 +233,25 @@ impl Context {
     ///
     /// # Safety
     /// As for [`Context::segment_bind`].
+    ///
+    /// ```
+    /// use gaspi::{Config, Context, GroupId, Local, Remote, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let layout = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
+    /// let mem = unsafe { std::alloc::alloc_zeroed(layout) };
+    /// // Every rank's page becomes its segment 2, registered with all.
+    /// unsafe { ctx.segment_use(2, mem, 4096, GroupId::ALL, Timeout::Block)? };
+    /// let right = (ctx.rank() + 1) % ctx.num_ranks();
+    /// unsafe { mem.write(7) };
+    /// ctx.write(Local::new(2, 0), Remote::new(right, 2, 8), 1, 0, Timeout::Block)?;
+    /// ctx.wait(0, Timeout::Block)?;
+    /// ctx.barrier(GroupId::ALL, Timeout::Block)?;
+    /// assert_eq!(ctx.segment::<u8>(2)?.get(8), 7); // from the left neighbour
+    /// ctx.barrier(GroupId::ALL, Timeout::Block)?;
+    /// ctx.segment_delete(2)?;
+    /// unsafe { std::alloc::dealloc(mem, layout) };
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub unsafe fn segment_use(
         &self,
         segment: SegmentId,
@@ -667,6 +686,17 @@ impl<T: Pod> SegmentView<T> {
     /// # Safety
     /// While the slice lives, no rank (this one included, through any view
     /// or operation) may write the segment.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_alloc(0, 32, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<u64>(0)?;
+    /// v.copy_from_slice(0, &[1, 2, 3, 4]);
+    /// // No other rank reaches this segment: it is registered with none.
+    /// let sum: u64 = unsafe { v.as_slice() }.iter().sum();
+    /// assert_eq!(sum, 10);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     pub unsafe fn as_slice(&self) -> &[T] {
         // SAFETY: forwarded from this function's contract.
         unsafe { self.obj.as_slice(self.start, self.len) }
@@ -677,6 +707,17 @@ impl<T: Pod> SegmentView<T> {
     /// # Safety
     /// While the slice lives, nothing else may read or write the segment:
     /// no remote operation on it, no other view, slice or thread.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// ctx.segment_alloc(0, 32, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<u64>(0)?;
+    /// // Registered with no other rank, used by no other view meanwhile.
+    /// let s = unsafe { v.as_mut_slice() };
+    /// s.iter_mut().enumerate().for_each(|(i, x)| *x = i as u64);
+    /// assert_eq!(v.to_vec(), [0, 1, 2, 3]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn as_mut_slice(&self) -> &mut [T] {
         // SAFETY: forwarded from this function's contract.

@@ -339,6 +339,15 @@ pub struct Traffic {
 
 /// The traffic of one step of an application kernel ([`Model::halo`],
 /// [`Model::gups_round`]), between nodes and inside them.
+///
+/// ```
+/// use gaspi::model::{CostParams, Model};
+/// let m = Model::new(CostParams::this_machine());
+/// // One sweep of a 1024 x 1024 band per rank, 2 nodes of 4 ranks.
+/// let step = m.halo(2, 4, 1024, true);
+/// assert!(step.inter.messages > 0.0);
+/// assert_eq!(step.intra.messages, 0.0); // read in place inside a node
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Exchange {
     /// Between nodes.
