@@ -119,6 +119,20 @@ pub fn layouts(all: &[(usize, usize)]) -> Vec<(usize, usize)> {
     }
 }
 
+/// Whether this machine's kernel copies between processes three or more
+/// times slower where the destination lies 16 bytes past the source within
+/// a cache line (measured once per process): where it does, an
+/// [`Alltoallv`](crate::Alltoallv) sends pieces between such buffers through
+/// the window rather than in one copy.
+///
+/// ```
+/// let slow = gaspi::testing::kernel_copy_offsets_slow();
+/// assert_eq!(slow, gaspi::testing::kernel_copy_offsets_slow());
+/// ```
+pub fn kernel_copy_offsets_slow() -> bool {
+    crate::sys::cross_copy_offsets_slow()
+}
+
 /// The layouts of `all` that [`layouts`] keeps on GPI-2, in this order:
 /// the first, the one with the most nodes (of those, the fewest ranks),
 /// the first with a partly filled last node.

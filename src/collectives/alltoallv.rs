@@ -676,6 +676,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         if (0..local_num).all(|l| self.line(l, PROBE).load(SeqCst) == 3) {
             self.once_min = usize::try_from(min).unwrap_or(usize::MAX).max(1);
             self.measured = measured;
+            // Measured now rather than in the first call.
+            crate::sys::cross_copy_offsets_slow();
         }
         Ok(())
     }
@@ -1308,11 +1310,20 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// Whether the piece from rank `s` (sending from `src`) to rank `t`
     /// (receiving into `dst`) may go in one copy: its destination does not
-    /// lie 1 to 31 bytes past its source within a cache line. The kernel
-    /// copies with `rep movsb`, which on AMD Zen 4 runs 20-30 times slower
-    /// at such offsets (see `engine::memcopy`); those pieces go through the
-    /// window.
+    /// lie 1 to 31 bytes past its source within a cache line, or the
+    /// kernel's copy is not slow there. The kernel copies with `rep
+    /// movsb`, which on AMD Zen 4 runs 20-30 times slower at such offsets
+    /// (see `engine::memcopy`), and on an Intel Xeon VM 1.1 times: each
+    /// process measures which ([`crate::sys::cross_copy_offsets_slow`]),
+    /// and where it is slow those pieces go through the window. (Buffers
+    /// at such offsets are common: once a program has freed a large
+    /// buffer, glibc serves the next ones from its heap, at any 16-byte
+    /// offset; refusing them everywhere made a private alltoallv of 1 MiB
+    /// per pair 1.4-1.5 times slower on the Xeon.)
     fn aligned(&self, p: &AlltoallvPlan, s: usize, t: usize, src: u64, dst: u64) -> bool {
+        if !crate::sys::cross_copy_offsets_slow() {
+            return true;
+        }
         let elem = std::mem::size_of::<T>() as u64;
         // Wrapping: only the offset within a cache line matters.
         let before: u64 = (0..t).map(|u| p.count(s, u) as u64).sum();
