@@ -478,6 +478,16 @@ fn ranks_that_share_cores_measure_single_copies_and_agree_on_each_call() {
     });
 }
 
+/// An alltoallv on segment 1 that copies pieces of 16 KiB or more once
+/// in every call (where the node's ranks may read each other's memory).
+fn copying_once<'a>(ctx: &'a Context, counts: &[usize]) -> Alltoallv<'a, u64> {
+    let once = AlltoallvOptions {
+        single_copy_min: Some(16 << 10),
+        ..Default::default()
+    };
+    Alltoallv::<u64>::with_options(ctx, 1, counts, once, B).unwrap()
+}
+
 /// `len` elements of `v` starting on a cache line.
 fn line_aligned(v: &mut [u64], len: usize) -> &mut [u64] {
     let skip = (64 - v.as_ptr() as usize % 64) % 64 / 8;
@@ -493,15 +503,11 @@ fn buffers_at_different_line_offsets_still_copy_once() {
     Job::new(&[3]).run(|ctx| {
         let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
         let counts = counts(Dist::Regular, n, 4096, 1);
-        let once = AlltoallvOptions {
-            single_copy_min: Some(16 << 10),
-            ..Default::default()
-        };
-        let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, once, B).unwrap();
+        let mut a = copying_once(ctx, &counts);
         let row = &counts[me * n..(me + 1) * n];
         let (mut send_store, mut recv_store) =
             (vec![0u64; 4096 * n + 8], vec![0u64; 4096 * n + 16]);
-        // The receive buffer 16 bytes (or, on rank 1, 8) past a line.
+        // The receive buffer 8 or 16 bytes (by rank) past a line.
         let skip = 1 + me % 2;
         let recv = &mut line_aligned(&mut recv_store, 4096 * n + 8)[skip..skip + 4096 * n];
         let mut pulled = 0;
@@ -527,19 +533,15 @@ fn buffers_at_different_line_offsets_still_copy_once() {
 /// A call that times out while a rank of the node has not announced its
 /// buffers (a receiver waits for that to read its piece) completes when
 /// retried; that rank, announcing last, leaves its pieces for the others
-/// to read in one copy (with buffers on cache lines, where cross-memory
-/// attach works).
+/// to read in one copy (with buffers on cache lines, which every machine
+/// copies once).
 #[test]
 fn single_copy_timeout_then_retry_completes_the_same_call() {
     Job::new(&[3]).run(|ctx| {
         segment(ctx, 0, 64);
         let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
         let counts = counts(Dist::Regular, n, 4096, 1);
-        let once = AlltoallvOptions {
-            single_copy_min: Some(16 << 10),
-            ..Default::default()
-        };
-        let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, once, B).unwrap();
+        let mut a = copying_once(ctx, &counts);
         let row = &counts[me * n..(me + 1) * n];
         let (mut send_store, mut recv_store) = (vec![0u64; 4096 * n + 8], vec![0u64; 4096 * n + 8]);
         let recv = line_aligned(&mut recv_store, 4096 * n);
