@@ -57,7 +57,8 @@
 //!   (parent-death signal, CPU binding, the process manager's socket for
 //!   MPI jobs), and libc's `process_vm_readv` (rustix has none), which
 //!   copies another process's memory into a buffer borrowed mutably (the
-//!   alltoallv's single copies). Every other system call goes
+//!   alltoallv's single copies), or this process's own memory between two
+//!   buffers it borrows (to time that copy once). Every other system call goes
 //!   through rustix's safe functions (`mmap`/`munmap` excepted, unsafe by
 //!   nature), none through raw syscall numbers.
 //! - `reaper.rs`: the fork of the process that cleans up after a killed
