@@ -11,6 +11,9 @@
  *            ranks' private send buffers with process_vm_readv (Linux
  *            cross-memory attach; needs ptrace rights between the ranks),
  *            barrier before (sends ready) and after (sends reusable);
+ *   roundsR  twocopy in R rounds (e.g. rounds16) through a window R
+ *            times smaller, a barrier per round: the window's lines stay
+ *            in the caches between the copy in and the copy out;
  *   slots    pairwise exchange through small slots that stay in the
  *            caches: per ordered pair two slots of SLOT bytes with a
  *            posted and a consumed counter; in step j rank r sends to
@@ -114,6 +117,19 @@ static int run(const char *design, int calls, double *us) {
             if (k == per - 1) fill(send, call);
             if (!strcmp(design, "slots")) {
                 run_slots((char *)send, (char *)recv);
+            } else if (!strncmp(design, "rounds", 6)) {
+                int R = atoi(design + 6) > 0 ? atoi(design + 6) : 1;
+                size_t L = B / R; /* B a multiple of 8 * R */
+                for (int q = 0; q < R; q++) {
+                    int par = (int)((call * R + q) & 1);
+                    for (int j = 0; j < n; j++) {
+                        int d = (me + j) % n;
+                        memcpy(win + (((size_t)par * n + d) * n + me) * L, (char *)send + d * B + q * L, L);
+                    }
+                    barrier();
+                    for (int s = 0; s < n; s++)
+                        memcpy((char *)recv + s * B + q * L, win + (((size_t)par * n + me) * n + s) * L, L);
+                }
             } else if (!strcmp(design, "cma")) {
                 barrier();
                 for (int j = 0; j < n; j++) {
