@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 /// The largest byte count any object, mapping or buffer may have.
 pub(crate) const MAX_BYTES: usize = isize::MAX as usize;
 
+#[inline]
 fn overflow(argument: &'static str) -> Error {
     Error::SizeOverflow {
         argument,
@@ -25,23 +26,27 @@ fn overflow(argument: &'static str) -> Error {
     }
 }
 
+#[inline]
 fn bounded(argument: &'static str, n: Option<usize>) -> Result<usize> {
     n.filter(|&n| n <= MAX_BYTES)
         .ok_or_else(|| overflow(argument))
 }
 
 /// `a + b`.
+#[inline]
 pub(crate) fn add(argument: &'static str, a: usize, b: usize) -> Result<usize> {
     bounded(argument, a.checked_add(b))
 }
 
 /// `a * b`.
+#[inline]
 pub(crate) fn mul(argument: &'static str, a: usize, b: usize) -> Result<usize> {
     bounded(argument, a.checked_mul(b))
 }
 
 /// The end of `len` bytes from `offset`: `offset + len` (an alias of
 /// [`add`] that says what the sum is).
+#[inline]
 pub(crate) fn end(argument: &'static str, offset: usize, len: usize) -> Result<usize> {
     add(argument, offset, len)
 }

@@ -560,6 +560,215 @@ fn single_copy_timeout_then_retry_completes_the_same_call() {
     });
 }
 
+/// Places for pieces of `counts` (by rank) as a code ported from MPI
+/// might have them: in reverse rank order, a gap of 0 to 2 elements (by
+/// `salt`) before each. The displacements and the buffer's length (one
+/// element beyond the last piece).
+fn scattered(counts: &[usize], salt: usize) -> (Vec<usize>, usize) {
+    let mut displs = vec![0; counts.len()];
+    let mut at = 0;
+    for k in (0..counts.len()).rev() {
+        at += (k + salt) % 3;
+        displs[k] = at;
+        at += counts[k];
+    }
+    (displs, at + 1)
+}
+
+/// One call of `a` with `MPI_Alltoallv`'s displacements: sent from
+/// scattered places (or packed ones given as displacements), received at
+/// scattered places; every received piece at its place, every other
+/// element of the receive buffer untouched. Returns the sources whose
+/// pieces went in one copy.
+fn check_displaced(
+    a: &mut Alltoallv<u64>,
+    counts: &[usize],
+    (n, me): (usize, usize),
+    it: usize,
+    packed_send: bool,
+) -> Vec<usize> {
+    let row = &counts[me * n..(me + 1) * n];
+    let col: Vec<usize> = (0..n).map(|s| counts[s * n + me]).collect();
+    let (send_displs, send_len) = if packed_send {
+        (gaspi::plan::displacements(row), row.iter().sum())
+    } else {
+        scattered(row, me + it)
+    };
+    let mut send = vec![u64::MAX - 1; send_len];
+    for t in 0..n {
+        for i in 0..row[t] {
+            send[send_displs[t] + i] = value(me, t, it, i);
+        }
+    }
+    let (recv_displs, recv_len) = scattered(&col, me + it + 1);
+    let mut recv = vec![u64::MAX; recv_len];
+    a.run_into_displaced(&send, row, &send_displs, &mut recv, &recv_displs, B)
+        .unwrap();
+    let mut want = vec![u64::MAX; recv_len];
+    for s in 0..n {
+        for i in 0..col[s] {
+            want[recv_displs[s] + i] = value(s, me, it, i);
+        }
+    }
+    assert_eq!(recv, want, "call {it}, send packed: {packed_send}");
+    (0..n)
+        .filter(|&s| s != me && col[s] > 0 && a.received(s as u16).is_err())
+        .collect()
+}
+
+/// `run_into_displaced` places every piece at its displacements on every
+/// kind of layout, counts fixed or learned in the call, pieces staged or
+/// written straight between nodes, large pieces inside a node in one copy
+/// from packed and scattered send buffers alike.
+#[test]
+fn mpi_displacements_on_every_layout() {
+    for (ranks, ppn) in [(1, 1), (4, 4), (4, 2), (5, 2), (3, 1)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let direct = AlltoallvOptions {
+                direct_min: Some(1),
+                block_bytes: 8 * 16,
+                ..Default::default()
+            };
+            let small = counts(Dist::Random, n, 37, 2);
+            let mut a = Alltoallv::<u64>::with_options(ctx, 1, &small, direct, B).unwrap();
+            // Displacements given packed, scattered, none (plain
+            // `run_into`), in an order where a plain call follows each.
+            for (it, kind) in [0, 1, 2, 1, 2, 0, 2].into_iter().enumerate() {
+                if kind == 2 {
+                    // Packed buffers in between (places kept from call to
+                    // call where nothing is displaced).
+                    let send = send_of(&small, n, me, it);
+                    let mut recv = vec![u64::MAX; expected(&small, n, me, it).len() + 1];
+                    a.run_into(&send, &small[me * n..(me + 1) * n], &mut recv, B)
+                        .unwrap();
+                    let last = recv.pop();
+                    assert_eq!((recv, last), (expected(&small, n, me, it), Some(u64::MAX)));
+                } else {
+                    check_displaced(&mut a, &small, (n, me), it, kind == 0);
+                }
+            }
+            drop(a);
+            let large = counts(Dist::Regular, n, 4096, 3);
+            let mut a = copying_once(ctx, &large);
+            // Pieces read in one copy from packed and scattered senders.
+            let mut pulled = [0u64; 2];
+            for it in 0..4 {
+                let from = check_displaced(&mut a, &large, (n, me), it, it % 2 == 0);
+                pulled[it % 2] += from.len() as u64;
+            }
+            let mut all = [0u64; 2];
+            ctx.allreduce(&pulled, &mut all, ReduceOp::Sum, GroupId::ALL, B)
+                .unwrap();
+            if a.single_copy() && !gaspi::testing::kernel_copy_offsets_slow() {
+                assert!(all[0] > 0, "no piece from a packed sender went in one copy");
+                assert!(all[1] > 0, "no piece at displacements went in one copy");
+            }
+            drop(a);
+            let mut u = Alltoallv::<u64>::with_unknown_sizes(ctx, 2, 80 * n, direct, B).unwrap();
+            for it in 0..6 {
+                let d = [Dist::Sparse, Dist::Random][it % 2];
+                let c = counts(d, n, 40, it as u64);
+                check_displaced(&mut u, &c, (n, me), it, it % 3 == 0);
+            }
+            barrier(ctx);
+        });
+    }
+}
+
+/// Displacements that do not fit their buffers, overlap or overflow are
+/// refused before the call with fixed counts, and once the counts are
+/// known with sizes learned in the call (which completes, its result in
+/// the window, the receive buffer untouched); the collective works after.
+#[test]
+fn bad_displacements_are_refused() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let mut a = Alltoallv::<u32>::alltoall(ctx, 1, 2, Default::default(), B).unwrap();
+        let row = vec![2; n];
+        let send = vec![7u32; 2 * n];
+        let packed = gaspi::plan::displacements(&row);
+        let mut recv = vec![0u32; 2 * n];
+        let refused = |r: gaspi::Result<()>| {
+            matches!(
+                r,
+                Err(Error::InvalidArgument(_) | Error::SizeOverflow { .. })
+            )
+        };
+        let mut past = packed.clone();
+        past[n - 1] = 2 * n - 1;
+        let mut overlap = packed.clone();
+        overlap[1] = 1;
+        let mut huge = packed.clone();
+        huge[0] = usize::MAX;
+        let calls: [(&[usize], &[usize]); 7] = [
+            (&packed[1..], &packed),
+            (&packed, &packed[1..]),
+            (&past, &packed),
+            (&packed, &past),
+            (&packed, &overlap),
+            (&huge, &packed),
+            (&packed, &huge),
+        ];
+        for (sd, rd) in calls {
+            let r = a.run_into_displaced(&send, &row, sd, &mut recv, rd, B);
+            assert!(refused(r), "send {sd:?} receive {rd:?}");
+        }
+        assert_eq!(recv, vec![0; 2 * n], "a refused call wrote");
+        // Sent pieces may overlap (read twice); empty pieces lie anywhere.
+        let same = vec![0; n];
+        a.run_into_displaced(&send[..2], &row, &same, &mut recv, &packed, B)
+            .unwrap();
+        assert_eq!(recv, vec![7; 2 * n]);
+        // A packed call, then one whose buffer is one element short.
+        a.run_into(&send, &row, &mut recv, B).unwrap();
+        let r = a.run_into(&send, &row, &mut recv[1..], B);
+        assert!(refused(r), "a receive buffer too small after a packed call");
+        let mut b =
+            Alltoallv::<u32>::with_unknown_sizes(ctx, 2, 4 * n, Default::default(), B).unwrap();
+        // Rank 0 sends 3 elements to everyone: the others' receive
+        // displacements, made for 2, overlap.
+        let mut row = vec![2; n];
+        if me == 0 {
+            row = vec![3; n];
+        }
+        let send = vec![me as u32; row.iter().sum()];
+        let send_displs = gaspi::plan::displacements(&row);
+        let mut recv = vec![u32::MAX; 3 * n];
+        let r = b.run_into_displaced(&send, &row, &send_displs, &mut recv, &packed, B);
+        assert!(refused(r));
+        assert_eq!(recv, vec![u32::MAX; 3 * n], "a refused call wrote");
+        assert_eq!(
+            b.received(0).unwrap().to_vec(),
+            vec![0; 3],
+            "the result in the window"
+        );
+        let wide: Vec<usize> = (0..n).map(|s| 3 * s).collect();
+        b.run_into_displaced(&send, &row, &send_displs, &mut recv, &wide, B)
+            .unwrap();
+        for s in 0..n {
+            let len = if s == 0 { 3 } else { 2 };
+            assert_eq!(
+                recv[3 * s..3 * s + len],
+                vec![s as u32; len][..],
+                "from {s}"
+            );
+        }
+        // Empty pieces at displacements no buffer could hold: nothing to
+        // or from odd ranks.
+        let row: Vec<usize> = (0..n).map(|t| 1 - t % 2).collect();
+        let far = |k: usize, at: usize| if k % 2 == 1 { usize::MAX } else { at };
+        let send_displs: Vec<usize> = (0..n).map(|t| far(t, t / 2)).collect();
+        let send = vec![me as u32; n.div_ceil(2)];
+        let recv_displs: Vec<usize> = (0..n).map(|s| far(me, s)).collect();
+        let mut recv = vec![u32::MAX; if me % 2 == 1 { 0 } else { n }];
+        b.run_into_displaced(&send, &row, &send_displs, &mut recv, &recv_displs, B)
+            .unwrap();
+        assert_eq!(recv, (0..recv.len() as u32).collect::<Vec<_>>());
+        barrier(ctx);
+    });
+}
+
 #[test]
 fn unknown_sizes_change_every_call_on_every_layout() {
     for (ranks, ppn) in layouts() {

@@ -41,7 +41,9 @@
 //! sends nothing, credits included. The result stays in the window
 //! ([`Alltoallv::received`]) until the rank's next call, or is copied into
 //! the caller's buffer ([`Alltoallv::run_into`]; a rank's piece for itself
-//! then goes straight from its send buffer into that buffer).
+//! then goes straight from its send buffer into that buffer), at
+//! `MPI_Alltoallv`'s displacements where given
+//! ([`Alltoallv::run_into_displaced`]).
 //!
 //! **Large pieces unstaged** ([`AlltoallvOptions::direct_min`]): where
 //! the pieces of a node pair are large, each rank of the sending node
@@ -71,8 +73,9 @@
 //! the node has measured faster (`timed_choice.rs`; every rank of the
 //! node takes the same way in a call, `Alltoallv::choice_word` says
 //! how). Each rank of such a call announces it in
-//! its control line (its buffers' addresses, and whether it reads its
-//! pieces itself); before copying its pieces for its node, a sender that
+//! its control line (its buffers' addresses, where its pieces for and
+//! from the node's ranks lie in them, and whether it reads its pieces
+//! itself); before copying its pieces for its node, a sender that
 //! reads its own pieces waits briefly for its receivers' announcements,
 //! and every sender publishes a push mask:
 //! the receivers it copies for as before (they call `run`, came too late,
@@ -269,6 +272,71 @@ enum Sizes {
     },
 }
 
+/// What a call sends from and where its pieces lie in the caller's
+/// buffers: in the window ([`Alltoallv::run_in_window`]), or in `send`
+/// and `recv` at `MPI_Alltoallv`'s send and receive displacements where
+/// given ([`Alltoallv::run_into_displaced`]), packed otherwise.
+#[derive(Clone, Copy, Debug, Default)]
+struct Given<'b> {
+    in_window: bool,
+    send_displs: Option<&'b [usize]>,
+    recv_displs: Option<&'b [usize]>,
+}
+
+/// Where each source's piece goes in a receive buffer of `len` elements
+/// (into `out`, by source) for the counts of plan `p`: packed by source,
+/// or at `displs`, which must hold every non-empty piece inside the
+/// buffer without overlap (`MPI_Alltoallv` writes no place twice).
+/// Returns where the pieces end.
+fn recv_places(
+    p: &AlltoallvPlan,
+    me: usize,
+    displs: Option<&[usize]>,
+    len: usize,
+    elem: usize,
+    out: &mut Vec<usize>,
+) -> Result<usize> {
+    out.clear();
+    match displs {
+        None => {
+            let mut total = 0;
+            for s in 0..p.layout.ranks {
+                out.push(total);
+                total = extent::add("sum of receive counts", total, p.count(s, me))?;
+            }
+            if len < total {
+                return Err(Error::InvalidArgument(format!(
+                    "the receive buffer holds {len} elements, this rank receives {total}"
+                )));
+            }
+            Ok(total)
+        }
+        Some(displs) => {
+            let counts: Vec<usize> = (0..p.layout.ranks).map(|s| p.count(s, me)).collect();
+            // Empty pieces may lie anywhere, even where no buffer could.
+            let placed: Vec<usize> = counts
+                .iter()
+                .zip(displs)
+                .map(|(&c, &d)| if c == 0 { 0 } else { d })
+                .collect();
+            let end = super::plan::check_extents(&counts, &placed, elem).map_err(|e| match e {
+                Error::InvalidArgument(m) => {
+                    Error::InvalidArgument(format!("the receive displacements (by source): {m}"))
+                }
+                e => e,
+            })?;
+            if len < end {
+                return Err(Error::InvalidArgument(format!(
+                    "the receive displacements and counts reach element {end}, \
+                     the receive buffer holds {len}"
+                )));
+            }
+            out.extend_from_slice(displs);
+            Ok(end)
+        }
+    }
+}
+
 /// Where a call stopped (to resume after a timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -359,6 +427,21 @@ pub struct Alltoallv<'a, T> {
     /// The call in progress (or the last one) sends what the caller wrote
     /// into the window ([`Alltoallv::run_in_window`]), copying nothing in.
     in_window: bool,
+    /// Where each target's piece starts in the send buffer of the call in
+    /// progress, and whether these are the packed places of the fixed
+    /// counts (kept from call to call).
+    send_at: Vec<usize>,
+    send_packed: bool,
+    /// The receive displacements given to the call in progress (by
+    /// source; `None`: packed), and where each source's piece goes in its
+    /// receive buffer once the counts are known and the buffer holds them.
+    recv_displs: Option<Vec<usize>>,
+    recv_at: Vec<usize>,
+    /// Whether `recv_at` holds the places of the call in progress, and
+    /// where they end if these are the packed places of the fixed counts
+    /// (kept from call to call).
+    recv_placed: bool,
+    recv_packed: Option<usize>,
     /// By target node: whether this node's ranks write their pieces there
     /// themselves, unstaged (see [`AlltoallvOptions::direct_min`]), for
     /// the plan in use; and the elements this node stages in all.
@@ -558,6 +641,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             own_direct: false,
             pulled_from: Vec::new(),
             in_window: false,
+            send_at: Vec::new(),
+            send_packed: false,
+            recv_displs: None,
+            recv_at: Vec::new(),
+            recv_placed: false,
+            recv_packed: None,
             direct_to: Vec::new(),
             staged_len: 0,
             measured: false,
@@ -717,7 +806,30 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// [`Alltoallv::mask_word`]).
     fn control_bytes(ctx: &Context) -> usize {
         let rpn = ctx.ranks_per_node();
-        64 * (rpn + 1) + rpn * Self::mask_stride(rpn)
+        64 * (rpn + 1) + rpn * (Self::mask_stride(rpn) + Self::places_stride(rpn))
+    }
+
+    /// Bytes of one rank's places (see [`Alltoallv::place_word`]), in
+    /// whole cache lines.
+    fn places_stride(rpn: usize) -> usize {
+        (16 * rpn).div_ceil(64) * 64
+    }
+
+    /// Local rank `local`'s word for local rank `j` in a call with single
+    /// copies, after the push masks: where (in elements) its piece for `j`
+    /// starts in its send buffer, or (`recv`) where the piece from `j` goes
+    /// in its receive buffer. Written only by `local`, before its
+    /// announcement, so that the node's ranks find pieces at any
+    /// displacements ([`Alltoallv::run_into_displaced`]).
+    fn place_word(&self, local: usize, recv: bool, j: usize) -> &AtomicU64 {
+        let rpn = self.ctx.ranks_per_node();
+        let at = 64 * (rpn + 1)
+            + rpn * Self::mask_stride(rpn)
+            + local * Self::places_stride(rpn)
+            + 8 * (usize::from(recv) * rpn + j);
+        self.control
+            .atomic_u64(at)
+            .expect("the places lie in the control lines")
     }
 
     /// Bytes of one rank's push mask: a bit per local rank, in whole
@@ -937,7 +1049,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn run(&mut self, send: &[T], send_counts: &[usize], timeout: Timeout) -> Result<()> {
-        self.call(send, send_counts, None, timeout)
+        self.call_as(Given::default(), send, send_counts, None, timeout)
     }
 
     /// [`Alltoallv::run`], then copy what this rank received into `recv`,
@@ -970,14 +1082,63 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         recv: &mut [T],
         timeout: Timeout,
     ) -> Result<()> {
-        if let (Sizes::Fixed, Some(p)) = (self.sizes, &self.plan) {
-            let me = self.ctx.rank() as usize;
-            let total: usize = (0..p.layout.ranks).map(|s| p.count(s, me)).sum();
-            if recv.len() < total {
-                return Err(Self::short(total, recv.len()));
-            }
-        }
-        self.call(send, send_counts, Some(recv), timeout)
+        self.call_as(Given::default(), send, send_counts, Some(recv), timeout)
+    }
+
+    /// [`Alltoallv::run_into`] with `MPI_Alltoallv`'s displacements: this
+    /// rank's piece for rank `t` starts at element `send_displs[t]` of
+    /// `send`, and the piece from rank `s` goes to element `recv_displs[s]`
+    /// of `recv`, so a code ported from MPI keeps its buffers as they are.
+    /// Pieces may lie anywhere in their buffers and in any order; pieces
+    /// sent may overlap, pieces received may not (each place of `recv` is
+    /// written at most once, as MPI requires); empty pieces may have any
+    /// displacement. Displacements that reach past a buffer or overlap are
+    /// [`Error::InvalidArgument`], sizes that overflow
+    /// [`Error::SizeOverflow`]: with fixed counts before the call; for
+    /// `recv` with sizes unknown in advance once the counts are known (the
+    /// call completes, its result is in the window, and `recv` is
+    /// untouched).
+    ///
+    /// Large pieces from ranks of this node come in one copy as with
+    /// [`Alltoallv::run_into`], wherever the displacements put them: each
+    /// rank tells its node's ranks where its pieces for and from them lie.
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as u64);
+    /// let mut a = Alltoallv::<u64>::alltoall(&ctx, 0, 1, Default::default(), Timeout::Block)?;
+    /// // Send from every other element, receive in reverse source order
+    /// // behind a header of 2 elements.
+    /// let send: Vec<u64> = (0..2 * n as u64).map(|i| 100 * me + i / 2).collect();
+    /// let send_displs: Vec<usize> = (0..n).map(|t| 2 * t).collect();
+    /// let recv_displs: Vec<usize> = (0..n).map(|s| 2 + n - 1 - s).collect();
+    /// let mut recv = vec![u64::MAX; n + 2];
+    /// a.run_into_displaced(&send, &vec![1; n], &send_displs, &mut recv, &recv_displs, Timeout::Block)?;
+    /// for s in 0..n {
+    ///     assert_eq!(recv[recv_displs[s]], 100 * s as u64 + me);
+    /// }
+    /// assert_eq!(recv[..2], [u64::MAX; 2]);
+    /// // A receive displacement past the buffer: refused, nothing sent.
+    /// let past = vec![n + 2; n];
+    /// assert!(a.run_into_displaced(&send, &vec![1; n], &send_displs, &mut recv, &past, Timeout::Block).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn run_into_displaced(
+        &mut self,
+        send: &[T],
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [T],
+        recv_displs: &[usize],
+        timeout: Timeout,
+    ) -> Result<()> {
+        let given = Given {
+            in_window: false,
+            send_displs: Some(send_displs),
+            recv_displs: Some(recv_displs),
+        };
+        self.call_as(given, send, send_counts, Some(recv), timeout)
     }
 
     /// Where this rank's piece for `target` of its next call lies in the
@@ -1052,7 +1213,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let p = self.window_plan_for_call()?;
         let me = self.ctx.rank() as usize;
         let row: Vec<usize> = (0..p.layout.ranks).map(|t| p.count(me, t)).collect();
-        self.call_as(true, &[], &row, None, timeout)
+        let given = Given {
+            in_window: true,
+            ..Given::default()
+        };
+        self.call_as(given, &[], &row, None, timeout)
     }
 
     /// The plan of a call whose pieces the caller writes into the window:
@@ -1078,38 +1243,23 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
     }
 
-    fn short(total: usize, len: usize) -> Error {
-        Error::InvalidArgument(format!(
-            "this rank receives {total} elements, the receive buffer holds {len}"
-        ))
-    }
-
-    /// One call from a send buffer, resumed where a timeout stopped it.
-    fn call(
-        &mut self,
-        send: &[T],
-        send_counts: &[usize],
-        recv: Option<&mut [T]>,
-        timeout: Timeout,
-    ) -> Result<()> {
-        self.call_as(false, send, send_counts, recv, timeout)
-    }
-
-    /// One call, from `send` or (`in_window`) from the pieces the caller
-    /// wrote into the window, resumed where a timeout stopped it.
+    /// One call, from `send` or from the pieces the caller wrote into the
+    /// window, with its buffers laid out as `given` says; resumed where a
+    /// timeout stopped it.
     fn call_as(
         &mut self,
-        in_window: bool,
+        given: Given<'_>,
         send: &[T],
         send_counts: &[usize],
         recv: Option<&mut [T]>,
         timeout: Timeout,
     ) -> Result<()> {
+        let in_window = given.in_window;
         if self.phase.is_some() && self.in_window != in_window {
             let how = if self.in_window {
                 "run_in_window"
             } else {
-                "run or run_into"
+                "run, run_into or run_into_displaced"
             };
             return Err(Error::InvalidArgument(format!(
                 "a call of this alltoallv timed out and is unfinished: continue it with {how}"
@@ -1123,21 +1273,93 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             )));
         }
         let total = extent::sum("sum of send counts", send_counts.iter().copied())?;
-        if send.len() != total && !in_window {
-            return Err(Error::InvalidArgument(format!(
-                "the send counts add up to {total} elements, the send buffer holds {}",
-                send.len()
-            )));
+        for (what, displs) in [("send", given.send_displs), ("receive", given.recv_displs)] {
+            if let Some(d) = displs.filter(|d| d.len() != n) {
+                return Err(Error::InvalidArgument(format!(
+                    "an alltoallv needs one {what} displacement per rank ({n}), got {}",
+                    d.len()
+                )));
+            }
         }
-        if let (Sizes::Fixed, Some(p)) = (self.sizes, &self.plan) {
+        let fixed = match (self.sizes, &self.plan) {
+            (Sizes::Fixed, Some(p)) => Some(p),
+            _ => None,
+        };
+        if let Some(p) = fixed {
             if p.counts[me * n..(me + 1) * n] != *send_counts {
                 return Err(Error::InvalidArgument(
                     "the send counts differ from this rank's row of the alltoallv's counts".into(),
                 ));
             }
         }
+        match given.send_displs {
+            _ if in_window => {}
+            None if send.len() != total => {
+                return Err(Error::InvalidArgument(format!(
+                    "the send counts add up to {total} elements, the send buffer holds {}",
+                    send.len()
+                )));
+            }
+            None if fixed.is_some() && self.send_packed => {}
+            None => {
+                // (No overflow: `total` is their sum.)
+                self.send_at.clear();
+                self.send_at.extend(send_counts.iter().scan(0, |at, &c| {
+                    *at += c;
+                    Some(*at - c)
+                }));
+                self.send_packed = fixed.is_some();
+            }
+            Some(displs) => {
+                // (Empty pieces may lie anywhere.)
+                for (t, (&d, &c)) in displs.iter().zip(send_counts).enumerate() {
+                    if c == 0 {
+                        continue;
+                    }
+                    let end = extent::end("send displacement + count", d, c)?;
+                    if end > send.len() {
+                        return Err(Error::InvalidArgument(format!(
+                            "the piece for rank {t} (elements {d}..{end}) lies past the send \
+                             buffer of {} elements",
+                            send.len()
+                        )));
+                    }
+                }
+                self.send_at.clear();
+                self.send_at.extend_from_slice(displs);
+                self.send_packed = false;
+            }
+        }
+        // With fixed counts, a receive buffer that cannot hold them is
+        // refused before the call.
+        self.recv_placed = false;
+        if let (Some(p), Some(recv)) = (fixed, recv.as_deref()) {
+            let packed = given.recv_displs.is_none();
+            if !(packed && self.recv_packed.is_some_and(|end| recv.len() >= end)) {
+                self.recv_packed = None;
+                let elem = std::mem::size_of::<T>();
+                let end = recv_places(
+                    p,
+                    me,
+                    given.recv_displs,
+                    recv.len(),
+                    elem,
+                    &mut self.recv_at,
+                )?;
+                self.recv_packed = packed.then_some(end);
+            }
+            self.recv_placed = true;
+        }
         // (A capacity exceeded is found by every rank alike once the
         // counts are known: refusing here would leave the others waiting.)
+        match given.recv_displs {
+            Some(d) => {
+                let kept = self.recv_displs.get_or_insert_with(Vec::new);
+                kept.clear();
+                kept.extend_from_slice(d);
+            }
+            None => self.recv_displs = None,
+        }
         let deadline = timeout.deadline();
         let mut phase = self.phase.take().unwrap_or(Phase::Start);
         // The node's first rank times the new calls (not resumed after a
@@ -1166,9 +1388,19 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 let p = self.plan.as_ref().expect("a completed call has a plan");
                 let total: usize = (0..n).map(|s| p.count(s, me)).sum();
                 let timed = timed.filter(|_| self.has_single(p));
-                match recv {
-                    Some(recv) if recv.len() < total => Err(Self::short(total, recv.len())),
-                    Some(recv) => {
+                let elem = std::mem::size_of::<T>();
+                // (Placed in this call, or the error why not.)
+                let fits = match recv.as_deref() {
+                    Some(r) if !self.recv_placed => {
+                        self.recv_packed = None;
+                        let displs = self.recv_displs.as_deref();
+                        recv_places(p, me, displs, r.len(), elem, &mut self.recv_at).map(|_| ())
+                    }
+                    _ => Ok(()),
+                };
+                match (recv, fits) {
+                    (_, Err(e)) => Err(e),
+                    (Some(recv), Ok(())) => {
                         self.copy_out(send, recv);
                         // The first rank writes its way in use into the
                         // word of the call after next during the next call
@@ -1179,7 +1411,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         }
                         Ok(())
                     }
-                    None => Ok(()),
+                    (None, Ok(())) => Ok(()),
                 }
             }
             Err(e) => {
@@ -1189,19 +1421,19 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
     }
 
-    /// Copy this rank's received pieces into `recv`, packed by source
-    /// (but those it read straight from their senders): its own piece from
-    /// `send` where the call left it out of the window
-    /// (`Alltoallv::own_direct`).
+    /// Copy this rank's received pieces into `recv` at their places
+    /// (`Alltoallv::recv_at`), but those it read straight from their
+    /// senders: its own piece from `send` where the call left it out of
+    /// the window (`Alltoallv::own_direct`).
     fn copy_out(&mut self, send: &[T], recv: &mut [T]) {
         let me = self.ctx.rank() as usize;
         if self.own_direct {
             let p = self.plan.as_ref().expect("a completed call has a plan");
-            // Both buffers are packed: `send` by target, `recv` by source.
-            let from: usize = (0..me).map(|t| p.count(me, t)).sum();
-            let to: usize = (0..me).map(|s| p.count(s, me)).sum();
             let len = p.count(me, me);
-            copy_slice(&mut recv[to..to + len], &send[from..from + len]);
+            if len > 0 {
+                let (from, to) = (self.send_at[me], self.recv_at[me]);
+                copy_slice(&mut recv[to..to + len], &send[from..from + len]);
+            }
             let n = p.layout.ranks.max(self.pulled_from.len());
             self.pulled_from.resize(n, false);
             self.pulled_from[me] = true;
@@ -1210,35 +1442,48 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let n = p.layout.ranks;
         let view = self.window.view::<T>();
         let base = self.area(self.ctx.node(), self.last);
-        let pulled = |s: usize| self.pulled_from.get(s).copied().unwrap_or(false);
-        let mut at = 0;
+        let left =
+            |s: usize| p.count(s, me) > 0 && !self.pulled_from.get(s).copied().unwrap_or(false);
         let mut s = 0;
-        // Sources whose pieces follow each other in the window go in one
-        // copy (the sources of one node do).
+        // Sources whose pieces follow each other in the window and in
+        // `recv` go in one copy (the sources of one node, packed).
         while s < n {
-            if pulled(s) {
-                at += p.count(s, me);
+            if !left(s) {
                 s += 1;
                 continue;
             }
-            let start = p.recv_at(s, me);
+            let (start, at) = (p.recv_at(s, me), self.recv_at[s]);
             let mut len = p.count(s, me);
             s += 1;
-            while s < n && !pulled(s) && p.recv_at(s, me) == start + len {
+            while s < n && left(s) && p.recv_at(s, me) == start + len && self.recv_at[s] == at + len
+            {
                 len += p.count(s, me);
                 s += 1;
             }
             view.copy_to_slice(base + start, &mut recv[at..at + len]);
-            at += len;
         }
     }
 
     /// Announce this call: the buffers this rank sends from and receives
-    /// into, and whether it reads its large pieces from this node's ranks
-    /// itself (`pull`).
+    /// into, where its pieces for and from this node's ranks lie in them
+    /// ([`Alltoallv::place_word`]), and whether it reads its large pieces
+    /// from this node's ranks itself (`pull`: then `recv` holds them at
+    /// `Alltoallv::recv_at`).
     fn announce(&mut self, send: &[T], recv: Option<&[T]>, pull: bool) {
         let local = self.ctx.local_rank() as usize;
         self.pull = pull;
+        let ranks = self.ctx.node_ranks(self.ctx.node());
+        let first = ranks.start as usize;
+        for (j, t) in ranks.map(usize::from).enumerate() {
+            // (In the window there is no send buffer: all is pushed.)
+            if let Some(&at) = self.send_at.get(t).filter(|_| !self.in_window) {
+                self.place_word(local, false, j).store(at as u64, SeqCst);
+            }
+            if pull {
+                let at = self.recv_at[first + j] as u64;
+                self.place_word(local, true, j).store(at, SeqCst);
+            }
+        }
         self.line(local, ADDRESS)
             .store(send.as_ptr() as usize as u64, SeqCst);
         let recv = recv.map_or(0, |r| r.as_ptr() as usize as u64);
@@ -1296,7 +1541,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             let word = self.line(lt, ANNOUNCE).load(SeqCst);
             let dst = self.line(lt, RECV_ADDRESS).load(SeqCst);
             // In the window, every piece for this node is in place.
-            if self.in_window || word != tag + 1 || !self.aligned(p, me, t, src, dst) {
+            if self.in_window || word != tag + 1 || !self.aligned(lt, src, dst) {
                 mask[lt / 64] |= 1 << (lt % 64);
             }
         }
@@ -1308,8 +1553,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         Ok(())
     }
 
-    /// Whether the piece from rank `s` (sending from `src`) to rank `t`
-    /// (receiving into `dst`) may go in one copy: its destination does not
+    /// Whether this rank's piece for local rank `lt` (sending from buffer
+    /// `src`, `lt` receiving into buffer `dst`) may go in one copy, both at
+    /// their places ([`Alltoallv::place_word`]): its destination does not
     /// lie 1 to 31 bytes past its source within a cache line, or the
     /// kernel's copy is not slow there. The kernel copies with `rep
     /// movsb`, which on AMD Zen 4 runs 20-30 times slower at such offsets
@@ -1320,34 +1566,32 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// buffer, glibc serves the next ones from its heap, at any 16-byte
     /// offset; refusing them everywhere made a private alltoallv of 1 MiB
     /// per pair 1.4-1.5 times slower on the Xeon.)
-    fn aligned(&self, p: &AlltoallvPlan, s: usize, t: usize, src: u64, dst: u64) -> bool {
+    fn aligned(&self, lt: usize, src: u64, dst: u64) -> bool {
         if !crate::sys::cross_copy_offsets_slow() {
             return true;
         }
-        let elem = std::mem::size_of::<T>() as u64;
+        let (elem, local) = (
+            std::mem::size_of::<T>() as u64,
+            self.ctx.local_rank() as usize,
+        );
         // Wrapping: only the offset within a cache line matters.
-        let before: u64 = (0..t).map(|u| p.count(s, u) as u64).sum();
-        let at: u64 = (0..s).map(|u| p.count(u, t) as u64).sum();
+        let before = self.place_word(local, false, lt).load(SeqCst);
+        let at = self.place_word(lt, true, local).load(SeqCst);
         let src = src.wrapping_add(before.wrapping_mul(elem));
         let dst = dst.wrapping_add(at.wrapping_mul(elem));
         !(1..32).contains(&(dst.wrapping_sub(src) % 64))
     }
 
     /// Read this rank's large pieces from the ranks of its node straight
-    /// out of their send buffers into `recv` (packed by source).
+    /// out of their send buffers into `recv`, at their places
+    /// (`Alltoallv::recv_at`).
     fn pull_pieces(&mut self, recv: &mut [T], deadline: Deadline) -> Result<()> {
         let p = self.plan.as_ref().expect("planned");
         let me = self.ctx.rank() as usize;
         let ranks = p.layout.node_ranks(p.layout.node_of(me));
         let (first, local_num) = (ranks.start, ranks.len());
         let tag = 2 * (self.calls + 1);
-        // Where each source's piece starts in `recv` (packed by source).
-        let mut at = Vec::with_capacity(p.layout.ranks);
-        let mut sum = 0;
-        for s in 0..p.layout.ranks {
-            at.push(sum);
-            sum += p.count(s, me);
-        }
+        let at = &self.recv_at;
         // The node's ranks in turn from the next one on, so that the
         // receivers do not all read one sender's pages at once (pinning
         // them contends on the pages' counts).
@@ -1387,13 +1631,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// `dst`.
     fn pull_piece(&self, p: &AlltoallvPlan, s: usize, dst: &mut [T]) -> Result<()> {
         let me = self.ctx.rank() as usize;
-        let l = s - p.layout.node_ranks(p.layout.node_of(s)).start;
-        // Where the piece starts in the sender's buffer (its pieces packed
-        // by target).
-        let before: usize = (0..me).map(|t| p.count(s, t)).sum();
+        let first = p.layout.node_ranks(p.layout.node_of(s)).start;
+        let l = s - first;
+        // Where the piece starts in the sender's buffer.
+        let before = self.place_word(l, false, me - first).load(SeqCst);
         let base = self.line(l, ADDRESS).load(SeqCst);
-        let remote = before
-            .checked_mul(std::mem::size_of::<T>())
+        let remote = usize::try_from(before)
+            .ok()
+            .and_then(|b| b.checked_mul(std::mem::size_of::<T>()))
             .and_then(|b| usize::try_from(base).ok()?.checked_add(b))
             .ok_or_else(|| {
                 Error::Environment(format!(
@@ -1492,10 +1737,18 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // First what goes straight to other nodes (it may wait
                     // for credits: a call resumed redoes only this).
                     self.write_direct(send, send_counts, parity, deadline)?;
-                    let p = self.plan().expect("planned");
+                    let p = self.plan.as_ref().expect("planned");
                     let me = ctx.rank() as usize;
-                    let total: usize = (0..p.layout.ranks).map(|s| p.count(s, me)).sum();
-                    let fits = recv.as_ref().is_some_and(|r| r.len() >= total);
+                    // Where the pieces go in `recv`, if it holds them.
+                    let elem = std::mem::size_of::<T>();
+                    let displs = self.recv_displs.as_deref();
+                    let fits = recv.as_ref().is_some_and(|r| {
+                        self.recv_placed || {
+                            self.recv_packed = None;
+                            recv_places(p, me, displs, r.len(), elem, &mut self.recv_at).is_ok()
+                        }
+                    });
+                    self.recv_placed = fits;
                     // Measured: every rank of the node picks alike.
                     let once = self.has_single(p)
                         && (!self.measured || {
@@ -1660,13 +1913,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let first = p.layout.node_ranks(p.layout.node_of(me)).start;
         let base = self.area(self.ctx.node(), parity);
         let view = self.window.view::<T>();
-        let mut at = 0;
         for (t, &c) in send_counts.iter().enumerate() {
-            let piece = &send[at..at + c];
-            at += c;
             if c == 0 {
                 continue;
             }
+            let piece = &send[self.send_at[t]..self.send_at[t] + c];
             let to = match (p.stage_at(me, t), own_node) {
                 (Some(_), false) if self.direct_to[p.layout.node_of(t)] => continue,
                 (Some(staged), false) => staged,
@@ -1730,13 +1981,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let p = self.plan.as_ref().expect("planned");
         let (me, node) = (self.ctx.rank() as usize, self.ctx.node());
         let elem = std::mem::size_of::<T>();
-        let (mut at, mut posted) = (0, false);
+        let mut posted = false;
         for (to, &direct) in self.direct_to.iter().enumerate() {
             let ranks = p.layout.node_ranks(to);
             let counts = &send_counts[ranks.clone()];
-            let first = at;
-            at += counts.iter().sum::<usize>();
-            if !direct || at == first {
+            if !direct || counts.iter().all(|&c| c == 0) {
                 continue;
             }
             self.await_credit(p, to, deadline)?;
@@ -1757,13 +2006,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 posted = true;
             } else {
                 // One call per node: the engine completes them together.
-                let (mut from, mut pieces) = (first, Vec::with_capacity(counts.len()));
-                for (t, &c) in ranks.zip(counts) {
+                let mut pieces = Vec::with_capacity(counts.len());
+                for (t, &c) in ranks.zip(counts).filter(|&(_, &c)| c > 0) {
+                    let from = self.send_at[t];
                     let piece: &[u8] = bytemuck::cast_slice(&send[from..from + c]);
-                    from += c;
-                    if c > 0 {
-                        pieces.push((piece, place(t)));
-                    }
+                    pieces.push((piece, place(t)));
                 }
                 self.ctx
                     .write_from_memory(self.peer(to), self.segment, &pieces)?;

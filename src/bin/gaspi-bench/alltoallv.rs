@@ -23,16 +23,23 @@ const QUEUE: u8 = 1;
 /// into the caller's buffer), `aggregated-window` (pieces made in the
 /// window, `Alltoallv::run_in_window`: each call writes the ends of every
 /// piece there, the first two calls every element; result in the window),
-/// `unknown-private` (counts exchanged in each call, result copied out),
-/// `flat` (every rank writes every other rank's piece into its segment
-/// with its own notification).
-pub const ALLTOALLV_IMPLS: [&str; 5] = [
+/// `aggregated-displaced` (as `aggregated-private`, with `MPI_Alltoallv`'s
+/// displacements: [`DISPLACED_GAP`] elements after every piece in both
+/// buffers, `Alltoallv::run_into_displaced`), `unknown-private` (counts
+/// exchanged in each call, result copied out), `flat` (every rank writes
+/// every other rank's piece into its segment with its own notification).
+pub const ALLTOALLV_IMPLS: [&str; 6] = [
     "aggregated",
     "aggregated-private",
     "aggregated-window",
+    "aggregated-displaced",
     "unknown-private",
     "flat",
 ];
+/// The elements after every piece, in the send and the receive buffer, of
+/// `aggregated-displaced`: a cache line, so that the pieces keep their
+/// offsets within a line and only the displacements differ.
+pub const DISPLACED_GAP: usize = 8;
 /// The count distributions.
 pub const ALLTOALLV_DISTS: [&str; 3] = ["regular", "random", "sparse"];
 
@@ -73,57 +80,93 @@ pub fn value(s: usize, t: usize, i: usize, k: usize, it: usize) -> u64 {
     }
 }
 
-/// Rank `me`'s send buffer for call `it`, packed by target.
-pub fn send_buffer(counts: &[usize], n: usize, me: usize, it: usize) -> Vec<u64> {
-    (0..n)
-        .flat_map(|t| {
-            let k = counts[me * n + t];
-            (0..k).map(move |i| value(me, t, i, k, it))
+/// Where pieces of `counts` elements lie in a buffer with `gap` elements
+/// after each, in order: their displacements, and the buffer's length.
+fn places(counts: &[usize], gap: usize) -> (Vec<usize>, usize) {
+    let mut len = 0;
+    let displs = counts
+        .iter()
+        .map(|&k| {
+            let at = len;
+            len += k + gap;
+            at
         })
-        .collect()
+        .collect();
+    (displs, len)
 }
 
-/// Set both ends of every piece of `send` to call `it`'s values.
-pub fn touch(send: &mut [u64], counts: &[usize], n: usize, me: usize, it: usize) {
-    let mut at = 0;
-    for t in 0..n {
-        let k = counts[me * n + t];
-        if k > 0 {
-            send[at] = value(me, t, 0, k, it);
-            send[at + k - 1] = value(me, t, k - 1, k, it);
-        }
-        at += k;
-    }
-}
-
-/// Whether `recv` (packed by source) holds call `it`'s pieces for `me`:
-/// both ends of each, or every element if `full`.
-pub fn received_ok(
-    recv: &[u64],
-    counts: &[usize],
-    n: usize,
+/// Rank `me`'s pieces and where they lie in its buffers, computed once
+/// (outside the timed calls): sent by target, received by source, with
+/// `gap` elements after each piece (packed: 0).
+pub struct Pieces {
     me: usize,
-    it: usize,
-    full: bool,
-) -> bool {
-    let mut at = 0;
-    let mut ok = true;
-    for s in 0..n {
-        let k = counts[s * n + me];
-        let piece = &recv[at..at + k];
-        at += k;
-        ok &= if full {
-            piece
-                .iter()
-                .enumerate()
-                .all(|(i, &v)| v == value(s, me, i, k, it))
-        } else {
-            k == 0
-                || (piece[0] == value(s, me, 0, k, it)
-                    && piece[k - 1] == value(s, me, k - 1, k, it))
-        };
+    pub row: Vec<usize>,
+    pub send_displs: Vec<usize>,
+    send_len: usize,
+    col: Vec<usize>,
+    pub recv_displs: Vec<usize>,
+    pub recv_len: usize,
+}
+
+impl Pieces {
+    /// Rank `me`'s pieces of the `n * n` `counts`.
+    pub fn new(counts: &[usize], n: usize, me: usize, gap: usize) -> Pieces {
+        let row = counts[me * n..(me + 1) * n].to_vec();
+        let col: Vec<usize> = (0..n).map(|s| counts[s * n + me]).collect();
+        let (send_displs, send_len) = places(&row, gap);
+        let (recv_displs, recv_len) = places(&col, gap);
+        Pieces {
+            me,
+            row,
+            send_displs,
+            send_len,
+            col,
+            recv_displs,
+            recv_len,
+        }
     }
-    ok
+
+    /// The send buffer for call `it` (gaps hold `u64::MAX`).
+    pub fn send_buffer(&self, it: usize) -> Vec<u64> {
+        let mut send = vec![u64::MAX; self.send_len];
+        for (t, (&k, &at)) in self.row.iter().zip(&self.send_displs).enumerate() {
+            for (i, v) in send[at..at + k].iter_mut().enumerate() {
+                *v = value(self.me, t, i, k, it);
+            }
+        }
+        send
+    }
+
+    /// Set both ends of every piece of `send` to call `it`'s values.
+    pub fn touch(&self, send: &mut [u64], it: usize) {
+        for (t, (&k, &at)) in self.row.iter().zip(&self.send_displs).enumerate() {
+            if k > 0 {
+                send[at] = value(self.me, t, 0, k, it);
+                send[at + k - 1] = value(self.me, t, k - 1, k, it);
+            }
+        }
+    }
+
+    /// Whether `recv` holds call `it`'s pieces: both ends of each, or
+    /// every element if `full`.
+    pub fn received_ok(&self, recv: &[u64], it: usize, full: bool) -> bool {
+        let me = self.me;
+        let mut ok = true;
+        for (s, (&k, &at)) in self.col.iter().zip(&self.recv_displs).enumerate() {
+            let piece = &recv[at..at + k];
+            ok &= if full {
+                piece
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &v)| v == value(s, me, i, k, it))
+            } else {
+                k == 0
+                    || (piece[0] == value(s, me, 0, k, it)
+                        && piece[k - 1] == value(s, me, k - 1, k, it))
+            };
+        }
+        ok
+    }
 }
 
 /// `alltoallv`: u64 elements, per distribution, implementation and mean
@@ -153,12 +196,17 @@ fn alltoallv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     let ctx = b.ctx;
     let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
     let counts = pair_counts(dist, n, c);
-    let row = counts[me * n..(me + 1) * n].to_vec();
     let total: usize = counts.iter().sum();
-    let got: usize = (0..n).map(|s| counts[s * n + me]).sum();
     let reps = b.reps(total * 8 / n.max(1), 5_000, 1 << 30);
-    let mut send = send_buffer(&counts, n, me, 0);
-    let mut recv = vec![0u64; got];
+    let gap = if imp == "aggregated-displaced" {
+        DISPLACED_GAP
+    } else {
+        0
+    };
+    let pieces = Pieces::new(&counts, n, me, gap);
+    let row = &pieces.row;
+    let mut send = pieces.send_buffer(0);
+    let mut recv = vec![0u64; pieces.recv_len];
     let most = (0..n)
         .map(|r| {
             let sent: usize = counts[r * n..(r + 1) * n].iter().sum();
@@ -181,11 +229,11 @@ fn alltoallv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     let mut flat = (imp == "flat").then(|| Flat::new(b, &counts));
     let mut ok = true;
     let mut call = |it: usize, full: bool, send: &mut [u64], recv: &mut [u64]| {
-        touch(send, &counts, n, me, it);
+        pieces.touch(send, it);
         match (a.as_mut(), flat.as_mut()) {
             (Some(a), _) if imp == "aggregated" || imp == "aggregated-window" => {
                 if imp == "aggregated" {
-                    a.run(send, &row, B).expect("alltoallv");
+                    a.run(send, row, B).expect("alltoallv");
                 } else {
                     // What `touch` changed (all of it in the first call of
                     // each copy), made in the window.
@@ -216,11 +264,16 @@ fn alltoallv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
                     at += k;
                 }
             }
-            (Some(a), _) => a.run_into(send, &row, recv, B).expect("alltoallv"),
+            (Some(a), _) if gap > 0 => {
+                let (sd, rd) = (&pieces.send_displs, &pieces.recv_displs);
+                a.run_into_displaced(send, row, sd, recv, rd, B)
+                    .expect("alltoallv")
+            }
+            (Some(a), _) => a.run_into(send, row, recv, B).expect("alltoallv"),
             (None, Some(f)) => f.run(it, send, recv, full),
             (None, None) => unreachable!(),
         }
-        ok &= received_ok(recv, &counts, n, me, it, full);
+        ok &= pieces.received_ok(recv, it, full);
     };
     b.barrier();
     let warm = reps / 10;

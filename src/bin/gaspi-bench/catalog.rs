@@ -27,7 +27,8 @@ pub enum BenchName {
     Allgatherv,
     /// u64 elements, node-aggregated: --impl aggregated (result in the node
     /// window), aggregated-private, aggregated-window (pieces made in the
-    /// window), unknown-private (counts sent in the call), flat; --dist
+    /// window), aggregated-displaced (private, at MPI displacements),
+    /// unknown-private (counts sent in the call), flat; --dist
     /// regular, random, sparse; bytes = mean per pair of ranks
     Alltoallv,
     /// RMA epochs: the puts of --pattern, then MPI_Win_fence, per --design

@@ -8,7 +8,7 @@
 //! that two verified rows computed the same result.
 
 use crate::adapters::{fence_data_ok, lock_data_ok, tag, targets};
-use crate::alltoallv::{alltoallv_bench, received_ok, send_buffer, touch};
+use crate::alltoallv::{Pieces, alltoallv_bench};
 use crate::benches::Bench;
 use crate::collectives::{allgatherv_bench, counts, gather_value, reduce_expected, reduce_input};
 use crate::gups::on_mpi::MpiGups;
@@ -127,15 +127,16 @@ impl Mpi {
                 .collect()
         };
         let (sdispl, rdispl) = (displs(&scount), displs(&rcount));
-        let mut send = send_buffer(&counts, n, me, 0);
+        let pieces = Pieces::new(&counts, n, me, 0);
+        let mut send = pieces.send_buffer(0);
         let mut recv = vec![0u64; rcount.iter().sum::<i32>() as usize];
         let mut ok = true;
         let mut call = |it: usize, full: bool| {
-            touch(&mut send, &counts, n, me, it);
+            pieces.touch(&mut send, it);
             let part = Partition::new(&send[..], &scount[..], &sdispl[..]);
             let mut into = PartitionMut::new(&mut recv[..], &rcount[..], &rdispl[..]);
             self.world.all_to_all_varcount_into(&part, &mut into);
-            ok &= received_ok(&recv, &counts, n, me, it, full);
+            ok &= pieces.received_ok(&recv, it, full);
         };
         self.world.barrier();
         let warm = reps / 10;

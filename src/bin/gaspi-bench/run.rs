@@ -253,6 +253,7 @@ fn alltoallv(s: &Session, out: &mut Printer) {
             "aggregated",
             "aggregated-private",
             "aggregated-window",
+            "aggregated-displaced",
             "unknown-private",
             "flat",
         ],
