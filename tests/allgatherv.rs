@@ -55,9 +55,11 @@ fn contribution(counts: &[usize], me: usize, it: usize) -> Vec<u64> {
 }
 
 /// Run `iterations` allgathervs of distribution `d` with mean `c` and check
-/// every element of the result on every rank after each: odd iterations
-/// into a private buffer (`run_into`, which copies block by block as they
-/// arrive), overwritten before each call so that a missed block shows.
+/// every element of the result on every rank after each: in the window, in
+/// a private buffer (`run_into`, which copies block by block as they
+/// arrive) and in place (`run_in_place`, the contribution at its place in
+/// that buffer), in turn; the buffer overwritten before each call so that
+/// a missed block shows.
 fn check_dist(ctx: &Context, d: Dist, c: usize, iterations: usize, options: AllgathervOptions) {
     let n = ctx.num_ranks() as usize;
     let me = ctx.rank() as usize;
@@ -68,11 +70,17 @@ fn check_dist(ctx: &Context, d: Dist, c: usize, iterations: usize, options: Allg
     let mut got = vec![0u64; total];
     for it in 0..iterations {
         let send = contribution(&counts, me, it);
-        if it % 2 == 1 {
-            got.fill(u64::MAX);
-            ag.run_into(&send, &mut got, B).unwrap();
-        } else {
-            ag.run(&send, B).unwrap().copy_to_slice(0, &mut got);
+        match it % 3 {
+            1 => {
+                got.fill(u64::MAX);
+                ag.run_into(&send, &mut got, B).unwrap();
+            }
+            2 => {
+                got.fill(u64::MAX);
+                got[displs[me]..displs[me] + send.len()].copy_from_slice(&send);
+                ag.run_in_place(&mut got, B).unwrap();
+            }
+            _ => ag.run(&send, B).unwrap().copy_to_slice(0, &mut got),
         }
         check_result(&got, &counts, &displs, it, &format!("{d:?} c={c} it={it}"));
     }
@@ -151,7 +159,21 @@ fn private_buffer_variant_and_bad_arguments() {
                 assert_eq!(&recv[at - 2..at], &[u32::MAX; 2], "gap before rank {r}");
                 assert_eq!(&recv[at..at + 3], &[r as u32 + 10 * it; 3], "rank {r}");
             }
+            // In place, the contribution at its place in the buffer.
+            let mut buf = vec![u32::MAX; 5 * n];
+            let at = gapped[me as usize];
+            buf[at..at + 3].fill(me + 100 * it);
+            ag2.run_in_place(&mut buf, B).unwrap();
+            for (r, &at) in gapped.iter().enumerate() {
+                assert_eq!(&buf[at - 2..at], &[u32::MAX; 2], "gap before rank {r}");
+                assert_eq!(&buf[at..at + 3], &[r as u32 + 100 * it; 3], "rank {r}");
+            }
         }
+        // A buffer shorter than the result: refused.
+        assert!(matches!(
+            ag2.run_in_place(&mut [0u32; 4], B),
+            Err(gaspi::Error::InvalidArgument(_))
+        ));
         barrier(ctx);
     });
 }
@@ -205,8 +227,20 @@ fn a_timed_out_call_completes_when_made_again() {
                 1,
                 &format!("{what} retried run_into"),
             );
+            // In place.
+            got.fill(u64::MAX);
+            got[displs[me]..displs[me] + counts[me]].copy_from_slice(&send(2));
+            others_time_out_before_rank_0(ctx, 0, |t| ag.run_in_place(&mut got, t));
+            ag.run_in_place(&mut got, B).unwrap();
+            check_result(
+                &got,
+                &counts,
+                &displs,
+                2,
+                &format!("{what} retried in place"),
+            );
             // Then ordinary calls.
-            for it in 2..5 {
+            for it in 3..6 {
                 got.fill(u64::MAX);
                 ag.run_into(&send(it), &mut got, B).unwrap();
                 check_result(&got, &counts, &displs, it, &format!("{what} call {it}"));

@@ -118,6 +118,16 @@ fn check_integers(
                 "{what}: sum of element {i}/{len}, iteration {it}b"
             );
         }
+        // In place (`MPI_IN_PLACE`): the buffer is input and result.
+        let mut buf: Vec<u64> = (0..len).map(|i| value(me, it + 2000, i)).collect();
+        sum.run_in_place(&mut buf, ReduceOp::Sum, B).unwrap();
+        for (i, g) in buf.iter().enumerate() {
+            let want: u64 = (0..n).map(|r| value(r, it + 2000, i)).sum();
+            assert_eq!(
+                *g, want,
+                "{what}: in-place sum of element {i}/{len}, iteration {it}"
+            );
+        }
         let signed: Vec<i64> = mine
             .iter()
             .map(|&v| v as i64 * if me % 2 == 0 { 1 } else { -1 })
@@ -516,6 +526,38 @@ fn a_timed_out_pipelined_call_resumes() {
         drop(flags);
         barrier(ctx);
     });
+}
+
+/// An in-place call that timed out (rank 0 came late) completes when
+/// called again with the same buffer: replicated on one node, split on
+/// nodes of 2, and pipelined.
+#[test]
+fn an_in_place_call_resumes_from_its_input() {
+    let (pipelined, _) = pipelined_and_plain();
+    for (ranks, ppn, opts, len) in [
+        (4, 4, AllreduceOptions::default(), 8),
+        (4, 2, AllreduceOptions::default(), 4096),
+        (3, 3, pipelined, 500),
+    ] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let mut ar = Allreduce::<u64>::with_options(ctx, 43, len, opts, B).unwrap();
+            let flags = segment(ctx, 44, 64);
+            for it in 0..2 {
+                let mut buf: Vec<u64> = (0..len).map(|i| value(me, it, i)).collect();
+                others_time_out_before_rank_0(ctx, 44, |t| {
+                    ar.run_in_place(&mut buf, ReduceOp::Sum, t)
+                });
+                ar.run_in_place(&mut buf, ReduceOp::Sum, B).unwrap();
+                for (i, g) in buf.iter().enumerate() {
+                    let want: u64 = (0..n).map(|r| value(r, it, i)).sum();
+                    assert_eq!(*g, want, "{ranks}x{ppn}: element {i}, call {it}");
+                }
+            }
+            drop(flags);
+            barrier(ctx);
+        });
+    }
 }
 
 /// Ranks that give up on a timed-out call (rank 0 never came) and drop the

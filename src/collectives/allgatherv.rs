@@ -309,6 +309,67 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         self.call(send, Some(recv), timeout)
     }
 
+    /// [`Allgatherv::run_into`] with this rank's contribution taken from
+    /// its place in `buf` (its displacement), as `MPI_Allgatherv` with
+    /// `MPI_IN_PLACE`: the result is made in the node's window from that
+    /// place ([`Allgatherv::run`]) and the other contributions are then
+    /// copied into `buf` (adjacent ones in one piece; elements no
+    /// contribution covers are left as they were). On a timeout, call
+    /// again with the same `buf` to continue (it is written only once the
+    /// call has completed).
+    ///
+    /// ```
+    /// # use gaspi::{Allgatherv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+    /// let counts = vec![2; n];
+    /// let displs = gaspi::plan::displacements(&counts);
+    /// let mut ag = Allgatherv::<u32>::new(&ctx, 0, &counts, &displs, Timeout::Block)?;
+    /// let mut buf = vec![0u32; 2 * n];
+    /// buf[displs[me]..displs[me] + 2].fill(me as u32);
+    /// ag.run_in_place(&mut buf, Timeout::Block)?;
+    /// assert_eq!(buf[2 * n - 1], n as u32 - 1);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn run_in_place(&mut self, buf: &mut [T], timeout: Timeout) -> Result<()> {
+        if buf.len() < self.len {
+            return Err(Error::InvalidArgument(format!(
+                "the result has {} elements, the buffer {}",
+                self.len,
+                buf.len()
+            )));
+        }
+        let me = self.ctx.rank() as usize;
+        // (An empty contribution may lie anywhere, even past the result.)
+        let (at, count) = (self.plan.displs[me], self.plan.counts[me]);
+        let mine = if count == 0 { 0..0 } else { at..at + count };
+        let result = self.run(&buf[mine], timeout)?;
+        // The others' contributions, by place, adjacent ones together.
+        let mut spans: Vec<(usize, usize)> = (0..self.plan.counts.len())
+            .filter(|&r| r != me && self.plan.counts[r] > 0)
+            .map(|r| {
+                (
+                    self.plan.displs[r],
+                    self.plan.displs[r] + self.plan.counts[r],
+                )
+            })
+            .collect();
+        spans.sort_unstable();
+        let mut k = 0;
+        while k < spans.len() {
+            let (start, mut end) = spans[k];
+            k += 1;
+            while k < spans.len() && spans[k].0 == end {
+                end = spans[k].1;
+                k += 1;
+            }
+            result
+                .sub(start..end)
+                .copy_to_slice(0, &mut buf[start..end]);
+        }
+        Ok(())
+    }
+
     /// One call of [`Allgatherv::run`] (`recv` = `None`) or
     /// [`Allgatherv::run_into`], resumed where a timeout stopped it.
     fn call(&mut self, send: &[T], recv: Option<&mut [T]>, timeout: Timeout) -> Result<()> {

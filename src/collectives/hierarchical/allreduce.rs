@@ -186,6 +186,32 @@ impl<'a, T: Pod> Allreduce<'a, T> {
         Ok(())
     }
 
+    /// [`Allreduce::run_with_into`] with `buf` as both input and result
+    /// (`MPI_IN_PLACE`): the result is made in the node's window from
+    /// `buf` ([`Allreduce::run_with`]) and then copied into `buf`. On a
+    /// timeout, call again with the same `buf` to continue (it is written
+    /// only once the call has completed).
+    ///
+    /// ```
+    /// # use gaspi::{Allreduce, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let mut ar = Allreduce::<u64>::new(&ctx, 0, 2, Timeout::Block)?;
+    /// let mut buf = [ctx.rank() as u64, 1];
+    /// ar.run_with_in_place(&mut buf, |a, b| a.max(b).to_owned(), Timeout::Block)?;
+    /// assert_eq!(buf, [ctx.num_ranks() as u64 - 1, 1]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn run_with_in_place<F: Fn(&T, &T) -> T>(
+        &mut self,
+        buf: &mut [T],
+        reduce: F,
+        timeout: Timeout,
+    ) -> Result<()> {
+        let result = self.run_with(buf, reduce, timeout)?;
+        result.copy_to_slice(0, buf);
+        Ok(())
+    }
+
     /// Inter-node messages one call sends, all ranks together (the cost
     /// model: dissemination `nodes * (steps + partials)` per instance, ring
     /// `2 * (nodes - 1)` per block).
@@ -256,6 +282,24 @@ impl<T: Reducible> Allreduce<'_, T> {
         timeout: Timeout,
     ) -> Result<()> {
         with_op!(op, T, |f| self.run_with_into(send, recv, f, timeout))
+    }
+
+    /// [`Allreduce::run_into`] with `buf` as both input and result
+    /// (`MPI_Allreduce` with `MPI_IN_PLACE`; see
+    /// [`Allreduce::run_with_in_place`]).
+    ///
+    /// ```
+    /// # use gaspi::{Allreduce, Config, Context, ReduceOp, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let mut ar = Allreduce::<f64>::new(&ctx, 0, 3, Timeout::Block)?;
+    /// let mut buf = [1.0, 2.0, 3.0];
+    /// ar.run_in_place(&mut buf, ReduceOp::Sum, Timeout::Block)?;
+    /// let n = ctx.num_ranks() as f64;
+    /// assert_eq!(buf, [n, 2.0 * n, 3.0 * n]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn run_in_place(&mut self, buf: &mut [T], op: ReduceOp, timeout: Timeout) -> Result<()> {
+        with_op!(op, T, |f| self.run_with_in_place(buf, f, timeout))
     }
 }
 
