@@ -1330,28 +1330,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 self.send_packed = false;
             }
         }
-        // With fixed counts, a receive buffer that cannot hold them is
-        // refused before the call.
-        self.recv_placed = false;
-        if let (Some(p), Some(recv)) = (fixed, recv.as_deref()) {
-            let packed = given.recv_displs.is_none();
-            if !(packed && self.recv_packed.is_some_and(|end| recv.len() >= end)) {
-                self.recv_packed = None;
-                let elem = std::mem::size_of::<T>();
-                let end = recv_places(
-                    p,
-                    me,
-                    given.recv_displs,
-                    recv.len(),
-                    elem,
-                    &mut self.recv_at,
-                )?;
-                self.recv_packed = packed.then_some(end);
-            }
-            self.recv_placed = true;
-        }
-        // (A capacity exceeded is found by every rank alike once the
-        // counts are known: refusing here would leave the others waiting.)
         match given.recv_displs {
             Some(d) => {
                 let kept = self.recv_displs.get_or_insert_with(Vec::new);
@@ -1359,6 +1337,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 kept.extend_from_slice(d);
             }
             None => self.recv_displs = None,
+        }
+        // With fixed counts, a receive buffer that cannot hold them is
+        // refused before the call. (A capacity exceeded is found by every
+        // rank alike once the counts are known: refusing here would leave
+        // the others waiting.)
+        self.recv_placed = false;
+        if let (true, Some(recv)) = (fixed.is_some(), recv.as_deref()) {
+            self.place_recv(recv.len())?;
         }
         let deadline = timeout.deadline();
         let mut phase = self.phase.take().unwrap_or(Phase::Start);
@@ -1388,15 +1374,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 let p = self.plan.as_ref().expect("a completed call has a plan");
                 let total: usize = (0..n).map(|s| p.count(s, me)).sum();
                 let timed = timed.filter(|_| self.has_single(p));
-                let elem = std::mem::size_of::<T>();
                 // (Placed in this call, or the error why not.)
                 let fits = match recv.as_deref() {
-                    Some(r) if !self.recv_placed => {
-                        self.recv_packed = None;
-                        let displs = self.recv_displs.as_deref();
-                        recv_places(p, me, displs, r.len(), elem, &mut self.recv_at).map(|_| ())
-                    }
-                    _ => Ok(()),
+                    Some(r) => self.place_recv(r.len()),
+                    None => Ok(()),
                 };
                 match (recv, fits) {
                     (_, Err(e)) => Err(e),
@@ -1419,6 +1400,27 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 Err(e)
             }
         }
+    }
+
+    /// Work out where the call's pieces go in a receive buffer of `len`
+    /// elements (`Alltoallv::recv_at`), once per call: the packed places
+    /// of fixed counts are kept from call to call. Its plan must be known.
+    fn place_recv(&mut self, len: usize) -> Result<()> {
+        if self.recv_placed {
+            return Ok(());
+        }
+        let packed = self.recv_displs.is_none();
+        let fixed = matches!(self.sizes, Sizes::Fixed);
+        if !(packed && fixed && self.recv_packed.is_some_and(|end| len >= end)) {
+            self.recv_packed = None;
+            let p = self.plan.as_ref().expect("planned");
+            let (me, elem) = (self.ctx.rank() as usize, std::mem::size_of::<T>());
+            let displs = self.recv_displs.as_deref();
+            let end = recv_places(p, me, displs, len, elem, &mut self.recv_at)?;
+            self.recv_packed = (packed && fixed).then_some(end);
+        }
+        self.recv_placed = true;
+        Ok(())
     }
 
     /// Copy this rank's received pieces into `recv` at their places
@@ -1737,18 +1739,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // First what goes straight to other nodes (it may wait
                     // for credits: a call resumed redoes only this).
                     self.write_direct(send, send_counts, parity, deadline)?;
-                    let p = self.plan.as_ref().expect("planned");
-                    let me = ctx.rank() as usize;
                     // Where the pieces go in `recv`, if it holds them.
-                    let elem = std::mem::size_of::<T>();
-                    let displs = self.recv_displs.as_deref();
-                    let fits = recv.as_ref().is_some_and(|r| {
-                        self.recv_placed || {
-                            self.recv_packed = None;
-                            recv_places(p, me, displs, r.len(), elem, &mut self.recv_at).is_ok()
-                        }
-                    });
-                    self.recv_placed = fits;
+                    let fits = recv
+                        .as_ref()
+                        .is_some_and(|r| self.place_recv(r.len()).is_ok());
+                    let p = self.plan.as_ref().expect("planned");
                     // Measured: every rank of the node picks alike.
                     let once = self.has_single(p)
                         && (!self.measured || {
