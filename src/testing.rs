@@ -29,7 +29,7 @@ const TEST_VAR: &str = "GASPI_TEST_NAME";
 /// Set in the ranks of a test job: which of the test's jobs they belong to.
 const JOB_VAR: &str = "GASPI_TEST_JOB";
 const PPN_VAR: &str = "GASPI_TEST_PPN";
-/// `all`: run every layout of [`layouts`] on the GPI-2 engine too.
+/// `all`: run every layout of [`layouts`] across hosts too.
 const LAYOUTS_VAR: &str = "GASPI_TEST_LAYOUTS";
 
 thread_local! {
@@ -95,16 +95,19 @@ fn default_ppn() -> Option<usize> {
 }
 
 /// The layouts `(ranks, ranks per node)` a test that tries many runs its
-/// jobs on: all of `all`, but on the GPI-2 engine (`GASPI_ENGINE=gpi2`)
-/// a covering few, since every GPI-2 job costs seconds to start
-/// (GPI-2 1.6's `gaspi_proc_init` samples the CPU clock for 1.3 s in
-/// every rank): the first layout, the one with the most nodes and the
-/// first whose last node is partly filled. `GASPI_TEST_LAYOUTS=all` runs
-/// every layout there too. The choice depends on the environment only,
-/// so the ranks of a test see the same jobs as its parent.
+/// jobs on: all of `all` on the native engine, but on an engine with a
+/// transport between hosts ([`through_transport`]) a covering few: the
+/// first layout, the one with the most nodes and the first whose last node
+/// is partly filled. Every job there costs seconds (GPI-2 1.6's
+/// `gaspi_proc_init` samples the CPU clock for 1.3 s in every rank; over
+/// MPI each notified write between emulated hosts waits for its target to
+/// be scheduled, a fraction of a millisecond when the ranks share a few
+/// cores). `GASPI_TEST_LAYOUTS=all` runs every layout there too. The choice
+/// depends on the environment only, so the ranks of a test see the same
+/// jobs as its parent.
 ///
 /// ```no_run
-/// // in a test: every layout on the native engine, three on GPI-2.
+/// // in a test: every layout on the native engine, three across hosts.
 /// for (ranks, ppn) in gaspi::testing::layouts(&[(4, 4), (6, 2), (7, 3), (12, 1)]) {
 ///     gaspi::testing::Job::new(&[ranks]).ppn(ppn).run(|ctx| {
 ///         ctx.barrier(gaspi::GroupId::ALL, gaspi::Timeout::Block).unwrap();
@@ -112,11 +115,24 @@ fn default_ppn() -> Option<usize> {
 /// }
 /// ```
 pub fn layouts(all: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    let gpi2 = std::env::var(crate::env::ENGINE).is_ok_and(|e| e.eq_ignore_ascii_case("gpi2"));
-    match !gpi2 || std::env::var(LAYOUTS_VAR).is_ok_and(|v| v == "all") {
+    match !through_transport() || std::env::var(LAYOUTS_VAR).is_ok_and(|v| v == "all") {
         true => all.to_vec(),
         false => covering(all),
     }
+}
+
+/// Whether the tests run on an engine with a transport between hosts
+/// (`GASPI_ENGINE=gpi2` or `mpi`), where what crosses hosts costs far more
+/// than on the native engine's shared memory.
+///
+/// ```
+/// // A test that repeats a call many times natively, fewer times across hosts.
+/// let calls = if gaspi::testing::through_transport() { 10 } else { 100 };
+/// assert!(calls > 0);
+/// ```
+pub fn through_transport() -> bool {
+    std::env::var(crate::env::ENGINE)
+        .is_ok_and(|e| e.eq_ignore_ascii_case("gpi2") || e.eq_ignore_ascii_case("mpi"))
 }
 
 /// Whether this machine's kernel copies between processes three or more
@@ -135,7 +151,7 @@ pub fn kernel_copy_offsets_slow() -> bool {
     crate::sys::cross_copy_offsets_slow()
 }
 
-/// The layouts of `all` that [`layouts`] keeps on GPI-2, in this order:
+/// The layouts of `all` that [`layouts`] keeps across hosts, in this order:
 /// the first, the one with the most nodes (of those, the fewest ranks),
 /// the first with a partly filled last node.
 fn covering(all: &[(usize, usize)]) -> Vec<(usize, usize)> {

@@ -9,11 +9,23 @@ use gaspi::{Allgatherv, AllgathervOptions, Context, GroupId, ReduceOp, Timeout};
 
 const B: Timeout = Timeout::Block;
 
-/// (nodes, ranks per node): 1x1 to 12x1, then 1x8, 2x4, 4x2, 3x2.
+/// (ranks, ranks per node): 1 to 12 nodes of one rank, then 1x8, 2x4, 4x2,
+/// 3x2 and 7 ranks in nodes of 2 (across hosts a covering few,
+/// [`gaspi::testing::layouts`]).
 fn layouts() -> Vec<(usize, usize)> {
     let mut v: Vec<(usize, usize)> = (1..=12).map(|n| (n, 1)).collect();
-    v.extend([(1, 8), (2, 4), (4, 2), (3, 2)]);
-    v
+    v.extend([(8, 8), (8, 4), (8, 2), (6, 2), (7, 2)]);
+    gaspi::testing::layouts(&v)
+}
+
+/// Calls per contribution size: fewer across hosts, where every block's
+/// notified write waits for its target to be scheduled.
+fn calls() -> usize {
+    if gaspi::testing::through_transport() {
+        12
+    } else {
+        100
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -87,8 +99,8 @@ fn check_dist(ctx: &Context, d: Dist, c: usize, iterations: usize, options: Allg
 }
 
 fn run_dist(d: Dist) {
-    for (nodes, ppn) in layouts() {
-        Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
+    for (ranks, ppn) in layouts() {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             // Small blocks so that even small contributions make many blocks
             // and the ring pipelines and forwards.
             let small = AllgathervOptions {
@@ -96,7 +108,7 @@ fn run_dist(d: Dist) {
                 ..Default::default()
             };
             for c in [0, 1, 37, 3000] {
-                check_dist(ctx, d, c, 100, small);
+                check_dist(ctx, d, c, calls(), small);
             }
         });
     }

@@ -11,11 +11,12 @@ use gaspi::{Allreduce, AllreduceAlgorithm, AllreduceOptions, Context, GroupId, R
 const B: Timeout = Timeout::Block;
 
 /// (ranks, ranks per node): 1x1 to 12x1, 1x8, 2x4, 4x2, 3x2, and two jobs
-/// whose last node is short.
+/// whose last node is short (across hosts a covering few,
+/// [`gaspi::testing::layouts`]).
 fn layouts() -> Vec<(usize, usize)> {
     let mut v: Vec<(usize, usize)> = (1..=12).map(|n| (n, 1)).collect();
     v.extend([(8, 8), (8, 4), (8, 2), (6, 2), (5, 2), (7, 3)]);
-    v
+    gaspi::testing::layouts(&v)
 }
 
 /// The option sets every layout runs: the defaults, then each algorithm
@@ -424,7 +425,7 @@ fn pipelined_and_plain() -> (AllreduceOptions, AllreduceOptions) {
 #[test]
 fn pipelined_calls_match_the_unpipelined_bit_for_bit() {
     for ranks in [2, 3, 4, 5] {
-        Job::new(&[ranks]).run(|ctx| {
+        Job::new(&[ranks]).ppn(ranks).run(|ctx| {
             assert_eq!(ctx.num_nodes(), 1);
             let me = ctx.rank() as usize;
             let (pipelined, plain) = pipelined_and_plain();

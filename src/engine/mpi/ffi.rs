@@ -10,6 +10,7 @@
 use crate::error::{Error, Result};
 use mpi::ffi;
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 
 /// An MPI handle that threads may share: MPI with `MPI_THREAD_MULTIPLE`
 /// lets any thread use it.
@@ -429,12 +430,32 @@ pub(super) fn compare_swap(win: Win, rank: usize, disp: u64, old: u64, new: u64)
     Ok(seen)
 }
 
+/// Threads of this process inside [`flush`] now.
+static FLUSHING: AtomicU32 = AtomicU32::new(0);
+/// Flushes this process began.
+static FLUSHES: AtomicU64 = AtomicU64::new(0);
+
 /// Remote completion of every operation to `rank` (`MPI_Win_flush`).
 pub(super) fn flush(win: Win, rank: usize) -> Result<()> {
+    FLUSHES.fetch_add(1, SeqCst);
+    FLUSHING.fetch_add(1, SeqCst);
     // SAFETY: plain call.
-    check("MPI_Win_flush", unsafe {
-        ffi::MPI_Win_flush(rank as c_int, win.0)
-    })
+    let code = unsafe { ffi::MPI_Win_flush(rank as c_int, win.0) };
+    FLUSHING.fetch_sub(1, SeqCst);
+    check("MPI_Win_flush", code)
+}
+
+/// The flushes begun so far while a thread of this process waits in
+/// [`flush`] now, `None` while none does: a caller that sees the same
+/// number twice some time apart knows that a flush took at least that
+/// long. A flush may wait for a rank that itself waits in a flush to this
+/// process: MPICH 4 over UCX serves the puts that arrive for a dynamic
+/// window (active messages) only now and then inside a flush, so two
+/// ranks flushing to each other wait until one of them calls MPI otherwise
+/// (the relay thread, `relay.rs`).
+pub(super) fn flushing() -> Option<u64> {
+    let begun = FLUSHES.load(SeqCst);
+    (FLUSHING.load(SeqCst) != 0).then_some(begun)
 }
 
 /// Synchronise the window's public and private copies here

@@ -29,8 +29,10 @@
 //! into MPI on transports without hardware RMA (MPICH 4 over UCX here: a
 //! put to a target that never calls MPI does not complete). The relay
 //! thread gives that progress (`MPI_Iprobe`), every 20 us while anything
-//! moves or someone sleeps, then less often, down to every 2 ms; a waiter
-//! that polls gives it at once. MPI runs with `MPI_THREAD_MULTIPLE`.
+//! moves, someone sleeps or a flush of its process waits for another rank
+//! (which may itself wait in a flush to this one), then less often, down
+//! to every 2 ms; a waiter that polls gives it at once. MPI runs with
+//! `MPI_THREAD_MULTIPLE`.
 //!
 //! # Atomics, groups, passive messages
 //! Atomics are `MPI_Fetch_and_op` / `MPI_Compare_and_swap`; once a job has
