@@ -15,7 +15,7 @@ use crate::engine::transport::IDS;
 use crate::engine::wait::{lock, relay_naps};
 use crate::types::SegmentId;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,23 +41,20 @@ pub(super) struct Shared {
     pub(super) watch: Mutex<Option<Watch>>,
     pub(super) win: ffi::Win,
     pub(super) comm: ffi::Comm,
-    /// [`ffi::flushing`] at the relay's last round (`u64::MAX`: none).
-    pub(super) flushes_seen: AtomicU64,
 }
 
 /// Move what landed for the bound segments: every window, and segments
 /// with a sleeping waiter; take doorbells. Whether anything moved, and
-/// whether someone sleeps or a flush outlasted the last round.
-pub(super) fn relay_once(sh: &Shared) -> (bool, bool) {
+/// whether someone sleeps or a flush outlasted the last round (`flushes`:
+/// [`ffi::flushing`] at the last round, kept by the caller).
+fn relay_once(sh: &Shared, flushes: &mut Option<u64>) -> (bool, bool) {
     ffi::progress(sh.comm);
     ffi::sync(sh.win);
     // A flush that was under way at the last round already: it may wait
-    // for a rank that waits in a flush to this one (`ffi::flushing`).
-    let flushing = ffi::flushing();
-    let stuck = flushing.is_some_and(|f| sh.flushes_seen.swap(f, SeqCst) == f);
-    if flushing.is_none() {
-        sh.flushes_seen.store(u64::MAX, SeqCst);
-    }
+    // for a rank that waits in a flush to this one.
+    let now = ffi::flushing();
+    let before = std::mem::replace(flushes, now);
+    let stuck = now.is_some() && before == now;
     let (mut busy, mut waited) = (false, stuck);
     let bound = lock(&sh.bound);
     for b in bound.values() {
@@ -92,9 +89,10 @@ const NAP_WHILE_FLUSHING: Duration = Duration::from_micros(100);
 /// longer than [`NAP_WHILE_FLUSHING`] while a flush is under way and as
 /// briefly as while a rank sleeps once a flush outlasted a round.
 pub(super) fn relay_loop(sh: &Shared) {
+    let mut flushes = None;
     relay_naps(
         &sh.stop,
-        || relay_once(sh),
+        || relay_once(sh, &mut flushes),
         |time, _| {
             std::thread::sleep(match ffi::flushing() {
                 Some(_) => time.min(NAP_WHILE_FLUSHING),

@@ -205,7 +205,6 @@ impl Mpi {
             watch: Mutex::new(None),
             win,
             comm,
-            flushes_seen: AtomicU64::new(u64::MAX),
         });
         let relay = {
             let shared = shared.clone();
