@@ -5,6 +5,7 @@ use super::options::AllreduceOptions;
 use crate::collectives::reduce_op::{ReduceOp, Reducible, with_op};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::extent;
 use crate::segments::SegmentView;
 use crate::types::{SegmentId, Timeout};
 use bytemuck::Pod;
@@ -74,14 +75,13 @@ impl<'a, T: Pod> Allreduce<'a, T> {
         options: AllreduceOptions,
         timeout: Timeout,
     ) -> Result<Allreduce<'a, T>> {
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .filter(|&b| b > 0)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "an allreduce needs at least one non-empty element, got {len}"
-                ))
-            })?;
+        let bytes = extent::mul("allreduce length * element size", len, size_of::<T>())?;
+        if bytes == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "an allreduce needs at least one non-empty element, got {len} of {} bytes",
+                size_of::<T>()
+            )));
+        }
         let core = NodeReduce::create(ctx, segment, bytes, true, options, timeout)?;
         Ok(Allreduce {
             ctx,
