@@ -4,7 +4,7 @@
  * MPI_Iprobe beside it: MPICH over UCX serves a put to a window only when
  * the target calls into MPI (without it, this program hangs there).
  *
- *   notified_put_lat [REPS] [BYTES] [dynamic|allocate] [put|acc] [single|multiple]
+ *   notified_put_lat [REPS] [BYTES] [dynamic|allocate|create] [put|acc] [single|multiple] [progress|idle]
  *
  * `put` (the default) writes the flag with MPI_Put; `acc` as the engine
  * notifies: two element-atomic MPI_Accumulate (a 32-bit value with
@@ -20,7 +20,15 @@
  * protocol). `allocate` is MPI_Win_allocate, whose memory MPI places
  * itself (on one machine MPICH maps it shared), with single puts; with
  * MPICH 4.0.2 here it hangs from 64 KiB on (not understood), so the
- * comparison script runs it at 8 B only.
+ * comparison script runs it at 8 B only. `create` is MPI_Win_create over
+ * memory of the program's (as a window made over each segment would be),
+ * single puts.
+ *
+ * `idle`: the waiting side spins on its flag without calling MPI at all,
+ * to learn whether the library completes a put without the target's help
+ * (true RMA). The program then gives up after 5 s with exit status 3 and
+ * says so. MPICH 4.0.2 ch4:ucx on one machine (UCX_TLS default, sm,
+ * self,cma,posix or self,tcp): every window kind gives up, `create` too.
  *
  * `multiple` starts MPI with MPI_THREAD_MULTIPLE, as the engine does (its
  * relay thread calls MPI beside the rank): every MPI call then takes the
@@ -31,9 +39,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
+#include <signal.h>
+#include <unistd.h>
 #define BATCHES 25
 #define CHUNK 65536
-static void poll(MPI_Win win) { int f; MPI_Win_sync(win); MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &f, MPI_STATUS_IGNORE); }
+static int idle;
+static void no_progress(int sig) {
+  (void)sig;
+  static const char m[] = "notified_put_lat: no put completed in 5 s while the target did not call MPI (no progress without the target)\n";
+  if (write(2, m, sizeof m - 1) < 0) {}
+  _exit(3);
+}
+static void poll(MPI_Win win) {
+  if (idle) { __sync_synchronize(); return; } int f; MPI_Win_sync(win); MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &f, MPI_STATUS_IGNORE); }
 static int cmp(const void *a, const void *b) { double x = *(double*)a, y = *(double*)b; return (x > y) - (x < y); }
 int main(int argc, char **argv) {
   int multiple = argc > 5 && strcmp(argv[5], "multiple") == 0, provided;
@@ -42,7 +60,10 @@ int main(int argc, char **argv) {
   int me; MPI_Comm_rank(MPI_COMM_WORLD, &me);
   int reps = argc > 1 ? atoi(argv[1]) : 20000;
   size_t size = argc > 2 ? (size_t)atol(argv[2]) : 8;
-  int dynamic = !(argc > 3 && strcmp(argv[3], "allocate") == 0);
+  const char *kind = argc > 3 ? argv[3] : "dynamic";
+  int dynamic = strcmp(kind, "allocate") != 0 && strcmp(kind, "create") != 0;
+  int create = strcmp(kind, "create") == 0;
+  idle = argc > 6 && strcmp(argv[6], "idle") == 0;
   int acc = argc > 4 && strcmp(argv[4], "acc") == 0;
   size_t chunk = dynamic ? CHUNK : size;
   if (chunk == 0) chunk = 1;
@@ -54,6 +75,9 @@ int main(int argc, char **argv) {
     MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     MPI_Win_attach(win, buf, bytes);
     MPI_Get_address(buf, &base);
+  } else if (create) {
+    buf = malloc(bytes);
+    MPI_Win_create(buf, bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
   } else {
     MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &buf, &win);
   }
@@ -65,6 +89,7 @@ int main(int argc, char **argv) {
   char *src = malloc(size + 1);
   volatile int64_t *flag = (volatile int64_t *)(buf + flag_at);
   int64_t v;
+  if (idle) { signal(SIGALRM, no_progress); alarm(5); }
   for (int b = -1; b < BATCHES; b++) {          /* batch -1 warms up */
     double t0 = MPI_Wtime();
     for (int k = 0; k < per; k++) {
@@ -98,7 +123,7 @@ int main(int argc, char **argv) {
     if (b >= 0) t[b] = (MPI_Wtime() - t0) * 1e6 / (2.0 * per);
   }
   qsort(t, BATCHES, sizeof t[0], cmp);
-  if (me == 0) printf("mpi-notified-%s%s %zu B %s one-way median %.3f us (min %.3f max %.3f) verified=%s\n", acc ? "acc" : "put", multiple ? "-mt" : "", size, dynamic ? "dynamic" : "allocate", t[BATCHES/2], t[0], t[BATCHES-1], bad ? "NO" : "yes");
+  if (me == 0) printf("mpi-notified-%s%s %zu B %s one-way median %.3f us (min %.3f max %.3f) verified=%s\n", acc ? "acc" : "put", multiple ? "-mt" : "", size, kind, t[BATCHES/2], t[0], t[BATCHES-1], bad ? "NO" : "yes");
   MPI_Win_unlock_all(win); MPI_Win_free(&win); MPI_Finalize();
   return 0;
 }
