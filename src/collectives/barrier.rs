@@ -54,7 +54,7 @@ impl Context {
             if let Some(nr) = nodes.as_mut() {
                 match st.pending {
                     None | Some(Pending::NodeBarrier) => {}
-                    Some(_) => return Err(Error::ActiveCollective { group }),
+                    Some(_) => return Err(self.busy(c, FaultScope::Members)),
                 }
                 st.pending = Some(Pending::NodeBarrier);
                 nr.barrier(self, deadline)?;
@@ -78,7 +78,7 @@ impl Context {
             GroupSync::Hosts(id) => {
                 match st.pending {
                     None | Some(Pending::HostBarrier) => {}
-                    Some(_) => return Err(Error::ActiveCollective { group: c.id }),
+                    Some(_) => return Err(self.busy(c, scope)),
                 }
                 st.pending = Some(Pending::HostBarrier);
                 let watched = scope.watched(&c.members, self.num_ranks());
@@ -90,7 +90,7 @@ impl Context {
         let generation = match st.pending {
             None => shared.arrive(),
             Some(Pending::Barrier { generation }) => generation,
-            Some(_) => return Err(Error::ActiveCollective { group: c.id }),
+            Some(_) => return Err(self.busy(c, scope)),
         };
         st.pending = Some(Pending::Barrier { generation });
         self.await_generation(shared, generation, &c.members, scope, deadline)?;
@@ -112,10 +112,12 @@ impl Context {
         let mut phase = match st.pending {
             None => 0,
             Some(Pending::LeadersBarrier { phase }) => phase,
+            // (Over all ranks: any failure keeps the other one unfinished.)
             Some(_) => {
-                return Err(Error::ActiveCollective {
+                let active = Error::ActiveCollective {
                     group: GroupId::ALL,
-                });
+                };
+                return Err(self.engine.faults().err().unwrap_or(active));
             }
         };
         let leader = self.node_ranks(self.node()).next() == Some(self.rank());

@@ -126,7 +126,7 @@ impl Context {
                 match st.pending {
                     None => {}
                     Some(Pending::HostAllreduce { bytes: b }) if b == bytes => {}
-                    Some(_) => return Err(Error::ActiveCollective { group }),
+                    Some(_) => return Err(self.busy(&c, scope)),
                 }
                 st.pending = Some(Pending::HostAllreduce { bytes });
                 let n = recv.len();
@@ -165,7 +165,7 @@ impl Context {
                 parity,
                 bytes: b,
             }) if b == bytes => (generation, parity),
-            Some(_) => return Err(Error::ActiveCollective { group }),
+            Some(_) => return Err(self.busy(&c, scope)),
         };
         st.pending = Some(Pending::Allreduce {
             generation,

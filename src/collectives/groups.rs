@@ -25,7 +25,8 @@ impl Context {
     }
 
     /// Wait until the barrier generation `generation` of `shared` has
-    /// passed, failing if a member of `members` dies or leaves first.
+    /// passed, failing if a member of `members` dies or leaves first (with
+    /// [`FaultScope::Everyone`]: if any rank has failed, passed or not).
     pub(crate) fn await_generation(
         &self,
         shared: &GroupShared,
@@ -42,7 +43,31 @@ impl Context {
                 FaultScope::Members => self.engine.member_faults(members),
                 FaultScope::Everyone => self.engine.faults(),
             },
-        )
+        )?;
+        // Inside a collective over all ranks, a failure anywhere fails the
+        // call even where its generation passed: a node mate that left such
+        // a call for the failure and entered the next collective arrives at
+        // the same generation, and what this call would read (that mate's
+        // part of a node allreduce, say) is not this call's. It saw the
+        // failure before it arrived, so this rank sees it now.
+        match scope {
+            FaultScope::Everyone => self.engine.faults(),
+            FaultScope::Members => Ok(()),
+        }
+    }
+
+    /// The error for a collective refused on group `c` because another
+    /// one is unfinished there: the failure (in `scope`) that keeps that
+    /// one from ever completing where one is known, which tells the caller
+    /// more than [`Error::ActiveCollective`] (which it is otherwise).
+    pub(crate) fn busy(&self, c: &Committed, scope: FaultScope) -> Error {
+        let known = match scope {
+            FaultScope::Members => self.engine.member_faults(&c.members),
+            FaultScope::Everyone => self.engine.faults(),
+        };
+        known
+            .err()
+            .unwrap_or(Error::ActiveCollective { group: c.id })
     }
 
     pub(crate) fn committed_members(&self, group: GroupId) -> Result<Vec<Rank>> {

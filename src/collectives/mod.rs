@@ -9,7 +9,9 @@
 //!
 //! A collective that times out stays in progress: call it again (same
 //! arguments) to keep waiting. Until it completes, a different collective on
-//! the same group fails with [`Error::ActiveCollective`].
+//! the same group fails with [`Error::ActiveCollective`], or with
+//! [`Error::RankFailed`] where a failed rank keeps the unfinished one from
+//! ever completing (a member; any rank, for the collectives over all ranks).
 
 mod allgatherv;
 mod alltoallv;
