@@ -65,12 +65,26 @@ fn survive(ctx: &gaspi::Context, dead: u16) {
     ctx.barrier(g, Timeout::Block).unwrap();
 }
 
+/// Whether survivors may be stopped by the launcher before they learn of
+/// a failure: on the MPI engine, where a rank alone on its host is seen
+/// dead by the others only once its host stops answering pings (a minute:
+/// MPI itself tells nothing), later than `gaspi-run` stops the others of a
+/// job one rank of which died (docs/guide/mpi.md, "Differences from the
+/// native and GPI-2 engines"). The failure must still be named, and nothing
+/// left behind.
+fn survivors_may_be_stopped() -> bool {
+    std::env::var("GASPI_ENGINE").as_deref() == Ok("mpi")
+}
+
 /// The parent's side: the dead rank ended as expected, the others
-/// succeeded, and no shared memory survived the job.
+/// succeeded (or, see [`survivors_may_be_stopped`], were stopped), and no
+/// shared memory survived the job.
 fn check_job(report: &Report, dead: usize, expect: impl Fn(std::process::ExitStatus) -> bool) {
     for o in &report.ranks {
         if o.rank as usize == dead {
             assert!(expect(o.status), "rank {dead} ended with {:?}", o.status);
+        } else if survivors_may_be_stopped() && o.stopped_by_launcher {
+            // Stopped while it waited for the news.
         } else {
             assert!(
                 o.status.success() && !o.stopped_by_launcher,
@@ -387,6 +401,26 @@ fn a_rank_that_never_starts_makes_init_fail_not_hang() {
             }
         },
         |_, report| {
+            if survivors_may_be_stopped() {
+                // MPI's start waits for every rank in the process
+                // manager's barrier, which fails once rank 2 has ended
+                // without entering it: their MPI start fails (MPI ends
+                // the process), and the job ends, not times out.
+                assert!(!report.timed_out, "{:?}", report.ranks);
+                let (others, never) = report.ranks.split_at(2);
+                assert!(never[0].status.success(), "{:?}", report.ranks);
+                assert!(
+                    others.iter().all(|o| !o.status.success()),
+                    "{:?}",
+                    report.ranks
+                );
+                assert!(
+                    report.left_after_cleanup.is_empty(),
+                    "{:?}",
+                    report.left_after_cleanup
+                );
+                return;
+            }
             assert!(
                 report.success(),
                 "every process exits 0: {:?}",

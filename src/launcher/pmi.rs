@@ -8,7 +8,11 @@
 //! `PMI_SIZE`); a thread of the launcher answers every rank's requests:
 //! `init`, the limits, the key-value space (`put`, `get`), `barrier_in`
 //! (answered when every rank has entered), `finalize`. The process mapping
-//! says one node (all ranks on this machine).
+//! says one node (all ranks on this machine). A rank whose connection
+//! closes outside a barrier (it exited, or never started MPI) can never
+//! enter the next one: the ranks that wait in a barrier then, or enter one
+//! later, have their connections shut, so that their MPI start fails
+//! instead of waiting for ever.
 
 use crate::sys;
 use std::collections::HashMap;
@@ -103,6 +107,8 @@ fn serve(streams: Vec<UnixStream>, stop: &AtomicBool) {
     let mut kvs: HashMap<String, String> = HashMap::new();
     kvs.insert("PMI_process_mapping".into(), format!("(vector,(0,1,{n}))"));
     let mut in_barrier = vec![false; n];
+    // A rank left outside a barrier: no barrier can complete any more.
+    let mut broken = false;
     while !stop.load(SeqCst) && clients.iter().any(|c| c.open) {
         let fds: Vec<_> = clients.iter().map(|c| c.stream.as_fd()).collect();
         let Ok(ready) = sys::poll_readable(&fds, Some(Duration::from_millis(100))) else {
@@ -116,6 +122,7 @@ fn serve(streams: Vec<UnixStream>, stop: &AtomicBool) {
             let got = clients[rank].stream.read(&mut buf).unwrap_or(0);
             if got == 0 {
                 clients[rank].open = false;
+                broken |= !in_barrier[rank];
                 continue;
             }
             clients[rank].pending.extend_from_slice(&buf[..got]);
@@ -127,12 +134,22 @@ fn serve(streams: Vec<UnixStream>, stop: &AtomicBool) {
                     in_barrier[rank] = true;
                     if in_barrier.iter().all(|&b| b) {
                         in_barrier.iter_mut().for_each(|b| *b = false);
+                        // One that left inside it will not enter the next.
+                        broken |= clients.iter().any(|c| !c.open);
                         for c in clients.iter_mut().filter(|c| c.open) {
                             let _ = c.stream.write_all(b"cmd=barrier_out\n");
                         }
                     }
                 } else if let Some(reply) = reply {
                     let _ = clients[rank].stream.write_all(reply.as_bytes());
+                }
+            }
+        }
+        if broken {
+            for (c, waiting) in clients.iter_mut().zip(&in_barrier) {
+                if c.open && *waiting {
+                    let _ = c.stream.shutdown(std::net::Shutdown::Both);
+                    c.open = false;
                 }
             }
         }
