@@ -6,7 +6,7 @@ use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT, internal};
 use crate::context::groups::{CollState, Committed, FaultScope, GroupSync, Pending};
 use crate::context::{AllNodes, Context};
 use crate::engine::wait::lock;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::types::{Deadline, GroupId, Timeout};
 
 impl Context {
@@ -48,7 +48,7 @@ impl Context {
         let mut st = c.state()?;
         if group == GroupId::ALL && self.num_nodes() > 1 {
             if let Some(leaders) = self.leaders_group() {
-                return self.barrier_through_leaders(&mut st, leaders, deadline);
+                return self.barrier_through_leaders(c, &mut st, leaders, deadline);
             }
             let mut nodes = lock(&self.all_nodes);
             if let Some(nr) = nodes.as_mut() {
@@ -102,9 +102,11 @@ impl Context {
     /// barrier beats notified writes between hosts: a node barrier, the
     /// transport's barrier among the nodes' first ranks (`leaders`), a
     /// node barrier. Each phase resumes after a timeout, and the call
-    /// resumes in the phase it stopped in.
+    /// resumes in the phase it stopped in. `c`, `st`: the group of all
+    /// ranks and its state.
     fn barrier_through_leaders(
         &self,
+        c: &Committed,
         st: &mut CollState,
         leaders: GroupId,
         deadline: Deadline,
@@ -112,13 +114,7 @@ impl Context {
         let mut phase = match st.pending {
             None => 0,
             Some(Pending::LeadersBarrier { phase }) => phase,
-            // (Over all ranks: any failure keeps the other one unfinished.)
-            Some(_) => {
-                let active = Error::ActiveCollective {
-                    group: GroupId::ALL,
-                };
-                return Err(self.engine.faults().err().unwrap_or(active));
-            }
+            Some(_) => return Err(self.busy(c, FaultScope::Everyone)),
         };
         let leader = self.node_ranks(self.node()).next() == Some(self.rank());
         while phase < 3 {
