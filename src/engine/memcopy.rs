@@ -19,7 +19,7 @@
 //! `std::ptr::copy_nonoverlapping` (glibc's `memcpy`): on Intel Xeons with
 //! fast `rep movsb` (ERMS, FSRM) it is not slowed by offsets, and it
 //! copied a collective's result out of the node's window faster than the
-//! vector loop (64 KiB per rank allgatherv into private buffers 0.80 of
+//! vector loop (64 KiB per rank allgatherv into private buffers 0.83 of
 //! the loop's time, 4 ranks on a 2-core Xeon VM; see
 //! docs/guide/benchmarking.md).
 //!
