@@ -195,7 +195,7 @@ mod tests {
     /// AVX2).
     #[derive(Clone, Copy, Debug, PartialEq)]
     enum Way {
-        Chosen,
+        Runtime,
         Streaming,
         Loop,
     }
@@ -221,7 +221,7 @@ mod tests {
             for so in [0, 1, 8, 16, 31, 32, 33] {
                 for (d_off, way) in [0, 1, 7, 8, 16, 24, 31, 32, 63]
                     .into_iter()
-                    .flat_map(|d| [(d, Way::Chosen), (d, Way::Streaming), (d, Way::Loop)])
+                    .flat_map(|d| [(d, Way::Runtime), (d, Way::Streaming), (d, Way::Loop)])
                 {
                     if way == Way::Loop && (!has_loop || len < 64) {
                         continue;
@@ -231,7 +231,7 @@ mod tests {
                     match way {
                         Way::Streaming => copy_slice_streaming(to, &src[so..so + len]),
                         // SAFETY: both ranges lie inside their vectors.
-                        Way::Chosen => unsafe {
+                        Way::Runtime => unsafe {
                             copy_nonoverlapping(src.as_ptr().add(so), to.as_mut_ptr(), len)
                         },
                         #[cfg(all(target_arch = "x86_64", not(miri)))]
