@@ -11,7 +11,8 @@
 //! lowest running rank of each host pings the ranks after its host (a
 //! synchronous empty message, [`TAG_PING`], that their relay threads take),
 //! skipping ranks known gone, until one answers; one that does not answer
-//! within [`PING_WAIT`] is marked failed and told as above. The ranks up to
+//! within [`PING_WAIT`] (of the watching rank's own running time: a stall
+//! of its own does not count) is marked failed and told as above. The ranks up to
 //! the next live one are exactly those no other host watches.
 //! (`mpirun` and `srun` usually end the whole job first; our launcher
 //! lets the survivors see the failure.)
@@ -43,6 +44,27 @@ const PING_PERIOD: Duration = Duration::from_millis(500);
 /// before this anyway, and `gaspi-run` stops the others a grace period
 /// after a rank dies.
 const PING_WAIT: Duration = Duration::from_secs(60);
+/// A gap between two rounds of a watch longer than this means that its own
+/// rank did not run meanwhile (its relay blocked in MPI, or the machine
+/// stalled); the gap does not count against a ping in flight
+/// ([`discount_stall`]). Rounds come every 20 us to 2 ms normally.
+const STALLED: Duration = Duration::from_secs(1);
+
+/// When a ping sent at `sent` counts as sent, in a round at `now` after the
+/// last round at `last`: later by the gap, if the gap shows that this rank
+/// itself stood still ([`STALLED`]). A kernel stall that froze every rank
+/// of a machine for minutes (2026-11-29: ranks in `mbind` behind a
+/// workqueue lockup, docs/guide/mpi.md) then costs a wait, not a live rank
+/// declared dead by a watch that was frozen too.
+fn discount_stall(sent: Instant, last: Instant, now: Instant) -> Instant {
+    let gap = now.saturating_duration_since(last);
+    if gap > STALLED {
+        // `sent` is at or before `last`, so this is at or before `now`.
+        sent.checked_add(gap).unwrap_or(sent)
+    } else {
+        sent
+    }
+}
 
 /// The failure watch of one rank, run by its relay thread.
 pub(super) struct Watch {
@@ -57,6 +79,8 @@ pub(super) struct Watch {
     /// The ping in flight: its rank, request and when it left.
     ping: Option<(usize, ffi::Request, Instant)>,
     last_ping: Instant,
+    /// The last round ([`Watch::step`]).
+    last_round: Instant,
 }
 
 impl Watch {
@@ -70,6 +94,7 @@ impl Watch {
             sends: Vec::new(),
             ping: None,
             last_ping: Instant::now(),
+            last_round: Instant::now(),
         }
     }
 
@@ -79,6 +104,11 @@ impl Watch {
     /// more: the others may be gone normally). Whether anything happened.
     pub(super) fn step(&mut self, comm: ffi::Comm, block: &JobBlock, leaving: bool) -> bool {
         let mut busy = false;
+        let now = Instant::now();
+        if let Some((_, _, sent)) = self.ping.as_mut() {
+            *sent = discount_stall(*sent, self.last_round, now);
+        }
+        self.last_round = now;
         reap(&mut self.sends);
         while let Some((_, _, m)) = ffi::improbe(comm, None, TAG_PING) {
             let _ = ffi::mrecv(m, &mut []);
@@ -152,5 +182,28 @@ impl Watch {
             busy = true;
         }
         busy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stall_of_the_watch_itself_does_not_count_against_a_ping() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        // Rounds 2 ms apart: the ping's age is its age.
+        let last = t0 + s(30);
+        let now = last + Duration::from_millis(2);
+        assert_eq!(discount_stall(t0, last, now), t0);
+        // The watch stood still for 100 s after its round at 1 s: the ping
+        // has waited 1 s of this rank's running time, not 101 s.
+        let (last, now) = (t0 + s(1), t0 + s(101));
+        let sent = discount_stall(t0, last, now);
+        assert_eq!(now.duration_since(sent), s(1));
+        assert!(now.duration_since(sent) < PING_WAIT);
+        // Just at the bound, nothing is discounted.
+        assert_eq!(discount_stall(t0, last, last + STALLED), t0);
     }
 }
