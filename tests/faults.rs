@@ -67,7 +67,7 @@ fn survive(ctx: &gaspi::Context, dead: u16) {
 
 /// Whether survivors may be stopped by the launcher before they learn of
 /// a failure: on the MPI engine, where a rank alone on its host is seen
-/// dead by the others only once its host stops answering pings (a minute:
+/// dead by the others only once its host stops answering pings (minutes:
 /// MPI itself tells nothing), later than `gaspi-run` stops the others of a
 /// job one rank of which died (docs/guide/mpi.md, "Differences from the
 /// native and GPI-2 engines"). The failure must still be named, and nothing
