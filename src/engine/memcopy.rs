@@ -2,7 +2,7 @@
 //! collective's result or a message goes through [`copy_nonoverlapping`]
 //! (raw memory) or [`copy_slice`] (Rust slices).
 //!
-//! Why not `memcpy`: glibc (2.36, Debian 12) copies sizes from a
+//! Why not always `memcpy`: glibc (2.36, Debian 12) copies sizes from a
 //! few KiB up to its non-temporal threshold with `rep movsb`, and on AMD
 //! Zen 4 (measured on an EPYC VM) `rep movsb` runs at 1.5-2.8 GB/s instead
 //! of 30-90 GB/s when the destination's offset within a cache line is
@@ -10,20 +10,18 @@
 //! the user's, and a `Vec` of 128 KiB or more starts 16 bytes into a page,
 //! so a collective's result copied into the caller's buffer hit that case
 //! wherever the allocator put it so (64 KiB per rank allgatherv into
-//! private buffers: 350 us instead of 43). From [`LOOP_MIN`] bytes on,
-//! where the CPU has AVX2, we copy with 32-byte vector loads and aligned
-//! stores instead: as fast as glibc's best case at every size measured
-//! (2 KiB to 16 MiB), and the same for every relative offset. Elsewhere
-//! (no AVX2, other architectures, Miri) the copy is
-//! `std::ptr::copy_nonoverlapping`.
-//!
-//! Measured and not kept (2026-11-28): on an Intel Xeon VM with fast `rep
-//! movsb` (FSRM) glibc's `memcpy` is not slowed by offsets and copied a
-//! private allgatherv result out of the window in 0.83 of the loop's time;
-//! taking it there (chosen per process by `sys::copy_offsets_slow`) went
-//! with a stall of the MPI engine's alltoallv tests under Intel MPI in 3
-//! of 8 runs (0 of 5 without it), not understood yet; see
-//! docs/guide/benchmarking.md.
+//! private buffers: 350 us instead of 43). Where the CPU has AVX2 and
+//! `memcpy` is that slow at such offsets (measured once per process,
+//! [`crate::sys::copy_offsets_slow`], about 0.1 ms), copies from
+//! [`LOOP_MIN`] bytes on take 32-byte vector loads and aligned stores
+//! instead: as fast as glibc's best case at every size measured (2 KiB to
+//! 16 MiB), and the same for every relative offset. Elsewhere the copy is
+//! `std::ptr::copy_nonoverlapping` (glibc's `memcpy`): on Intel Xeons with
+//! fast `rep movsb` (ERMS, FSRM) it is not slowed by offsets, and it
+//! copied a collective's result out of the node's window faster than the
+//! vector loop (64 KiB per rank allgatherv into private buffers 0.83 of
+//! the loop's time, 4 ranks on a 2-core Xeon VM; see
+//! docs/guide/benchmarking.md).
 //!
 //! The stores are ordinary (cached, ordered by x86's total store order),
 //! so the `SeqCst` notification store that follows a copy publishes it as
@@ -33,7 +31,33 @@
 /// with vector moves of its own, never `rep movsb`.
 const LOOP_MIN: usize = 2048;
 
-/// Copy `len` bytes from `src` to `dst`, as [`std::ptr::copy_nonoverlapping`].
+/// Whether copies of [`LOOP_MIN`] bytes or more take the vector loop: the
+/// CPU has AVX2 and glibc's `memcpy` is three or more times slower at a
+/// destination 16 bytes past the source's line offset than at an aligned
+/// one ([`crate::sys::copy_offsets_slow`]). Measured once per process.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+fn vector_loop() -> bool {
+    static LOOP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LOOP.get_or_init(|| {
+        std::is_x86_feature_detected!("avx2")
+            && crate::sys::copy_offsets_slow(|src, dst| {
+                dst.copy_from_slice(src);
+                // The copy is kept (no one reads `dst` otherwise).
+                std::hint::black_box(dst);
+                Some(())
+            })
+    })
+}
+
+/// Make the choice of [`vector_loop`] now (at start-up), rather than in
+/// the first large copy, which may be a timed call.
+pub(crate) fn prepare() {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    vector_loop();
+}
+
+/// Copy `len` bytes from `src` to `dst`, as [`std::ptr::copy_nonoverlapping`]
+/// (with the vector loop where [`vector_loop`] says so).
 ///
 /// # Safety
 /// As [`std::ptr::copy_nonoverlapping`]: `src` readable and `dst` writable
@@ -42,8 +66,8 @@ const LOOP_MIN: usize = 2048;
 /// mappings): the bytes are plain data and no Rust reference covers them.
 pub(crate) unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
-    if len >= LOOP_MIN && std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the caller's promise; AVX2 is present (checked above).
+    if len >= LOOP_MIN && vector_loop() {
+        // SAFETY: the caller's promise; AVX2 is present (`vector_loop`).
         unsafe { x86::copy_avx2::<false>(src, dst, len) };
         return;
     }
@@ -190,18 +214,17 @@ mod x86 {
 mod tests {
     use super::*;
 
-    /// How a test copies: the runtime's copy, the streaming copy, or the
-    /// vector loop itself (what the runtime's copy is where the CPU has
-    /// AVX2).
+    /// How a test copies: the runtime's choice, the streaming copy, or
+    /// the vector loop itself (whichever the machine's choice is).
     #[derive(Clone, Copy, Debug, PartialEq)]
     enum Way {
-        Runtime,
+        Chosen,
         Streaming,
         Loop,
     }
 
     /// Every length around the loop's edges and every relative alignment
-    /// of source and destination within a vector: the copy (the runtime's,
+    /// of source and destination within a vector: the copy (as chosen,
     /// streaming, and by the vector loop) equals the source and touches no
     /// byte outside the destination.
     #[test]
@@ -221,7 +244,7 @@ mod tests {
             for so in [0, 1, 8, 16, 31, 32, 33] {
                 for (d_off, way) in [0, 1, 7, 8, 16, 24, 31, 32, 63]
                     .into_iter()
-                    .flat_map(|d| [(d, Way::Runtime), (d, Way::Streaming), (d, Way::Loop)])
+                    .flat_map(|d| [(d, Way::Chosen), (d, Way::Streaming), (d, Way::Loop)])
                 {
                     if way == Way::Loop && (!has_loop || len < 64) {
                         continue;
@@ -231,7 +254,7 @@ mod tests {
                     match way {
                         Way::Streaming => copy_slice_streaming(to, &src[so..so + len]),
                         // SAFETY: both ranges lie inside their vectors.
-                        Way::Runtime => unsafe {
+                        Way::Chosen => unsafe {
                             copy_nonoverlapping(src.as_ptr().add(so), to.as_mut_ptr(), len)
                         },
                         #[cfg(all(target_arch = "x86_64", not(miri)))]

@@ -26,6 +26,7 @@ pub(crate) enum Origin {
 /// (GPI-2 has fewer segment ids, and its threads cannot wake a sleeping
 /// waiter).
 pub(crate) fn start(config: &mut Config, origin: Origin) -> Result<Native> {
+    super::memcopy::prepare();
     match origin {
         Origin::Env => {}
         #[cfg(feature = "mpi")]
