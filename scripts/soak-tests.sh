@@ -30,9 +30,12 @@ for a in "$@"; do
     prev=$a
 done
 pattern="deps/($(IFS='|'; echo "${names[*]:-[a-z_]+}"))-[0-9a-f]+"
-kernel_lines() { dmesg 2>/dev/null | grep -cE 'workqueue lockup|blocked for more than'; }
+stall_lines='workqueue lockup|blocked for more than'
+readable=yes
+dmesg >/dev/null 2>&1 || readable=no
+kernel_lines() { dmesg | grep -cE "$stall_lines"; }
 for i in $(seq 1 "$runs"); do
-    before=$(kernel_lines || true)
+    [ $readable = yes ] && before=$(kernel_lines)
     start=$(date +%s)
     cargo test "$@" >"$dir/run-$i.log" 2>&1 &
     job=$!
@@ -53,13 +56,10 @@ for i in $(seq 1 "$runs"); do
     wait "$job"
     rc=$?
     secs=$(($(date +%s) - start))
-    after=$(kernel_lines || true)
-    if [ -z "$before" ] || [ -z "$after" ] || ! dmesg >/dev/null 2>&1; then
-        kernel=unread
-    else
-        kernel=$((after - before))
-        [ "$kernel" -gt 0 ] && dmesg | grep -E 'workqueue lockup|blocked for more than' |
-            tail -n "$kernel" >"$dir/kernel-$i.txt"
+    kernel=unread
+    if [ $readable = yes ]; then
+        kernel=$(($(kernel_lines) - before))
+        [ "$kernel" -gt 0 ] && dmesg | grep -E "$stall_lines" | tail -n "$kernel" >"$dir/kernel-$i.txt"
     fi
     echo "run $i: exit $rc, ${secs} s, kernel stall lines: $kernel"
 done

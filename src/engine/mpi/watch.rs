@@ -12,8 +12,8 @@
 //! synchronous empty message, [`TAG_PING`], that their relay threads take),
 //! skipping ranks known gone, until one answers; one that does not answer
 //! within [`PING_WAIT`] (of the watching rank's own running time: a stall
-//! of its own does not count) is marked failed and told as above. The ranks up to
-//! the next live one are exactly those no other host watches.
+//! of its own does not count) is marked failed and told as above. The
+//! ranks up to the next live one are exactly those no other host watches.
 //! (`mpirun` and `srun` usually end the whole job first; our launcher
 //! lets the survivors see the failure.)
 
