@@ -28,7 +28,9 @@ pub(super) fn describe(pid: u32, backtraces: bool) -> String {
     out
 }
 
-/// `tid name state wchan` for each thread of `pid`.
+/// `tid name state wchan` for each thread of `pid`, the main thread (whose
+/// id is `pid`) first, then the others by id (ids wrap, so the main thread's
+/// need not be the smallest).
 fn threads(pid: u32) -> String {
     let dir = format!("/proc/{pid}/task");
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -37,7 +39,7 @@ fn threads(pid: u32) -> String {
     let mut tids: Vec<u32> = entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
         .collect();
-    tids.sort_unstable();
+    tids.sort_unstable_by_key(|&tid| (tid != pid, tid));
     let mut out = String::new();
     for tid in tids {
         let read =
