@@ -55,10 +55,13 @@
 //!   callers keep each buffer alive until MPI is done with it.
 //! - `sys.rs`: the three `pre_exec` closures that run in a forked rank
 //!   (parent-death signal, CPU binding, the process manager's socket for
-//!   MPI jobs), and libc's `process_vm_readv` (rustix has none), which
-//!   copies another process's memory into a buffer borrowed mutably (the
-//!   alltoallv's single copies), or this process's own memory between two
-//!   buffers it borrows (to time that copy once). Every other system call goes
+//!   MPI jobs), and libc's `process_vm_readv` and `process_vm_writev`
+//!   (rustix has neither): the first copies another process's memory into
+//!   a buffer borrowed mutably (the alltoallv's single copies), or this
+//!   process's own memory between two buffers it borrows (to time that
+//!   copy once); the second copies a borrowed buffer into another
+//!   process's memory that it offered (the alltoallv's single copies
+//!   between nodes), writing nothing of this process. Every other system call goes
 //!   through rustix's safe functions (`mmap`/`munmap` excepted, unsafe by
 //!   nature), none through raw syscall numbers.
 //! - `reaper.rs`: the fork of the process that cleans up after a killed

@@ -99,6 +99,31 @@ impl Context {
         Ok(())
     }
 
+    /// Write `data`, memory of this process, to address `at` of rank
+    /// `rank`'s process `pid`, outside any segment: the collectives'
+    /// single copy into a caller's buffer that its rank offered for this
+    /// write (`crate::sys::write_process_memory`; only where `rank`'s node
+    /// is mapped here, [`PutFrom::Mapped`]). Complete when the call
+    /// returns, on no queue, counted as a write to `rank`.
+    pub(crate) fn write_into_process(
+        &self,
+        rank: Rank,
+        pid: u32,
+        at: usize,
+        data: &[u8],
+    ) -> Result<()> {
+        self.engine.check_rank(rank)?;
+        crate::sys::write_process_memory(pid, at, data).map_err(|e| {
+            Error::Environment(format!(
+                "writing {} bytes into rank {rank}'s buffer (process {pid}): {e}",
+                data.len()
+            ))
+        })?;
+        let inter = self.is_inter(rank);
+        self.traffic.count(inter, Op::Write, 1, data.len() as u64);
+        Ok(())
+    }
+
     fn check_list(&self, entries: &[ListEntry]) -> Result<()> {
         let max = self.config.rw_list_elem_max as usize;
         if entries.is_empty() || entries.len() > max {

@@ -283,32 +283,77 @@ pub(crate) fn unresolved<'a>(hosts: impl Iterator<Item = &'a str>) -> Vec<&'a st
 /// gives an error, never a silently short copy (`dst` may then hold part
 /// of it).
 pub(crate) fn read_process_memory(pid: u32, remote: usize, dst: &mut [u8]) -> io::Result<()> {
-    if pid == std::process::id() {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    let pid = pid_of(pid)?.as_raw_nonzero().get();
-    if remote.checked_add(dst.len()).is_none() {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    let mut done = 0;
-    while done < dst.len() {
+    let len = dst.len();
+    cross_memory(pid, remote, len, |pid, done| {
         let rest = &mut dst[done..];
         let local = libc::iovec {
             iov_base: rest.as_mut_ptr().cast(),
             iov_len: rest.len(),
         };
         let far = libc::iovec {
-            // In range: checked above.
+            // In range: checked by `cross_memory`.
             iov_base: (remote + done) as *mut libc::c_void,
             iov_len: rest.len(),
         };
         // SAFETY: `local` describes `rest`, memory of this process that we
         // borrow mutably, so the kernel's writes race with nothing; `far`
-        // names memory of another process (checked above), which the
-        // kernel reads after checking it is mapped there. The iovecs live
-        // across the call.
-        let got = unsafe { libc::process_vm_readv(pid, &local, 1, &far, 1, 0) };
-        match got {
+        // names memory of another process (checked by `cross_memory`),
+        // which the kernel reads after checking it is mapped there. The
+        // iovecs live across the call.
+        unsafe { libc::process_vm_readv(pid, &local, 1, &far, 1, 0) }
+    })
+}
+
+/// Copy `src` to address `remote` of process `pid` (Linux cross-memory
+/// attach, `process_vm_writev`): one copy, made by the kernel, into
+/// another process's private memory, with the rights of
+/// [`read_process_memory`]. The caller answers for the range: `pid` must
+/// have offered it for this write (the kernel only checks that it is
+/// mapped and writable there). Writing this process itself is refused; a
+/// range that `pid` has not mapped, or that wraps around the address
+/// space, gives an error, never a silently short copy (part of it may
+/// then have been written).
+pub(crate) fn write_process_memory(pid: u32, remote: usize, src: &[u8]) -> io::Result<()> {
+    cross_memory(pid, remote, src.len(), |pid, done| {
+        let rest = &src[done..];
+        let local = libc::iovec {
+            iov_base: rest.as_ptr().cast_mut().cast(),
+            iov_len: rest.len(),
+        };
+        let far = libc::iovec {
+            // In range: checked by `cross_memory`.
+            iov_base: (remote + done) as *mut libc::c_void,
+            iov_len: rest.len(),
+        };
+        // SAFETY: `local` describes `rest`, memory of this process that we
+        // borrow, which the kernel only reads; `far` names memory of
+        // another process (checked by `cross_memory`), which the kernel
+        // writes after checking it is mapped there: nothing of this
+        // process is written. The iovecs live across the call.
+        unsafe { libc::process_vm_writev(pid, &local, 1, &far, 1, 0) }
+    })
+}
+
+/// The checks and the loop of [`read_process_memory`] and
+/// [`write_process_memory`]: `len` bytes at `remote` of another process
+/// `pid`, moved by `step(pid, done)` (one system call for the bytes from
+/// `done` on, returning what it returns) until all have moved.
+fn cross_memory(
+    pid: u32,
+    remote: usize,
+    len: usize,
+    mut step: impl FnMut(libc::pid_t, usize) -> isize,
+) -> io::Result<()> {
+    if pid == std::process::id() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let pid = pid_of(pid)?.as_raw_nonzero().get();
+    if remote.checked_add(len).is_none() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let mut done = 0;
+    while done < len {
+        match step(pid, done) {
             -1 => {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -428,7 +473,7 @@ mod tests {
     }
 
     #[test]
-    fn another_process_memory_is_read_this_one_refused_bad_ranges_fail() {
+    fn another_process_memory_is_read_and_written_this_one_refused_bad_ranges_fail() {
         let mut word = [0u8; 4];
         let here = [7u8; 4];
         let err = read_process_memory(std::process::id(), here.as_ptr() as usize, &mut word);
@@ -466,6 +511,34 @@ mod tests {
         );
         let wraps = read_process_memory(child.id(), usize::MAX - 1, &mut word);
         assert_eq!(wraps.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        // Writes: refused for this process, for a range that wraps and for
+        // one the child has not mapped (or mapped read-only); a word at
+        // the far end of the child's stack (the kernel maps 128 KiB and
+        // more beneath what `cat` uses) is written and read back.
+        let err = write_process_memory(std::process::id(), here.as_ptr() as usize, &word);
+        assert_eq!(err.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        let wraps = write_process_memory(child.id(), usize::MAX - 1, &word);
+        assert_eq!(wraps.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert!(
+            write_process_memory(child.id(), 8, &word).is_err(),
+            "unmapped"
+        );
+        assert!(
+            write_process_memory(child.id(), start, b"abcd").is_err(),
+            "read-only"
+        );
+        let stack = maps
+            .lines()
+            .find(|line| line.ends_with("[stack]"))
+            .map(|line| usize::from_str_radix(line.split('-').next().unwrap(), 16).unwrap())
+            .expect("the child has a stack");
+        match write_process_memory(child.id(), stack, b"GASP") {
+            Ok(()) => {
+                read_process_memory(child.id(), stack, &mut word).unwrap();
+                assert_eq!(&word, b"GASP");
+            }
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}"),
+        }
         drop(input); // end of input: cat ends
         assert!(child.wait().unwrap().success());
     }

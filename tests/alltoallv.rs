@@ -560,6 +560,99 @@ fn single_copy_timeout_then_retry_completes_the_same_call() {
     });
 }
 
+/// Pieces between nodes that go unstaged reach a `run_into` buffer in one
+/// copy on the native engine: the receiver offers its buffer in the call,
+/// the senders write into it themselves, and `received` then refuses
+/// those pieces. In the same calls, ranks of `run` (results in the window)
+/// and of `run_into_displaced` (which offers nothing) get theirs through
+/// the window; ranks change their ways.
+#[test]
+fn pieces_between_nodes_go_straight_into_offered_buffers() {
+    for (ranks, ppn) in gaspi::testing::layouts(&[(4, 2), (6, 3), (3, 1)]) {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            // 32 KiB per pair: unstaged, and large enough to go once.
+            let counts = counts(Dist::Regular, n, 4096, 1);
+            let mut a = copying_once(ctx, &counts);
+            let row = &counts[me * n..(me + 1) * n];
+            let packed: Vec<usize> = (0..n).map(|k| 4096 * k).collect();
+            let afar = |s: usize| ctx.node_of(s as u16) != ctx.node();
+            let mut recv = vec![0u64; 4096 * n];
+            let mut pushed = 0u64;
+            // Each rank keeps a way for 12 calls, then takes the next (a
+            // sender looks at the offers of a rank that offered nothing
+            // again a few calls later).
+            for it in 0..24 {
+                let send = send_of(&counts, n, me, it);
+                recv.fill(u64::MAX);
+                match (me + it / 12) % 3 {
+                    0 => {
+                        a.run(&send, row, B).unwrap();
+                        check_in_place(&a, &counts, n, me, it);
+                    }
+                    1 => {
+                        a.run_into(&send, row, &mut recv, B).unwrap();
+                        assert_eq!(recv, expected(&counts, n, me, it), "it {it}");
+                        pushed += (0..n)
+                            .filter(|&s| afar(s) && a.received(s as u16).is_err())
+                            .count() as u64;
+                    }
+                    _ => {
+                        a.run_into_displaced(&send, row, &packed, &mut recv, &packed, B)
+                            .unwrap();
+                        assert_eq!(recv, expected(&counts, n, me, it), "it {it}");
+                        for s in (0..n).filter(|&s| afar(s)) {
+                            assert!(a.received(s as u16).is_ok(), "it {it}: {s} via window");
+                        }
+                    }
+                }
+            }
+            let mut all = [0u64];
+            ctx.allreduce(&[pushed], &mut all, ReduceOp::Sum, GroupId::ALL, B)
+                .unwrap();
+            // Where the kernel may copy between the ranks (a node of two
+            // probes that; a parent may read its children always).
+            let allowed = ranks / ppn < 2 || ppn < 2 || a.single_copy();
+            if ctx.engine() == Engine::Native && allowed {
+                assert!(all[0] > 0, "no piece between nodes went in one copy");
+            }
+            barrier(ctx);
+        });
+    }
+}
+
+/// A `run_into` that times out after offering its buffer to the ranks of
+/// other nodes takes the offer back before it returns: continuing the
+/// call with another buffer is refused (pieces may be in the first), with
+/// the same buffer it completes, every piece in place whichever way it
+/// came.
+#[test]
+fn an_offered_buffer_is_taken_back_on_timeout() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        segment(ctx, 0, 64);
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let counts = counts(Dist::Regular, n, 4096, 1);
+        let mut a = copying_once(ctx, &counts);
+        let row = &counts[me * n..(me + 1) * n];
+        let (mut recv, mut other) = (vec![0u64; 4096 * n], vec![0u64; 4096 * n]);
+        for it in 0..3 {
+            let send = send_of(&counts, n, me, it);
+            recv.fill(u64::MAX);
+            others_time_out_before_rank_0(ctx, 0, |t| a.run_into(&send, row, &mut recv, t));
+            if me != 0 && ctx.engine() == Engine::Native {
+                let e = a.run_into(&send, row, &mut other, B).unwrap_err();
+                assert!(
+                    matches!(&e, Error::InvalidArgument(m) if m.contains("same buffer")),
+                    "{e}"
+                );
+            }
+            a.run_into(&send, row, &mut recv, B).unwrap();
+            assert_eq!(recv, expected(&counts, n, me, it), "it {it}");
+        }
+        barrier(ctx);
+    });
+}
+
 /// Places for pieces of `counts` (by rank) as a code ported from MPI
 /// might have them: in reverse rank order, a gap of 0 to 2 elements (by
 /// `salt`) before each. The displacements and the buffer's length (one

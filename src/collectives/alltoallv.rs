@@ -84,6 +84,27 @@
 //! and reads the pieces not pushed; the closing wait keeps every send
 //! buffer in place until all have read it.
 //!
+//! **Single copies between nodes**, for private results where the other
+//! nodes' windows are mapped here (the native engine's emulated nodes):
+//! an unstaged piece would be copied twice, by its sender into the
+//! target's receive area and by its receiver out of it (a read of lines
+//! another core has just written: at 64 KiB per pair on 2 nodes of 2,
+//! half of the call's time). So each rank offers its `run_into` buffer
+//! at the start of the call in a word of its node's window (the call's
+//! tag, the buffer's address, its process id); a sender of another node
+//! that finds the offer writes its piece straight into that buffer with
+//! `process_vm_writev`, the inter-node message of this transport (as
+//! MPI libraries write large messages straight into a posted receive
+//! buffer), and sets its bit in the receiver's mask. Offers, masks and
+//! a count of the writers at work are reached with the engine's remote
+//! atomics, like any word of another node. A sender that does not find
+//! the offer soon, or finds none (`run`, displacements, a receiver that
+//! took its offer back), writes into the window as before, and the
+//! receiver copies out the pieces whose bits are clear: either way is
+//! right. A receiver whose call fails takes its offer back and waits for
+//! the writers at work before it returns, so nothing is written into its
+//! buffer once the call has returned.
+//!
 //! With sizes unknown in advance ([`Alltoallv::with_unknown_sizes`]), each
 //! call starts with a size phase: every rank writes its row of counts into
 //! the node's count matrix, and each node writes its rows to every other
@@ -110,8 +131,8 @@ use crate::types::{
 use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
 use std::marker::PhantomData;
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Instant;
 
 /// Options of an [`Alltoallv`].
@@ -157,6 +178,14 @@ pub struct AlltoallvOptions {
     /// case only where all ranks of the node may read each other's memory
     /// (tried when the alltoallv is made: same user, and no Yama
     /// `ptrace_scope` or seccomp rule against it) and chose the same value.
+    ///
+    /// Pieces of at least this many bytes (the default as above, in every
+    /// call) from ranks of other nodes that reach this node unstaged
+    /// ([`AlltoallvOptions::direct_min`]) and whose windows are mapped here
+    /// (the native engine) go in one copy too: their senders write them
+    /// straight into the receiver's buffer (`process_vm_writev`) where it
+    /// offered it (a `run_into` without displacements), and where they may;
+    /// the others come through the window.
     pub single_copy_min: Option<usize>,
     /// Pieces between two nodes that average at least this many bytes
     /// (over the non-empty pieces of the node pair) are not aggregated:
@@ -252,6 +281,42 @@ const MEASURED: u64 = 1 << 63;
 /// into the window (see `Alltoallv::decide`). On a 16-core Xeon, waiting
 /// 5 us saw 6-66% of the receivers, 100 us all of them.
 const SINGLE_COPY_PATIENCE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The longest nap of a sender polling another node's rank for its offer
+/// (see `Alltoallv::push_into`).
+const OFFER_NAP: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// How many calls a sender takes a rank of another node that offered no
+/// buffer to want its pieces through the window again before it looks at
+/// its offer anew (see `Alltoallv::push_into`): looking costs a remote
+/// atomic per piece, 6% of an in-place call at 64 KiB per pair on 2
+/// nodes of 2; a rank that turns to `run_into` gets its pieces in one
+/// copy a few calls later.
+const WINDOW_CALLS: u64 = 8;
+
+/// The end of a brief wait ([`SINGLE_COPY_PATIENCE`]) within `deadline`.
+fn brief(deadline: Deadline) -> Deadline {
+    match (deadline.remaining(), SINGLE_COPY_PATIENCE) {
+        (Some(left), most) if left < most => deadline,
+        (_, most) => Timeout::After(most).deadline(),
+    }
+}
+
+/// The words of a rank's offer (see `Alltoallv::offer`), after the
+/// places: the offer itself, the address of its receive buffer, its
+/// process id, then a bit per rank of the job, set by each sender that
+/// wrote its piece straight into that buffer.
+const OFFER: usize = 0;
+const OFFER_ADDRESS: usize = 1;
+const OFFER_PID: usize = 2;
+const OFFER_MASK: usize = 3;
+
+/// An offer word: the call's tag in the high half, then [`OFFER_PRIVATE`],
+/// [`OFFER_REVOKED`] and the number of senders writing into the buffer
+/// ([`OFFER_WRITERS`]).
+const OFFER_PRIVATE: u64 = 1 << 31;
+const OFFER_REVOKED: u64 = 1 << 30;
+const OFFER_WRITERS: u64 = OFFER_REVOKED - 1;
 
 /// What a rank's probe word holds at creation (xor its rank), read by the
 /// node's other ranks through `process_vm_readv`: a value no other process
@@ -427,6 +492,19 @@ pub struct Alltoallv<'a, T> {
     /// The call in progress (or the last one) sends what the caller wrote
     /// into the window ([`Alltoallv::run_in_window`]), copying nothing in.
     in_window: bool,
+    /// Whether the call in progress has made its offer, and the receive
+    /// buffer (address, elements) it offered to senders of other nodes, if
+    /// it did (see `Alltoallv::offer`).
+    offer_made: bool,
+    offered: Option<(usize, usize)>,
+    /// A write into another rank's buffer failed (no right to): this rank
+    /// writes its pieces through the window from then on.
+    push_failed: AtomicBool,
+    /// By rank: the call up to which this rank writes its pieces for that
+    /// rank into the window without looking at its offer
+    /// ([`WINDOW_CALLS`]). (Atomics, though only this rank's calls use
+    /// them, so that an `Alltoallv` may be shared between threads.)
+    window_until: Vec<AtomicU64>,
     /// Where each target's piece starts in the send buffer of the call in
     /// progress, and whether these are the packed places of the fixed
     /// counts (kept from call to call).
@@ -641,6 +719,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             own_direct: false,
             pulled_from: Vec::new(),
             in_window: false,
+            offer_made: false,
+            offered: None,
+            push_failed: AtomicBool::new(false),
+            window_until: (0..ctx.num_ranks()).map(|_| AtomicU64::new(0)).collect(),
             send_at: Vec::new(),
             send_packed: false,
             recv_displs: None,
@@ -803,10 +885,35 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// Bytes of the control words at the window's start: a cache line per
     /// local rank, one for the node's count of stagings and its way of
     /// copying, then each local rank's push mask (see
-    /// [`Alltoallv::mask_word`]).
+    /// [`Alltoallv::mask_word`]), places and offer
+    /// ([`Alltoallv::offer_at`]).
     fn control_bytes(ctx: &Context) -> usize {
-        let rpn = ctx.ranks_per_node();
+        let (rpn, n) = (ctx.ranks_per_node(), ctx.num_ranks() as usize);
+        Self::offers_at(rpn) + rpn * Self::offer_stride(n)
+    }
+
+    /// Where the offers start: after the places.
+    fn offers_at(rpn: usize) -> usize {
         64 * (rpn + 1) + rpn * (Self::mask_stride(rpn) + Self::places_stride(rpn))
+    }
+
+    /// Bytes of one rank's offer among `ranks` ranks, in whole cache lines.
+    fn offer_stride(ranks: usize) -> usize {
+        (8 * (OFFER_MASK + ranks.div_ceil(64))).div_ceil(64) * 64
+    }
+
+    /// The byte offset in every node's window of word `k` of local rank
+    /// `local`'s offer ([`OFFER`] and the words after it).
+    fn offer_at(&self, local: usize, k: usize) -> usize {
+        let (rpn, n) = (self.ctx.ranks_per_node(), self.ctx.num_ranks() as usize);
+        Self::offers_at(rpn) + local * Self::offer_stride(n) + 8 * k
+    }
+
+    /// Word `k` of this node's local rank `local`'s offer.
+    fn offer_word(&self, local: usize, k: usize) -> &AtomicU64 {
+        self.control
+            .atomic_u64(self.offer_at(local, k))
+            .expect("the offers lie in the control words")
     }
 
     /// Bytes of one rank's places (see [`Alltoallv::place_word`]), in
@@ -973,7 +1080,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// [`Error::InvalidArgument`] after a [`Alltoallv::run_into`] whose
     /// piece from `source` went straight into the caller's buffer: this
     /// rank's own piece always, large pieces from the ranks of its node
-    /// where they went in one copy (see
+    /// and from ranks of other nodes where they went in one copy (see
     /// [`AlltoallvOptions::single_copy_min`]).
     ///
     /// ```
@@ -1056,10 +1163,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// packed in source order. This rank's piece for itself goes straight
     /// from `send` into `recv`, not through the window; large pieces from
     /// ranks of this node may come in one copy, read by the kernel
-    /// straight out of their senders' buffers
+    /// straight out of their senders' buffers, and large pieces from ranks
+    /// of other nodes written by them straight into `recv`
     /// ([`AlltoallvOptions::single_copy_min`]); so until the call
     /// has returned `Ok`, a call retried after a timeout must be given
-    /// the same `send` buffer, unchanged. With fixed counts, a `recv` too small is
+    /// the same `send` buffer, unchanged, and the same `recv`, untouched (another is
+    /// refused with [`Error::InvalidArgument`] where pieces may have been
+    /// written into the first; nothing is written there once the call has
+    /// returned, whatever it returned). With fixed counts, a `recv` too small is
     /// refused before the call; with unknown sizes it is found once the
     /// counts are known: the call completes (the result is in the window)
     /// and returns [`Error::InvalidArgument`], `recv` untouched.
@@ -1265,6 +1376,16 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 "a call of this alltoallv timed out and is unfinished: continue it with {how}"
             )));
         }
+        if let (Some(_), Some(offered)) = (self.phase, self.offered) {
+            let given = recv.as_deref().map(|r| (r.as_ptr() as usize, r.len()));
+            if given != Some(offered) {
+                return Err(Error::InvalidArgument(
+                    "a call of this alltoallv timed out after ranks of other nodes may have \
+                     written into its receive buffer: continue it with the same buffer"
+                        .into(),
+                ));
+            }
+        }
         let (n, me) = (self.ctx.num_ranks() as usize, self.ctx.rank() as usize);
         if send_counts.len() != n {
             return Err(Error::InvalidArgument(format!(
@@ -1356,6 +1477,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             self.pull = false;
             self.own_direct = false;
             self.pulled_from.clear();
+            (self.offer_made, self.offered) = (false, None);
             if self.measured && recv.is_some() && self.ctx.local_rank() == 0 {
                 timed = Some(Instant::now());
             }
@@ -1397,6 +1519,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
             Err(e) => {
                 self.phase = Some(phase);
+                self.revoke();
                 Err(e)
             }
         }
@@ -1442,6 +1565,17 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
         let p = self.plan.as_ref().expect("a completed call has a plan");
         let n = p.layout.ranks;
+        if self.offered.is_some() {
+            // The pieces that their senders wrote into `recv` themselves.
+            let local = self.ctx.local_rank() as usize;
+            self.pulled_from
+                .resize(n.max(self.pulled_from.len()), false);
+            for s in 0..n {
+                if self.offer_word(local, OFFER_MASK + s / 64).load(SeqCst) >> (s % 64) & 1 == 1 {
+                    self.pulled_from[s] = true;
+                }
+            }
+        }
         let view = self.window.view::<T>();
         let base = self.area(self.ctx.node(), self.last);
         let left =
@@ -1523,10 +1657,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let announced = |t: usize| self.line(t - first, ANNOUNCE).load(SeqCst) >= tag;
         let patience = ctx.engine.patience();
         if self.pull {
-            let until = match (deadline.remaining(), SINGLE_COPY_PATIENCE) {
-                (Some(left), most) if left < most => deadline,
-                (_, most) => Timeout::After(most).deadline(),
-            };
+            let until = brief(deadline);
             let all = || targets.iter().all(|&t| announced(t)).then_some(());
             let waited = patience.wait(self.window.object().notifications().ww, until, all, || {
                 ctx.engine.faults()
@@ -1736,13 +1867,16 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     *phase = Phase::Staging;
                 }
                 Phase::Staging => {
-                    // First what goes straight to other nodes (it may wait
-                    // for credits: a call resumed redoes only this).
-                    self.write_direct(send, send_counts, parity, deadline)?;
                     // Where the pieces go in `recv`, if it holds them.
                     let fits = recv
                         .as_ref()
                         .is_some_and(|r| self.place_recv(r.len()).is_ok());
+                    if !self.offer_made {
+                        self.offer(tag, recv.as_deref(), fits);
+                    }
+                    // First what goes straight to other nodes (it may wait
+                    // for credits: a call resumed redoes only this).
+                    self.write_direct(send, send_counts, parity, deadline)?;
                     let p = self.plan.as_ref().expect("planned");
                     // Measured: every rank of the node picks alike.
                     let once = self.has_single(p)
@@ -1958,6 +2092,204 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         Ok(())
     }
 
+    /// Offer this call's receive buffer `recv` to the ranks of other nodes
+    /// that write their pieces unstaged, where they may write into it
+    /// themselves (one copy, by the kernel, where the window's way is two:
+    /// their write into the window and this rank's copy out): its address
+    /// and this process's id, the call's tag with [`OFFER_PRIVATE`], and
+    /// an empty mask in which each sender that does sets its bit. Only
+    /// where `recv` holds the call's pieces packed (`fits`, no
+    /// displacements) and a piece of [`Alltoallv::single_min`] bytes or
+    /// more may come from a node mapped here; otherwise the tag alone
+    /// tells senders to write into the window, as they also do for a rank
+    /// whose offer they have not seen within [`SINGLE_COPY_PATIENCE`], that
+    /// took its offer back ([`Alltoallv::revoke`]), or whose memory they
+    /// may not write: the mask says which pieces came which way. While the
+    /// call holds `recv` borrowed, kernel copies made for other processes
+    /// write the places of those pieces, as a device would; this rank
+    /// reads and writes none of them during the call (`copy_out` skips
+    /// them), and none is written once the call has returned
+    /// ([`Alltoallv::revoke`]).
+    fn offer(&mut self, tag: u32, recv: Option<&[T]>, fits: bool) {
+        let p = self.plan.as_ref().expect("planned");
+        let (me, local) = (self.ctx.rank() as usize, self.ctx.local_rank() as usize);
+        let (min, elem) = (self.single_min(), std::mem::size_of::<T>());
+        let from_afar = |s: usize| {
+            p.layout.node_of(s) != p.layout.node_of(me)
+                && p.count(s, me).saturating_mul(elem) >= min
+                && self.ctx.writes_from_memory_to(s as Rank) == PutFrom::Mapped
+        };
+        let buffer = recv.filter(|_| {
+            fits && !self.in_window
+                && self.recv_displs.is_none()
+                && (0..p.layout.ranks).any(from_afar)
+        });
+        for k in 0..p.layout.ranks.div_ceil(64) {
+            self.offer_word(local, OFFER_MASK + k).store(0, SeqCst);
+        }
+        let mut word = u64::from(tag) << 32;
+        if let Some(b) = buffer {
+            let at = b.as_ptr() as usize as u64;
+            self.offer_word(local, OFFER_ADDRESS).store(at, SeqCst);
+            let pid = u64::from(std::process::id());
+            self.offer_word(local, OFFER_PID).store(pid, SeqCst);
+            word |= OFFER_PRIVATE;
+        }
+        self.offer_word(local, OFFER).store(word, SeqCst);
+        self.offered = buffer.map(|b| (b.as_ptr() as usize, b.len()));
+        self.offer_made = true;
+    }
+
+    /// After an error in a call whose receive buffer was offered: take the
+    /// offer back ([`OFFER_REVOKED`]; senders that come later write into
+    /// the window), then wait until the senders writing into the buffer
+    /// have finished (each is one kernel copy under way), so that none
+    /// writes there once the call has returned and the caller may drop
+    /// the buffer. A failed rank ends the wait (it writes no more).
+    fn revoke(&self) {
+        if self.offered.is_none() {
+            return;
+        }
+        let word = self.offer_word(self.ctx.local_rank() as usize, OFFER);
+        word.fetch_or(OFFER_REVOKED, SeqCst);
+        let mut spins = 0u32;
+        while word.load(SeqCst) & OFFER_WRITERS != 0 && self.ctx.engine.faults().is_ok() {
+            spins = spins.saturating_add(1);
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Write `piece`, this rank's for rank `t` of another node, straight
+    /// into `t`'s receive buffer if `t` offered it in this call
+    /// ([`Alltoallv::offer`]): `Ok(false)` if the piece must go through
+    /// the window instead. Waits for the offer up to
+    /// [`SINGLE_COPY_PATIENCE`] within `deadline`, unless `t` took its
+    /// previous call's result in the window (it likely does again); does
+    /// not look for [`WINDOW_CALLS`] calls after `t` offered nothing. The
+    /// offer's count of writers keeps `t` from returning while this rank
+    /// writes; the bit in `t`'s mask, set before the count drops, tells
+    /// `t` that the piece is in its buffer.
+    fn push_into(
+        &self,
+        p: &AlltoallvPlan,
+        t: usize,
+        piece: &[u8],
+        deadline: Deadline,
+    ) -> Result<bool> {
+        let (ctx, rank) = (self.ctx, t as Rank);
+        let window_until = self.window_until.get(t).map_or(0, |w| w.load(Relaxed));
+        if self.calls < window_until
+            || self.push_failed.load(Relaxed)
+            || piece.len() < self.single_min()
+            || ctx.writes_from_memory_to(rank) != PutFrom::Mapped
+        {
+            return Ok(false);
+        }
+        let lt = t - p.layout.node_ranks(p.layout.node_of(t)).start;
+        let at = |k: usize| Remote::new(rank, self.segment, self.offer_at(lt, k));
+        let fetch = |k: usize| ctx.atomic_fetch_add(at(k), 0, Timeout::Block);
+        let tag = u64::from(super::call_tag(self.calls));
+        let before = match self.calls {
+            0 => 0,
+            c => u64::from(super::call_tag(c - 1)),
+        };
+        let judge = |w: u64| match w >> 32 {
+            x if x == tag => Some(Some(w).filter(|w| w & OFFER_PRIVATE != 0)),
+            x if x == before && w & OFFER_PRIVATE == 0 => Some(None),
+            _ => None,
+        };
+        let seen = match judge(fetch(OFFER)?) {
+            Some(seen) => Ok(seen),
+            None => ctx
+                .engine
+                .patience()
+                .poll(brief(deadline), OFFER_NAP, || Ok(judge(fetch(OFFER)?))),
+        };
+        let mut w = match seen {
+            Ok(Some(w)) => w,
+            Ok(None) => {
+                // No buffer offered: the window for a few calls.
+                if let Some(w) = self.window_until.get(t) {
+                    w.store(self.calls.saturating_add(WINDOW_CALLS), Relaxed);
+                }
+                return Ok(false);
+            }
+            Err(e) if e.is_timeout() => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        // A writer's place, while the offer stands.
+        loop {
+            let open = w >> 32 == tag && w & OFFER_PRIVATE != 0 && w & OFFER_REVOKED == 0;
+            if !open || w & OFFER_WRITERS == OFFER_WRITERS {
+                return Ok(false);
+            }
+            match ctx.atomic_compare_swap(at(OFFER), w, w + 1, Timeout::Block)? {
+                now if now == w => break,
+                now => w = now,
+            }
+        }
+        let written = self.push_piece(p, t, piece, &fetch).and_then(|done| {
+            if done {
+                // This rank's bit in `t`'s mask (idempotent: a call
+                // resumed may write the piece again).
+                let me = self.ctx.rank() as usize;
+                let (word, bit) = (at(OFFER_MASK + me / 64), 1u64 << (me % 64));
+                let mut v = ctx.atomic_fetch_add(word, 0, Timeout::Block)?;
+                while v & bit == 0 {
+                    match ctx.atomic_compare_swap(word, v, v | bit, Timeout::Block)? {
+                        now if now == v => break,
+                        now => v = now,
+                    }
+                }
+            }
+            Ok(done)
+        });
+        // The writer's place back (wrapping add: minus one).
+        let released = ctx.atomic_fetch_add(at(OFFER), u64::MAX, Timeout::Block);
+        let written = written?;
+        released?;
+        Ok(written)
+    }
+
+    /// The copy of [`Alltoallv::push_into`] once this rank holds a
+    /// writer's place in `t`'s offer: `Ok(false)` where the piece must go
+    /// through the window (its place would lie at an offset where the
+    /// kernel's copy is slow, see [`Alltoallv::aligned`], or this process
+    /// may not write `t`'s memory: then it stops trying).
+    fn push_piece(
+        &self,
+        p: &AlltoallvPlan,
+        t: usize,
+        piece: &[u8],
+        fetch: &dyn Fn(usize) -> Result<u64>,
+    ) -> Result<bool> {
+        let me = self.ctx.rank() as usize;
+        // Packed by source: `t` checked that its buffer holds them all.
+        let place = (0..me).fold(0usize, |at, s| at.saturating_add(p.count(s, t)));
+        let (addr, pid) = (fetch(OFFER_ADDRESS)?, fetch(OFFER_PID)?);
+        let dst = place
+            .checked_mul(std::mem::size_of::<T>())
+            .and_then(|b| usize::try_from(addr).ok()?.checked_add(b));
+        let (Some(dst), Ok(pid)) = (dst, u32::try_from(pid)) else {
+            return Ok(false);
+        };
+        let shift = dst.wrapping_sub(piece.as_ptr() as usize) % 64;
+        if (1..32).contains(&shift) && crate::sys::cross_copy_offsets_slow() {
+            return Ok(false);
+        }
+        match self.ctx.write_into_process(t as Rank, pid, dst, piece) {
+            Ok(()) => Ok(true),
+            Err(_) => {
+                self.push_failed.store(true, Relaxed);
+                Ok(false)
+            }
+        }
+    }
+
     /// Write this rank's pieces for the nodes it reaches unstaged
     /// (`Alltoallv::direct_to`) into their receive areas: from `send`, or
     /// in the window from its staging slots. Complete at the targets on
@@ -2001,14 +2333,19 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 posted = true;
             } else {
                 // One call per node: the engine completes them together.
+                // Pieces whose receivers offered their buffers go there.
                 let mut pieces = Vec::with_capacity(counts.len());
                 for (t, &c) in ranks.zip(counts).filter(|&(_, &c)| c > 0) {
                     let from = self.send_at[t];
                     let piece: &[u8] = bytemuck::cast_slice(&send[from..from + c]);
-                    pieces.push((piece, place(t)));
+                    if !self.push_into(p, t, piece, deadline)? {
+                        pieces.push((piece, place(t)));
+                    }
                 }
-                self.ctx
-                    .write_from_memory(self.peer(to), self.segment, &pieces)?;
+                if !pieces.is_empty() {
+                    self.ctx
+                        .write_from_memory(self.peer(to), self.segment, &pieces)?;
+                }
             }
         }
         if posted {
