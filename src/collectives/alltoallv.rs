@@ -525,6 +525,10 @@ pub struct Alltoallv<'a, T> {
     /// the plan in use; and the elements this node stages in all.
     direct_to: Vec<bool>,
     staged_len: usize,
+    /// By target rank, for the plan in use: where this rank's piece starts
+    /// in the target's receive buffer when it holds its pieces packed (in
+    /// elements; see `Alltoallv::push_into`).
+    push_at: Vec<usize>,
     /// Whether each call copies large pieces once or twice by the node's
     /// measurements (`single_copy_min: None` where ranks share cores).
     measured: bool,
@@ -731,6 +735,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             recv_packed: None,
             direct_to: Vec::new(),
             staged_len: 0,
+            push_at: Vec::new(),
             measured: false,
             choice: TimedChoice::default(),
             _t: PhantomData,
@@ -777,6 +782,16 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .filter(|&to| to != node && !self.direct_to[to])
             .map(|to| p.section_len(node, to))
             .sum();
+        // (Saturating: a receiver whose buffer could hold them checked the
+        // sums; no other is offered.)
+        let (n, me) = (p.layout.ranks, self.ctx.rank() as usize);
+        self.push_at.clear();
+        self.push_at.resize(n, 0);
+        for s in 0..me {
+            for (t, at) in self.push_at.iter_mut().enumerate() {
+                *at = at.saturating_add(p.count(s, t));
+            }
+        }
     }
 
     /// The smallest piece this rank would copy once (`usize::MAX`: none),
@@ -2232,7 +2247,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 now => w = now,
             }
         }
-        let written = self.push_piece(p, t, piece, &fetch).and_then(|done| {
+        let written = self.push_piece(t, piece, &fetch).and_then(|done| {
             if done {
                 // This rank's bit in `t`'s mask (idempotent: a call
                 // resumed may write the piece again).
@@ -2262,14 +2277,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// may not write `t`'s memory: then it stops trying).
     fn push_piece(
         &self,
-        p: &AlltoallvPlan,
         t: usize,
         piece: &[u8],
         fetch: &dyn Fn(usize) -> Result<u64>,
     ) -> Result<bool> {
-        let me = self.ctx.rank() as usize;
         // Packed by source: `t` checked that its buffer holds them all.
-        let place = (0..me).fold(0usize, |at, s| at.saturating_add(p.count(s, t)));
+        let Some(&place) = self.push_at.get(t) else {
+            return Ok(false);
+        };
         let (addr, pid) = (fetch(OFFER_ADDRESS)?, fetch(OFFER_PID)?);
         let dst = place
             .checked_mul(std::mem::size_of::<T>())
