@@ -622,10 +622,11 @@ fn pieces_between_nodes_go_straight_into_offered_buffers() {
 }
 
 /// A `run_into` that times out after offering its buffer to the ranks of
-/// other nodes takes the offer back before it returns: continuing the
-/// call with another buffer is refused (pieces may be in the first), with
-/// the same buffer it completes, every piece in place whichever way it
-/// came.
+/// other nodes (and takes the offer back): continuing the call with
+/// another buffer is refused on the native engine (pieces may be in the
+/// first), with the same buffer it completes, every piece in place
+/// whichever way it came. (That the call waits for writers at work before
+/// it returns is not provoked here: see `Alltoallv::revoke`.)
 #[test]
 fn an_offered_buffer_is_taken_back_on_timeout() {
     Job::new(&[4]).ppn(2).run(|ctx| {

@@ -302,6 +302,15 @@ fn brief(deadline: Deadline) -> Deadline {
     }
 }
 
+/// Whether the kernel copies a piece from address `src` to address `dst`
+/// at full speed: the destination does not lie 1 to 31 bytes past the
+/// source within a cache line, or this machine's kernel copy is not slow
+/// there ([`crate::sys::cross_copy_offsets_slow`]; see
+/// `Alltoallv::aligned`). Wrapping: only the offset within a line matters.
+fn kernel_copy_fast(src: u64, dst: u64) -> bool {
+    !(1..32).contains(&(dst.wrapping_sub(src) % 64)) || !crate::sys::cross_copy_offsets_slow()
+}
+
 /// The words of a rank's offer (see `Alltoallv::offer`), after the
 /// places: the offer itself, the address of its receive buffer, its
 /// process id, then a bit per rank of the job, set by each sender that
@@ -1715,9 +1724,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// offset; refusing them everywhere made a private alltoallv of 1 MiB
     /// per pair 1.4-1.5 times slower on the Xeon.)
     fn aligned(&self, lt: usize, src: u64, dst: u64) -> bool {
-        if !crate::sys::cross_copy_offsets_slow() {
-            return true;
-        }
         let (elem, local) = (
             std::mem::size_of::<T>() as u64,
             self.ctx.local_rank() as usize,
@@ -1727,7 +1733,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let at = self.place_word(lt, true, local).load(SeqCst);
         let src = src.wrapping_add(before.wrapping_mul(elem));
         let dst = dst.wrapping_add(at.wrapping_mul(elem));
-        !(1..32).contains(&(dst.wrapping_sub(src) % 64))
+        kernel_copy_fast(src, dst)
     }
 
     /// Read this rank's large pieces from the ranks of its node straight
@@ -2292,8 +2298,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let (Some(dst), Ok(pid)) = (dst, u32::try_from(pid)) else {
             return Ok(false);
         };
-        let shift = dst.wrapping_sub(piece.as_ptr() as usize) % 64;
-        if (1..32).contains(&shift) && crate::sys::cross_copy_offsets_slow() {
+        if !kernel_copy_fast(piece.as_ptr() as usize as u64, dst as u64) {
             return Ok(false);
         }
         match self.ctx.write_into_process(t as Rank, pid, dst, piece) {
