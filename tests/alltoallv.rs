@@ -8,7 +8,10 @@ mod common;
 use common::*;
 use gaspi::plan::AlltoallvPlan;
 use gaspi::testing::Job;
-use gaspi::{Alltoallv, AlltoallvOptions, Context, Engine, Error, GroupId, ReduceOp, Timeout};
+use gaspi::{
+    Alltoallv, AlltoallvOptions, Context, Engine, Error, GroupId, Notification, ReduceOp, Timeout,
+};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 
 const B: Timeout = Timeout::Block;
 
@@ -626,7 +629,7 @@ fn pieces_between_nodes_go_straight_into_offered_buffers() {
 /// another buffer is refused on the native engine (pieces may be in the
 /// first), with the same buffer it completes, every piece in place
 /// whichever way it came. (That the call waits for writers at work before
-/// it returns is not provoked here: see `Alltoallv::revoke`.)
+/// it returns: `a_call_that_times_out_waits_for_the_writes_into_its_buffer`.)
 #[test]
 fn an_offered_buffer_is_taken_back_on_timeout() {
     Job::new(&[4]).ppn(2).run(|ctx| {
@@ -650,6 +653,105 @@ fn an_offered_buffer_is_taken_back_on_timeout() {
             a.run_into(&send, row, &mut recv, B).unwrap();
             assert_eq!(recv, expected(&counts, n, me, it), "it {it}");
         }
+        barrier(ctx);
+    });
+}
+
+/// A `run_into` that times out while a rank of another node is writing a
+/// piece into its offered buffer returns only once that write is done:
+/// the buffer does not change after the call returned, and the call
+/// continued with it completes with every piece in place. Rank 2 holds its
+/// write into rank 0's buffer (`testing_around_writes`) until rank 0's call
+/// has returned, or for a second: a call that returned without waiting for
+/// its writers would see the piece land afterwards.
+#[test]
+fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
+    const HOLDING: u32 = 10;
+    const RETURNED: u32 = 11;
+    const WRITTEN: u32 = 12;
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        segment(ctx, 0, 64);
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let counts = counts(Dist::Regular, n, 4096, 1);
+        let row = &counts[me * n..(me + 1) * n];
+        let note = |to: u16, id: u32| {
+            ctx.notify(to, 0, Notification::new(id, 1), 1, B).unwrap();
+            ctx.wait(1, B).unwrap();
+        };
+        let holding = AtomicBool::new(false);
+        let mut a = copying_once(ctx, &counts);
+        if me == 2 {
+            a.testing_around_writes(|t, written| {
+                if t != 0 || !holding.load(SeqCst) {
+                } else if !written {
+                    note(0, HOLDING);
+                    if ctx
+                        .notify_waitsome(0, RETURNED..RETURNED + 1, Timeout::ms(1000))
+                        .is_ok()
+                    {
+                        ctx.notify_reset(0, RETURNED).unwrap();
+                    }
+                } else {
+                    note(0, WRITTEN);
+                }
+            });
+        }
+        // Buffers at the start of a line: the kernel copies at full speed.
+        let (mut send_store, mut recv_store) = (vec![0u64; 4096 * n + 8], vec![0u64; 4096 * n + 8]);
+        let recv = line_aligned(&mut recv_store, 4096 * n);
+        let send = line_aligned(&mut send_store, 4096 * n);
+        // A first call: whether rank 2 writes into rank 0's buffer at all.
+        send.copy_from_slice(&send_of(&counts, n, me, 0));
+        a.run_into(send, row, recv, B).unwrap();
+        assert_eq!(*recv, expected(&counts, n, me, 0));
+        let mut once = [u64::from(me == 0 && a.received(2).is_err())];
+        ctx.allreduce(&once.clone(), &mut once, ReduceOp::Max, GroupId::ALL, B)
+            .unwrap();
+        // Where the kernel may copy between the job's processes (the
+        // nodes' ranks found they may), the piece went straight in.
+        if ctx.engine() == Engine::Native && a.single_copy() {
+            assert_eq!(once, [1], "rank 2 wrote into rank 0's offered buffer");
+        }
+        let mut exercised = [0u64];
+        // Rank 0 may time out before rank 2 took its writer's place (a
+        // loaded machine): then again.
+        for it in 1..6 {
+            if once[0] == 0 || exercised[0] == 1 {
+                break;
+            }
+            barrier(ctx);
+            send.copy_from_slice(&send_of(&counts, n, me, it));
+            recv.fill(u64::MAX);
+            holding.store(true, SeqCst);
+            let mut held = 0;
+            if me == 0 {
+                let e = a.run_into(send, row, recv, Timeout::ms(300)).unwrap_err();
+                assert!(e.is_timeout(), "{e}");
+                // Rank 2 said it holds its writer's place before taking
+                // it: if it did, it is done writing now.
+                if ctx.notify_reset(0, HOLDING).unwrap() != 0 {
+                    held = 1;
+                    let seen = recv.to_vec();
+                    note(2, RETURNED);
+                    ctx.notify_waitsome(0, WRITTEN..WRITTEN + 1, Timeout::ms(60_000))
+                        .unwrap();
+                    ctx.notify_reset(0, WRITTEN).unwrap();
+                    assert!(*recv == seen[..], "written into after the call returned");
+                }
+            }
+            a.run_into(send, row, recv, B).unwrap();
+            holding.store(false, SeqCst);
+            assert_eq!(*recv, expected(&counts, n, me, it), "it {it}");
+            if held == 1 {
+                assert!(a.received(2).is_err(), "rank 2's piece came in one copy");
+            }
+            ctx.allreduce(&[held], &mut exercised, ReduceOp::Max, GroupId::ALL, B)
+                .unwrap();
+        }
+        assert_eq!(
+            exercised, once,
+            "the write was held while the call timed out"
+        );
         barrier(ctx);
     });
 }

@@ -294,6 +294,16 @@ const OFFER_NAP: std::time::Duration = std::time::Duration::from_micros(50);
 /// copy a few calls later.
 const WINDOW_CALLS: u64 = 8;
 
+/// A hook run around each write into another rank's offered buffer
+/// ([`Alltoallv::testing_around_writes`]).
+struct AroundWrites<'a>(Box<dyn Fn(Rank, bool) + Send + Sync + 'a>);
+
+impl std::fmt::Debug for AroundWrites<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AroundWrites")
+    }
+}
+
 /// The end of a brief wait ([`SINGLE_COPY_PATIENCE`]) within `deadline`.
 fn brief(deadline: Deadline) -> Deadline {
     match (deadline.remaining(), SINGLE_COPY_PATIENCE) {
@@ -514,6 +524,8 @@ pub struct Alltoallv<'a, T> {
     /// ([`WINDOW_CALLS`]). (Atomics, though only this rank's calls use
     /// them, so that an `Alltoallv` may be shared between threads.)
     window_until: Vec<AtomicU64>,
+    /// The testing aid of [`Alltoallv::testing_around_writes`], if set.
+    around_writes: Option<AroundWrites<'a>>,
     /// Where each target's piece starts in the send buffer of the call in
     /// progress, and whether these are the packed places of the fixed
     /// counts (kept from call to call).
@@ -736,6 +748,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             offered: None,
             push_failed: AtomicBool::new(false),
             window_until: (0..ctx.num_ranks()).map(|_| AtomicU64::new(0)).collect(),
+            around_writes: None,
             send_at: Vec::new(),
             send_packed: false,
             recv_displs: None,
@@ -1083,6 +1096,31 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// ```
     pub fn single_copy(&self) -> bool {
         self.once_min != usize::MAX
+    }
+
+    /// Testing aid, not part of the API (it may change in any release):
+    /// `hook(t, written)` runs on this rank just before (`written` false)
+    /// and just after (true) each write of one of its pieces straight into
+    /// the offered receive buffer of rank `t` of another node (see
+    /// [`AlltoallvOptions::single_copy_min`]), while this rank holds a
+    /// writer's place in that offer, so that the receiver's call cannot
+    /// return in between. While a hook is set, this rank waits for the
+    /// offers of its calls' receivers as long as the call's deadline
+    /// allows, not only briefly, so that a test knows which pieces take
+    /// that way. For tests of a call that fails while ranks of other
+    /// nodes write into its buffer.
+    ///
+    /// ```no_run
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let counts = vec![4096; (ctx.num_ranks() as usize).pow(2)];
+    /// let mut a = Alltoallv::<u64>::new(&ctx, 1, &counts, Timeout::Block)?;
+    /// a.testing_around_writes(|t, written| println!("into rank {t}: written {written}"));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn testing_around_writes(&mut self, hook: impl Fn(Rank, bool) + Send + Sync + 'a) {
+        self.around_writes = Some(AroundWrites(Box::new(hook)));
     }
 
     /// The segment id of the node windows.
@@ -2214,21 +2252,26 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let at = |k: usize| Remote::new(rank, self.segment, self.offer_at(lt, k));
         let fetch = |k: usize| ctx.atomic_fetch_add(at(k), 0, Timeout::Block);
         let tag = u64::from(super::call_tag(self.calls));
-        let before = match self.calls {
-            0 => 0,
-            c => u64::from(super::call_tag(c - 1)),
-        };
+        // The previous call's tag: `t` has not started this call yet, and
+        // offered nothing in that one. (Before the first call the word
+        // holds no tag, 0: `t` may yet offer.)
+        let before = (self.calls.checked_sub(1)).map(|c| u64::from(super::call_tag(c)));
         let judge = |w: u64| match w >> 32 {
             x if x == tag => Some(Some(w).filter(|w| w & OFFER_PRIVATE != 0)),
-            x if x == before && w & OFFER_PRIVATE == 0 => Some(None),
+            x if Some(x) == before && w & OFFER_PRIVATE == 0 => Some(None),
             _ => None,
         };
         let seen = match judge(fetch(OFFER)?) {
             Some(seen) => Ok(seen),
-            None => ctx
-                .engine
-                .patience()
-                .poll(brief(deadline), OFFER_NAP, || Ok(judge(fetch(OFFER)?))),
+            None => {
+                let wait = match self.around_writes {
+                    Some(_) => deadline,
+                    None => brief(deadline),
+                };
+                ctx.engine
+                    .patience()
+                    .poll(wait, OFFER_NAP, || Ok(judge(fetch(OFFER)?)))
+            }
         };
         let mut w = match seen {
             Ok(Some(w)) => w,
@@ -2301,7 +2344,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         if !kernel_copy_fast(piece.as_ptr() as usize as u64, dst as u64) {
             return Ok(false);
         }
-        match self.ctx.write_into_process(t as Rank, pid, dst, piece) {
+        let around = |written| {
+            if let Some(AroundWrites(hook)) = &self.around_writes {
+                hook(t as Rank, written);
+            }
+        };
+        around(false);
+        let result = self.ctx.write_into_process(t as Rank, pid, dst, piece);
+        around(true);
+        match result {
             Ok(()) => Ok(true),
             Err(_) => {
                 self.push_failed.store(true, Relaxed);
