@@ -100,19 +100,15 @@ impl Context {
     }
 
     /// Write `data`, memory of this process, to address `at` of rank
-    /// `rank`'s process `pid`, outside any segment: the collectives'
-    /// single copy into a caller's buffer that its rank offered for this
-    /// write (`crate::sys::write_process_memory`; only where `rank`'s node
-    /// is mapped here, [`PutFrom::Mapped`]). Complete when the call
-    /// returns, on no queue, counted as a write to `rank`.
-    pub(crate) fn write_into_process(
-        &self,
-        rank: Rank,
-        pid: u32,
-        at: usize,
-        data: &[u8],
-    ) -> Result<()> {
-        self.engine.check_rank(rank)?;
+    /// `rank`'s process, outside any segment: the collectives' single copy
+    /// into a caller's buffer that its rank offered for this write
+    /// (`crate::sys::write_process_memory`; only where `rank`'s node is
+    /// mapped here, [`PutFrom::Mapped`]). Complete when the call returns,
+    /// on no queue, counted as a write to `rank`. The process is the one
+    /// the job recorded for `rank`, and only while it runs
+    /// (`crate::engine::processes`).
+    pub(crate) fn write_into_process(&self, rank: Rank, at: usize, data: &[u8]) -> Result<()> {
+        let pid = self.live_pid(rank)?;
         crate::sys::write_process_memory(pid, at, data).map_err(|e| {
             Error::Environment(format!(
                 "writing {} bytes into rank {rank}'s buffer (process {pid}): {e}",
@@ -122,6 +118,37 @@ impl Context {
         let inter = self.is_inter(rank);
         self.traffic.count(inter, Op::Write, 1, data.len() as u64);
         Ok(())
+    }
+
+    /// Read `dst.len()` bytes at address `at` of rank `rank`'s process
+    /// into `dst`, outside any segment: the collectives' single copy out of
+    /// a buffer that its rank announced for this read, inside a node
+    /// (`crate::sys::read_process_memory`). From the process the job
+    /// recorded for `rank`, and only while it runs, as
+    /// [`Context::write_into_process`]; not counted as traffic (a copy
+    /// inside a node, as the copies through a node's window are not).
+    pub(crate) fn read_from_process(&self, rank: Rank, at: usize, dst: &mut [u8]) -> Result<()> {
+        let pid = self.live_pid(rank)?;
+        crate::sys::read_process_memory(pid, at, dst).map_err(|e| {
+            Error::Environment(format!(
+                "reading {} bytes from rank {rank}'s buffer (process {pid}): {e}",
+                dst.len()
+            ))
+        })
+    }
+
+    /// The pid of `rank`'s process for a kernel copy now, or why not: it
+    /// failed, or it is not of this host or has exited.
+    fn live_pid(&self, rank: Rank) -> Result<u32> {
+        self.engine.check_rank(rank)?;
+        self.engine.live_pid(rank).ok_or_else(|| {
+            self.engine.check_alive(rank).err().unwrap_or_else(|| {
+                Error::Environment(format!(
+                    "rank {rank}'s process is not one this process may copy to or from \
+                     (of another host, exited, or not the process the job recorded)"
+                ))
+            })
+        })
     }
 
     fn check_list(&self, entries: &[ListEntry]) -> Result<()> {

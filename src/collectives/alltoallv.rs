@@ -91,9 +91,10 @@
 //! another core has just written: at 64 KiB per pair on 2 nodes of 2,
 //! half of the call's time). So each rank offers its `run_into` buffer
 //! at the start of the call in a word of its node's window (the call's
-//! tag, the buffer's address, its process id); a sender of another node
-//! that finds the offer writes its piece straight into that buffer with
-//! `process_vm_writev`, the inter-node message of this transport (as
+//! tag and the buffer's address); a sender of another node that finds
+//! the offer writes its piece straight into that buffer with
+//! `process_vm_writev` (into the process the job recorded for the rank,
+//! while it runs: `crate::engine::processes`), the inter-node message of this transport (as
 //! MPI libraries write large messages straight into a posted receive
 //! buffer), and sets its bit in the receiver's mask. Offers, masks and
 //! a count of the writers at work are reached with the engine's remote
@@ -258,7 +259,7 @@ impl AlltoallvOptions {
 /// `Alltoallv::publish`), then for single copies its announcement of a
 /// call (`2 * (call + 1) + pull`, where `pull` says it reads its pieces
 /// from this node's ranks itself), the address of its send buffer in that
-/// call, its process id, the state of the probe made at creation, the
+/// call, the state of the probe made at creation, the
 /// address of its receive buffer in the call, the call (`2 * (call + 1)`)
 /// whose push mask it has written (see `Alltoallv::decide`), and the
 /// smallest piece it copies once with [`MEASURED`] set where it measures
@@ -266,11 +267,10 @@ impl AlltoallvOptions {
 const PROGRESS: usize = 0;
 const ANNOUNCE: usize = 1;
 const ADDRESS: usize = 2;
-const PID: usize = 3;
-const PROBE: usize = 4;
-const RECV_ADDRESS: usize = 5;
-const DECIDED: usize = 6;
-const THRESHOLD: usize = 7;
+const PROBE: usize = 3;
+const RECV_ADDRESS: usize = 4;
+const DECIDED: usize = 5;
+const THRESHOLD: usize = 6;
 
 /// The bit of a rank's [`THRESHOLD`] word that says it measures which
 /// calls copy once (see [`AlltoallvOptions::single_copy_min`]).
@@ -322,13 +322,13 @@ fn kernel_copy_fast(src: u64, dst: u64) -> bool {
 }
 
 /// The words of a rank's offer (see `Alltoallv::offer`), after the
-/// places: the offer itself, the address of its receive buffer, its
-/// process id, then a bit per rank of the job, set by each sender that
-/// wrote its piece straight into that buffer.
+/// places: the offer itself, the address of its receive buffer, then a
+/// bit per rank of the job, set by each sender that wrote its piece
+/// straight into that buffer. (Its process is the one the job recorded
+/// for its rank, never one a word names: see `crate::engine::processes`.)
 const OFFER: usize = 0;
 const OFFER_ADDRESS: usize = 1;
-const OFFER_PID: usize = 2;
-const OFFER_MASK: usize = 3;
+const OFFER_MASK: usize = 2;
 
 /// An offer word: the call's tag in the high half, then [`OFFER_PRIVATE`],
 /// [`OFFER_REVOKED`] and the number of senders writing into the buffer
@@ -836,8 +836,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Find out whether the ranks of this node copy large pieces once
-    /// (`once_min`): each publishes its threshold, its process id and
-    /// the address of a word holding a token, reads every other rank's
+    /// (`once_min`): each publishes its threshold and the address of a
+    /// word holding a token, reads every other rank's
     /// token, says whether all came right and all thresholds are its own,
     /// and all agree. Every rank of the node takes part, wanting single
     /// copies or not, so that none waits for another in vain. On an error
@@ -860,16 +860,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let probe = Box::new(token(local));
         self.line(local, ADDRESS)
             .store(std::ptr::from_ref::<u64>(&probe) as u64, SeqCst);
-        self.line(local, PID)
-            .store(u64::from(std::process::id()), SeqCst);
         self.line(local, PROBE).store(1, SeqCst);
         self.wake();
         self.await_lines(PROBE, 1, deadline)?;
         let readable = |l: usize| {
             let mut word = [0u8; 8];
-            let pid = u32::try_from(self.line(l, PID).load(SeqCst)).unwrap_or(0);
             let at = usize::try_from(self.line(l, ADDRESS).load(SeqCst)).unwrap_or(0);
-            crate::sys::read_process_memory(pid, at, &mut word).is_ok()
+            ctx.read_from_process(ctx.node_ranks(ctx.node()).start + l as Rank, at, &mut word)
+                .is_ok()
                 && u64::from_ne_bytes(word) == token(l)
         };
         let same = (0..local_num).all(|l| self.line(l, THRESHOLD).load(SeqCst) == threshold);
@@ -1837,13 +1835,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     "rank {s} announced a send buffer at an impossible address"
                 ))
             })?;
-        let pid = u32::try_from(self.line(l, PID).load(SeqCst)).unwrap_or(0);
-        crate::sys::read_process_memory(pid, remote, bytemuck::cast_slice_mut(dst)).or_else(|e| {
-            self.ctx.engine.faults()?;
-            Err(Error::Environment(format!(
-                "reading rank {s}'s send buffer (single copy): {e}"
-            )))
-        })
+        let bytes = bytemuck::cast_slice_mut(dst);
+        self.ctx
+            .read_from_process(s as Rank, remote, bytes)
+            .or_else(|e| {
+                self.ctx.engine.faults()?;
+                Err(e)
+            })
     }
 
     /// The rank of node `node` this rank writes to: the same local rank,
@@ -2155,7 +2153,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// that write their pieces unstaged, where they may write into it
     /// themselves (one copy, by the kernel, where the window's way is two:
     /// their write into the window and this rank's copy out): its address
-    /// and this process's id, the call's tag with [`OFFER_PRIVATE`], and
+    /// and the call's tag with [`OFFER_PRIVATE`], and
     /// an empty mask in which each sender that does sets its bit. Only
     /// where `recv` holds the call's pieces packed (`fits`, no
     /// displacements) and a piece of [`Alltoallv::single_min`] bytes or
@@ -2190,8 +2188,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         if let Some(b) = buffer {
             let at = b.as_ptr() as usize as u64;
             self.offer_word(local, OFFER_ADDRESS).store(at, SeqCst);
-            let pid = u64::from(std::process::id());
-            self.offer_word(local, OFFER_PID).store(pid, SeqCst);
             word |= OFFER_PRIVATE;
         }
         self.offer_word(local, OFFER).store(word, SeqCst);
@@ -2334,11 +2330,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let Some(&place) = self.push_at.get(t) else {
             return Ok(false);
         };
-        let (addr, pid) = (fetch(OFFER_ADDRESS)?, fetch(OFFER_PID)?);
+        let addr = fetch(OFFER_ADDRESS)?;
         let dst = place
             .checked_mul(std::mem::size_of::<T>())
             .and_then(|b| usize::try_from(addr).ok()?.checked_add(b));
-        let (Some(dst), Ok(pid)) = (dst, u32::try_from(pid)) else {
+        let Some(dst) = dst else {
             return Ok(false);
         };
         if !kernel_copy_fast(piece.as_ptr() as usize as u64, dst as u64) {
@@ -2350,7 +2346,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
         };
         around(false);
-        let result = self.ctx.write_into_process(t as Rank, pid, dst, piece);
+        let result = self.ctx.write_into_process(t as Rank, dst, piece);
         around(true);
         match result {
             Ok(()) => Ok(true),

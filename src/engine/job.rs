@@ -453,6 +453,12 @@ impl JobBlock {
         }
     }
 
+    /// Whether the pids recorded in the block name processes here: the
+    /// block's creator lived in this process's pid namespace.
+    pub(crate) fn pids_meaningful(&self) -> bool {
+        self.header().pid_namespace.load(SeqCst) == pid_namespace()
+    }
+
     pub(crate) fn slot(&self, rank: usize) -> &RankSlot {
         assert!(rank < self.nranks);
         self.map
@@ -536,7 +542,7 @@ impl JobBlock {
     /// start time before its pid, so this is one whose start time could
     /// not be read: we cannot tell, and keep it).
     fn abandoned(&self) -> bool {
-        if self.header().pid_namespace.load(SeqCst) != pid_namespace() {
+        if !self.pids_meaningful() {
             return false; // its pids mean nothing here: we cannot tell
         }
         let mut procs: Vec<(u32, u64)> = self.launcher().into_iter().collect();

@@ -50,6 +50,7 @@ pub(crate) mod messages;
 #[cfg(feature = "mpi")]
 pub(crate) mod mpi;
 pub(crate) mod notify;
+pub(crate) mod processes;
 pub(crate) mod segment;
 pub(crate) mod shm;
 pub(crate) mod spec;
@@ -130,6 +131,8 @@ pub(crate) struct Native {
     /// The host's reaper, on the host's first rank of a job that no
     /// launcher of ours watches ([`Native::host_reaper`]).
     reaper: Option<crate::reaper::Reaper>,
+    /// The host's ranks' processes, for kernel copies between them.
+    processes: processes::Processes,
 }
 
 impl Native {
@@ -237,6 +240,9 @@ impl Native {
             tables: Tables::new(spec.nranks),
             inbox,
             host: spec.host_first as Rank..(spec.host_first + spec.attach) as Rank,
+            processes: processes::Processes::new(
+                spec.host_first as Rank..(spec.host_first + spec.attach) as Rank,
+            ),
             acknowledged: Mutex::new(Vec::new()),
             acknowledged_count: AtomicU64::new(0),
             started: Instant::now(),
@@ -321,8 +327,9 @@ impl Native {
                 Err(rustix::io::Errno::SRCH) => continue, // exited
                 Err(_) => return None,
             };
-            // Held open, the pid cannot pass to another process: it is the
-            // rank's if the process started when the rank did.
+            // The pidfd names the process that held the pid when it was
+            // opened: the rank's if the process holding it now (checked
+            // after opening) started when the rank did.
             let started = job::process_info(pid).map(|(start, _)| start);
             if started == Some(slot.start_time.load(SeqCst)) {
                 pidfds.push(fd);
@@ -441,6 +448,13 @@ impl Native {
     /// (as they were when it joined).
     pub(crate) fn own_cpus(&self) -> bool {
         self.own_cpus
+    }
+
+    /// The pid by which a kernel copy between processes reaches `rank`
+    /// now: `None` unless it runs on this host and its process, checked
+    /// against the job's record, has not exited ([`processes`]).
+    pub(crate) fn live_pid(&self, rank: Rank) -> Option<u32> {
+        self.processes.live_pid(&self.job, rank)
     }
 
     /// Whether `rank` runs on this rank's host (shares its memory).
