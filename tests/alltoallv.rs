@@ -11,7 +11,7 @@ use gaspi::testing::Job;
 use gaspi::{
     Alltoallv, AlltoallvOptions, Context, Engine, Error, GroupId, Notification, ReduceOp, Timeout,
 };
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 const B: Timeout = Timeout::Block;
 
@@ -662,8 +662,8 @@ fn an_offered_buffer_is_taken_back_on_timeout() {
 /// the buffer does not change after the call returned, and the call
 /// continued with it completes with every piece in place. Rank 2 holds its
 /// write into rank 0's buffer (`testing_around_writes`) until rank 0's call
-/// has returned, or for a second: a call that returned without waiting for
-/// its writers would see the piece land afterwards.
+/// has returned, or three times rank 0's timeout: a call that returned
+/// without waiting for its writers would see the piece land afterwards.
 #[test]
 fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
     const HOLDING: u32 = 10;
@@ -678,15 +678,17 @@ fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
             ctx.notify(to, 0, Notification::new(id, 1), 1, B).unwrap();
             ctx.wait(1, B).unwrap();
         };
-        let holding = AtomicBool::new(false);
+        // Rank 0's timeout in ms while rank 2 holds its writes (0: not).
+        let holding = AtomicU64::new(0);
         let mut a = copying_once(ctx, &counts);
         if me == 2 {
             a.testing_around_writes(|t, written| {
-                if t != 0 || !holding.load(SeqCst) {
+                let ms = holding.load(SeqCst);
+                if t != 0 || ms == 0 {
                 } else if !written {
                     note(0, HOLDING);
                     if ctx
-                        .notify_waitsome(0, RETURNED..RETURNED + 1, Timeout::ms(1000))
+                        .notify_waitsome(0, RETURNED..RETURNED + 1, Timeout::ms(3 * ms))
                         .is_ok()
                     {
                         ctx.notify_reset(0, RETURNED).unwrap();
@@ -714,18 +716,18 @@ fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
         }
         let mut exercised = [0u64];
         // Rank 0 may time out before rank 2 took its writer's place (a
-        // loaded machine): then again.
-        for it in 1..6 {
+        // loaded machine): then again, with a longer timeout.
+        for (it, ms) in [(1, 300), (2, 1000), (3, 3000)] {
             if once[0] == 0 || exercised[0] == 1 {
                 break;
             }
             barrier(ctx);
             send.copy_from_slice(&send_of(&counts, n, me, it));
             recv.fill(u64::MAX);
-            holding.store(true, SeqCst);
+            holding.store(ms, SeqCst);
             let mut held = 0;
             if me == 0 {
-                let e = a.run_into(send, row, recv, Timeout::ms(300)).unwrap_err();
+                let e = a.run_into(send, row, recv, Timeout::ms(ms)).unwrap_err();
                 assert!(e.is_timeout(), "{e}");
                 // Rank 2 said it holds its writer's place before taking
                 // it: if it did, it is done writing now.
@@ -740,7 +742,7 @@ fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
                 }
             }
             a.run_into(send, row, recv, B).unwrap();
-            holding.store(false, SeqCst);
+            holding.store(0, SeqCst);
             assert_eq!(*recv, expected(&counts, n, me, it), "it {it}");
             if held == 1 {
                 assert!(a.received(2).is_err(), "rank 2's piece came in one copy");
