@@ -75,12 +75,15 @@ impl Context {
     /// its offset in `rank`'s `segment`: complete at the target when the
     /// call returns, on no queue, with the checks of [`Context::write`].
     /// For the collectives' large pieces, which then skip a copy into a
-    /// segment.
+    /// segment. `streaming`: where the copy is this process's (a node
+    /// mapped here), with non-temporal stores (see
+    /// `crate::engine::memcopy::copy_slice_streaming`).
     pub(crate) fn write_from_memory(
         &self,
         rank: Rank,
         segment: SegmentId,
         pieces: &[(&[u8], usize)],
+        streaming: bool,
     ) -> Result<()> {
         self.engine.check_rank(rank)?;
         self.check_segment_id(segment)?;
@@ -91,7 +94,7 @@ impl Context {
                 max,
             });
         }
-        self.engine.put_from(rank, segment, pieces)?;
+        self.engine.put_from(rank, segment, pieces, streaming)?;
         let bytes = pieces.iter().map(|(d, _)| d.len() as u64).sum();
         let inter = self.is_inter(rank);
         self.traffic

@@ -546,10 +546,17 @@ impl<T: Pod> SegmentView<T> {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn copy_from_slice(&self, start: usize, src: &[T]) {
+        self.copy_from_slice_with(start, src, false);
+    }
+
+    /// [`SegmentView::copy_from_slice`], with non-temporal stores where
+    /// `streaming` (see `crate::engine::memcopy::copy_slice_streaming`):
+    /// for a collective's large pieces that outgrow the caches.
+    pub(crate) fn copy_from_slice_with(&self, start: usize, src: &[T], streaming: bool) {
         self.obj.write_from(
             self.offset(start, src.len()),
             bytemuck::cast_slice(src),
-            false,
+            streaming,
         )
     }
 

@@ -657,6 +657,49 @@ fn an_offered_buffer_is_taken_back_on_timeout() {
     });
 }
 
+/// Calls of 4 MiB per rank measure whether their stores into the windows
+/// go faster streaming (non-temporal) or cached: the probes after the
+/// first calls take both kinds in turn, so among these calls some stream.
+/// With `stream_stores: Some(true)` every call streams, large or small
+/// (random sizes: pieces below and above the vector loop's minimum).
+/// Every result is right either way, in place and private.
+#[test]
+fn large_calls_measure_streaming_stores_and_stay_right() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let streaming = AlltoallvOptions {
+            stream_stores: Some(true),
+            ..Default::default()
+        };
+        // 1 MiB per pair, then up to 2 * 3000 elements per pair.
+        let cases = [
+            (counts(Dist::Regular, n, 128 << 10, 1), None, 14),
+            (counts(Dist::Random, n, 3000, 2), Some(streaming), 6),
+        ];
+        for (counts, opts, calls) in cases {
+            let mut a = match opts {
+                None => Alltoallv::<u64>::new(ctx, 1, &counts, B).unwrap(),
+                Some(o) => Alltoallv::<u64>::with_options(ctx, 1, &counts, o, B).unwrap(),
+            };
+            let row = &counts[me * n..(me + 1) * n];
+            let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
+            for it in 0..calls {
+                let send = send_of(&counts, n, me, it);
+                if it % 3 == 0 {
+                    a.run(&send, row, B).unwrap();
+                    check_in_place(&a, &counts, n, me, it);
+                } else {
+                    recv.fill(u64::MAX);
+                    a.run_into(&send, row, &mut recv, B).unwrap();
+                    assert!(recv == expected(&counts, n, me, it), "it {it}");
+                }
+            }
+            drop(a);
+            barrier(ctx);
+        }
+    });
+}
+
 /// A `run_into` that times out while a rank of another node is writing a
 /// piece into its offered buffer returns only once that write is done:
 /// the buffer does not change after the call returned, and the call

@@ -106,6 +106,14 @@
 //! the writers at work before it returns, so nothing is written into its
 //! buffer once the call has returned.
 //!
+//! Calls in which a rank sends [`STREAM_MIN_BYTES`] or more measure
+//! whether the copies into the windows (staged pieces, and pieces written
+//! unstaged into other nodes' windows) are faster with non-temporal
+//! stores, which do not read each line before writing it
+//! ([`AlltoallvOptions::stream_stores`]); the same calls time that choice
+//! and the single copies' (`ChoicePair`), and the word the node's first
+//! rank publishes carries both.
+//!
 //! With sizes unknown in advance ([`Alltoallv::with_unknown_sizes`]), each
 //! call starts with a size phase: every rank writes its row of counts into
 //! the node's count matrix, and each node writes its rows to every other
@@ -119,7 +127,7 @@
 
 use super::alltoallv_plan::{AlltoallvPlan, Chunk};
 use super::layout::Layout;
-use super::timed_choice::TimedChoice;
+use super::timed_choice::ChoicePair;
 use crate::context::Context;
 use crate::engine::memcopy::copy_slice;
 use crate::engine::transfer::PutFrom;
@@ -203,6 +211,34 @@ pub struct AlltoallvOptions {
     /// MPI engine's other nodes); `Some(usize::MAX)`: never. Every rank of
     /// a node must choose the same.
     pub direct_min: Option<usize>,
+    /// Whether a call copies the pieces it stages in its node's window and
+    /// those it writes unstaged into other nodes' windows (where this
+    /// process makes that copy: the native engine) with non-temporal
+    /// stores (`Some(true)`: the lines go to memory, not into this core's
+    /// cache), with ordinary ones (`Some(false)`), or, `None` (the
+    /// default), whichever the node's calls have measured faster, in
+    /// calls where this rank sends 4 MiB or more (smaller calls take
+    /// ordinary stores): the node's first rank times each kind, keeps the
+    /// faster by a margin of 10% and tells the node's ranks, which try the
+    /// other kind in 4 calls of every 256, as
+    /// [`AllreduceOptions::stream_inputs`](crate::AllreduceOptions::stream_inputs)
+    /// does. Where a call's data outgrow the caches, streaming stores save
+    /// reading each line before writing it (on a 2-core Xeon VM, 8 ranks
+    /// at 1 MiB per pair in place took 0.64 of the time); below, the
+    /// receivers read the pieces from the cache instead of memory. The
+    /// result is the same either way.
+    ///
+    /// ```
+    /// use gaspi::{Alltoallv, AlltoallvOptions, Config, Context, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let cached = AlltoallvOptions { stream_stores: Some(false), ..Default::default() };
+    /// let mut a = Alltoallv::<u64>::alltoall(&ctx, 2, 4, cached, Timeout::Block)?;
+    /// a.run(&vec![ctx.rank() as u64; 4 * n], &vec![4; n], Timeout::Block)?;
+    /// assert_eq!(a.received(0)?.to_vec(), [0; 4]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub stream_stores: Option<bool>,
 }
 
 impl Default for AlltoallvOptions {
@@ -213,6 +249,7 @@ impl Default for AlltoallvOptions {
             one_sender_max: AlltoallvOptions::DEFAULT_ONE_SENDER_MAX,
             single_copy_min: None,
             direct_min: None,
+            stream_stores: None,
         }
     }
 }
@@ -271,6 +308,16 @@ const PROBE: usize = 3;
 const RECV_ADDRESS: usize = 4;
 const DECIDED: usize = 5;
 const THRESHOLD: usize = 6;
+
+/// Calls in which a rank sends fewer bytes make their stores into the
+/// windows ordinary (cached); from this size on, the node measures whether
+/// streaming (non-temporal) stores are faster (`Alltoallv::choice`). On
+/// the 2-core Xeon VM, streaming stores took 0.63-0.64 of the time of an
+/// in-place call of 8 ranks at 1 MiB per pair (8 MiB per rank), made no
+/// difference at 4 MiB per rank (4 ranks), and measuring them cost
+/// 2-6% at 2 MiB per rank (8 ranks at 256 KiB per pair), where ordinary
+/// stores are as fast (docs/guide/benchmarking.md).
+const STREAM_MIN_BYTES: usize = 4 << 20;
 
 /// The bit of a rank's [`THRESHOLD`] word that says it measures which
 /// calls copy once (see [`AlltoallvOptions::single_copy_min`]).
@@ -553,8 +600,16 @@ pub struct Alltoallv<'a, T> {
     /// Whether each call copies large pieces once or twice by the node's
     /// measurements (`single_copy_min: None` where ranks share cores).
     measured: bool,
-    /// Those measurements (`true`: once), timed by the node's first rank.
-    choice: TimedChoice,
+    /// Whether the call in progress is large enough for its stores into
+    /// the windows to be measured ([`STREAM_MIN_BYTES`]), and whether it
+    /// makes them streaming (non-temporal).
+    stream_measured: bool,
+    streaming: bool,
+    /// The node's measurements, timed by its first rank: the first of the
+    /// pair whether calls copy once (`true`) inside the node (where
+    /// `measured`), the second whether their stores into the windows
+    /// stream (where `stream_measured`).
+    choice: ChoicePair,
     _t: PhantomData<T>,
 }
 
@@ -759,7 +814,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             staged_len: 0,
             push_at: Vec::new(),
             measured: false,
-            choice: TimedChoice::default(),
+            stream_measured: false,
+            streaming: false,
+            choice: ChoicePair::default(),
             _t: PhantomData,
         };
         a.plan_direct();
@@ -1538,7 +1595,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             self.own_direct = false;
             self.pulled_from.clear();
             (self.offer_made, self.offered) = (false, None);
-            if self.measured && recv.is_some() && self.ctx.local_rank() == 0 {
+            self.stream_measured = self.options.stream_stores.is_none()
+                && total.saturating_mul(std::mem::size_of::<T>()) >= STREAM_MIN_BYTES;
+            let measures = (self.measured && recv.is_some()) || self.stream_measured;
+            if measures && self.ctx.local_rank() == 0 {
                 timed = Some(Instant::now());
             }
         }
@@ -1555,7 +1615,20 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 self.calls += 1;
                 let p = self.plan.as_ref().expect("a completed call has a plan");
                 let total: usize = (0..n).map(|s| p.count(s, me)).sum();
-                let timed = timed.filter(|_| self.has_single(p));
+                let measured = [
+                    self.measured && recv.is_some() && self.has_single(p),
+                    self.stream_measured,
+                ];
+                let ways = [self.once, self.streaming];
+                let bytes = total.saturating_mul(std::mem::size_of::<T>());
+                // The first rank writes its ways in use into the word of
+                // the call after next during the next call (see
+                // `Alltoallv::choice_word`).
+                let record = |choice: &mut ChoicePair| {
+                    if let Some(t) = timed.filter(|_| measured.contains(&true)) {
+                        choice.record(call, (ways, measured), bytes, t.elapsed());
+                    }
+                };
                 // (Placed in this call, or the error why not.)
                 let fits = match recv.as_deref() {
                     Some(r) => self.place_recv(r.len()),
@@ -1565,16 +1638,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     (_, Err(e)) => Err(e),
                     (Some(recv), Ok(())) => {
                         self.copy_out(send, recv);
-                        // The first rank writes its way in use into the
-                        // word of the call after next during the next call
-                        // (see `Alltoallv::choice_word`).
-                        if let Some(t) = timed {
-                            let bytes = total.saturating_mul(std::mem::size_of::<T>());
-                            self.choice.record(call, self.once, bytes, t.elapsed());
-                        }
+                        record(&mut self.choice);
                         Ok(())
                     }
-                    (None, Ok(())) => Ok(()),
+                    (None, Ok(())) => {
+                        record(&mut self.choice);
+                        Ok(())
+                    }
                 }
             }
             Err(e) => {
@@ -1931,16 +2001,18 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     if !self.offer_made {
                         self.offer(tag, recv.as_deref(), fits);
                     }
+                    // Measured: every rank of the node picks alike.
+                    let word = self.choice_word(self.calls).load(SeqCst);
+                    let [once, streaming] = self.choice.pick(self.calls, word);
+                    self.streaming = match self.options.stream_stores {
+                        Some(fixed) => fixed,
+                        None => self.stream_measured && streaming,
+                    };
                     // First what goes straight to other nodes (it may wait
                     // for credits: a call resumed redoes only this).
                     self.write_direct(send, send_counts, parity, deadline)?;
                     let p = self.plan.as_ref().expect("planned");
-                    // Measured: every rank of the node picks alike.
-                    let once = self.has_single(p)
-                        && (!self.measured || {
-                            let in_use = self.choice_word(self.calls).load(SeqCst) != 0;
-                            self.choice.pick(self.calls, in_use)
-                        });
+                    let once = self.has_single(p) && (!self.measured || once);
                     // (In the window there is no `recv`: nothing to read.)
                     (self.once, self.own_direct) = (once, fits);
                     if self.once {
@@ -2015,9 +2087,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // Sends complete locally before staging is rewritten.
                     ctx.wait(self.options.queue, Timeout::Block)?;
                     self.claimed += expect as u64;
-                    if self.measured && local == 0 {
-                        let word = u64::from(self.choice.in_use());
-                        self.choice_word(self.calls + 1).store(word, SeqCst);
+                    if local == 0 {
+                        self.choice_word(self.calls + 1)
+                            .store(self.choice.word(), SeqCst);
                     }
                     // Done: this node's chunks have all come (the claims
                     // counted them), this rank's pieces are in place and its
@@ -2116,7 +2188,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 (None, true) => p.recv_at(me, t),
                 _ => continue,
             };
-            view.copy_from_slice(base + to, piece);
+            view.copy_from_slice_with(base + to, piece, self.streaming);
         }
     }
 
@@ -2410,8 +2482,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     }
                 }
                 if !pieces.is_empty() {
-                    self.ctx
-                        .write_from_memory(self.peer(to), self.segment, &pieces)?;
+                    self.ctx.write_from_memory(
+                        self.peer(to),
+                        self.segment,
+                        &pieces,
+                        self.streaming,
+                    )?;
                 }
             }
         }

@@ -17,7 +17,8 @@
 //! a [`TimedChoice::staggered`] one changes way every second call in its
 //! probes where a default one changes every call (each combination of ways
 //! twice), and its bursts come half a period later. Either way gives the
-//! same result: only the speed depends on it.
+//! same result: only the speed depends on it. [`ChoicePair`] is two
+//! such choices timed by the same calls.
 
 use std::time::Duration;
 
@@ -137,6 +138,71 @@ impl TimedChoice {
     #[cfg(test)]
     pub(crate) fn means(&self) -> [Option<f64>; 2] {
         self.mean
+    }
+}
+
+/// Two measured choices of one collective, timed by the same calls: the
+/// first a default [`TimedChoice`], the second a
+/// [`TimedChoice::staggered`] one (it tries its ways in other calls). The
+/// allreduce's stores for its inputs and for its private copies
+/// (`hierarchical/stream_choice.rs`); the alltoallv's single copies
+/// inside a node and its stores into the windows (`alltoallv.rs`).
+#[derive(Clone, Debug)]
+pub(crate) struct ChoicePair {
+    pub(crate) first: TimedChoice,
+    pub(crate) second: TimedChoice,
+}
+
+impl Default for ChoicePair {
+    fn default() -> ChoicePair {
+        ChoicePair {
+            first: TimedChoice::default(),
+            second: TimedChoice::staggered(),
+        }
+    }
+}
+
+impl ChoicePair {
+    /// The ways in use as the word the node's first rank publishes: bit 0
+    /// the first choice's, bit 1 the second's.
+    pub(crate) fn word(&self) -> u64 {
+        u64::from(self.first.in_use()) | u64::from(self.second.in_use()) << 1
+    }
+
+    /// The ways (`[first, second]`) of call number `call` where the node's
+    /// word ([`ChoicePair::word`]) is `word`.
+    pub(crate) fn pick(&self, call: u64, word: u64) -> [bool; 2] {
+        [
+            self.first.pick(call, word & 1 != 0),
+            self.second.pick(call, word & 2 != 0),
+        ]
+    }
+
+    /// Call number `call` of `bytes` bytes took `time` the ways `ways`;
+    /// `measured` says which of its ways were measured choices (the
+    /// others were fixed, and that choice learns nothing). A choice does
+    /// not learn from a call in which the other measured choice tries its
+    /// way not in use: the time says more about that way than about this
+    /// choice's.
+    pub(crate) fn record(
+        &mut self,
+        call: u64,
+        (ways, measured): ([bool; 2], [bool; 2]),
+        bytes: usize,
+        time: Duration,
+    ) {
+        if measured[0] && !(measured[1] && self.second.exploring(call)) {
+            self.first.record(call, ways[0], bytes, time);
+        }
+        if measured[1] && !(measured[0] && self.first.exploring(call)) {
+            self.second.record(call, ways[1], bytes, time);
+        }
+    }
+
+    /// Start both over from call number `call` (the calls' size changed).
+    pub(crate) fn reset(&mut self, call: u64) {
+        self.first.reset(call);
+        self.second.reset(call);
     }
 }
 

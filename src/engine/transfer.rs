@@ -337,11 +337,13 @@ impl Native {
     /// target when the call returns; on no queue. Where
     /// [`Native::puts_from_memory_to`] says no, nothing moves and the
     /// error says why. Every remote range is checked before a byte moves.
+    /// `streaming`: copies made here take non-temporal stores.
     pub(crate) fn put_from(
         &self,
         rank: Rank,
         segment: SegmentId,
         pieces: &[(&[u8], usize)],
+        streaming: bool,
     ) -> Result<()> {
         match self.to_node_of(rank) {
             Some(t) => {
@@ -358,7 +360,7 @@ impl Native {
                     check_range(Side::Remote, r, rank, segment, offset, data.len())?;
                 }
                 for &(data, offset) in pieces {
-                    r.write_from(offset, data, false);
+                    r.write_from(offset, data, streaming);
                 }
                 Ok(())
             }),

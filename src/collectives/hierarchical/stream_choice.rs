@@ -29,7 +29,9 @@
 //! 5 GB/s against 9 GB/s for `memcpy` and made the private 4 MiB call
 //! about 10% slower. So that kind is measured too, by a second choice.
 //!
-//! Each is a [`TimedChoice`] (`collectives/timed_choice.rs`: moving
+//! Each is a
+//! [`TimedChoice`](crate::collectives::timed_choice::TimedChoice)
+//! (`collectives/timed_choice.rs`: moving
 //! averages of the time per input byte, a margin, bursts of tries of the
 //! kind not in use; the node's first local rank decides for the node). The
 //! two are timed by the same calls, so the copies' choice is a staggered
@@ -37,7 +39,7 @@
 //! in which the other tries its kind not in use. Either kind gives the
 //! same result: only the speed depends on it.
 
-use crate::collectives::timed_choice::TimedChoice;
+use crate::collectives::timed_choice::ChoicePair;
 use std::time::Duration;
 
 /// Calls whose input is smaller take ordinary stores and are not timed.
@@ -52,46 +54,30 @@ pub(super) struct Kinds {
     pub(super) copies: bool,
 }
 
-/// The two measured choices of one allreduce, timed by the same calls:
-/// the inputs' (a default [`TimedChoice`]; `true`: streaming) and the
-/// copies' ([`TimedChoice::staggered`]).
-#[derive(Clone, Debug)]
-pub(super) struct StreamChoices {
-    inputs: TimedChoice,
-    copies: TimedChoice,
-}
-
-impl Default for StreamChoices {
-    fn default() -> StreamChoices {
-        StreamChoices {
-            inputs: TimedChoice::default(),
-            copies: TimedChoice::staggered(),
-        }
-    }
-}
+/// The two measured choices of one allreduce, timed by the same calls
+/// ([`ChoicePair`]): the inputs' (the first; `true`: streaming) and the
+/// copies' (the second, staggered).
+#[derive(Clone, Debug, Default)]
+pub(super) struct StreamChoices(ChoicePair);
 
 impl StreamChoices {
     /// The kinds in use as the word the node's first rank publishes: bit 0
     /// the inputs', bit 1 the copies'.
     pub(super) fn word(&self) -> u64 {
-        u64::from(self.inputs.in_use()) | u64::from(self.copies.in_use()) << 1
+        self.0.word()
     }
 
     /// The kinds of call number `call` where the node's word
     /// ([`StreamChoices::word`]) is `word`.
     pub(super) fn pick(&self, call: u64, word: u64) -> Kinds {
-        Kinds {
-            inputs: self.inputs.pick(call, word & 1 != 0),
-            copies: self.copies.pick(call, word & 2 != 0),
-        }
+        let [inputs, copies] = self.0.pick(call, word);
+        Kinds { inputs, copies }
     }
 
     /// Call number `call` of `bytes` input bytes took `time` with the
     /// stores `kinds`; `measured` says which of its kinds were measured
     /// choices (not fixed by the options, and for the copies, a pipelined
-    /// call with a private result). A choice does not learn from a call
-    /// in which the other measured choice tries its kind not in use: the
-    /// time says more about that kind than about this one's.
+    /// call with a private result); see [`ChoicePair::record`].
     pub(super) fn record(
         &mut self,
         call: u64,
@@ -99,25 +85,21 @@ impl StreamChoices {
         bytes: usize,
         time: Duration,
     ) {
-        if measured.inputs && !(measured.copies && self.copies.exploring(call)) {
-            self.inputs.record(call, kinds.inputs, bytes, time);
-        }
-        if measured.copies && !(measured.inputs && self.inputs.exploring(call)) {
-            self.copies.record(call, kinds.copies, bytes, time);
-        }
+        let ways = [kinds.inputs, kinds.copies];
+        let measured = [measured.inputs, measured.copies];
+        self.0.record(call, (ways, measured), bytes, time);
     }
 
     /// Start both over from call number `call` (the calls' size changed).
     pub(super) fn reset(&mut self, call: u64) {
-        self.inputs.reset(call);
-        self.copies.reset(call);
+        self.0.reset(call);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collectives::timed_choice::{BURST, EXPLORE, PROBES, WARMUP};
+    use crate::collectives::timed_choice::{BURST, EXPLORE, PROBES, TimedChoice, WARMUP};
 
     fn us(n: u64) -> Duration {
         Duration::from_micros(n)
@@ -141,15 +123,15 @@ mod tests {
                 .filter(|&k| s.exploring(k))
                 .collect()
         };
-        let (a, b) = (bursts(&c.inputs), bursts(&c.copies));
+        let (a, b) = (bursts(&c.0.first), bursts(&c.0.second));
         assert_eq!((a.len() as u64, b.len() as u64), (4 * BURST, 4 * BURST));
         assert!(a.iter().all(|k| !b.contains(k)), "{a:?} {b:?}");
         // Either word's kinds are kept outside the bursts, flipped in them.
         for word in 0..4 {
             for k in WARMUP + PROBES..2 * EXPLORE {
                 let got = c.pick(k, word);
-                assert_eq!(got.inputs, (word & 1 != 0) ^ c.inputs.exploring(k));
-                assert_eq!(got.copies, (word & 2 != 0) ^ c.copies.exploring(k));
+                assert_eq!(got.inputs, (word & 1 != 0) ^ c.0.first.exploring(k));
+                assert_eq!(got.copies, (word & 2 != 0) ^ c.0.second.exploring(k));
             }
         }
     }
@@ -183,6 +165,6 @@ mod tests {
             c.record(call, (k, inputs_only), 1 << 20, time(k));
         }
         assert_eq!(c.word(), 0b00);
-        assert_eq!(c.copies.means(), [None, None]);
+        assert_eq!(c.0.second.means(), [None, None]);
     }
 }
