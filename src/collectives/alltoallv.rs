@@ -94,10 +94,11 @@
 //! tag and the buffer's address); a sender of another node that finds
 //! the offer writes its piece straight into that buffer with
 //! `process_vm_writev` (into the process the job recorded for the rank,
-//! while it runs: `crate::engine::processes`), the inter-node message of this transport (as
-//! MPI libraries write large messages straight into a posted receive
-//! buffer), and sets its bit in the receiver's mask. Offers, masks and
-//! a count of the writers at work are reached with the engine's remote
+//! while it runs: `crate::engine::processes`), the inter-node message of
+//! this transport (as MPI libraries write large messages straight into a
+//! posted receive buffer), and sets its bit in the receiver's mask.
+//! Offers, masks and a count of the writers at work are reached with the
+//! engine's remote
 //! atomics, like any word of another node. A sender that does not find
 //! the offer soon, or finds none (`run`, displacements, a receiver that
 //! took its offer back), writes into the window as before, and the
