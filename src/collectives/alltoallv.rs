@@ -1280,18 +1280,22 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// [`Alltoallv::run`], then copy what this rank received into `recv`,
     /// packed in source order. This rank's piece for itself goes straight
     /// from `send` into `recv`, not through the window; large pieces from
-    /// ranks of this node may come in one copy, read by the kernel
-    /// straight out of their senders' buffers, and large pieces from ranks
-    /// of other nodes written by them straight into `recv`
-    /// ([`AlltoallvOptions::single_copy_min`]); so until the call
-    /// has returned `Ok`, a call retried after a timeout must be given
-    /// the same `send` buffer, unchanged, and the same `recv`, untouched (another is
+    /// ranks of this node may come in one copy, read by the kernel straight
+    /// out of their senders' buffers, and large pieces from ranks of other
+    /// nodes written by them straight into `recv`
+    /// ([`AlltoallvOptions::single_copy_min`]); so until the call has
+    /// returned `Ok`, a call retried after a timeout must be given the same
+    /// `send` buffer, unchanged, and the same `recv`, untouched (another is
     /// refused with [`Error::InvalidArgument`] where pieces may have been
     /// written into the first; nothing is written there once the call has
-    /// returned, whatever it returned). With fixed counts, a `recv` too small is
-    /// refused before the call; with unknown sizes it is found once the
-    /// counts are known: the call completes (the result is in the window)
-    /// and returns [`Error::InvalidArgument`], `recv` untouched.
+    /// returned, whatever it returned: a call that fails waits, before it
+    /// returns, for the senders writing into `recv` at that moment, each
+    /// one kernel copy, which a sender process stopped by a signal in
+    /// between holds until it runs again, and a failed sender ends). With
+    /// fixed counts, a `recv` too small is refused before the call; with
+    /// unknown sizes it is found once the counts are known: the call
+    /// completes (the result is in the window) and returns
+    /// [`Error::InvalidArgument`], `recv` untouched.
     ///
     /// ```
     /// # use gaspi::{Alltoallv, Config, Context, Timeout};
