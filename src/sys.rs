@@ -50,6 +50,18 @@ pub(crate) fn poll_readable(
     }
 }
 
+/// Whether `fd` is readable right now (a pidfd: its process has exited),
+/// without waiting and without allocating: for a check before each of
+/// many copies. An error counts as readable (the caller then copies
+/// nothing).
+pub(crate) fn readable_now(fd: BorrowedFd<'_>) -> bool {
+    let mut pfd = [PollFd::from_borrowed_fd(fd, PollFlags::IN)];
+    match event::poll(&mut pfd, Some(&Timespec::default())) {
+        Ok(_) => !pfd[0].revents().is_empty(),
+        Err(_) => true,
+    }
+}
+
 /// Send `signal` to the child `pid`. Only call it for children that have
 /// not been reaped: until then the pid cannot belong to anyone else.
 pub(crate) fn signal_child(pid: u32, signal: i32) {

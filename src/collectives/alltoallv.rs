@@ -1620,17 +1620,18 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 self.calls += 1;
                 let p = self.plan.as_ref().expect("a completed call has a plan");
                 let total: usize = (0..n).map(|s| p.count(s, me)).sum();
-                let measured = [
-                    self.measured && recv.is_some() && self.has_single(p),
-                    self.stream_measured,
-                ];
+                // Only the node's first rank times calls (`timed`).
+                let measured = timed.map(|t| {
+                    let once = self.measured && recv.is_some() && self.has_single(p);
+                    (t, [once, self.stream_measured])
+                });
                 let ways = [self.once, self.streaming];
                 let bytes = total.saturating_mul(std::mem::size_of::<T>());
                 // The first rank writes its ways in use into the word of
                 // the call after next during the next call (see
                 // `Alltoallv::choice_word`).
                 let record = |choice: &mut ChoicePair| {
-                    if let Some(t) = timed.filter(|_| measured.contains(&true)) {
+                    if let Some((t, measured)) = measured.filter(|(_, m)| m.contains(&true)) {
                         choice.record(call, (ways, measured), bytes, t.elapsed());
                     }
                 };

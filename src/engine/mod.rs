@@ -228,6 +228,7 @@ impl Native {
             Error::system(format!("creating the passive inbox of rank {r}"), e)
         })?;
 
+        let host = spec.host_first as Rank..(spec.host_first + spec.attach) as Rank;
         let mut native = Native {
             waiter: match transport {
                 Some(_) => Waiter::new(config.wait_mode, spec.cores).sleepless(),
@@ -239,10 +240,8 @@ impl Native {
             launched: spec.launched,
             tables: Tables::new(spec.nranks),
             inbox,
-            host: spec.host_first as Rank..(spec.host_first + spec.attach) as Rank,
-            processes: processes::Processes::new(
-                spec.host_first as Rank..(spec.host_first + spec.attach) as Rank,
-            ),
+            processes: processes::Processes::new(host.clone()),
+            host,
             acknowledged: Mutex::new(Vec::new()),
             acknowledged_count: AtomicU64::new(0),
             started: Instant::now(),

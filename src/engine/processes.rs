@@ -19,7 +19,6 @@ use std::ops::Range;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering::SeqCst;
-use std::time::Duration;
 
 /// The processes of a host's ranks, each opened on first use.
 #[derive(Debug)]
@@ -52,9 +51,7 @@ impl Processes {
             .get(at)?
             .get_or_init(|| open(job, rank))
             .as_ref()?;
-        let exited = crate::sys::poll_readable(&[fd.as_fd()], Some(Duration::ZERO))
-            .map_or(true, |ready| ready.contains(&true));
-        (!exited).then_some(*pid)
+        (!crate::sys::readable_now(fd.as_fd())).then_some(*pid)
     }
 }
 
