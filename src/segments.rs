@@ -573,8 +573,18 @@ impl<T: Pod> SegmentView<T> {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn copy_to_slice(&self, start: usize, dst: &mut [T]) {
-        self.obj
-            .read_into(self.offset(start, dst.len()), bytemuck::cast_slice_mut(dst))
+        self.copy_to_slice_with(start, dst, false);
+    }
+
+    /// [`SegmentView::copy_to_slice`], with non-temporal stores where
+    /// `streaming` (see `crate::engine::memcopy::copy_slice_streaming`):
+    /// for a collective's large private results that outgrow the caches.
+    pub(crate) fn copy_to_slice_with(&self, start: usize, dst: &mut [T], streaming: bool) {
+        self.obj.read_into(
+            self.offset(start, dst.len()),
+            bytemuck::cast_slice_mut(dst),
+            streaming,
+        )
     }
 
     /// All elements, copied.

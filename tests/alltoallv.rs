@@ -12,6 +12,7 @@ use gaspi::{
     Alltoallv, AlltoallvOptions, Context, Engine, Error, GroupId, Notification, ReduceOp, Timeout,
 };
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::time::Duration;
 
 const B: Timeout = Timeout::Block;
 
@@ -697,6 +698,50 @@ fn large_calls_measure_streaming_stores_and_stay_right() {
             drop(a);
             barrier(ctx);
         }
+    });
+}
+
+/// Every node takes the ways that the job's first node measured faster,
+/// a call after it: node 0's calls say that streaming stores are twice as
+/// fast, node 1's the opposite (`testing_call_times`). Past the warm-up
+/// and the probes, which try both ways, both nodes stream; a node that
+/// went by its own measurements would not. The results are checked in
+/// every call.
+#[test]
+fn every_node_takes_the_ways_the_first_node_measured_faster() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        // 1 MiB per pair: each rank sends 4 MiB, calls that measure
+        // whether streaming stores are faster.
+        let counts = counts(Dist::Regular, n, 128 << 10, 1);
+        let mut a = Alltoallv::<u64>::new(ctx, 1, &counts, B).unwrap();
+        let first = ctx.node() == 0;
+        a.testing_call_times(move |_, [_, streaming]| {
+            Duration::from_millis(if streaming == first { 1 } else { 2 })
+        });
+        let row = &counts[me * n..(me + 1) * n];
+        let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
+        let mut ways = Vec::new();
+        for it in 0..16 {
+            let send = send_of(&counts, n, me, it);
+            if it % 2 == 0 {
+                a.run(&send, row, B).unwrap();
+                check_in_place(&a, &counts, n, me, it);
+            } else {
+                recv.fill(u64::MAX);
+                a.run_into(&send, row, &mut recv, B).unwrap();
+                assert!(recv == expected(&counts, n, me, it), "it {it}");
+            }
+            ways.push(a.testing_ways()[1]);
+        }
+        // Calls 0-1 warm up, 2-9 probe (2 and 3 cached, 4 and 5 streaming,
+        // ...); from 11 on, node 1 has read node 0's choice.
+        assert!(ways[4..6].iter().all(|&w| w), "probes: {ways:?}");
+        assert!(
+            ways[12..].iter().all(|&w| w),
+            "node {} took {ways:?}",
+            ctx.node()
+        );
     });
 }
 

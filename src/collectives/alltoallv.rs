@@ -70,7 +70,7 @@
 //! `process_vm_readv` (one copy, by the kernel; see
 //! [`AlltoallvOptions::single_copy_min`]): in every call where the ranks
 //! have a core each, and where they share cores in the calls whose way
-//! the node has measured faster (`timed_choice.rs`; every rank of the
+//! the job has measured faster (`timed_choice.rs`; every rank of the
 //! node takes the same way in a call, `Alltoallv::choice_word` says
 //! how). Each rank of such a call announces it in
 //! its control line (its buffers' addresses, where its pieces for and
@@ -109,11 +109,14 @@
 //!
 //! Calls in which a rank sends [`STREAM_MIN_BYTES`] or more measure
 //! whether the copies into the windows (staged pieces, and pieces written
-//! unstaged into other nodes' windows) are faster with non-temporal
-//! stores, which do not read each line before writing it
-//! ([`AlltoallvOptions::stream_stores`]); the same calls time that choice
-//! and the single copies' (`ChoicePair`), and the word the node's first
-//! rank publishes carries both.
+//! unstaged into other nodes' windows) and out of them into the caller's
+//! buffer are faster with non-temporal stores, which do not read each
+//! line before writing it ([`AlltoallvOptions::stream_stores`]); the same
+//! calls time that choice and the single copies' (`ChoicePair`), and the
+//! word the node's first rank publishes carries both. Every node takes
+//! the ways of the job's first node where that node measured them (a
+//! call later, `Alltoallv::next_choice_word`): one node's ways change the
+//! others' calls.
 //!
 //! With sizes unknown in advance ([`Alltoallv::with_unknown_sizes`]), each
 //! call starts with a size phase: every rank writes its row of counts into
@@ -130,7 +133,7 @@ use super::alltoallv_plan::{AlltoallvPlan, Chunk};
 use super::layout::Layout;
 use super::timed_choice::ChoicePair;
 use crate::context::Context;
-use crate::engine::memcopy::copy_slice;
+use crate::engine::memcopy::{copy_slice, copy_slice_streaming};
 use crate::engine::transfer::PutFrom;
 use crate::error::{Error, Result};
 use crate::extent;
@@ -179,7 +182,7 @@ pub struct AlltoallvOptions {
     /// [`AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN`] in every call where
     /// the ranks have a core each; where they share cores,
     /// [`AlltoallvOptions::DEFAULT_SHARED_SINGLE_COPY_MIN`] in the calls
-    /// whose way the node's calls have measured faster (once or twice:
+    /// whose way the job's calls have measured faster (once or twice:
     /// on a 2-core AMD EPYC VM two copies won, on a 2-core Intel Xeon VM
     /// one, see the guide's alltoallv figures, docs/guide/benchmarking.md;
     /// the measuring is that of the allreduce's stores,
@@ -212,22 +215,24 @@ pub struct AlltoallvOptions {
     /// MPI engine's other nodes); `Some(usize::MAX)`: never. Every rank of
     /// a node must choose the same.
     pub direct_min: Option<usize>,
-    /// Whether a call copies the pieces it stages in its node's window and
+    /// Whether a call copies the pieces it stages in its node's window,
     /// those it writes unstaged into other nodes' windows (where this
-    /// process makes that copy: the native engine) with non-temporal
-    /// stores (`Some(true)`: the lines go to memory, not into this core's
-    /// cache), with ordinary ones (`Some(false)`), or, `None` (the
-    /// default), whichever the node's calls have measured faster, in
-    /// calls where this rank sends 4 MiB or more (smaller calls take
-    /// ordinary stores): the node's first rank times each kind, keeps the
-    /// faster by a margin of 10% and tells the node's ranks, which try the
-    /// other kind in 4 calls of every 256, as
+    /// process makes that copy: the native engine) and, with private
+    /// results ([`Alltoallv::run_into`]), those it copies from the window
+    /// into the caller's buffer with non-temporal stores (`Some(true)`:
+    /// the lines go to memory, not into this core's cache), with ordinary
+    /// ones (`Some(false)`), or, `None` (the default), whichever the
+    /// job's calls have measured faster, in calls where this rank sends
+    /// 4 MiB or more (smaller calls take ordinary stores): the first
+    /// node's first rank times each kind, keeps the faster by a margin of
+    /// 10% and tells the ranks, which try the other kind in 4 calls of
+    /// every 256, as
     /// [`AllreduceOptions::stream_inputs`](crate::AllreduceOptions::stream_inputs)
     /// does. Where a call's data outgrow the caches, streaming stores save
     /// reading each line before writing it (on a 2-core Xeon VM, 8 ranks
-    /// at 1 MiB per pair in place took 0.64 of the time); below, the
-    /// receivers read the pieces from the cache instead of memory. The
-    /// result is the same either way.
+    /// at 1 MiB per pair took 0.64 of the time in place, 0.82-0.93 with
+    /// private results); below, the receivers read the pieces from the
+    /// cache instead of memory. The result is the same either way.
     ///
     /// ```
     /// use gaspi::{Alltoallv, AlltoallvOptions, Config, Context, Timeout};
@@ -311,14 +316,20 @@ const DECIDED: usize = 5;
 const THRESHOLD: usize = 6;
 
 /// Calls in which a rank sends fewer bytes make their stores into the
-/// windows ordinary (cached); from this size on, the node measures whether
-/// streaming (non-temporal) stores are faster (`Alltoallv::choice`). On
+/// windows and the caller's buffer ordinary (cached); from this size on,
+/// the job measures whether streaming (non-temporal) stores are faster
+/// (`Alltoallv::choice`). On
 /// the 2-core Xeon VM, streaming stores took 0.63-0.64 of the time of an
 /// in-place call of 8 ranks at 1 MiB per pair (8 MiB per rank), made no
 /// difference at 4 MiB per rank (4 ranks), and measuring them cost
 /// 2-6% at 2 MiB per rank (8 ranks at 256 KiB per pair), where ordinary
 /// stores are as fast (docs/guide/benchmarking.md).
 const STREAM_MIN_BYTES: usize = 4 << 20;
+
+/// The bits of a node's choice word ([`Alltoallv::choice_word`]) that say
+/// which of its two choices its first rank has measured (the first's bit,
+/// then the second's; shifted by [`LEARNED`]).
+const LEARNED: u32 = 2;
 
 /// The bit of a rank's [`THRESHOLD`] word that says it measures which
 /// calls copy once (see [`AlltoallvOptions::single_copy_min`]).
@@ -349,6 +360,16 @@ struct AroundWrites<'a>(Box<dyn Fn(Rank, bool) + Send + Sync + 'a>);
 impl std::fmt::Debug for AroundWrites<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("AroundWrites")
+    }
+}
+
+/// A hook that gives the time of each call the node's first rank measures
+/// ([`Alltoallv::testing_call_times`]).
+struct CallTimes<'a>(Box<dyn Fn(u64, [bool; 2]) -> std::time::Duration + Send + Sync + 'a>);
+
+impl std::fmt::Debug for CallTimes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallTimes")
     }
 }
 
@@ -574,6 +595,8 @@ pub struct Alltoallv<'a, T> {
     window_until: Vec<AtomicU64>,
     /// The testing aid of [`Alltoallv::testing_around_writes`], if set.
     around_writes: Option<AroundWrites<'a>>,
+    /// Test aid: the times of measured calls (`testing_call_times`).
+    call_times: Option<CallTimes<'a>>,
     /// Where each target's piece starts in the send buffer of the call in
     /// progress, and whether these are the packed places of the fixed
     /// counts (kept from call to call).
@@ -608,8 +631,9 @@ pub struct Alltoallv<'a, T> {
     streaming: bool,
     /// The node's measurements, timed by its first rank: the first of the
     /// pair whether calls copy once (`true`) inside the node (where
-    /// `measured`), the second whether their stores into the windows
-    /// stream (where `stream_measured`).
+    /// `measured`), the second whether their stores into the windows and
+    /// the caller's buffer stream (where `stream_measured`). The first
+    /// node's are the job's (`Alltoallv::next_choice_word`).
     choice: ChoicePair,
     _t: PhantomData<T>,
 }
@@ -805,6 +829,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             push_failed: AtomicBool::new(false),
             window_until: (0..ctx.num_ranks()).map(|_| AtomicU64::new(0)).collect(),
             around_writes: None,
+            call_times: None,
             send_at: Vec::new(),
             send_packed: false,
             recv_displs: None,
@@ -1065,9 +1090,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .expect("the control lines lie at the window's aligned start")
     }
 
-    /// Where the way of copying is measured, the node's way in use for
-    /// call number `call` (1: once), after [`Alltoallv::staged_count`]: a
-    /// word per parity of the call. The node's first rank writes the next
+    /// Where the ways of a call are measured, the node's ways in use for
+    /// call number `call` (as [`ChoicePair::word`]: bit 0 set, copies
+    /// once; bit 1 set, streaming stores; and the [`LEARNED`] bits of
+    /// [`Alltoallv::next_choice_word`]), after
+    /// [`Alltoallv::staged_count`]: a word per parity of the call. The node's first rank writes the next
     /// call's during a call, before it says it is done (its step 3 of
     /// `Alltoallv::publish`), and every rank reads its call's at staging:
     /// so all read the same value (no rank starts the next call before the
@@ -1076,10 +1103,46 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// every rank takes the same way keeps a call from waiting for an
     /// announcement or a push mask that a rank copying twice never makes.
     fn choice_word(&self, call: u64) -> &AtomicU64 {
-        let at = 64 * self.ctx.ranks_per_node() + 8 * (1 + (call % 2) as usize);
         self.control
-            .atomic_u64(at)
+            .atomic_u64(self.choice_at(call))
             .expect("the control lines lie at the window's aligned start")
+    }
+
+    /// Where [`Alltoallv::choice_word`] of `call` lies in a node's window.
+    fn choice_at(&self, call: u64) -> usize {
+        64 * self.ctx.ranks_per_node() + 8 * (1 + (call % 2) as usize)
+    }
+
+    /// The ways in use that the node's first rank writes, during the call
+    /// in progress, for the call after it ([`Alltoallv::choice_word`]):
+    /// for each choice, the way that the job's first node uses in this
+    /// call where it has measured that choice (its [`LEARNED`] bit), else
+    /// this node's own. The nodes take the same ways (a call later than the
+    /// first node) because each node's ways change the others' calls: its
+    /// ranks' single copies land in their buffers, and the timing of its
+    /// chunks sets when they can scatter theirs. The first node wrote its
+    /// word for this call before its ranks staged their pieces of this
+    /// call, which this node has received; where the two nodes exchange
+    /// nothing the word may be a call older or newer, which costs speed
+    /// only (each node's own word keeps its ranks alike).
+    fn next_choice_word(&self) -> u64 {
+        let [a, b] = self.choice.learned();
+        let own = self.choice.word() | (u64::from(a) | u64::from(b) << 1) << LEARNED;
+        // Where this call measured no way, the next one likely measures
+        // none either and takes no way from the word: no remote atomic
+        // (through a transport, a round trip per call).
+        if self.ctx.node() == 0 || !(self.measured || self.stream_measured) {
+            return own;
+        }
+        let first = self.ctx.node_ranks(0).start;
+        let at = Remote::new(first, self.segment, self.choice_at(self.calls));
+        // Where node 0 could not be read, this node goes its own way.
+        let theirs = self
+            .ctx
+            .atomic_fetch_add(at, 0, Timeout::Block)
+            .unwrap_or(0);
+        let taken = theirs >> LEARNED & 0b11;
+        (own & !taken) | (theirs & (taken | taken << LEARNED))
     }
 
     /// Whether a call planned as `p` has a piece between two ranks of this
@@ -1177,6 +1240,40 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     #[doc(hidden)]
     pub fn testing_around_writes(&mut self, hook: impl Fn(Rank, bool) + Send + Sync + 'a) {
         self.around_writes = Some(AroundWrites(Box::new(hook)));
+    }
+
+    /// Test aid: `times(call, [once, streaming])` is taken for the time of
+    /// each call that this rank times for its node's measurements (the
+    /// node's first rank, in calls whose ways are measured: see
+    /// [`AlltoallvOptions::single_copy_min`] and
+    /// [`AlltoallvOptions::stream_stores`]), given the ways the call took,
+    /// instead of the time it took. For tests of which ways the nodes
+    /// choose; [`Alltoallv::testing_ways`] says which they took.
+    ///
+    /// ```no_run
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # use std::time::Duration;
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let counts = vec![1 << 17; (ctx.num_ranks() as usize).pow(2)];
+    /// let mut a = Alltoallv::<u64>::new(&ctx, 1, &counts, Timeout::Block)?;
+    /// // Streaming stores seem twice as fast.
+    /// a.testing_call_times(|_, [_, streaming]| Duration::from_millis(2 - streaming as u64));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn testing_call_times(
+        &mut self,
+        times: impl Fn(u64, [bool; 2]) -> std::time::Duration + Send + Sync + 'a,
+    ) {
+        self.call_times = Some(CallTimes(Box::new(times)));
+    }
+
+    /// Test aid: the ways the last call took, `[once, streaming]`: whether
+    /// it copied large pieces inside the node once, whether its stores
+    /// into the windows and the caller's buffer streamed.
+    #[doc(hidden)]
+    pub fn testing_ways(&self) -> [bool; 2] {
+        [self.once, self.streaming]
     }
 
     /// The segment id of the node windows.
@@ -1630,9 +1727,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 // The first rank writes its ways in use into the word of
                 // the call after next during the next call (see
                 // `Alltoallv::choice_word`).
-                let record = |choice: &mut ChoicePair| {
+                let record = |a: &mut Self| {
                     if let Some((t, measured)) = measured.filter(|(_, m)| m.contains(&true)) {
-                        choice.record(call, (ways, measured), bytes, t.elapsed());
+                        let time = match &a.call_times {
+                            Some(CallTimes(times)) => times(call, ways),
+                            None => t.elapsed(),
+                        };
+                        a.choice.record(call, (ways, measured), bytes, time);
                     }
                 };
                 // (Placed in this call, or the error why not.)
@@ -1644,11 +1745,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     (_, Err(e)) => Err(e),
                     (Some(recv), Ok(())) => {
                         self.copy_out(send, recv);
-                        record(&mut self.choice);
+                        record(self);
                         Ok(())
                     }
                     (None, Ok(())) => {
-                        record(&mut self.choice);
+                        record(self);
                         Ok(())
                     }
                 }
@@ -1693,7 +1794,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             let len = p.count(me, me);
             if len > 0 {
                 let (from, to) = (self.send_at[me], self.recv_at[me]);
-                copy_slice(&mut recv[to..to + len], &send[from..from + len]);
+                let (dst, src) = (&mut recv[to..to + len], &send[from..from + len]);
+                if self.streaming {
+                    copy_slice_streaming(dst, src);
+                } else {
+                    copy_slice(dst, src);
+                }
             }
             let n = p.layout.ranks.max(self.pulled_from.len());
             self.pulled_from.resize(n, false);
@@ -1732,7 +1838,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 len += p.count(s, me);
                 s += 1;
             }
-            view.copy_to_slice(base + start, &mut recv[at..at + len]);
+            view.copy_to_slice_with(base + start, &mut recv[at..at + len], self.streaming);
         }
     }
 
@@ -2094,8 +2200,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     ctx.wait(self.options.queue, Timeout::Block)?;
                     self.claimed += expect as u64;
                     if local == 0 {
-                        self.choice_word(self.calls + 1)
-                            .store(self.choice.word(), SeqCst);
+                        let word = self.next_choice_word();
+                        self.choice_word(self.calls + 1).store(word, SeqCst);
                     }
                     // Done: this node's chunks have all come (the claims
                     // counted them), this rank's pieces are in place and its

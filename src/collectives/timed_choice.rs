@@ -169,6 +169,12 @@ impl ChoicePair {
         u64::from(self.first.in_use()) | u64::from(self.second.in_use()) << 1
     }
 
+    /// Which of the two choices have timed a call (since their reset):
+    /// before, a choice's way in use says nothing.
+    pub(crate) fn learned(&self) -> [bool; 2] {
+        [&self.first, &self.second].map(|c| c.mean.iter().any(Option::is_some))
+    }
+
     /// The ways (`[first, second]`) of call number `call` where the node's
     /// word ([`ChoicePair::word`]) is `word`.
     pub(crate) fn pick(&self, call: u64, word: u64) -> [bool; 2] {
@@ -345,5 +351,21 @@ mod tests {
             bursts(&staggered),
             [burst(half), burst(EXPLORE + half)].concat()
         );
+    }
+
+    #[test]
+    fn a_pair_learns_only_the_choices_its_calls_measured() {
+        let mut pair = ChoicePair::default();
+        assert_eq!(pair.learned(), [false, false]);
+        for call in 0..WARMUP + PROBES {
+            let ways = pair.pick(call, pair.word());
+            // Only the second choice measured; its other way twice as fast.
+            let time = us(if ways[1] { 100 } else { 200 });
+            pair.record(call, (ways, [false, true]), 1 << 20, time);
+        }
+        assert_eq!(pair.learned(), [false, true]);
+        assert_eq!(pair.word(), 0b10);
+        pair.reset(WARMUP + PROBES);
+        assert_eq!(pair.learned(), [false, false]);
     }
 }

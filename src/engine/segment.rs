@@ -394,12 +394,20 @@ impl SegmentObject {
         unsafe { memcopy::copy(s, d, len) };
     }
 
-    /// Copy `out.len()` bytes from data offset `off` into `out`.
-    pub(crate) fn read_into(&self, off: usize, out: &mut [u8]) {
+    /// Copy `out.len()` bytes from data offset `off` into `out`; with
+    /// `streaming`, by non-temporal stores
+    /// ([`memcopy::copy_nonoverlapping_streaming`]).
+    pub(crate) fn read_into(&self, off: usize, out: &mut [u8], streaming: bool) {
         let s = self.span(off, out.len());
         // SAFETY: s..s+len is inside the mapping (span); `out` is a distinct
         // Rust buffer, so the ranges cannot overlap.
-        unsafe { memcopy::copy_nonoverlapping(s, out.as_mut_ptr(), out.len()) };
+        unsafe {
+            if streaming {
+                memcopy::copy_nonoverlapping_streaming(s, out.as_mut_ptr(), out.len())
+            } else {
+                memcopy::copy_nonoverlapping(s, out.as_mut_ptr(), out.len())
+            }
+        };
     }
 
     /// Copy `data` to data offset `off`; with `streaming`, by non-temporal

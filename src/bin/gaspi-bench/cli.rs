@@ -130,6 +130,13 @@ pub struct Cli {
     #[arg(long, value_name = "B", value_parser = parse_size_or_off, help_heading = "Alltoallv")]
     pub direct_min: Option<usize>,
 
+    /// Alltoallv: pieces copied into the windows, and private results out
+    /// of them, with non-temporal stores (yes), ordinary ones (no), or
+    /// whichever the calls measure faster where a rank sends 4 MiB or more
+    /// (auto).
+    #[arg(long = "a2a-stream-stores", value_name = "S", default_value = "auto", value_parser = ["auto", "yes", "no"], help_heading = "Alltoallv")]
+    pub a2a_stream_stores: String,
+
     #[command(flatten, next_help_heading = "Model (a cluster's parameters)")]
     pub model: ModelArgs,
 }
@@ -219,7 +226,7 @@ impl AllreduceArgs {
 
 /// `yes`, `no` or `auto` (the arguments' parser allows no other) as an
 /// option's `Some(true)`, `Some(false)` or `None`.
-fn yes_no_auto(s: &str) -> Option<bool> {
+pub fn yes_no_auto(s: &str) -> Option<bool> {
     match s {
         "yes" => Some(true),
         "no" => Some(false),
