@@ -682,23 +682,39 @@ fn large_calls_measure_streaming_stores_and_stay_right() {
                 None => Alltoallv::<u64>::new(ctx, 1, &counts, B).unwrap(),
                 Some(o) => Alltoallv::<u64>::with_options(ctx, 1, &counts, o, B).unwrap(),
             };
-            let row = &counts[me * n..(me + 1) * n];
             let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
             for it in 0..calls {
-                let send = send_of(&counts, n, me, it);
-                if it % 3 == 0 {
-                    a.run(&send, row, B).unwrap();
-                    check_in_place(&a, &counts, n, me, it);
-                } else {
-                    recv.fill(u64::MAX);
-                    a.run_into(&send, row, &mut recv, B).unwrap();
-                    assert!(recv == expected(&counts, n, me, it), "it {it}");
-                }
+                let private = (it % 3 != 0).then_some(&mut recv[..]);
+                run_and_check(&mut a, &counts, (n, me), it, private);
             }
             drop(a);
             barrier(ctx);
         }
     });
+}
+
+/// Call `it` of `a` (`counts`, rank `me` of `n`) with the result in place,
+/// or in `private` (filled with `u64::MAX` first); checks every piece.
+fn run_and_check(
+    a: &mut Alltoallv<u64>,
+    counts: &[usize],
+    (n, me): (usize, usize),
+    it: usize,
+    private: Option<&mut [u64]>,
+) {
+    let send = send_of(counts, n, me, it);
+    let row = &counts[me * n..(me + 1) * n];
+    match private {
+        None => {
+            a.run(&send, row, B).unwrap();
+            check_in_place(a, counts, n, me, it);
+        }
+        Some(recv) => {
+            recv.fill(u64::MAX);
+            a.run_into(&send, row, recv, B).unwrap();
+            assert!(recv == expected(counts, n, me, it), "it {it}");
+        }
+    }
 }
 
 /// Every node takes the ways that the job's first node measured faster,
@@ -719,19 +735,11 @@ fn every_node_takes_the_ways_the_first_node_measured_faster() {
         a.testing_call_times(move |_, [_, streaming]| {
             Duration::from_millis(if streaming == first { 1 } else { 2 })
         });
-        let row = &counts[me * n..(me + 1) * n];
         let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
         let mut ways = Vec::new();
         for it in 0..16 {
-            let send = send_of(&counts, n, me, it);
-            if it % 2 == 0 {
-                a.run(&send, row, B).unwrap();
-                check_in_place(&a, &counts, n, me, it);
-            } else {
-                recv.fill(u64::MAX);
-                a.run_into(&send, row, &mut recv, B).unwrap();
-                assert!(recv == expected(&counts, n, me, it), "it {it}");
-            }
+            let private = (it % 2 == 1).then_some(&mut recv[..]);
+            run_and_check(&mut a, &counts, (n, me), it, private);
             ways.push(a.testing_ways()[1]);
         }
         // Calls 0-1 warm up, 2-9 probe (2 and 3 cached, 4 and 5 streaming,
