@@ -133,7 +133,7 @@ use super::alltoallv_plan::{AlltoallvPlan, Chunk};
 use super::layout::Layout;
 use super::timed_choice::ChoicePair;
 use crate::context::Context;
-use crate::engine::memcopy::{copy_slice, copy_slice_streaming};
+use crate::engine::memcopy::copy_slice_with;
 use crate::engine::transfer::PutFrom;
 use crate::error::{Error, Result};
 use crate::extent;
@@ -318,12 +318,11 @@ const THRESHOLD: usize = 6;
 /// Calls in which a rank sends fewer bytes make their stores into the
 /// windows and the caller's buffer ordinary (cached); from this size on,
 /// the job measures whether streaming (non-temporal) stores are faster
-/// (`Alltoallv::choice`). On
-/// the 2-core Xeon VM, streaming stores took 0.63-0.64 of the time of an
-/// in-place call of 8 ranks at 1 MiB per pair (8 MiB per rank), made no
-/// difference at 4 MiB per rank (4 ranks), and measuring them cost
-/// 2-6% at 2 MiB per rank (8 ranks at 256 KiB per pair), where ordinary
-/// stores are as fast (docs/guide/benchmarking.md).
+/// (`Alltoallv::choice`). On the 2-core Xeon VM, streaming stores took
+/// 0.63-0.64 of the time of an in-place call of 8 ranks at 1 MiB per pair
+/// (8 MiB per rank), made no difference at 4 MiB per rank (4 ranks), and
+/// measuring them cost 2-6% at 2 MiB per rank (8 ranks at 256 KiB per
+/// pair), where ordinary stores are as fast (docs/guide/benchmarking.md).
 const STREAM_MIN_BYTES: usize = 4 << 20;
 
 /// The bits of a node's choice word ([`Alltoallv::choice_word`]) that say
@@ -1795,11 +1794,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             if len > 0 {
                 let (from, to) = (self.send_at[me], self.recv_at[me]);
                 let (dst, src) = (&mut recv[to..to + len], &send[from..from + len]);
-                if self.streaming {
-                    copy_slice_streaming(dst, src);
-                } else {
-                    copy_slice(dst, src);
-                }
+                copy_slice_with(dst, src, self.streaming);
             }
             let n = p.layout.ranks.max(self.pulled_from.len());
             self.pulled_from.resize(n, false);

@@ -116,6 +116,36 @@ pub(crate) fn copy_slice_streaming<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
     unsafe { copy_nonoverlapping_streaming(src.as_ptr().cast(), dst.as_mut_ptr().cast(), len) };
 }
 
+/// [`copy_slice`], or with `streaming` [`copy_slice_streaming`].
+pub(crate) fn copy_slice_with<T: bytemuck::Pod>(dst: &mut [T], src: &[T], streaming: bool) {
+    if streaming {
+        copy_slice_streaming(dst, src);
+    } else {
+        copy_slice(dst, src);
+    }
+}
+
+/// [`copy_nonoverlapping`], or with `streaming`
+/// [`copy_nonoverlapping_streaming`].
+///
+/// # Safety
+/// As [`copy_nonoverlapping`].
+pub(crate) unsafe fn copy_nonoverlapping_with(
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+    streaming: bool,
+) {
+    // SAFETY: the caller's promise, the contract of both.
+    unsafe {
+        if streaming {
+            copy_nonoverlapping_streaming(src, dst, len);
+        } else {
+            copy_nonoverlapping(src, dst, len);
+        }
+    }
+}
+
 /// [`copy_nonoverlapping`] with non-temporal stores where the CPU has AVX2
 /// (from [`LOOP_MIN`] bytes on), ending with a store fence, as
 /// [`copy_slice_streaming`]: for data that another core reads next, when

@@ -401,13 +401,7 @@ impl SegmentObject {
         let s = self.span(off, out.len());
         // SAFETY: s..s+len is inside the mapping (span); `out` is a distinct
         // Rust buffer, so the ranges cannot overlap.
-        unsafe {
-            if streaming {
-                memcopy::copy_nonoverlapping_streaming(s, out.as_mut_ptr(), out.len())
-            } else {
-                memcopy::copy_nonoverlapping(s, out.as_mut_ptr(), out.len())
-            }
-        };
+        unsafe { memcopy::copy_nonoverlapping_with(s, out.as_mut_ptr(), out.len(), streaming) };
     }
 
     /// Copy `data` to data offset `off`; with `streaming`, by non-temporal
@@ -416,13 +410,7 @@ impl SegmentObject {
         let d = self.span(off, data.len());
         // SAFETY: d..d+len is inside the mapping (span); `data` is a distinct
         // Rust buffer, so the ranges cannot overlap.
-        unsafe {
-            if streaming {
-                memcopy::copy_nonoverlapping_streaming(data.as_ptr(), d, data.len())
-            } else {
-                memcopy::copy_nonoverlapping(data.as_ptr(), d, data.len())
-            }
-        };
+        unsafe { memcopy::copy_nonoverlapping_with(data.as_ptr(), d, data.len(), streaming) };
     }
 
     /// The 8-byte word at data offset `off` as an atomic; panics if out of

@@ -41,7 +41,7 @@ use super::areas::STAGE_SLOTS;
 use super::call_plan::{CallPlan, PipeCursor, split_range};
 use super::node_reduce::NodeReduce;
 use crate::context::Context;
-use crate::engine::memcopy::{copy_slice, copy_slice_streaming};
+use crate::engine::memcopy::copy_slice_with;
 use crate::error::Result;
 use crate::types::Deadline;
 use bytemuck::Pod;
@@ -208,11 +208,7 @@ impl NodeReduce {
                             self.mem
                                 .read::<T>(self.areas.result + r.start * elem, r.len())
                         };
-                        if self.streaming.copies {
-                            copy_slice_streaming(&mut out[r], res);
-                        } else {
-                            copy_slice(&mut out[r], res);
-                        }
+                        copy_slice_with(&mut out[r], res, self.streaming.copies);
                     }
                     cur.copied += 1;
                 }
