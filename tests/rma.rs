@@ -369,9 +369,16 @@ fn misuse_is_an_error() {
             assert!(outside(win.get(&mut [0], 1, 0)));
             assert!(outside(win.accumulate(&[1], 1, 0, AccumulateOp::Sum)));
             win.fence(Assert::NOPRECEDE, B).unwrap();
+            // The range and the window in bytes, as the error says: 2
+            // u32 at element 3 of 4.
             assert!(matches!(
                 win.put(&[1, 2], 1, 3),
-                Err(Error::OutOfBounds { .. })
+                Err(Error::OutOfBounds {
+                    offset: 12,
+                    size: 8,
+                    segment_size: 16,
+                    ..
+                })
             ));
             assert!(matches!(
                 win.put(&[1], 7, 0),

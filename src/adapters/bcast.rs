@@ -34,7 +34,7 @@ use super::window::Assert;
 use super::words::{Word, Words};
 use crate::collectives::plan::binomial_children;
 use crate::context::Context;
-use crate::error::{Error, Result, Side};
+use crate::error::{Error, Result};
 use crate::segments::SegmentView;
 use crate::types::{Deadline, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
 use crate::windows::WindowOptions;
@@ -410,19 +410,7 @@ impl<T: RmaElem> Broadcaster<'_, '_, T> {
     pub fn bcast(&self, buf: &[T], disp: usize, how: BcastImpl, timeout: Timeout) -> Result<()> {
         self.failed()?;
         let win = self.win;
-        if disp
-            .checked_add(buf.len())
-            .is_none_or(|end| end > win.len())
-        {
-            return Err(Error::OutOfBounds {
-                side: Side::Remote,
-                rank: win.ctx.rank(),
-                segment: win.segment(),
-                offset: disp,
-                size: buf.len(),
-                segment_size: win.len(),
-            });
-        }
+        win.check_range(win.ctx.rank(), disp, buf.len())?;
         let r = self.relay;
         let me = win.ctx.rank();
         let ticket = match self.pending.take() {

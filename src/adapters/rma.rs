@@ -409,16 +409,27 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
         } else {
             st.used = true;
         }
+        self.check_range(target, disp, n)
+    }
+
+    /// Whether elements `disp..disp + n` lie in the window; if not, the
+    /// error gives the range and the window in bytes of `target`'s region,
+    /// as [`Error::OutOfBounds`] says (a range past the end of what memory
+    /// can hold is reported as reaching to `usize::MAX`).
+    pub(crate) fn check_range(&self, target: Rank, disp: usize, n: usize) -> Result<()> {
         match disp.checked_add(n) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::OutOfBounds {
-                side: Side::Remote,
-                rank: target,
-                segment: self.segment,
-                offset: disp,
-                size: n,
-                segment_size: self.len,
-            }),
+            _ => {
+                let bytes = |elems: usize| elems.saturating_mul(std::mem::size_of::<T>());
+                Err(Error::OutOfBounds {
+                    side: Side::Remote,
+                    rank: target,
+                    segment: self.segment,
+                    offset: bytes(disp),
+                    size: bytes(n),
+                    segment_size: bytes(self.len),
+                })
+            }
         }
     }
 
