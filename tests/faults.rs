@@ -358,6 +358,22 @@ fn node_collectives_with_a_dead_rank_fail_not_hang() {
                 let mut ag =
                     gaspi::Allgatherv::<u64>::new(ctx, 2, &counts, &displs, Timeout::Block)
                         .unwrap();
+                // Pieces of 8 KiB, copied once inside a node and written
+                // into the offered buffers between nodes (the ways where a
+                // rank waits on another's buffer, not only on the window).
+                let options = gaspi::AlltoallvOptions {
+                    single_copy_min: Some(0),
+                    direct_min: Some(0),
+                    ..Default::default()
+                };
+                let mut a2a =
+                    gaspi::Alltoallv::<u64>::alltoall(ctx, 3, 1024, options, Timeout::Block)
+                        .unwrap();
+                let (send, mut recv) = (vec![5u64; 1024 * n], vec![0u64; 1024 * n]);
+                let ones = vec![1024; n];
+                a2a.run_into(&send, &ones, &mut recv, Timeout::Block)
+                    .unwrap();
+                assert!(recv.iter().all(|&v| v == 5));
                 segment(ctx, 0, 4096);
                 ar.run(&[1; 100], gaspi::ReduceOp::Sum, Timeout::Block)
                     .unwrap();
@@ -374,6 +390,19 @@ fn node_collectives_with_a_dead_rank_fail_not_hang() {
                         "allgatherv: expected RankFailed(2), got {:?}",
                         other.map(|_| ())
                     ),
+                }
+                for private in [true, false] {
+                    let r = if private {
+                        a2a.run_into(&send, &ones, &mut recv, Timeout::Block)
+                    } else {
+                        a2a.run(&send, &ones, Timeout::Block)
+                    };
+                    match r {
+                        Err(Error::RankFailed { rank: 2 } | Error::RankTerminated { .. }) => {}
+                        other => panic!(
+                            "alltoallv (private {private}): expected RankFailed(2), got {other:?}"
+                        ),
+                    }
                 }
                 leave_together(ctx, 2);
             },

@@ -1356,7 +1356,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// `send_counts[t]` elements for rank `t`) to every rank; the result
     /// stays in the node's window ([`Alltoallv::received`]). With fixed
     /// counts, `send_counts` must be this rank's row of them. On a
-    /// timeout, call again with the same arguments to continue.
+    /// timeout, call again with the same arguments to continue. A call
+    /// stopped by a rank's failure ([`Error::RankFailed`]) cannot go on:
+    /// the next call returns that failure again, whatever its arguments.
     ///
     /// ```
     /// # use gaspi::{Alltoallv, Config, Context, Timeout};
@@ -1584,6 +1586,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         timeout: Timeout,
     ) -> Result<()> {
         let in_window = given.in_window;
+        if self.phase.is_some() {
+            // A call stopped by a rank's failure cannot go on: say so
+            // again, before asking for the stopped call's buffers.
+            self.ctx.engine.faults()?;
+        }
         if self.phase.is_some() && self.in_window != in_window {
             let how = if self.in_window {
                 "run_in_window"
