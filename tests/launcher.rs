@@ -243,6 +243,16 @@ fn usage_errors() {
         "{}",
         text(&out.stderr)
     );
+    // A timeout of 0 (or not a number) is refused, not a job stopped at once.
+    for bad in ["0", "0.0", "nan", "inf", "x"] {
+        let out = gaspi_run(&["-n", "2", "--timeout", bad, "true"]);
+        assert_eq!(out.status.code(), Some(125), "--timeout {bad}");
+        assert!(
+            text(&out.stderr).contains("--timeout"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
     let out = gaspi_run(&["-n", "2", "--tiemout", "3", "true"]);
     assert!(text(&out.stderr).contains("--timeout"), "did you mean");
     let out = gaspi_run(&["-n", "2", "/no/such/program"]);

@@ -35,8 +35,8 @@ struct Cli {
     #[arg(long = "ppn", value_name = "P", value_parser = clap::value_parser!(u16).range(1..))]
     ppn: Option<u16>,
 
-    /// Stop the job after SECS seconds
-    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    /// Stop the job after SECS seconds (more than 0)
+    #[arg(long, value_name = "SECS", value_parser = positive_seconds)]
     timeout: Option<Duration>,
 
     /// With --timeout: print every thread's backtrace (through gdb) of
@@ -107,6 +107,15 @@ struct Cli {
 fn seconds(v: &str) -> Result<Duration, String> {
     let s: f64 = v.parse().map_err(|_| format!("'{v}' is not a number"))?;
     Duration::try_from_secs_f64(s).map_err(|_| "give seconds >= 0".to_string())
+}
+
+/// A job's timeout: 0 would stop it as it starts (`timeout(1)` reads 0 as
+/// none), so it is refused.
+fn positive_seconds(v: &str) -> Result<Duration, String> {
+    match seconds(v)? {
+        d if d.is_zero() => Err("give seconds > 0 (leave --timeout out for no timeout)".into()),
+        d => Ok(d),
+    }
 }
 
 /// The command line with mpirun's single-dash long options (`-np`,
