@@ -404,6 +404,18 @@ fn node_collectives_with_a_dead_rank_fail_not_hang() {
                         ),
                     }
                 }
+                // The next call of a collective that failed fails again.
+                let again = [
+                    ar.run(&[1; 100], gaspi::ReduceOp::Sum, Timeout::Block)
+                        .map(|_| ()),
+                    ag.run(&[7; 1000], Timeout::Block).map(|_| ()),
+                ];
+                for r in again {
+                    match r {
+                        Err(Error::RankFailed { rank: 2 } | Error::RankTerminated { .. }) => {}
+                        other => panic!("a second call: expected RankFailed(2), got {other:?}"),
+                    }
+                }
                 leave_together(ctx, 2);
             },
             |_, report| check_job(report, 2, |s| s.code() == Some(7)),
