@@ -7,9 +7,16 @@
 //! and, on virtual machines, on stretches of time; nothing the program can
 //! read says which, so the calls measure it.
 //!
-//! [`TimedChoice`] keeps a moving average of the time per byte for each
-//! way, takes the other way when it is faster by a margin, and tries the
-//! way not in use in a burst of a few calls out of every [`EXPLORE`]. The
+//! [`TimedChoice`] first tries the two ways in turn ([`PROBES`] calls) and
+//! takes the other way if, in the median of its pairs of probes, it is
+//! faster by a margin; a pair is two calls that differ in this choice's
+//! way only, the other choice timed by the same calls taking the same way
+//! in both, so neither choice's tries blur the other's comparison, and one
+//! call slowed by a descheduled rank moves one ratio of four, not the
+//! decision. From then on it keeps a moving average of the time per byte
+//! of each way, takes the other way when it is faster by the margin, and
+//! tries the way not in use in a burst of a few calls out of every
+//! [`EXPLORE`]. The
 //! node's first local rank times the calls and publishes the way in use in
 //! a word of the node's window; every rank of the node picks by that word
 //! and the call number, so that all take the same way in the same call.
@@ -52,8 +59,12 @@ pub(crate) const PROBES: u64 = 8;
 /// of a node keeps one; all pick alike from the node's word.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TimedChoice {
-    /// Nanoseconds per byte: `[usual, other]`.
+    /// Nanoseconds per byte: `[usual, other]` (set once the probes are
+    /// over).
     mean: [Option<f64>; 2],
+    /// Nanoseconds per byte of each probe call timed, by its place among
+    /// the probes.
+    probes: [Option<f64>; PROBES as usize],
     /// The way in use: the other.
     other: bool,
     /// The call number of the last reset.
@@ -103,10 +114,22 @@ impl TimedChoice {
     /// not (as [`TimedChoice::pick`] said); the way not in use is taken if
     /// it is faster by more than [`MARGIN`].
     pub(crate) fn record(&mut self, call: u64, other: bool, bytes: usize, time: Duration) {
-        if call.saturating_sub(self.since) < WARMUP {
+        let k = call.saturating_sub(self.since);
+        if k < WARMUP {
             return;
         }
         let sample = time.as_nanos() as f64 / bytes.max(1) as f64;
+        if k < WARMUP + PROBES {
+            self.probes[(k - WARMUP) as usize] = Some(sample);
+            if k + 1 == WARMUP + PROBES {
+                self.decide();
+            }
+            return;
+        }
+        if self.mean == [None, None] {
+            // Probes not all timed (calls that measured nothing).
+            self.decide();
+        }
         let m = &mut self.mean[other as usize];
         *m = Some(match *m {
             None => sample,
@@ -124,6 +147,39 @@ impl TimedChoice {
         }
     }
 
+    /// The probes' verdict: the median over the pairs of probes of the
+    /// other way's time / the usual way's, each pair two calls
+    /// `1 << phase` apart in a block of `2 << phase` (where a choice timed
+    /// by the same calls takes the same way twice); the other way if that
+    /// median is below `1 - MARGIN`. The averages start from the usual
+    /// way's median probe and that ratio. Probes not timed leave their
+    /// pairs out; with no whole pair, the medians of each way's probes.
+    fn decide(&mut self) {
+        let step = 1usize << self.phase;
+        let mut ratios: Vec<f64> = (0..self.probes.len())
+            .filter(|i| i & step == 0)
+            .filter_map(|i| match (self.probes[i], self.probes.get(i + step)) {
+                (Some(usual), Some(&Some(other))) if usual > 0.0 => Some(other / usual),
+                _ => None,
+            })
+            .collect();
+        let way = |other: bool| -> Vec<f64> {
+            (0..self.probes.len())
+                .filter(|i| (i & step != 0) == other)
+                .filter_map(|i| self.probes[i])
+                .collect()
+        };
+        let usual = median(way(false));
+        self.mean = match (median(std::mem::take(&mut ratios)), usual) {
+            (Some(ratio), Some(usual)) => [Some(usual), Some(usual * ratio)],
+            _ => [usual, median(way(true))],
+        };
+        self.other = match self.mean {
+            [Some(usual), Some(other)] => other < usual * (1.0 - MARGIN),
+            _ => false,
+        };
+    }
+
     /// Start over from call number `call` (the calls changed, their size
     /// for one).
     pub(crate) fn reset(&mut self, call: u64) {
@@ -138,6 +194,18 @@ impl TimedChoice {
     #[cfg(test)]
     pub(crate) fn means(&self) -> [Option<f64>; 2] {
         self.mean
+    }
+}
+
+/// The median of `v` (the mean of the middle two of an even count), or
+/// `None` if it is empty.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
     }
 }
 
@@ -169,8 +237,9 @@ impl ChoicePair {
         u64::from(self.first.in_use()) | u64::from(self.second.in_use()) << 1
     }
 
-    /// Which of the two choices have timed a call (since their reset):
-    /// before, a choice's way in use says nothing.
+    /// Which of the two choices have decided from timed calls (their
+    /// probes are over; since their reset): before, a choice's way in use
+    /// says nothing.
     pub(crate) fn learned(&self) -> [bool; 2] {
         [&self.first, &self.second].map(|c| c.mean.iter().any(Option::is_some))
     }
@@ -291,6 +360,49 @@ mod tests {
         c.record(call, true, 1 << 20, us(60));
         assert!(c.in_use() && c.pick(call, c.in_use()));
         c.record(call, false, 1 << 20, us(80));
+        assert!(c.in_use());
+    }
+
+    #[test]
+    fn one_slow_probe_does_not_decide() {
+        // The other way is 20% faster; its first probe waited 10 ms for a
+        // descheduled rank (a moving average started there would keep it
+        // slower for hundreds of calls).
+        let mut c = TimedChoice::default();
+        for call in 0..WARMUP + PROBES {
+            let s = c.pick(call, c.in_use());
+            let t = match (s, call) {
+                (true, k) if k == WARMUP + 1 => 10_000,
+                (true, _) => 80,
+                (false, _) => 100,
+            };
+            c.record(call, s, 1 << 20, us(t));
+        }
+        assert!(c.in_use());
+        let [usual, other] = c.means().map(Option::unwrap);
+        assert!((other / usual - 0.8).abs() < 1e-9, "{usual} {other}");
+    }
+
+    #[test]
+    fn probes_compare_calls_in_which_the_other_choice_took_the_same_way() {
+        // The first choice's other way costs 2 ms more per call, the
+        // second's saves 200 us: each choice's pairs see only its own.
+        let time = |[a, b]: [bool; 2]| us(1_000 + 2_000 * a as u64 - 200 * b as u64);
+        let mut pair = ChoicePair::default();
+        for call in 0..WARMUP + PROBES {
+            let ways = pair.pick(call, pair.word());
+            pair.record(call, (ways, [true, true]), 1 << 20, time(ways));
+        }
+        assert_eq!(pair.word(), 0b10);
+        assert_eq!(pair.learned(), [true, true]);
+        // A pair of probes not timed is left out; the others decide.
+        let mut c = TimedChoice::staggered();
+        for call in 0..WARMUP + PROBES {
+            let s = c.pick(call, c.in_use());
+            if call != WARMUP + 2 {
+                c.record(call, s, 1 << 20, us(if s { 70 } else { 100 }));
+            }
+        }
         assert!(c.in_use());
     }
 
