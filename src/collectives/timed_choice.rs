@@ -120,7 +120,10 @@ impl TimedChoice {
         }
         let sample = time.as_nanos() as f64 / bytes.max(1) as f64;
         if k < WARMUP + PROBES {
-            self.probes[(k - WARMUP) as usize] = Some(sample);
+            // (Kept only if the call took the way its probe said.)
+            if other == self.pick(call, self.other) {
+                self.probes[(k - WARMUP) as usize] = Some(sample);
+            }
             if k + 1 == WARMUP + PROBES {
                 self.decide();
             }
@@ -156,7 +159,7 @@ impl TimedChoice {
     /// pairs out; with no whole pair, the medians of each way's probes.
     fn decide(&mut self) {
         let step = 1usize << self.phase;
-        let mut ratios: Vec<f64> = (0..self.probes.len())
+        let ratios: Vec<f64> = (0..self.probes.len())
             .filter(|i| i & step == 0)
             .filter_map(|i| match (self.probes[i], self.probes.get(i + step)) {
                 (Some(usual), Some(&Some(other))) if usual > 0.0 => Some(other / usual),
@@ -170,7 +173,7 @@ impl TimedChoice {
                 .collect()
         };
         let usual = median(way(false));
-        self.mean = match (median(std::mem::take(&mut ratios)), usual) {
+        self.mean = match (median(ratios), usual) {
             (Some(ratio), Some(usual)) => [Some(usual), Some(usual * ratio)],
             _ => [usual, median(way(true))],
         };
