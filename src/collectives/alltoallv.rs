@@ -1757,18 +1757,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     Some(r) => self.place_recv(r.len()),
                     None => Ok(()),
                 };
-                match (recv, fits) {
-                    (_, Err(e)) => Err(e),
-                    (Some(recv), Ok(())) => {
-                        self.copy_out(send, recv);
-                        record(self);
-                        Ok(())
-                    }
-                    (None, Ok(())) => {
-                        record(self);
-                        Ok(())
-                    }
+                fits?;
+                if let Some(recv) = recv {
+                    self.copy_out(send, recv);
                 }
+                record(self);
+                Ok(())
             }
             Err(e) => {
                 self.phase = Some(phase);

@@ -92,7 +92,7 @@ impl TimedChoice {
     pub(crate) fn pick(&self, call: u64, in_use: bool) -> bool {
         match call.saturating_sub(self.since) {
             k if k < WARMUP => false,
-            k if k < WARMUP + PROBES => ((k - WARMUP) >> self.phase) % 2 == 1,
+            k if k < WARMUP + PROBES => self.probe_takes_other((k - WARMUP) as usize),
             _ => in_use ^ self.exploring(call),
         }
     }
@@ -150,6 +150,12 @@ impl TimedChoice {
         }
     }
 
+    /// Whether probe number `i` (from 0) takes the other way: every call
+    /// in turn, or every second call for a staggered choice.
+    fn probe_takes_other(&self, i: usize) -> bool {
+        (i >> self.phase) % 2 == 1
+    }
+
     /// The probes' verdict: the median over the pairs of probes of the
     /// other way's time / the usual way's, each pair two calls
     /// `1 << phase` apart in a block of `2 << phase` (where a choice timed
@@ -160,7 +166,7 @@ impl TimedChoice {
     fn decide(&mut self) {
         let step = 1usize << self.phase;
         let ratios: Vec<f64> = (0..self.probes.len())
-            .filter(|i| i & step == 0)
+            .filter(|&i| !self.probe_takes_other(i))
             .filter_map(|i| match (self.probes[i], self.probes.get(i + step)) {
                 (Some(usual), Some(&Some(other))) if usual > 0.0 => Some(other / usual),
                 _ => None,
@@ -168,7 +174,7 @@ impl TimedChoice {
             .collect();
         let way = |other: bool| -> Vec<f64> {
             (0..self.probes.len())
-                .filter(|i| (i & step != 0) == other)
+                .filter(|&i| self.probe_takes_other(i) == other)
                 .filter_map(|i| self.probes[i])
                 .collect()
         };
