@@ -447,7 +447,11 @@ impl<T: Pod> SegmentView<T> {
     }
 
     /// The elements `range` of this view as a view of their own (element 0
-    /// of the result is element `range.start` here). Panics if out of range.
+    /// of the result is element `range.start` here).
+    ///
+    /// # Panics
+    /// If `range` is not inside the view, as slice indexing does;
+    /// [`SegmentView::try_sub`] returns an error instead.
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
@@ -458,19 +462,34 @@ impl<T: Pod> SegmentView<T> {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn sub(&self, range: std::ops::Range<usize>) -> SegmentView<T> {
-        assert!(
-            range.start <= range.end && range.end <= self.len,
-            "sub-view {range:?} out of range (len {})",
-            self.len
-        );
-        SegmentView {
-            obj: self.obj.clone(),
-            start: self.start + range.start * std::mem::size_of::<T>(),
-            len: range.end - range.start,
-            _t: PhantomData,
-        }
+        self.try_sub(range).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// [`SegmentView::sub`], with an [`Error::InvalidArgument`] for a range
+    /// that is not inside the view (or ends before it starts).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let words = ctx.segment::<u64>(0)?; // 8 words
+    /// assert_eq!(words.try_sub(6..8)?.len(), 2);
+    /// assert!(words.try_sub(6..9).is_err());
+    /// assert!(words.try_sub(usize::MAX..usize::MAX).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn try_sub(&self, range: std::ops::Range<usize>) -> Result<SegmentView<T>> {
+        let count = range.end.checked_sub(range.start).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "sub-view {range:?} of a segment view ends before it starts"
+            ))
+        })?;
+        Ok(SegmentView {
+            obj: self.obj.clone(),
+            start: self.checked_offset(range.start, count)?,
+            len: count,
+            _t: PhantomData,
+        })
+    }
     /// Number of whole `T`s in the segment.
     ///
     /// ```
@@ -496,16 +515,33 @@ impl<T: Pod> SegmentView<T> {
         self.len == 0
     }
 
-    fn offset(&self, index: usize, count: usize) -> usize {
-        assert!(
-            index.checked_add(count).is_some_and(|e| e <= self.len),
-            "segment view index {index}+{count} out of range (len {})",
-            self.len
-        );
-        self.start + index * std::mem::size_of::<T>()
+    /// The segment's byte offset of elements `index..index + count`, or an
+    /// error if they are not all inside the view.
+    fn checked_offset(&self, index: usize, count: usize) -> Result<usize> {
+        match index.checked_add(count) {
+            // In the view, so inside the segment: the product cannot wrap.
+            Some(end) if end <= self.len => Ok(self.start + index * std::mem::size_of::<T>()),
+            _ => Err(Error::InvalidArgument(format!(
+                "elements {index}..{index}+{count} of a segment view of {} elements of {} \
+                 bytes: they must lie inside the view",
+                self.len,
+                std::mem::size_of::<T>()
+            ))),
+        }
     }
 
-    /// Element `index` (volatile load). Panics if out of range.
+    /// [`SegmentView::checked_offset`] for the calls that panic, as slice
+    /// indexing does, on an index out of range.
+    fn offset(&self, index: usize, count: usize) -> usize {
+        self.checked_offset(index, count)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Element `index` (volatile load).
+    ///
+    /// # Panics
+    /// If `index` is not below [`SegmentView::len`], as slice indexing
+    /// does; [`SegmentView::try_get`] returns an error instead.
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
@@ -521,7 +557,26 @@ impl<T: Pod> SegmentView<T> {
         self.obj.load(self.offset(index, 1))
     }
 
-    /// Set element `index` (volatile store). Panics if out of range.
+    /// [`SegmentView::get`], with an [`Error::InvalidArgument`] for an
+    /// index out of range.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 64, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<u64>(0)?; // 8 words
+    /// assert_eq!(v.try_get(7)?, 0);
+    /// assert!(v.try_get(8).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn try_get(&self, index: usize) -> Result<T> {
+        Ok(self.obj.load(self.checked_offset(index, 1)?))
+    }
+
+    /// Set element `index` (volatile store).
+    ///
+    /// # Panics
+    /// If `index` is not below [`SegmentView::len`], as slice indexing
+    /// does; [`SegmentView::try_set`] returns an error instead.
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
@@ -535,7 +590,29 @@ impl<T: Pod> SegmentView<T> {
         self.obj.store(self.offset(index, 1), value)
     }
 
+    /// [`SegmentView::set`], with an [`Error::InvalidArgument`] for an
+    /// index out of range (and nothing stored).
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 16, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<u32>(0)?; // 4 words
+    /// v.try_set(3, 9)?;
+    /// assert!(v.try_set(4, 9).is_err());
+    /// assert_eq!(v.to_vec(), [0, 0, 0, 9]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn try_set(&self, index: usize, value: T) -> Result<()> {
+        self.obj.store(self.checked_offset(index, 1)?, value);
+        Ok(())
+    }
+
     /// Copy `src` into elements `start..start+src.len()`.
+    ///
+    /// # Panics
+    /// If those elements are not inside the view, as
+    /// `<[T]>::copy_from_slice` does on a length mismatch;
+    /// [`SegmentView::try_copy_from_slice`] returns an error instead.
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
@@ -549,18 +626,43 @@ impl<T: Pod> SegmentView<T> {
         self.copy_from_slice_with(start, src, false);
     }
 
+    /// [`SegmentView::copy_from_slice`], with an [`Error::InvalidArgument`]
+    /// (and nothing copied) if the elements are not inside the view.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 8, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<u16>(0)?; // 4 elements
+    /// v.try_copy_from_slice(2, &[1, 2])?;
+    /// assert!(v.try_copy_from_slice(3, &[1, 2]).is_err());
+    /// assert_eq!(v.to_vec(), [0, 0, 1, 2]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn try_copy_from_slice(&self, start: usize, src: &[T]) -> Result<()> {
+        self.write_at(start, src, false)
+    }
+
     /// [`SegmentView::copy_from_slice`], with non-temporal stores where
     /// `streaming` (see `crate::engine::memcopy::copy_slice_streaming`):
     /// for a collective's large pieces that outgrow the caches.
     pub(crate) fn copy_from_slice_with(&self, start: usize, src: &[T], streaming: bool) {
-        self.obj.write_from(
-            self.offset(start, src.len()),
-            bytemuck::cast_slice(src),
-            streaming,
-        )
+        self.write_at(start, src, streaming)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The copy of the `copy_from_slice` calls.
+    fn write_at(&self, start: usize, src: &[T], streaming: bool) -> Result<()> {
+        let offset = self.checked_offset(start, src.len())?;
+        self.obj
+            .write_from(offset, bytemuck::cast_slice(src), streaming);
+        Ok(())
     }
 
     /// Copy elements `start..start+dst.len()` into `dst`.
+    ///
+    /// # Panics
+    /// If those elements are not inside the view;
+    /// [`SegmentView::try_copy_to_slice`] returns an error instead.
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
@@ -576,15 +678,38 @@ impl<T: Pod> SegmentView<T> {
         self.copy_to_slice_with(start, dst, false);
     }
 
+    /// [`SegmentView::copy_to_slice`], with an [`Error::InvalidArgument`]
+    /// (and `dst` untouched) if the elements are not inside the view.
+    ///
+    /// ```
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// # ctx.segment_alloc(0, 8, gaspi::Alloc::Initialized)?;
+    /// let v = ctx.segment::<u16>(0)?; // 4 elements
+    /// let mut out = [7u16; 3];
+    /// assert!(v.try_copy_to_slice(2, &mut out).is_err());
+    /// assert_eq!(out, [7, 7, 7]);
+    /// v.try_copy_to_slice(1, &mut out)?;
+    /// assert_eq!(out, [0, 0, 0]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn try_copy_to_slice(&self, start: usize, dst: &mut [T]) -> Result<()> {
+        self.read_at(start, dst, false)
+    }
+
     /// [`SegmentView::copy_to_slice`], with non-temporal stores where
     /// `streaming` (see `crate::engine::memcopy::copy_slice_streaming`):
     /// for a collective's large private results that outgrow the caches.
     pub(crate) fn copy_to_slice_with(&self, start: usize, dst: &mut [T], streaming: bool) {
-        self.obj.read_into(
-            self.offset(start, dst.len()),
-            bytemuck::cast_slice_mut(dst),
-            streaming,
-        )
+        self.read_at(start, dst, streaming)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The copy of the `copy_to_slice` calls.
+    fn read_at(&self, start: usize, dst: &mut [T], streaming: bool) -> Result<()> {
+        let offset = self.checked_offset(start, dst.len())?;
+        self.obj
+            .read_into(offset, bytemuck::cast_slice_mut(dst), streaming);
+        Ok(())
     }
 
     /// All elements, copied.

@@ -197,18 +197,20 @@ impl Context {
         rank as usize / self.ranks_per_node()
     }
 
-    /// The ranks of node `node`.
+    /// The ranks of node `node`; none (an empty range) for a node past the
+    /// last.
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
     /// let mine = ctx.node_ranks(ctx.node());
     /// assert!(mine.contains(&ctx.rank()));
     /// assert_eq!(mine.len(), ctx.local_num() as usize);
+    /// assert!(ctx.node_ranks(usize::MAX).is_empty());
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn node_ranks(&self, node: usize) -> std::ops::Range<Rank> {
         let ppn = self.ranks_per_node();
-        let first = (node * ppn).min(self.num_ranks() as usize);
+        let first = node.saturating_mul(ppn).min(self.num_ranks() as usize);
         let end = (first + ppn).min(self.num_ranks() as usize);
         first as Rank..end as Rank
     }

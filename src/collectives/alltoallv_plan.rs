@@ -101,7 +101,7 @@ impl AlltoallvPlan {
     /// node receives more than `max_ids` chunks.
     ///
     /// Fails with [`Error::InvalidArgument`] if `counts` has the wrong
-    /// length and with [`Error::SizeOverflow`] if the total does not fit in
+    /// length or the layout no ranks per node, and with [`Error::SizeOverflow`] if the total does not fit in
     /// memory.
     ///
     /// ```
@@ -111,6 +111,7 @@ impl AlltoallvPlan {
     /// let plan = AlltoallvPlan::new(l, &[0, 1000, 1000, 0], 8, 10, 4)?;
     /// assert!(plan.in_chunks(0) <= 4 && plan.block_elems >= 250);
     /// assert!(AlltoallvPlan::new(l, &[1, 2, 3], 8, 10, 4).is_err());
+    /// assert!(AlltoallvPlan::new(Layout { ranks: 2, ppn: 0 }, &[1; 4], 8, 10, 4).is_err());
     /// assert!(AlltoallvPlan::new(l, &[usize::MAX, 1, 0, 0], 8, 10, 4).is_err());
     /// # Ok::<(), gaspi::Error>(())
     /// ```
@@ -122,6 +123,11 @@ impl AlltoallvPlan {
         max_ids: usize,
     ) -> Result<AlltoallvPlan> {
         let n = layout.ranks;
+        if layout.ppn == 0 {
+            return Err(Error::InvalidArgument(
+                "an alltoallv's layout needs at least 1 rank per node, got 0".into(),
+            ));
+        }
         if Some(counts.len()) != n.checked_mul(n) {
             return Err(Error::InvalidArgument(format!(
                 "an alltoallv of {n} ranks needs {n} x {n} counts, got {}",

@@ -5,6 +5,12 @@ use crate::context::Context;
 /// The shape of the job for a collective: `nodes` nodes of consecutive
 /// ranks, `ppn` per node (the last may have fewer).
 ///
+/// # Panics
+/// [`Layout::nodes`] and [`Layout::node_of`] divide by `ppn`: a layout
+/// with `ppn` 0 panics there (a job always has at least one rank per node;
+/// [`AlltoallvPlan::new`](crate::plan::AlltoallvPlan::new) refuses such a
+/// layout with an error).
+///
 /// ```
 /// use gaspi::plan::Layout;
 /// // 7 ranks, 3 per node: nodes of 3, 3 and 1.
@@ -41,10 +47,12 @@ impl Layout {
     /// The ranks of `node`.
     ///
     /// ```
-    /// assert_eq!(gaspi::plan::Layout { ranks: 6, ppn: 2 }.node_ranks(1), 2..4);
+    /// let layout = gaspi::plan::Layout { ranks: 6, ppn: 2 };
+    /// assert_eq!(layout.node_ranks(1), 2..4);
+    /// assert!(layout.node_ranks(usize::MAX).is_empty()); // no such node
     /// ```
     pub fn node_ranks(&self, node: usize) -> std::ops::Range<usize> {
-        let first = (node * self.ppn).min(self.ranks);
+        let first = node.saturating_mul(self.ppn).min(self.ranks);
         first..(first + self.ppn).min(self.ranks)
     }
 
