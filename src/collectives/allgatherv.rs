@@ -12,7 +12,9 @@
 //! One call, on every rank:
 //! 1. node barrier: nobody of the node still reads the previous result;
 //!    the node's first rank tells the previous node that this node is
-//!    ready (a "credit" notification, instead of a global barrier);
+//!    ready (a "credit" notification, instead of a global barrier). In a
+//!    job of one node, calls take turns between two result areas instead,
+//!    and this barrier is left out (see `Allgatherv::area`);
 //! 2. local allgatherv: the rank copies its contribution into the window;
 //! 3. node barrier: the node's data is all in the window;
 //! 4. once the next node's credit for this call has arrived, the rank
@@ -81,6 +83,17 @@ impl AllgathervOptions {
     pub const DEFAULT_BLOCK_BYTES: usize = 64 << 10;
 }
 
+/// The largest result (bytes) for which a job of one node keeps two result
+/// areas and leaves out the barrier before the copies. The barrier costs
+/// 1-3 us of 2-40 us per call on 2 cores; beyond this size the second
+/// area's lines, colder when a call comes back to them, cost more than
+/// that. Measured on the 2-core Xeon VM (2026-11-29, 4 and 8 ranks, B/A
+/// against one area; `docs/guide/benchmarking.md`, "Allgatherv: two result
+/// areas in a job of one node"): 0.54-0.83 up to 256 KiB of result; at
+/// 512 KiB 0.76-0.87 read in place but 1.03-1.07 copied out; at 1 MiB
+/// 1.03-1.19.
+const TWO_AREAS_MAX_BYTES: usize = 256 << 10;
+
 /// Where a call stopped (to resume after a timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -122,6 +135,11 @@ pub struct Allgatherv<'a, T> {
     phase: Option<Phase>,
     /// Elements of the result (the furthest end of a contribution).
     len: usize,
+    /// Result areas in the window: 2 in a job of one node with a result of
+    /// up to [`TWO_AREAS_MAX_BYTES`] (calls use them in turn, so a call
+    /// needs no barrier before its copy: see [`Allgatherv::area`]), 1
+    /// otherwise.
+    areas: usize,
     /// `run_into`: the blocks this rank has copied into the caller's
     /// buffer in the call in progress (by block id).
     copied: Vec<bool>,
@@ -202,8 +220,14 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let plan = AllgathervPlan::new(layout, counts, displs, block_elems, max_blocks);
         let table = plan.total_blocks() as u32 + 1; // + the credit
         let opts = WindowOptions::default().notifications(table);
-        let window =
-            ctx.window_create_with(segment, (len * elem).max(1), GroupId::ALL, opts, timeout)?;
+        let areas = if layout.nodes() == 1 && layout.ranks > 1 && len * elem <= TWO_AREAS_MAX_BYTES
+        {
+            2
+        } else {
+            1
+        };
+        let bytes = crate::extent::mul("allgatherv result size * areas", len * elem, areas)?;
+        let window = ctx.window_create_with(segment, bytes.max(1), GroupId::ALL, opts, timeout)?;
         Ok(Allgatherv {
             ctx,
             segment,
@@ -213,9 +237,24 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             calls: 0,
             phase: None,
             len,
+            areas,
             copied: Vec::new(),
             _t: PhantomData,
         })
+    }
+
+    /// The first element of call `call`'s result in the window.
+    ///
+    /// In a job of one node, calls alternate between two areas. A rank
+    /// that starts call `k + 1` has passed call `k`'s barrier after the
+    /// copies, which every rank reached only after it had finished call
+    /// `k - 1` and returned, and so had stopped reading that call's result
+    /// (the area that call `k + 1` writes) in `run_into` and in place
+    /// after `run`: the call needs no barrier before its copy (step 1).
+    /// With several nodes the credit of the next node paces the calls, and
+    /// one area serves.
+    fn area(&self, call: u64) -> usize {
+        (call % self.areas as u64) as usize * self.len
     }
 
     /// The plan this allgatherv executes.
@@ -235,7 +274,10 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         &self.plan
     }
 
-    /// The result of the last call: the node's window.
+    /// The result of the last call: the node's window. A view taken
+    /// before a call may show another call's result after it (in a job of
+    /// one node, calls take turns between two areas of the window): take
+    /// the view anew after each call.
     ///
     /// ```
     /// # use gaspi::{Allgatherv, Config, Context, Timeout};
@@ -249,7 +291,8 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn result(&self) -> SegmentView<T> {
-        self.window.view().sub(0..self.len)
+        let at = self.area(self.calls.wrapping_sub(1));
+        self.window.view().sub(at..at + self.len)
     }
 
     /// Gather every rank's `send` (its `counts[rank]` elements) into the
@@ -408,6 +451,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let b = self.plan.blocks[id];
         let elem = std::mem::size_of::<T>();
         let to = self.next_rank(self.ctx.rank() as usize);
+        // (A job of several nodes has one area, at 0.)
         let bytes = (b.offset * elem, b.len * elem);
         self.post(to, &[bytes], Notification::new(id as u32, tag), deadline)
     }
@@ -421,6 +465,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             return;
         };
         let view = self.window.view::<T>();
+        let at = self.area(self.calls);
         let blocks = &self.plan.blocks;
         let mut id = ids.start;
         while id < ids.end {
@@ -437,7 +482,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                 copied[id] = true;
                 id += 1;
             }
-            view.copy_to_slice(start, &mut recv[start..end]);
+            view.copy_to_slice(at + start, &mut recv[start..end]);
         }
     }
 
@@ -466,7 +511,9 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         loop {
             match *phase {
                 Phase::Start => {
-                    ctx.node_barrier_watching_all(deadline)?;
+                    if self.areas == 1 {
+                        ctx.node_barrier_watching_all(deadline)?;
+                    }
                     if nodes > 1 && ctx.local_rank() == 0 {
                         // Tell the previous node: this node may be written.
                         let prev = ctx.node_ranks((node + nodes - 1) % nodes).start;
@@ -474,7 +521,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     }
                     self.window
                         .view::<T>()
-                        .copy_from_slice(plan.displs[me], send);
+                        .copy_from_slice(self.area(self.calls) + plan.displs[me], send);
                     *phase = Phase::Copied;
                 }
                 Phase::Copied => {
