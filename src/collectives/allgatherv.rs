@@ -12,9 +12,10 @@
 //! One call, on every rank:
 //! 1. node barrier: nobody of the node still reads the previous result;
 //!    the node's first rank tells the previous node that this node is
-//!    ready (a "credit" notification, instead of a global barrier). In a
-//!    job of one node, calls take turns between two result areas instead,
-//!    and this barrier is left out (see `Allgatherv::area`);
+//!    ready (a "credit" notification, instead of a global barrier). For
+//!    results of up to 256 KiB, calls take turns between two result areas
+//!    (each with its block ids and credit) instead, and this barrier is
+//!    left out (see `Allgatherv::area`);
 //! 2. local allgatherv: the rank copies its contribution into the window;
 //! 3. node barrier: the node's data is all in the window;
 //! 4. once the next node's credit for this call has arrived, the rank
@@ -40,12 +41,14 @@
 use super::plan::{AllgathervPlan, Layout};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::extent;
 use crate::segments::SegmentView;
 use crate::types::{Deadline, GroupId, Notification, QueueId, Rank, SegmentId, Timeout};
 use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 /// Options of an [`Allgatherv`].
 ///
@@ -83,22 +86,26 @@ impl AllgathervOptions {
     pub const DEFAULT_BLOCK_BYTES: usize = 64 << 10;
 }
 
-/// The largest result (bytes) for which a job of one node keeps two result
-/// areas and leaves out the barrier before the copies. The barrier costs
-/// 1-3 us of 2-40 us per call on 2 cores; beyond this size the second
-/// area's lines, colder when a call comes back to them, cost more than
-/// that. Measured on the 2-core Xeon VM (2026-11-29, 4 and 8 ranks, B/A
-/// against one area; `docs/guide/benchmarking.md`, "Allgatherv: two result
-/// areas in a job of one node"): 0.54-0.83 up to 256 KiB of result; at
-/// 512 KiB 0.76-0.87 read in place but 1.03-1.07 copied out; at 1 MiB
-/// 1.03-1.19.
+/// The most bytes of results (of all the nodes' windows on one host: on
+/// one machine with emulated nodes, all of them) for which calls take
+/// turns between two result areas and leave out the barrier before the
+/// copies. The barrier costs 1-3 us of 2-40 us per call on 2 cores;
+/// beyond this size the second area's lines, colder when a call comes
+/// back to them, cost more than that. Measured on the 2-core Xeon VM
+/// (2026-11-29, B/A against one area; `docs/guide/benchmarking.md`,
+/// "Allgatherv: two result areas"): 0.50-0.83 up to 256 KiB of results
+/// on one node, 0.80-0.89 on 2 and 4 nodes; 512 KiB on one node 0.76-0.87
+/// read in place but 1.03-1.07 copied out; 4 nodes of 256 KiB copied out
+/// 1.12-1.21.
 const TWO_AREAS_MAX_BYTES: usize = 256 << 10;
 
 /// Where a call stopped (to resume after a timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    /// Step 1: the node barrier before touching the window.
+    /// Step 1: the node barrier before touching the window (one area).
     Start,
+    /// Step 1 done: this call's credit, then step 2, the local copy.
+    Opened,
     /// Step 2 done, step 3: the node barrier after the local copies.
     Copied,
     /// Step 4: waiting for the credit, then sending from block `next`.
@@ -135,10 +142,14 @@ pub struct Allgatherv<'a, T> {
     phase: Option<Phase>,
     /// Elements of the result (the furthest end of a contribution).
     len: usize,
-    /// Result areas in the window: 2 in a job of one node with a result of
-    /// up to [`TWO_AREAS_MAX_BYTES`] (calls use them in turn, so a call
-    /// needs no barrier before its copy: see [`Allgatherv::area`]), 1
-    /// otherwise.
+    /// The control lines after the result areas: a cache line per local
+    /// rank, whose first word counts the calls in which the rank has
+    /// copied its contribution into the window (step 3 waits on them).
+    control: SegmentView<u64>,
+    /// Result areas in the window, each with its notification ids: 2 for
+    /// a result of up to [`TWO_AREAS_MAX_BYTES`] (calls use them in turn,
+    /// so a call needs no barrier before its copy: see
+    /// [`Allgatherv::area`]), 1 otherwise.
     areas: usize,
     /// `run_into`: the blocks this rank has copied into the caller's
     /// buffer in the call in progress (by block id).
@@ -212,22 +223,32 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let elem = std::mem::size_of::<T>().max(1);
         let len = super::plan::check_extents(counts, displs, elem)?;
         let layout = Layout::of(ctx);
-        let max_blocks = crate::config::NOTIFICATION_LIMIT as usize - 1;
-        let block_bytes = ctx
-            .engine
-            .block_bytes(options.block_bytes, AllgathervOptions::DEFAULT_BLOCK_BYTES);
-        let block_elems = (block_bytes / elem).max(1);
-        let plan = AllgathervPlan::new(layout, counts, displs, block_elems, max_blocks);
-        let table = plan.total_blocks() as u32 + 1; // + the credit
-        let opts = WindowOptions::default().notifications(table);
-        let areas = if layout.nodes() == 1 && layout.ranks > 1 && len * elem <= TWO_AREAS_MAX_BYTES
+        // The windows of the nodes on one host share its caches.
+        let windows_here = ctx.engine.nodes_per_host(layout.nodes());
+        let areas = if layout.ranks > 1
+            && (len * elem).saturating_mul(windows_here) <= TWO_AREAS_MAX_BYTES
         {
             2
         } else {
             1
         };
-        let bytes = crate::extent::mul("allgatherv result size * areas", len * elem, areas)?;
-        let window = ctx.window_create_with(segment, bytes.max(1), GroupId::ALL, opts, timeout)?;
+        // Each area has its block ids and its credit.
+        let max_blocks = crate::config::NOTIFICATION_LIMIT as usize / areas - 1;
+        let block_bytes = ctx
+            .engine
+            .block_bytes(options.block_bytes, AllgathervOptions::DEFAULT_BLOCK_BYTES);
+        let block_elems = (block_bytes / elem).max(1);
+        let plan = AllgathervPlan::new(layout, counts, displs, block_elems, max_blocks);
+        let table = (plan.total_blocks() as u32 + 1) * areas as u32; // + the credits
+        let opts = WindowOptions::default().notifications(table);
+        let bytes = extent::mul("allgatherv result size * areas", len * elem, areas)?;
+        // The control lines, 64-byte aligned after the areas.
+        let control_at = extent::end("allgatherv result areas", bytes, 63)? / 64 * 64;
+        let lines = extent::mul("allgatherv control lines", layout.ppn, 64)?;
+        let bytes = extent::end("allgatherv window", control_at, lines)?;
+        let window = ctx.window_create_with(segment, bytes, GroupId::ALL, opts, timeout)?;
+        let words = control_at / 8;
+        let control = window.view::<u64>().sub(words..words + lines / 8);
         Ok(Allgatherv {
             ctx,
             segment,
@@ -237,6 +258,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             calls: 0,
             phase: None,
             len,
+            control,
             areas,
             copied: Vec::new(),
             _t: PhantomData,
@@ -245,16 +267,69 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
 
     /// The first element of call `call`'s result in the window.
     ///
-    /// In a job of one node, calls alternate between two areas. A rank
-    /// that starts call `k + 1` has passed call `k`'s barrier after the
-    /// copies, which every rank reached only after it had finished call
-    /// `k - 1` and returned, and so had stopped reading that call's result
-    /// (the area that call `k + 1` writes) in `run_into` and in place
-    /// after `run`: the call needs no barrier before its copy (step 1).
-    /// With several nodes the credit of the next node paces the calls, and
-    /// one area serves.
+    /// With two areas, calls alternate between them, each area with its
+    /// own block ids and credit id ([`Allgatherv::ids`]). A rank that
+    /// starts call `k + 1` has passed call `k`'s barrier after the copies
+    /// (step 3), which every rank of its node reached only after it had
+    /// finished call `k - 1` and returned, and so had stopped reading that
+    /// call's result (the area that call `k + 1` writes) in `run_into` and
+    /// in place after `run`, and claiming its blocks: the call needs no
+    /// barrier before its copy (step 1), and the node's first rank may
+    /// send the call's credit at once (the previous node may then write
+    /// call `k + 1`'s blocks while ranks of this node still claim call
+    /// `k`'s, in the other area under the other ids). (Not sooner, in step
+    /// 3 of call `k`: the previous node may have finished its calls and
+    /// deleted its window by then.)
     fn area(&self, call: u64) -> usize {
         (call % self.areas as u64) as usize * self.len
+    }
+
+    /// The first notification id of call `call`'s area: its blocks' ids
+    /// follow, then its credit's.
+    fn ids(&self, call: u64) -> u32 {
+        (call % self.areas as u64) as u32 * (self.plan.total_blocks() as u32 + 1)
+    }
+
+    /// Tell the previous node that call `call` may write this node's
+    /// window (its area, under its ids).
+    fn send_credit(&self, call: u64, deadline: Deadline) -> Result<()> {
+        let (ctx, nodes) = (self.ctx, self.ctx.num_nodes());
+        let prev = ctx.node_ranks((ctx.node() + nodes - 1) % nodes).start;
+        let credit = self.ids(call) + self.plan.total_blocks() as u32;
+        let tag = super::call_tag(call);
+        self.post(prev, &[], Notification::new(credit, tag), deadline)
+    }
+
+    /// Local rank `local`'s count of calls with its contribution in the
+    /// window.
+    fn copied_calls(&self, local: usize) -> &AtomicU64 {
+        self.control
+            .atomic_u64(64 * local)
+            .expect("the control lines lie 64-byte aligned in the window")
+    }
+
+    /// Step 3: say that this rank's contribution to the call is in the
+    /// window, and wait until every rank of the node has said so (a
+    /// rank that gets there last does not wait; each collective has its
+    /// own lines, so what a given-up call of another left behind does not
+    /// count here, as it would in the node's barrier).
+    fn all_copied(&self, deadline: Deadline) -> Result<()> {
+        let ctx = self.ctx;
+        let call = self.calls + 1;
+        self.copied_calls(ctx.local_rank() as usize)
+            .store(call, SeqCst);
+        let ww = self.window.object().notifications().ww;
+        ww.wake();
+        ctx.engine.patience().wait(
+            ww,
+            deadline,
+            || {
+                (0..ctx.local_num() as usize)
+                    .all(|l| self.copied_calls(l).load(SeqCst) >= call)
+                    .then_some(())
+            },
+            || ctx.engine.faults(),
+        )
     }
 
     /// The plan this allgatherv executes.
@@ -451,9 +526,9 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let b = self.plan.blocks[id];
         let elem = std::mem::size_of::<T>();
         let to = self.next_rank(self.ctx.rank() as usize);
-        // (A job of several nodes has one area, at 0.)
-        let bytes = (b.offset * elem, b.len * elem);
-        self.post(to, &[bytes], Notification::new(id as u32, tag), deadline)
+        let bytes = ((self.area(self.calls) + b.offset) * elem, b.len * elem);
+        let id = self.ids(self.calls) + id as u32;
+        self.post(to, &[bytes], Notification::new(id, tag), deadline)
     }
 
     /// Copy blocks `ids` from the window into `recv` (if there is one),
@@ -503,7 +578,8 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let node = ctx.node();
         let nodes = ctx.num_nodes();
         let tag = super::call_tag(self.calls);
-        let credit = plan.total_blocks() as u32;
+        let ids = self.ids(self.calls);
+        let credit = ids + plan.total_blocks() as u32;
         // Every block not copied yet; all must be complete.
         let copy_rest = |recv: &mut Option<&mut [T]>, copied: &mut [bool]| {
             self.copy_blocks(0..plan.total_blocks(), recv, copied);
@@ -514,10 +590,12 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     if self.areas == 1 {
                         ctx.node_barrier_watching_all(deadline)?;
                     }
+                    *phase = Phase::Opened;
+                }
+                Phase::Opened => {
+                    // Tell the previous node: this node may be written.
                     if nodes > 1 && ctx.local_rank() == 0 {
-                        // Tell the previous node: this node may be written.
-                        let prev = ctx.node_ranks((node + nodes - 1) % nodes).start;
-                        self.post(prev, &[], Notification::new(credit, tag), deadline)?;
+                        self.send_credit(self.calls, deadline)?;
                     }
                     self.window
                         .view::<T>()
@@ -525,7 +603,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     *phase = Phase::Copied;
                 }
                 Phase::Copied => {
-                    ctx.node_barrier_watching_all(deadline)?;
+                    self.all_copied(deadline)?;
                     if nodes == 1 {
                         copy_rest(&mut recv, copied);
                         return Ok(());
@@ -559,15 +637,15 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         return Ok(());
                     }
                     let expect = (self.calls + 1) * plan.received_by(node) as u64;
-                    let ids = 0..plan.total_blocks() as u32;
+                    let range = ids..ids + plan.total_blocks() as u32;
                     while let Some((id, v)) = ctx.notify_claim_until(
                         self.segment,
-                        ids.clone(),
+                        range.clone(),
                         expect,
                         deadline.timeout(),
                     )? {
                         debug_assert_eq!(v, tag);
-                        let id = id as usize;
+                        let id = (id - ids) as usize;
                         if plan.forwards(node, id) {
                             self.send_block(id, tag, deadline)?;
                         }

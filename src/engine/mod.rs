@@ -353,6 +353,19 @@ impl Native {
         self.transport.as_deref()
     }
 
+    /// How many of the job's `nodes` nodes share a host's memory and caches
+    /// with this rank's, as every rank of the job counts them: all of
+    /// them on one machine (nodes emulated there), one where the job spans
+    /// hosts (a host per node as a rule; a job-wide answer, which the
+    /// sizes of hosts are not).
+    pub(crate) fn nodes_per_host(&self, nodes: usize) -> usize {
+        if self.across_hosts().is_some() {
+            1
+        } else {
+            nodes.max(1)
+        }
+    }
+
     /// A collective's pipelining block: `requested` bytes, or if that is 0
     /// (the options' default), `default` raised to what the transport
     /// between hosts needs to amortise a notified write.
