@@ -17,7 +17,10 @@
 //!    (each with its block ids and credit) instead, and this barrier is
 //!    left out (see `Allgatherv::area`);
 //! 2. local allgatherv: the rank copies its contribution into the window;
-//! 3. node barrier: the node's data is all in the window;
+//! 3. the rank says so in its progress word (a cache line per local rank
+//!    after the result areas) and waits until every rank of the node has:
+//!    the node's data is all in the window (a wait of this collective's
+//!    own, so that a given-up call of another leaves nothing in it);
 //! 4. once the next node's credit for this call has arrived, the rank
 //!    writes its share of the node's blocks (see [`AllgathervPlan`]) with
 //!    `write_notify` to the rank with the same local rank on the next node
@@ -106,7 +109,7 @@ enum Phase {
     Start,
     /// Step 1 done: this call's credit, then step 2, the local copy.
     Opened,
-    /// Step 2 done, step 3: the node barrier after the local copies.
+    /// Step 2 done, step 3: the wait until the node's copies are done.
     Copied,
     /// Step 4: waiting for the credit, then sending from block `next`.
     Sending { next: usize },
@@ -269,7 +272,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     ///
     /// With two areas, calls alternate between them, each area with its
     /// own block ids and credit id ([`Allgatherv::ids`]). A rank that
-    /// starts call `k + 1` has passed call `k`'s barrier after the copies
+    /// starts call `k + 1` has passed call `k`'s wait after the copies
     /// (step 3), which every rank of its node reached only after it had
     /// finished call `k - 1` and returned, and so had stopped reading that
     /// call's result (the area that call `k + 1` writes) in `run_into` and
@@ -622,7 +625,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         *phase = Phase::Sending { next: id };
                         self.send_block(id, tag, deadline)?;
                     }
-                    // The node's blocks, complete since the barrier, while
+                    // The node's blocks, complete since step 3, while
                     // the first blocks of other nodes travel.
                     let node_blocks = plan.node_first[node]..plan.node_first[node + 1];
                     self.copy_blocks(node_blocks, &mut recv, copied);
