@@ -332,7 +332,10 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     .then_some(())
             },
             || ctx.engine.faults(),
-        )
+        )?;
+        // As after the node's barrier in a collective over all ranks: a
+        // failure anywhere fails the call even where its wait was met.
+        ctx.engine.faults()
     }
 
     /// The plan this allgatherv executes.
@@ -353,9 +356,9 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     }
 
     /// The result of the last call: the node's window. A view taken
-    /// before a call may show another call's result after it (in a job of
-    /// one node, calls take turns between two areas of the window): take
-    /// the view anew after each call.
+    /// before a call may show another call's result after it (calls of
+    /// up to 256 KiB of result take turns between two areas of the
+    /// window): take the view anew after each call.
     ///
     /// ```
     /// # use gaspi::{Allgatherv, Config, Context, Timeout};
