@@ -490,6 +490,7 @@ impl<T: Pod> SegmentView<T> {
             _t: PhantomData,
         })
     }
+
     /// Number of whole `T`s in the segment.
     ///
     /// ```

@@ -101,8 +101,8 @@ impl AlltoallvPlan {
     /// node receives more than `max_ids` chunks.
     ///
     /// Fails with [`Error::InvalidArgument`] if `counts` has the wrong
-    /// length or the layout no ranks per node, and with [`Error::SizeOverflow`] if the total does not fit in
-    /// memory.
+    /// length or the layout no ranks per node, and with
+    /// [`Error::SizeOverflow`] if the total does not fit in memory.
     ///
     /// ```
     /// use gaspi::plan::{AlltoallvPlan, Layout};

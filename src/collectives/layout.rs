@@ -53,7 +53,7 @@ impl Layout {
     /// ```
     pub fn node_ranks(&self, node: usize) -> std::ops::Range<usize> {
         let first = node.saturating_mul(self.ppn).min(self.ranks);
-        first..(first + self.ppn).min(self.ranks)
+        first..first.saturating_add(self.ppn).min(self.ranks)
     }
 
     /// The node of `rank`.
