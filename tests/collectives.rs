@@ -163,9 +163,17 @@ fn node_aware_barrier_sends_the_dissemination_messages_only() {
                 true => 0,
                 false => (ctx.num_nodes() * d.messages_per_participant()) as u64,
             };
-            assert_eq!(total, [want, 0], "{ranks} ranks, ppn {ppn}");
-            // Only the nodes' first ranks talk across nodes.
-            if ctx.local_rank() != 0 {
+            // The messages carry nothing, or (up to 3 nodes whose ranks
+            // share cores) a byte each: the node partial of an allreduce of
+            // a byte, sent by the node's last rank to arrive.
+            assert_eq!(total[0], want, "{ranks} ranks, ppn {ppn}");
+            let partials = total[1] > 0;
+            assert!(
+                !partials || (total[1] == want && ctx.num_nodes() <= 3),
+                "{total:?}"
+            );
+            // Otherwise only the nodes' first ranks talk across nodes.
+            if ctx.local_rank() != 0 && !partials {
                 assert_eq!(t.inter.messages(), 0);
             }
             barrier(ctx);

@@ -2,6 +2,7 @@
 //! (over all ranks of a job of several nodes).
 
 use super::hierarchical::{AllreduceOptions, NodeReduce};
+use super::plan::Dissemination;
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT, internal};
 use crate::context::groups::{CollState, Committed, FaultScope, GroupSync, Pending};
 use crate::context::{AllNodes, Context};
@@ -21,7 +22,10 @@ impl Context {
     /// node-aware: the node's ranks count themselves in through shared
     /// memory, the first rank of each node runs a dissemination (with the
     /// partial steps of Al Ahad et al. 2018's dissemination) with the other nodes' first ranks by
-    /// notifications, and a node barrier releases the node. No rank maps
+    /// notifications, and a node barrier releases the node (up to 3 nodes
+    /// whose ranks share cores, the node's last rank to arrive sends its
+    /// node's arrival to the other nodes and every rank waits for theirs:
+    /// an allreduce of a byte with node partials). No rank maps
     /// another node's memory. Where the MPI engine spans hosts, the first
     /// ranks meet in MPI messages instead (a dissemination of one message
     /// per step, where a notified write takes two round trips). Other
@@ -144,20 +148,34 @@ impl Context {
 
     /// With several nodes, the node-aware barrier over all ranks: a window
     /// on the reserved segment (at init, where every rank takes part).
+    ///
+    /// The barrier is an allreduce over all ranks: of nothing, where the
+    /// node's first rank runs the dissemination between nodes and the
+    /// node waits for it; or of one byte where the allreduce of a byte
+    /// exchanges one node partial per pair of nodes (up to 3 nodes, where
+    /// the ranks of a node share cores): the node's last rank to arrive
+    /// sends the node's partial at once and every rank waits for the other
+    /// nodes' partials, with no hand-off to and from the first rank. The
+    /// same messages between nodes as the dissemination's (one per node
+    /// and step); on 2 cores the byte took 0.57-0.75 of the time of nothing
+    /// (`docs/guide/benchmarking.md`, "The barrier as an allreduce of a
+    /// byte").
     pub(crate) fn create_node_collectives(&self) -> Result<()> {
-        if self.num_nodes() < 2 {
+        let nodes = self.num_nodes();
+        if nodes < 2 {
             return Ok(());
         }
         let opts = AllreduceOptions {
             queue: RESERVED_QUEUE,
             ..Default::default()
         };
+        let direct = nodes - 1 <= Dissemination::new(nodes).messages_per_participant();
         let nr = internal(|| {
             NodeReduce::create(
                 self,
                 RESERVED_SEGMENT,
-                0,
-                true,
+                usize::from(direct),
+                false,
                 opts,
                 self.config.init_timeout,
             )
@@ -167,9 +185,15 @@ impl Context {
     }
 }
 
-/// The node-aware barrier is an allreduce of nothing over all ranks.
+/// The node-aware barrier is an allreduce over all ranks of a byte or of
+/// nothing (see [`Context::create_node_collectives`]).
 impl AllNodes for NodeReduce {
     fn barrier(&mut self, ctx: &Context, deadline: Deadline) -> Result<()> {
-        internal(|| self.run::<u8, _>(ctx, &[], &|a, _| *a, None, deadline)).map(|_| ())
+        let send: &[u8] = if self.exchanges_node_partials() {
+            &[0]
+        } else {
+            &[]
+        };
+        internal(|| self.run::<u8, _>(ctx, send, &|a, _| *a, None, deadline)).map(|_| ())
     }
 }

@@ -107,6 +107,13 @@ pub(crate) struct ResultPlace {
 }
 
 impl NodeReduce {
+    /// Whether direct calls exchange one partial per pair of nodes (the
+    /// node's ranks share cores, and direct calls are taken; see
+    /// [`NodeReduce::claim_partial`]).
+    pub(crate) fn exchanges_node_partials(&self) -> bool {
+        self.node_partials
+    }
+
     /// Collectively create the engine on segment `segment` for messages of
     /// up to `cap` bytes. With `fixed`, every call has exactly `cap` bytes
     /// (areas for other sizes are left out).
