@@ -2,7 +2,6 @@
 //! (over all ranks of a job of several nodes).
 
 use super::hierarchical::{AllreduceOptions, NodeReduce};
-use super::plan::Dissemination;
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT, internal};
 use crate::context::groups::{CollState, Committed, FaultScope, GroupSync, Pending};
 use crate::context::{AllNodes, Context};
@@ -161,20 +160,20 @@ impl Context {
     /// (`docs/guide/benchmarking.md`, "The barrier as an allreduce of a
     /// byte").
     pub(crate) fn create_node_collectives(&self) -> Result<()> {
-        let nodes = self.num_nodes();
-        if nodes < 2 {
+        if self.num_nodes() < 2 {
             return Ok(());
         }
         let opts = AllreduceOptions {
             queue: RESERVED_QUEUE,
             ..Default::default()
         };
-        let direct = nodes - 1 <= Dissemination::new(nodes).messages_per_participant();
         let nr = internal(|| {
             NodeReduce::create(
                 self,
                 RESERVED_SEGMENT,
-                usize::from(direct),
+                // Calls of a byte or of nothing: the engine decides where
+                // node partials are exchanged.
+                1,
                 false,
                 opts,
                 self.config.init_timeout,
