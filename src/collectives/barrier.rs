@@ -156,7 +156,7 @@ impl Context {
     /// sends the node's partial at once and every rank waits for the other
     /// nodes' partials, with no hand-off to and from the first rank. The
     /// same messages between nodes as the dissemination's (one per node
-    /// and step); on 2 cores the byte took 0.57-0.75 of the time of nothing
+    /// and step); on 2 cores the byte took 0.60-0.65 of the time of nothing
     /// (`docs/guide/benchmarking.md`, "The barrier as an allreduce of a
     /// byte").
     pub(crate) fn create_node_collectives(&self) -> Result<()> {
