@@ -267,18 +267,29 @@ fn a_timed_out_call_completes_when_made_again() {
 /// and its calls are right.
 #[test]
 fn a_timed_out_call_can_be_given_up() {
-    for (nodes, ppn) in [(1, 4), (2, 2), (4, 1)] {
+    // 300 elements per rank: calls that alternate between two result
+    // areas; 40,000 (320 KB per rank): larger than two areas allow, so
+    // each call opens with a node barrier, and the given-up call leaves
+    // its arrival there.
+    for (nodes, ppn, per_rank) in [
+        (1, 4, 300),
+        (2, 2, 300),
+        (4, 1, 300),
+        (1, 4, 40_000),
+        (2, 2, 40_000),
+        (4, 1, 40_000),
+    ] {
         Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
             segment(ctx, 0, 64);
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
-            let counts = counts(Dist::Regular, n, 300);
+            let counts = counts(Dist::Regular, n, per_rank);
             let displs = displs(&counts);
             let send = |it| contribution(&counts, me, it);
             let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
             others_give_up_before_rank_0(ctx, 0, |t| ag.run(&send(0), t).map(|_| ()));
             drop(ag);
             let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
-            let mut got = vec![u64::MAX; n * 300];
+            let mut got = vec![u64::MAX; n * per_rank];
             for it in 1..4 {
                 ag.run_into(&send(it), &mut got, B).unwrap();
                 check_result(
@@ -286,7 +297,7 @@ fn a_timed_out_call_can_be_given_up() {
                     &counts,
                     &displs,
                     it,
-                    &format!("{nodes}x{ppn} call {it}"),
+                    &format!("{nodes}x{ppn}, {per_rank} per rank, call {it}"),
                 );
                 let view = ag.result().to_vec();
                 check_result(
@@ -294,7 +305,7 @@ fn a_timed_out_call_can_be_given_up() {
                     &counts,
                     &displs,
                     it,
-                    &format!("{nodes}x{ppn} window {it}"),
+                    &format!("{nodes}x{ppn}, {per_rank} per rank, window {it}"),
                 );
             }
             barrier(ctx);
