@@ -10,15 +10,18 @@
 //! come; adjacent blocks in one piece.
 //!
 //! One call, on every rank:
-//! 1. node barrier: nobody of the node still reads the previous result;
-//!    the node's first rank tells the previous node that this node is
+//! 1. the rank says in its opening word (in its control line, after the
+//!    result areas) that it has entered the call, and waits until every
+//!    rank of the node has: nobody of the node still reads the previous
+//!    result (a barrier of this collective's own, like step 3's wait).
+//!    The node's first rank tells the previous node that this node is
 //!    ready (a "credit" notification, instead of a global barrier). For
 //!    results of up to 256 KiB, calls take turns between two result areas
-//!    (each with its block ids and credit) instead, and this barrier is
-//!    left out (see `Allgatherv::area`);
+//!    (each with its block ids and credit) instead, and this wait is left
+//!    out (see `Allgatherv::area`);
 //! 2. local allgatherv: the rank copies its contribution into the window;
-//! 3. the rank says so in its progress word (a cache line per local rank
-//!    after the result areas) and waits until every rank of the node has:
+//! 3. the rank says so in its copied word (in its control line) and
+//!    waits until every rank of the node has:
 //!    the node's data is all in the window (a wait of this collective's
 //!    own, so that a given-up call of another leaves nothing in it);
 //! 4. once the next node's credit for this call has arrived, the rank
@@ -91,8 +94,9 @@ impl AllgathervOptions {
 
 /// The most bytes of results (of all the nodes' windows on one host: on
 /// one machine with emulated nodes, all of them) for which calls take
-/// turns between two result areas and leave out the barrier before the
-/// copies. The barrier costs 1-3 us of 2-40 us per call on 2 cores;
+/// turns between two result areas and leave out the wait before the
+/// copies (step 1). That wait (a node barrier when this was measured)
+/// costs 1-3 us of 2-40 us per call on 2 cores;
 /// beyond this size the second area's lines, colder when a call comes
 /// back to them, cost more than that. Measured on the 2-core Xeon VM
 /// (2026-11-29, B/A against one area; `docs/guide/benchmarking.md`,
@@ -102,10 +106,18 @@ impl AllgathervOptions {
 /// 1.12-1.21.
 const TWO_AREAS_MAX_BYTES: usize = 256 << 10;
 
+/// The word of a rank's control line that counts the calls it has
+/// entered (step 1, one area).
+const OPENED: usize = 0;
+/// The word of a rank's control line that counts the calls in which it
+/// has copied its contribution into the window (step 3).
+const COPIED: usize = 1;
+
 /// Where a call stopped (to resume after a timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    /// Step 1: the node barrier before touching the window (one area).
+    /// Step 1: the node's ranks' wait before touching the window (one
+    /// area).
     Start,
     /// Step 1 done: this call's credit, then step 2, the local copy.
     Opened,
@@ -146,8 +158,9 @@ pub struct Allgatherv<'a, T> {
     /// Elements of the result (the furthest end of a contribution).
     len: usize,
     /// The control lines after the result areas: a cache line per local
-    /// rank, whose first word counts the calls in which the rank has
-    /// copied its contribution into the window (step 3 waits on them).
+    /// rank, whose words count the calls the rank has entered
+    /// ([`OPENED`]) and those in which it has copied its contribution into
+    /// the window ([`COPIED`]); steps 1 and 3 wait on them.
     control: SegmentView<u64>,
     /// Result areas in the window, each with its notification ids: 2 for
     /// a result of up to [`TWO_AREAS_MAX_BYTES`] (calls use them in turn,
@@ -303,23 +316,27 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         self.post(prev, &[], Notification::new(credit, tag), deadline)
     }
 
-    /// Local rank `local`'s count of calls with its contribution in the
-    /// window.
-    fn copied_calls(&self, local: usize) -> &AtomicU64 {
+    /// Local rank `local`'s progress word `word` (a count of calls) in
+    /// its control line: [`OPENED`] or [`COPIED`].
+    fn progress(&self, local: usize, word: usize) -> &AtomicU64 {
         self.control
-            .atomic_u64(64 * local)
+            .atomic_u64(64 * local + 8 * word)
             .expect("the control lines lie 64-byte aligned in the window")
     }
 
-    /// Step 3: say that this rank's contribution to the call is in the
-    /// window, and wait until every rank of the node has said so (a
-    /// rank that gets there last does not wait; each collective has its
-    /// own lines, so what a given-up call of another left behind does not
-    /// count here, as it would in the node's barrier).
-    fn all_copied(&self, deadline: Deadline) -> Result<()> {
+    /// Say that this rank has reached progress `WORD` of the call, and
+    /// wait until every rank of the node has said so (a rank that gets
+    /// there last does not wait). Each collective has its own lines, so
+    /// what a given-up call of another collective left behind does not
+    /// count here, as an arrival it left in the node's barrier would.
+    /// (The word is a constant of each build of this function: with the
+    /// word as an argument, 8-byte calls of 4 ranks on 2 cores took
+    /// 1.06-1.11 times as long; `docs/guide/benchmarking.md`, "The
+    /// allgatherv's opening wait on its own words".)
+    fn node_reached<const WORD: usize>(&self, deadline: Deadline) -> Result<()> {
         let ctx = self.ctx;
         let call = self.calls + 1;
-        self.copied_calls(ctx.local_rank() as usize)
+        self.progress(ctx.local_rank() as usize, WORD)
             .store(call, SeqCst);
         let ww = self.window.object().notifications().ww;
         ww.wake();
@@ -328,7 +345,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             deadline,
             || {
                 (0..ctx.local_num() as usize)
-                    .all(|l| self.copied_calls(l).load(SeqCst) >= call)
+                    .all(|l| self.progress(l, WORD).load(SeqCst) >= call)
                     .then_some(())
             },
             || ctx.engine.faults(),
@@ -594,7 +611,9 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             match *phase {
                 Phase::Start => {
                     if self.areas == 1 {
-                        ctx.node_barrier_watching_all(deadline)?;
+                        // Step 1 with one area: every rank of the node has
+                        // returned from the previous call.
+                        self.node_reached::<OPENED>(deadline)?;
                     }
                     *phase = Phase::Opened;
                 }
@@ -609,7 +628,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     *phase = Phase::Copied;
                 }
                 Phase::Copied => {
-                    self.all_copied(deadline)?;
+                    self.node_reached::<COPIED>(deadline)?;
                     if nodes == 1 {
                         copy_rest(&mut recv, copied);
                         return Ok(());
