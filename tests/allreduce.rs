@@ -10,12 +10,12 @@ use gaspi::{Allreduce, AllreduceAlgorithm, AllreduceOptions, Context, GroupId, R
 
 const B: Timeout = Timeout::Block;
 
-/// (ranks, ranks per node): 1x1 to 12x1, 1x8, 2x4, 4x2, 3x2, and two jobs
+/// (ranks, ranks per node): 1x1 to 12x1, 1x8, 2x4, 4x2, 6x2, 3x2, and two jobs
 /// whose last node is short (across hosts a covering few,
 /// [`gaspi::testing::layouts`]).
 fn layouts() -> Vec<(usize, usize)> {
     let mut v: Vec<(usize, usize)> = (1..=12).map(|n| (n, 1)).collect();
-    v.extend([(8, 8), (8, 4), (8, 2), (6, 2), (5, 2), (7, 3)]);
+    v.extend([(8, 8), (8, 4), (8, 2), (12, 2), (6, 2), (5, 2), (7, 3)]);
     gaspi::testing::layouts(&v)
 }
 

@@ -21,7 +21,7 @@ impl Context {
     /// node-aware: the node's ranks count themselves in through shared
     /// memory, the first rank of each node runs a dissemination (with the
     /// partial steps of Al Ahad et al. 2018's dissemination) with the other nodes' first ranks by
-    /// notifications, and a node barrier releases the node (up to 3 nodes
+    /// notifications, and a node barrier releases the node (up to 16 nodes
     /// whose ranks share cores, the node's last rank to arrive sends its
     /// node's arrival to the other nodes and every rank waits for theirs:
     /// an allreduce of a byte with node partials). No rank maps
@@ -151,14 +151,16 @@ impl Context {
     /// The barrier is an allreduce over all ranks: of nothing, where the
     /// node's first rank runs the dissemination between nodes and the
     /// node waits for it; or of one byte where the allreduce of a byte
-    /// exchanges one node partial per pair of nodes (up to 3 nodes, where
+    /// exchanges one node partial per pair of nodes (up to 16 nodes, where
     /// the ranks of a node share cores): the node's last rank to arrive
     /// sends the node's partial at once and every rank waits for the other
-    /// nodes' partials, with no hand-off to and from the first rank. The
-    /// same messages between nodes as the dissemination's (one per node
-    /// and step); on 2 cores the byte took 0.60-0.65 of the time of nothing
-    /// (`docs/guide/benchmarking.md`, "The barrier as an allreduce of a
-    /// byte").
+    /// nodes' partials, with no hand-off to and from the first rank. Up to
+    /// 3 nodes these are the dissemination's messages (one per node and
+    /// step), beyond they are more (one per pair of nodes) in one round;
+    /// on 2 cores the byte took 0.60-0.65 of the time of nothing on 2 and
+    /// 3 nodes, 0.49-0.54 on 4 to 8 (`docs/guide/benchmarking.md`, "The
+    /// barrier as an allreduce of a byte", "Node partials exchanged
+    /// directly on up to 16 nodes").
     pub(crate) fn create_node_collectives(&self) -> Result<()> {
         if self.num_nodes() < 2 {
             return Ok(());

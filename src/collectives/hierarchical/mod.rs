@@ -63,7 +63,11 @@
 //!      and the first local rank to see every node's partial reduces them
 //!      in node order into the node's window (`nodes - 1` messages per
 //!      node, one reduction per node; replicated up to
-//!      [`AllreduceOptions::shared_replicate_max`]).
+//!      [`AllreduceOptions::shared_replicate_max`]). Node partials are
+//!      exchanged directly beyond the dissemination's message count too,
+//!      on up to 16 nodes, while a node's partials to the others come to
+//!      at most 64 KiB: one round instead of `log2 n` rounds of hand-offs
+//!      between ranks that wait for a core (`options::auto_direct_max`).
 //!
 //!    Where the MPI engine spans hosts (its messages beat its notified
 //!    writes), small replicated calls of the automatic algorithm (at most

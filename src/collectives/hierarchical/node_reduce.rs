@@ -5,7 +5,9 @@ use super::areas::{Areas, RANK_ALIGN, STAGE_SLOTS, rank_stride};
 use super::call_plan::{CallPlan, Instance, PipeCursor, split_range};
 use super::kernels::tag;
 use super::memory::NodeMemory;
-use super::options::{AllreduceAlgorithm, AllreduceOptions, Choice, Inter, choose};
+use super::options::{
+    AllreduceAlgorithm, AllreduceOptions, Choice, Inter, auto_direct_max, choose,
+};
 use super::stream_choice::{self, Kinds, StreamChoices};
 use crate::collectives::plan::{Dissemination, Layout};
 use crate::collectives::post;
@@ -79,6 +81,9 @@ pub(crate) struct NodeReduce {
     pub(super) slots: usize,
     /// Direct calls exchange node partials (`NodeReduce::claim_partial`).
     pub(super) node_partials: bool,
+    /// The largest call, in bytes, that the automatic algorithm exchanges
+    /// directly ([`auto_direct_max`]).
+    pub(super) direct_max: usize,
     /// The local ranks that may run on this rank's core (a job of one
     /// node; `None` elsewhere): its waits spin instead of yielding while
     /// none of them has work ([`Patience::wait_or_spin`]).
@@ -134,12 +139,13 @@ impl NodeReduce {
         // one node, and direct exchanges of node partials between nodes,
         // then pay off up to larger sizes.
         let shared = slots > 1 && cap > 0 && Self::expect_shared(ctx, &opts, timeout)?;
-        let direct = match opts.algorithm {
-            AllreduceAlgorithm::Auto => nodes - 1 <= dis_messages,
-            a => a == AllreduceAlgorithm::Direct,
+        let direct_max = match opts.algorithm {
+            AllreduceAlgorithm::Auto => auto_direct_max(nodes, dis_messages, shared),
+            AllreduceAlgorithm::Direct => usize::MAX,
+            _ => 0,
         };
-        let node_partials = shared && nodes > 1 && direct;
-        let opts = opts.for_node(slots, shared, node_partials);
+        let node_partials = shared && nodes > 1 && direct_max > 0;
+        let opts = opts.for_node(slots, shared, (node_partials, direct_max));
         // The choices of every size a call may have: `choose` changes only
         // at the thresholds, so these sizes cover them all.
         let smallest = if fixed { cap } else { 0 };
@@ -151,13 +157,15 @@ impl NodeReduce {
             rm.saturating_add(1),
             nrm,
             nrm.saturating_add(1),
+            direct_max,
+            direct_max.saturating_add(1),
             opts.ring_min,
         ] {
             sizes.push(t.clamp(smallest, cap));
         }
         let choices: Vec<(usize, Choice)> = sizes
             .iter()
-            .map(|&b| (b, choose(&opts, b, nodes, dis_messages)))
+            .map(|&b| (b, choose(&opts, b, nodes, direct_max)))
             .collect();
         let any = |p: &dyn Fn(&Choice) -> bool| choices.iter().any(|(_, c)| p(c));
         let largest = |p: &dyn Fn(&Choice) -> bool| {
@@ -190,8 +198,10 @@ impl NodeReduce {
         // inputs pass through the staging slots, so the input slots need
         // only hold the calls below `pipeline_min`.
         let pipeline_min = opts.pipeline_min_for(slots, last_level_cache_bytes());
-        let pipelined =
-            !multi && slots > 1 && cap >= pipeline_min && !choose(&opts, cap, 1, 0).replicated;
+        let pipelined = !multi
+            && slots > 1
+            && cap >= pipeline_min
+            && !choose(&opts, cap, 1, usize::MAX).replicated;
         let (input_cap, stage_slot) = if pipelined {
             let input_cap = pipeline_min.max(replicated_cap);
             (stride(input_cap)?, a(opts.pipeline_chunk.min(cap).max(64))?)
@@ -292,6 +302,7 @@ impl NodeReduce {
             dis,
             slots,
             node_partials,
+            direct_max,
             core_mates,
             calls: 0,
             pipe_seq: 0,
@@ -394,12 +405,7 @@ impl NodeReduce {
     fn plan_for(&self, ctx: &Context, len: usize, elem: usize) -> CallPlan {
         let bytes = len * elem;
         let nodes = self.layout.nodes();
-        let choice = choose(
-            &self.opts,
-            bytes,
-            nodes,
-            self.dis.messages_per_participant(),
-        );
+        let choice = choose(&self.opts, bytes, nodes, self.direct_max);
         let instances: Vec<Instance> = if choice.replicated {
             (0..self.slots)
                 .map(|i| Instance {
@@ -627,13 +633,7 @@ impl NodeReduce {
             && bytes <= ctx.config.allreduce_slot_bytes()
             && self.opts.algorithm == AllreduceAlgorithm::Auto
             && nodes <= LEADERS_NODES_MAX
-            && choose(
-                &self.opts,
-                bytes,
-                nodes,
-                self.dis.messages_per_participant(),
-            )
-            .replicated;
+            && choose(&self.opts, bytes, nodes, self.direct_max).replicated;
         ctx.leaders_group().filter(|_| small)
     }
 

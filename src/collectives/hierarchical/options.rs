@@ -16,8 +16,10 @@ use crate::types::QueueId;
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AllreduceAlgorithm {
-    /// Direct exchange for small messages on few nodes, else dissemination
-    /// below [`AllreduceOptions::ring_min`] bytes, ring from there on.
+    /// Direct exchange for small messages on few nodes (while ranks share
+    /// cores, on up to 16 nodes, as long as a node's partials to the
+    /// others come to at most 64 KiB), else dissemination below
+    /// [`AllreduceOptions::ring_min`] bytes, ring from there on.
     #[default]
     Auto,
     /// Always the dissemination with partial reductions.
@@ -194,7 +196,7 @@ impl AllreduceOptions {
         &self,
         slots: usize,
         shared: bool,
-        node_partials: bool,
+        (node_partials, direct_max): (bool, usize),
     ) -> AllreduceOptions {
         AllreduceOptions {
             node_replicate_max: if shared {
@@ -203,8 +205,11 @@ impl AllreduceOptions {
                 self.node_replicate_max
                     .min(self.node_replicate_inputs / slots.max(1))
             },
+            // Replicated calls of node partials as far as they are
+            // exchanged directly.
             replicate_max: if node_partials {
                 self.shared_replicate_max
+                    .min(direct_max.max(self.replicate_max))
             } else {
                 self.replicate_max
             },
@@ -250,14 +255,48 @@ pub(super) struct Choice {
     pub(super) inter: Inter,
 }
 
+/// The most nodes among which the automatic algorithm exchanges node
+/// partials directly where the dissemination would send fewer messages
+/// ([`auto_direct_max`]).
+const PARTIALS_DIRECT_MAX_NODES: usize = 16;
+
+/// The most bytes of node partials one node sends in such a direct
+/// exchange (its partial to each other node).
+const PARTIALS_DIRECT_BYTES: usize = 64 << 10;
+
+/// The largest call, in bytes, that the automatic algorithm exchanges
+/// directly on `nodes` nodes, where the dissemination sends
+/// `dis_messages` messages per participant: any call where a node sends
+/// no more messages directly than the dissemination would. Where the
+/// ranks share cores (`shared`: the direct exchange then sends node
+/// partials, one message per pair of nodes), also on up to
+/// [`PARTIALS_DIRECT_MAX_NODES`] nodes, the calls whose partials come to
+/// at most [`PARTIALS_DIRECT_BYTES`] per node: one round of messages
+/// instead of `log2(nodes)` rounds, each a hand-off between ranks that
+/// wait for their turn on a core. Measured on 2 cores, nodes of 2 ranks
+/// (2026-11-29, `docs/guide/benchmarking.md`, "Node partials exchanged
+/// directly on up to 16 nodes"): new / old time at 8 bytes 0.54, 0.51 and
+/// 0.49 on 4, 8 and 16 nodes, at 4 KiB 0.53, 0.58 and 0.88; beyond the
+/// budget the direct exchange lost (8 KiB on 16 nodes 1.32, 32 KiB on 8
+/// nodes 1.67 times the dissemination's time).
+pub(super) fn auto_direct_max(nodes: usize, dis_messages: usize, shared: bool) -> usize {
+    if nodes <= 1 || nodes - 1 <= dis_messages {
+        usize::MAX
+    } else if shared && nodes <= PARTIALS_DIRECT_MAX_NODES {
+        PARTIALS_DIRECT_BYTES / (nodes - 1)
+    } else {
+        0
+    }
+}
+
 /// The choice for a call of `bytes` bytes on `nodes` nodes (see the module
-/// documentation); `dis_messages` is what the dissemination sends per
-/// participant.
+/// documentation); `direct_max` is the largest call the automatic
+/// algorithm exchanges directly ([`auto_direct_max`]).
 pub(super) fn choose(
     opts: &AllreduceOptions,
     bytes: usize,
     nodes: usize,
-    dis_messages: usize,
+    direct_max: usize,
 ) -> Choice {
     use AllreduceAlgorithm as A;
     let replicate_max = if nodes == 1 {
@@ -269,7 +308,7 @@ pub(super) fn choose(
     let (replicated, inter) = match opts.algorithm {
         A::Direct if bytes > 0 => (true, Inter::Direct),
         A::Ring if bytes > 0 => (false, Inter::Ring),
-        A::Auto if small && nodes - 1 <= dis_messages => (true, Inter::Direct),
+        A::Auto if small && bytes <= direct_max => (true, Inter::Direct),
         A::Auto if !small && bytes >= opts.ring_min && nodes > 1 => (false, Inter::Ring),
         _ => (small, Inter::Dissemination),
     };
@@ -283,7 +322,7 @@ mod tests {
     #[test]
     fn replicated_calls_of_one_node_shrink_with_its_ranks() {
         let d = AllreduceOptions::default();
-        let max = |slots, shared| d.for_node(slots, shared, false).node_replicate_max;
+        let max = |slots, shared| d.for_node(slots, shared, (false, 0)).node_replicate_max;
         assert_eq!(max(1, false), 2 << 10);
         assert_eq!(max(2, false), 2 << 10);
         assert_eq!(max(4, false), 1 << 10);
@@ -295,8 +334,14 @@ mod tests {
             node_replicate_inputs: usize::MAX,
             ..d
         };
-        assert_eq!(set.for_node(16, false, false).node_replicate_max, 2 << 10);
-        assert_eq!(d.for_node(4, true, true).replicate_max, 32 << 10);
-        assert_eq!(d.for_node(4, true, false).replicate_max, 4 << 10);
+        assert_eq!(
+            set.for_node(16, false, (false, 0)).node_replicate_max,
+            2 << 10
+        );
+        assert_eq!(
+            d.for_node(4, true, (true, usize::MAX)).replicate_max,
+            32 << 10
+        );
+        assert_eq!(d.for_node(4, true, (false, 0)).replicate_max, 4 << 10);
     }
 }
