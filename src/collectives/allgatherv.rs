@@ -45,6 +45,7 @@
 //! the next call before its next node's credit, so calls cannot mix.
 
 use super::plan::{AllgathervPlan, Layout};
+use super::{await_control, control_word};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extent;
@@ -54,7 +55,7 @@ use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
 use std::marker::PhantomData;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 
 /// Options of an [`Allgatherv`].
 ///
@@ -316,40 +317,19 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         self.post(prev, &[], Notification::new(credit, tag), deadline)
     }
 
-    /// Local rank `local`'s progress word `word` (a count of calls) in
-    /// its control line: [`OPENED`] or [`COPIED`].
-    fn progress(&self, local: usize, word: usize) -> &AtomicU64 {
-        self.control
-            .atomic_u64(64 * local + 8 * word)
-            .expect("the control lines lie 64-byte aligned in the window")
-    }
-
-    /// Say that this rank has reached progress `WORD` of the call, and
-    /// wait until every rank of the node has said so (a rank that gets
+    /// Say that this rank has reached progress `WORD` of the call
+    /// ([`OPENED`] or [`COPIED`]: a count of calls, in its control line),
+    /// and wait until every rank of the node has said so (a rank that gets
     /// there last does not wait). Each collective has its own lines, so
     /// what a given-up call of another collective left behind does not
     /// count here, as an arrival it left in the node's barrier would.
-    /// (The word is a constant of each build of this function: with the
-    /// word as an argument, 8-byte calls of 4 ranks on 2 cores took
-    /// 1.06-1.11 times as long; `docs/guide/benchmarking.md`, "The
-    /// allgatherv's opening wait on its own words".)
     fn node_reached<const WORD: usize>(&self, deadline: Deadline) -> Result<()> {
         let ctx = self.ctx;
         let call = self.calls + 1;
-        self.progress(ctx.local_rank() as usize, WORD)
-            .store(call, SeqCst);
-        let ww = self.window.object().notifications().ww;
-        ww.wake();
-        ctx.engine.patience().wait(
-            ww,
-            deadline,
-            || {
-                (0..ctx.local_num() as usize)
-                    .all(|l| self.progress(l, WORD).load(SeqCst) >= call)
-                    .then_some(())
-            },
-            || ctx.engine.faults(),
-        )?;
+        control_word(&self.control, ctx.local_rank() as usize, WORD).store(call, SeqCst);
+        self.window.object().notifications().ww.wake();
+        let lines = (&self.window, &self.control);
+        await_control::<WORD>(ctx, lines, 0..ctx.local_num() as usize, call, deadline)?;
         // As after the node's barrier in a collective over all ranks: a
         // failure anywhere fails the call even where its wait was met.
         ctx.engine.faults()

@@ -132,6 +132,7 @@
 use super::alltoallv_plan::{AlltoallvPlan, Chunk};
 use super::layout::Layout;
 use super::timed_choice::ChoicePair;
+use super::{await_control, control_word};
 use crate::context::Context;
 use crate::engine::memcopy::copy_slice_with;
 use crate::engine::transfer::PutFrom;
@@ -954,7 +955,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .store(std::ptr::from_ref::<u64>(&probe) as u64, SeqCst);
         self.line(local, PROBE).store(1, SeqCst);
         self.wake();
-        self.await_lines(PROBE, 1, deadline)?;
+        self.await_lines::<PROBE>(1, deadline)?;
         let readable = |l: usize| {
             let mut word = [0u8; 8];
             let at = usize::try_from(self.line(l, ADDRESS).load(SeqCst)).unwrap_or(0);
@@ -969,7 +970,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             && (0..local_num).filter(|&l| l != local).all(readable);
         self.line(local, PROBE).store(2 + u64::from(ok), SeqCst);
         self.wake();
-        self.await_lines(PROBE, 2, deadline)?;
+        self.await_lines::<PROBE>(2, deadline)?;
         drop(probe);
         if (0..local_num).all(|l| self.line(l, PROBE).load(SeqCst) == 3) {
             self.once_min = usize::try_from(min).unwrap_or(usize::MAX).max(1);
@@ -1998,7 +1999,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             result?;
             if pending.len() == before {
                 let l = pending[0] - first;
-                self.await_words(l..l + 1, DECIDED, tag, deadline)?;
+                self.await_words::<DECIDED>(l..l + 1, tag, deadline)?;
             }
         }
         self.pulled_from = pulled_from;
@@ -2225,9 +2226,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// Word `k` of local rank `local`'s control line (see [`PROGRESS`]).
     fn line(&self, local: usize, k: usize) -> &AtomicU64 {
-        self.control
-            .atomic_u64(64 * local + 8 * k)
-            .expect("the control lines lie at the window's aligned start")
+        control_word(&self.control, local, k)
     }
 
     /// Wake the node's ranks waiting on a control line.
@@ -2235,32 +2234,20 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.window.object().notifications().ww.wake();
     }
 
-    /// Wait until word `k` of the control lines of local ranks `locals`
-    /// is at least `at_least`. Ranks that get there later than others need
-    /// not wait for them: the waits are one-sided, unlike a barrier's.
-    fn await_words(
+    /// [`await_control`] on this alltoallv's control lines.
+    fn await_words<const K: usize>(
         &self,
         locals: std::ops::Range<usize>,
-        k: usize,
         at_least: u64,
         deadline: Deadline,
     ) -> Result<()> {
-        self.ctx.engine.patience().wait(
-            self.window.object().notifications().ww,
-            deadline,
-            || {
-                locals
-                    .clone()
-                    .all(|l| self.line(l, k).load(SeqCst) >= at_least)
-                    .then_some(())
-            },
-            || self.ctx.engine.faults(),
-        )
+        let lines = (&self.window, &self.control);
+        await_control::<K>(self.ctx, lines, locals, at_least, deadline)
     }
 
     /// [`Alltoallv::await_words`] for every local rank.
-    fn await_lines(&self, k: usize, at_least: u64, deadline: Deadline) -> Result<()> {
-        self.await_words(0..self.ctx.local_num() as usize, k, at_least, deadline)
+    fn await_lines<const K: usize>(&self, at_least: u64, deadline: Deadline) -> Result<()> {
+        self.await_words::<K>(0..self.ctx.local_num() as usize, at_least, deadline)
     }
 
     /// Say that this rank has reached `step` of its calls (`3 * call + j`:
@@ -2276,7 +2263,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// Wait until every rank of the node has reached `step`.
     fn gather(&self, step: u64, deadline: Deadline) -> Result<()> {
-        self.await_lines(PROGRESS, step, deadline)
+        self.await_lines::<PROGRESS>(step, deadline)
     }
 
     /// Copy this rank's pieces from `send` into copy `parity` of the data

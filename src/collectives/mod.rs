@@ -33,7 +33,48 @@ pub use reduce_op::{ReduceOp, Reducible};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::segments::SegmentView;
 use crate::types::{Deadline, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
+use crate::windows::Window;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+/// Word `k` of local rank `local`'s control line in `control`: a
+/// collective's progress words, a cache line (eight words) per local rank
+/// at the start of the view, each written by its rank only.
+pub(crate) fn control_word(control: &SegmentView<u64>, local: usize, k: usize) -> &AtomicU64 {
+    control
+        .atomic_u64(64 * local + 8 * k)
+        .expect("the control lines lie 64-byte aligned in the window")
+}
+
+/// Wait until word `K` of the control lines (in `control`, a view of
+/// `window`; [`control_word`]) of local ranks `locals` is at least
+/// `at_least`, failing early where a rank has failed. Ranks that get
+/// there later than others need not wait for them: the waits are
+/// one-sided, unlike a barrier's. `K` is a constant of each build of this
+/// function: as an argument it cost the allgatherv's 8-byte call 6-11%
+/// (`docs/guide/benchmarking.md`, "The allgatherv's opening wait on its
+/// own words").
+pub(crate) fn await_control<const K: usize>(
+    ctx: &Context,
+    (window, control): (&Window, &SegmentView<u64>),
+    locals: Range<usize>,
+    at_least: u64,
+    deadline: Deadline,
+) -> Result<()> {
+    ctx.engine.patience().wait(
+        window.object().notifications().ww,
+        deadline,
+        || {
+            locals
+                .clone()
+                .all(|l| control_word(control, l, K).load(SeqCst) >= at_least)
+                .then_some(())
+        },
+        || ctx.engine.faults(),
+    )
+}
 
 /// The notification value that tags call `call` of a collective object:
 /// the call number plus one, wrapping but never 0 (credits are compared in
