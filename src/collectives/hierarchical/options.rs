@@ -70,7 +70,10 @@ pub struct AllreduceOptions {
     /// creation): each node then sends one partial result and reduces
     /// once, so replicated calls stay cheap for longer (default 32 KiB:
     /// with 2 nodes of 2 ranks on 2 cores they were 30% faster than split
-    /// calls at 8 KiB and 12% at 32 KiB).
+    /// calls at 8 KiB and 12% at 32 KiB). On more nodes than the
+    /// dissemination's messages, no more than the automatic algorithm
+    /// exchanges directly there (64 KiB of partials per node: 21 KiB on 4
+    /// nodes, 9 KiB on 8).
     pub shared_replicate_max: usize,
     /// [`AllreduceOptions::node_replicate_max`] for a job of one node
     /// whose ranks share cores, where one rank reduces a replicated call
@@ -317,7 +320,26 @@ pub(super) fn choose(
 
 #[cfg(test)]
 mod tests {
-    use super::AllreduceOptions;
+    use super::{AllreduceOptions, auto_direct_max};
+
+    #[test]
+    fn node_partials_go_directly_on_up_to_16_nodes_within_their_budget() {
+        // Where the dissemination sends as many messages, any size.
+        assert_eq!(auto_direct_max(1, 0, false), usize::MAX);
+        assert_eq!(auto_direct_max(3, 2, false), usize::MAX);
+        assert_eq!(auto_direct_max(3, 2, true), usize::MAX);
+        // Beyond, only node partials, and only as far as their budget.
+        assert_eq!(auto_direct_max(4, 2, false), 0);
+        assert_eq!(auto_direct_max(4, 2, true), (64 << 10) / 3);
+        assert_eq!(auto_direct_max(16, 4, true), (64 << 10) / 15);
+        assert_eq!(auto_direct_max(17, 5, true), 0);
+        // The replicated calls of node partials follow the budget.
+        let d = AllreduceOptions::default();
+        let rm = |direct_max| d.for_node(2, true, (true, direct_max)).replicate_max;
+        assert_eq!(rm(usize::MAX), 32 << 10);
+        assert_eq!(rm((64 << 10) / 3), (64 << 10) / 3);
+        assert_eq!(rm((64 << 10) / 31), 4 << 10);
+    }
 
     #[test]
     fn replicated_calls_of_one_node_shrink_with_its_ranks() {
