@@ -269,8 +269,8 @@ fn a_timed_out_call_completes_when_made_again() {
 fn a_timed_out_call_can_be_given_up() {
     // 300 elements per rank: calls that alternate between two result
     // areas; 40,000 (320 KB per rank): larger than two areas allow, so
-    // each call opens with a node barrier, and the given-up call leaves
-    // its arrival there.
+    // each call opens with a wait for the node's ranks (once the node's
+    // barrier, where the given-up call left its arrival).
     for (nodes, ppn, per_rank) in [
         (1, 4, 300),
         (2, 2, 300),

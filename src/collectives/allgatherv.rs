@@ -307,14 +307,24 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         (call % self.areas as u64) as u32 * (self.plan.total_blocks() as u32 + 1)
     }
 
+    /// The notification id of call `call`'s credit: after its area's block
+    /// ids.
+    fn credit_id(&self, call: u64) -> u32 {
+        self.ids(call) + self.plan.total_blocks() as u32
+    }
+
     /// Tell the previous node that call `call` may write this node's
     /// window (its area, under its ids).
     fn send_credit(&self, call: u64, deadline: Deadline) -> Result<()> {
         let (ctx, nodes) = (self.ctx, self.ctx.num_nodes());
         let prev = ctx.node_ranks((ctx.node() + nodes - 1) % nodes).start;
-        let credit = self.ids(call) + self.plan.total_blocks() as u32;
         let tag = super::call_tag(call);
-        self.post(prev, &[], Notification::new(credit, tag), deadline)
+        self.post(
+            prev,
+            &[],
+            Notification::new(self.credit_id(call), tag),
+            deadline,
+        )
     }
 
     /// Say that this rank has reached progress `WORD` of the call
@@ -582,7 +592,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let nodes = ctx.num_nodes();
         let tag = super::call_tag(self.calls);
         let ids = self.ids(self.calls);
-        let credit = ids + plan.total_blocks() as u32;
+        let credit = self.credit_id(self.calls);
         // Every block not copied yet; all must be complete.
         let copy_rest = |recv: &mut Option<&mut [T]>, copied: &mut [bool]| {
             self.copy_blocks(0..plan.total_blocks(), recv, copied);
