@@ -8,8 +8,9 @@
 #   in place (node), MPI_Isend/MPI_Irecv + MPI_Waitall (MPI); checked bit
 #   for bit against the sequential sweep;
 # - gups (HPCC Random Access, exact): buckets by write_notify per rank
-#   (flat), atomics inside a node and one bucket per node (node), buckets
-#   by MPI_Alltoallv (MPI); checked as HPCC does, no error allowed.
+#   (flat), one bucket per node and each part of a node's table updated by
+#   its owner (node), buckets by MPI_Alltoallv (MPI); checked as HPCC
+#   does, no error allowed.
 # Rounds alternate MPI libraries and layouts so that every side sees the
 # same machine state, and which side of a size runs first in its process.
 #

@@ -1,9 +1,10 @@
 //! Random Access of `gaspi-bench gups` (its very code, included from the
-//! benchmark), flat and node-shared, on emulated node layouts: after k
-//! rounds every rank's part of the table equals the table a sequential
-//! loop over all ranks' updates gives, word for word (no update lost,
-//! none applied twice), also when every update hits one of a few words;
-//! HPCC's lock-free variant stays within HPCC's tolerance.
+//! benchmark), flat and node-shared (updates by each part's owner, or by
+//! atomics), on emulated node layouts: after k rounds every rank's part
+//! of the table equals the table a sequential loop over all ranks'
+//! updates gives, word for word (no update lost, none applied twice),
+//! also when every update hits one of a few words; HPCC's lock-free
+//! variant stays within HPCC's tolerance.
 
 #[allow(dead_code)]
 #[path = "../src/bin/gaspi-bench/gups/mod.rs"]
@@ -13,7 +14,7 @@ mod sharing;
 
 use gaspi::testing::Job;
 use gaspi::{Error, GroupId, ReduceOp, Timeout};
-use gups::on_gaspi::Gups;
+use gups::on_gaspi::{Gups, Updates};
 use gups::{CHUNK, Table};
 use sharing::Sharing;
 
@@ -31,10 +32,23 @@ fn sequential(table: &Table, rounds: usize) -> Vec<u64> {
     t
 }
 
-fn check(ctx: &gaspi::Context, words: usize, sharing: Sharing, rounds: usize) {
+/// Every way of updating that is exact: flat, and node-shared by owners
+/// or by atomics.
+const EXACT: [(Sharing, Updates); 3] = [
+    (Sharing::Flat, Updates::Owner),
+    (Sharing::Node, Updates::Owner),
+    (Sharing::Node, Updates::Atomic),
+];
+
+fn check(
+    ctx: &gaspi::Context,
+    words: usize,
+    (sharing, updates): (Sharing, Updates),
+    rounds: usize,
+) {
     let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
     let table = Table::new(n, words).unwrap();
-    let mut g = Gups::new(ctx, table, sharing, false, 6, 0).unwrap();
+    let mut g = Gups::new(ctx, table, sharing, updates, 6, 0).unwrap();
     for _ in 0..rounds {
         g.round().unwrap();
     }
@@ -44,7 +58,7 @@ fn check(ctx: &gaspi::Context, words: usize, sharing: Sharing, rounds: usize) {
     assert_eq!(
         part,
         want[me * words..(me + 1) * words],
-        "rank {me} of {n} ({sharing:?}, {words} words per rank, {rounds} rounds)"
+        "rank {me} of {n} ({sharing:?}, {updates:?}, {words} words per rank, {rounds} rounds)"
     );
     // The benchmark's own check agrees.
     let mut again = part.clone();
@@ -56,8 +70,8 @@ fn every_layout_applies_every_update_once() {
     let all = [(1, 1), (2, 1), (2, 2), (4, 2), (4, 4), (6, 3), (8, 2)];
     for (ranks, ppn) in gaspi::testing::layouts(&all) {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
-            for sharing in [Sharing::Flat, Sharing::Node] {
-                check(ctx, 1000, sharing, 7);
+            for way in EXACT {
+                check(ctx, 1000, way, 7);
             }
         });
     }
@@ -65,10 +79,12 @@ fn every_layout_applies_every_update_once() {
 
 #[test]
 fn crowded_words_lose_no_update() {
-    // Two words per rank: every update of a node meets the others' atomics.
+    // Two words per rank: every update of a node meets the others'
+    // atomics, or goes to its owner with a mate's bucket of nearly every
+    // update made and read on the node (the slots' largest case).
     Job::new(&[6]).ppn(3).run(|ctx| {
-        for sharing in [Sharing::Flat, Sharing::Node] {
-            check(ctx, 2, sharing, 5);
+        for way in EXACT {
+            check(ctx, 2, way, 5);
         }
     });
 }
@@ -82,7 +98,7 @@ fn lock_free_updates_stay_within_hpcc_tolerance() {
     Job::new(&[4]).ppn(4).run(|ctx| {
         let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
         let table = Table::new(n, 4096).unwrap();
-        let mut g = Gups::new(ctx, table, Sharing::Node, true, 6, 0).unwrap();
+        let mut g = Gups::new(ctx, table, Sharing::Node, Updates::LockFree, 6, 0).unwrap();
         for _ in 0..8 {
             g.round().unwrap();
         }
@@ -113,9 +129,17 @@ fn bad_tables_are_refused() {
     Job::new(&[5]).ppn(2).run(|ctx| {
         let t = Table::new(5, 64).unwrap();
         // Node-shared needs full nodes; a table for another job is refused.
-        let e = Gups::new(ctx, t, Sharing::Node, false, 6, 0).err();
+        let e = Gups::new(ctx, t, Sharing::Node, Updates::Owner, 6, 0).err();
         assert!(matches!(e, Some(Error::InvalidArgument(_))), "{e:?}");
-        let e = Gups::new(ctx, Table::new(4, 64).unwrap(), Sharing::Flat, false, 6, 0).err();
+        let e = Gups::new(
+            ctx,
+            Table::new(4, 64).unwrap(),
+            Sharing::Flat,
+            Updates::Owner,
+            6,
+            0,
+        )
+        .err();
         assert!(matches!(e, Some(Error::InvalidArgument(_))), "{e:?}");
         assert!(ctx.segment_list().is_empty());
     });

@@ -421,8 +421,11 @@ impl Model {
     /// `updates` random updates (8 bytes each) to their owners, uniformly
     /// spread over `nodes` nodes of `ppn` ranks. Flat, a rank sends a bucket
     /// to every other rank each round (a notification alone when it is
-    /// empty); node-shared, one bucket to every other node, and it updates
-    /// its own node's words in the node's window (no message). The bytes
+    /// empty); node-shared, one bucket to every other node, read by one
+    /// rank of the target node, and a bucket to each rank of its own node
+    /// in the node's window (a notification, the bucket stored in place)
+    /// with the updates of that rank's part: its own, and those it read
+    /// from other nodes' buckets, `(ppn - 1) / ppn` of all bytes. The bytes
     /// between nodes are the same.
     ///
     /// ```
@@ -432,7 +435,9 @@ impl Model {
     /// // 1024 ranks: 1023 buckets per rank, or 63.
     /// assert_eq!(flat.inter.messages / shared.inter.messages, 16.0);
     /// assert_eq!(flat.inter.bytes, shared.inter.bytes);
-    /// assert_eq!(shared.intra.messages, 0.0);
+    /// // Inside a node both hand a bucket to each of the 15 others.
+    /// assert_eq!(shared.intra.messages, flat.intra.messages);
+    /// assert_eq!(shared.intra.bytes, 1024.0 * 8192.0 * 15.0 / 16.0);
     /// ```
     pub fn gups_round(
         &self,
@@ -444,10 +449,10 @@ impl Model {
         let (n, p) = (nodes.max(1) as f64, ppn.max(1) as f64);
         let ranks = n * p;
         let bytes = ranks * (updates * 8) as f64;
-        let (inter, intra) = if node_shared {
-            (ranks * (n - 1.0), 0.0)
+        let inter = if node_shared {
+            ranks * (n - 1.0)
         } else {
-            (ranks * (ranks - p), ranks * (p - 1.0))
+            ranks * (ranks - p)
         };
         Exchange {
             inter: Traffic {
@@ -455,9 +460,9 @@ impl Model {
                 bytes: bytes * (n - 1.0) / n,
             },
             intra: Traffic {
-                messages: intra,
+                messages: ranks * (p - 1.0),
                 bytes: if node_shared {
-                    0.0
+                    bytes * (p - 1.0) / p
                 } else {
                     bytes * (p - 1.0) / ranks
                 },

@@ -486,7 +486,7 @@ mod tests {
         assert!(parse(&["bcast", "--impl", "linear"]).is_ok());
         // Every benchmark that --help says takes --impl accepts its own.
         assert!(parse(&["stencil", "--impl", "flat,node"]).is_ok());
-        assert!(parse(&["gups", "--impl", "flat,node,node-lockfree"]).is_ok());
+        assert!(parse(&["gups", "--impl", "flat,node,node-atomic,node-lockfree"]).is_ok());
         assert!(parse(&["stencil", "--impl", "ring"]).is_err());
         assert!(parse(&["gups", "--impl", "linear"]).is_err());
         assert!(parse(&["lock", "--design", "opt"]).is_err());

@@ -5,7 +5,7 @@
 //! does (sizes: the bytes of one rank's part of the table).
 
 use crate::benches::Bench;
-use crate::gups::on_gaspi::Gups;
+use crate::gups::on_gaspi::{Gups, Updates};
 use crate::gups::{CHUNK, Table};
 use crate::report::Row;
 use crate::sharing::Sharing;
@@ -21,10 +21,12 @@ const QUEUE: u8 = 1;
 /// per node: rows of the node read in place, only node edges sent).
 pub const STENCIL_IMPLS: [&str; 2] = ["flat", "node"];
 /// The same for gups: `flat` (a segment per rank, a bucket per owner),
-/// `node` (a window per node: the node's words updated by atomics, a
-/// bucket per node), `node-lockfree` (the same with HPCC's lock-free
+/// `node` (a window per node, a bucket per node; each part of the node's
+/// table updated by its owner, the others' updates of it handed over in
+/// the window), `node-atomic` (the node's words updated by any of its
+/// ranks, with atomics), `node-lockfree` (the same with HPCC's lock-free
 /// updates: a load and a store).
-pub const GUPS_IMPLS: [&str; 3] = ["flat", "node", "node-lockfree"];
+pub const GUPS_IMPLS: [&str; 4] = ["flat", "node", "node-atomic", "node-lockfree"];
 /// The cuts `--decomp` can name: row bands only, or a grid of blocks.
 pub const DECOMPS: [&str; 2] = ["1d", "2d"];
 
@@ -163,9 +165,13 @@ pub fn gups(b: &Bench, sizes: &[usize], impls: &[String], most: usize) -> Vec<Ro
 
 fn gups_one(b: &Bench, imp: &str, bytes: usize, most: usize) -> Row {
     let table = table(b, bytes);
-    let lock_free = imp == "node-lockfree";
+    let updates = match imp {
+        "node-atomic" => Updates::Atomic,
+        "node-lockfree" => Updates::LockFree,
+        _ => Updates::Owner,
+    };
     let mut g =
-        Gups::new(b.ctx, table, sharing_of(imp), lock_free, SEGMENT, QUEUE).expect("gups setup");
+        Gups::new(b.ctx, table, sharing_of(imp), updates, SEGMENT, QUEUE).expect("gups setup");
     let reps = gups_rounds(b, most);
     for _ in 0..reps / 10 {
         g.round().expect("round");
@@ -185,7 +191,11 @@ fn gups_one(b: &Bench, imp: &str, bytes: usize, most: usize) -> Row {
         )
         .expect("allreduce of the error counts");
     // HPCC accepts errors in 1% of the table from a lock-free variant.
-    let allowed = if lock_free { table.size() / 100 } else { 0 };
+    let allowed = if updates == Updates::LockFree {
+        table.size() / 100
+    } else {
+        0
+    };
     if all[0] > 0 && b.ctx.rank() == 0 {
         eprintln!(
             "gups {imp}: {} of {} words lost an update (allowed {allowed})",

@@ -177,8 +177,9 @@ impl Printer {
                 .map_or("-".to_string(), |r| format!("{:.4} GUP/s", r.mbps() / 1e3))
         };
         lines.push(format!(
-            "gups               8 MiB     {} node-shared, flat {} (table per rank, exact)",
+            "gups               8 MiB     {} node-shared, atomics {}, flat {} (table per rank, exact)",
             gups("node"),
+            gups("node-atomic"),
             gups("flat"),
         ));
         lines.push(format!(
