@@ -20,8 +20,10 @@
 //!   mate applies at the end of the round.
 //! - [`Updates::Atomic`]: every rank of the node applies any update of the
 //!   node's words at once, with atomic XORs. Each is a locked instruction
-//!   that waits for its cache miss before the next may start (measured
-//!   1.0-1.6x the owner's time on a 2-core Xeon VM).
+//!   that waits for its cache miss before the next may start: 1.1-1.5x
+//!   the owners' time on a 2-core Xeon VM, but 0.6x on one node with
+//!   8 MiB per rank, where no update leaves the rank that makes it
+//!   (`docs/guide/benchmarking.md`, "GUPS inside a node").
 //! - [`Updates::LockFree`]: as `Atomic` with HPCC's lock-free update, a
 //!   plain load and store, where two ranks updating one word at once may
 //!   lose one of the updates (HPCC tolerates errors in 1% of the table).
