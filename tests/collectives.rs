@@ -6,7 +6,7 @@ use common::*;
 use gaspi::testing::Job;
 use gaspi::{
     Alloc, Allreduce, Config, Context, Error, GroupId, Local, Notification, Rank, ReduceOp,
-    Reducible, Remote, Timeout,
+    Reducible, Remote, Timeout, WaitMode,
 };
 
 /// Job sizes on one node, then (ranks, ranks per node) of several nodes,
@@ -145,52 +145,72 @@ fn node_aware_barrier_sends_one_message_per_node_and_step_or_pair() {
         (16, 2),
         (8, 2),
     ];
-    for (ranks, ppn) in gaspi::testing::layouts(&all) {
-        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
-            barrier(ctx); // warm up: map the windows
-            barrier(ctx);
-            ctx.reset_traffic();
-            barrier(ctx);
-            let t = ctx.traffic();
-            let mut total = [0u64; 2];
-            ctx.allreduce(
-                &[t.inter.notifications, t.inter.writes],
-                &mut total,
-                ReduceOp::Sum,
-                GroupId::ALL,
-                Timeout::Block,
-            )
-            .unwrap();
-            // The messages carry nothing (the dissemination's: one per node
-            // and step or partial), or, where the ranks share cores, a byte
-            // each (the node partials of an allreduce of a byte, exchanged
-            // directly on up to 16 nodes: one per pair of nodes, sent by
-            // the node's last rank to arrive). None where the MPI engine
-            // spans hosts: the nodes' first ranks meet in MPI's messages
-            // (one where a notified write is two round trips), which are
-            // not notified writes.
-            let nodes = ctx.num_nodes();
-            let d = gaspi::plan::Dissemination::new(nodes);
-            let through_mpi = ctx.engine() == gaspi::Engine::Mpi
-                && (0..ctx.num_ranks()).any(|r| !ctx.on_this_host(r));
-            let partials = total[1] > 0;
-            let want = match (through_mpi, partials) {
-                (true, _) => 0,
-                (false, false) => (nodes * d.messages_per_participant()) as u64,
-                (false, true) => (nodes * (nodes - 1)) as u64,
-            };
-            assert_eq!(total[0], want, "{ranks} ranks, ppn {ppn}");
-            assert!(
-                !partials || (total[1] == want && ppn > 1 && nodes <= 16),
-                "{total:?}"
-            );
-            // Otherwise only the nodes' first ranks talk across nodes.
-            if ctx.local_rank() != 0 && !partials {
-                assert_eq!(t.inter.messages(), 0);
-            }
-            barrier(ctx);
-        });
+    // The automatic wait mode, and the yielding one, in which ranks always
+    // count as sharing cores (`GASPI_WAIT` in the environment overrides
+    // both).
+    let env = std::env::var(gaspi::env::WAIT).ok();
+    for mode in [WaitMode::Auto, WaitMode::Yield] {
+        let effective = env.as_deref().and_then(WaitMode::parse).unwrap_or(mode);
+        let shared = matches!(effective, WaitMode::Yield | WaitMode::Block);
+        let cfg = Config {
+            wait_mode: mode,
+            ..Default::default()
+        };
+        for (ranks, ppn) in gaspi::testing::layouts(&all) {
+            Job::new(&[ranks])
+                .ppn(ppn)
+                .config(cfg.clone())
+                .run(|ctx| barrier_messages(ctx, ranks, ppn, shared));
+        }
     }
+}
+
+/// One barrier's messages between nodes: the dissemination's (one per
+/// node and step, carrying nothing), or, where the ranks share cores
+/// (`shared`: they must), a byte each (the node partials of an allreduce
+/// of a byte, exchanged directly on up to 16 nodes: one per pair of
+/// nodes, sent by the node's last rank to arrive). None where the MPI
+/// engine spans hosts: the nodes' first ranks meet in MPI's messages (one
+/// where a notified write is two round trips), which are not notified
+/// writes.
+fn barrier_messages(ctx: &Context, ranks: usize, ppn: usize, shared: bool) {
+    barrier(ctx); // warm up: map the windows
+    barrier(ctx);
+    ctx.reset_traffic();
+    barrier(ctx);
+    let t = ctx.traffic();
+    let mut total = [0u64; 2];
+    ctx.allreduce(
+        &[t.inter.notifications, t.inter.writes],
+        &mut total,
+        ReduceOp::Sum,
+        GroupId::ALL,
+        Timeout::Block,
+    )
+    .unwrap();
+    let nodes = ctx.num_nodes();
+    let d = gaspi::plan::Dissemination::new(nodes);
+    let through_mpi =
+        ctx.engine() == gaspi::Engine::Mpi && (0..ctx.num_ranks()).any(|r| !ctx.on_this_host(r));
+    let allowed = !through_mpi && ppn > 1 && nodes > 1 && nodes <= 16;
+    let partials = total[1] > 0;
+    let want = match (through_mpi, partials) {
+        (true, _) => 0,
+        (false, false) => (nodes * d.messages_per_participant()) as u64,
+        (false, true) => (nodes * (nodes - 1)) as u64,
+    };
+    let at = format!("{ranks} ranks, ppn {ppn}, {total:?}");
+    assert_eq!(total[0], want, "{at}");
+    assert!(!partials || (total[1] == want && allowed), "{at}");
+    // Where ranks share cores, partials go directly wherever allowed.
+    if shared && !gaspi::testing::through_transport() {
+        assert_eq!(partials, allowed, "{at}: cores shared");
+    }
+    // Otherwise only the nodes' first ranks talk across nodes.
+    if ctx.local_rank() != 0 && !partials {
+        assert_eq!(t.inter.messages(), 0);
+    }
+    barrier(ctx);
 }
 
 /// Build, commit and return the group of `members`.
