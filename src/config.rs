@@ -182,7 +182,11 @@ pub struct Config {
     pub passive_transfer_size_max: usize,
     /// Bytes per rank for `allreduce_user` (default 255 * 8).
     pub allreduce_buf_size: usize,
-    /// Elements in a typed `allreduce` (default 255).
+    /// Elements in a typed `allreduce` (default 255, at most 8,388,608:
+    /// 64 MiB of 8-byte elements). As in GPI-2, the allreduce's buffers
+    /// follow it: a rank's contribution may take the larger of
+    /// `allreduce_buf_size` and `8 * allreduce_elem_max` bytes, so raising
+    /// this alone is enough for larger typed allreduces.
     pub allreduce_elem_max: u32,
     /// Elements in a list operation (default 255).
     pub rw_list_elem_max: u32,
@@ -296,11 +300,11 @@ impl Config {
             ),
         )?;
         check(
-            self.allreduce_elem_max >= 1
-                && (self.allreduce_elem_max as usize) * 8 <= self.allreduce_buf_size.max(255 * 8),
+            (1..=(1 << 26) / 8).contains(&self.allreduce_elem_max),
             format!(
-                "allreduce_elem_max {} must be at least 1 and fit allreduce_buf_size/8",
-                self.allreduce_elem_max
+                "allreduce_elem_max {} must be in 1..={} (64 MiB of 8-byte elements)",
+                self.allreduce_elem_max,
+                (1 << 26) / 8
             ),
         )?;
         check(

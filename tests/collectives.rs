@@ -564,6 +564,58 @@ fn allreduce_user_defined_operation_and_limits() {
     });
 }
 
+/// GPI-2's `allreduce_vlarge`: raising `Config::allreduce_elem_max` alone
+/// (to a million) makes typed allreduces of that many elements work, of
+/// every width, and one element more is refused.
+#[test]
+fn allreduces_as_long_as_allreduce_elem_max_allows() {
+    const N: usize = 1_000_000;
+    let cfg = Config {
+        allreduce_elem_max: N as u32,
+        ..Default::default()
+    };
+    Job::new(&[3]).ppn(1).config(cfg).run(|ctx| {
+        let (r, n) = (ctx.rank() as usize, ctx.num_ranks() as usize);
+        let t = Timeout::Block;
+        let send: Vec<u64> = (0..N).map(|i| (i * (r + 1) + 1) as u64).collect();
+        let mut sum = vec![0u64; N];
+        ctx.allreduce(&send, &mut sum, ReduceOp::Sum, GroupId::ALL, t)
+            .unwrap();
+        let want = |i: usize| (i * n * (n + 1) / 2 + n) as u64;
+        assert!((0..N).all(|i| sum[i] == want(i)), "u64 sums");
+        let send: Vec<i32> = (0..N)
+            .map(|i| -((i % 1000) as i32) * (r as i32 + 1))
+            .collect();
+        let mut min = vec![0i32; N];
+        ctx.allreduce(&send, &mut min, ReduceOp::Min, GroupId::ALL, t)
+            .unwrap();
+        assert!(
+            (0..N).all(|i| min[i] == -((i % 1000) as i32) * n as i32),
+            "i32 minima"
+        );
+        let send: Vec<f64> = (0..N).map(|i| i as f64 + r as f64 * 0.5).collect();
+        let mut max = vec![0f64; N];
+        ctx.allreduce(&send, &mut max, ReduceOp::Max, GroupId::ALL, t)
+            .unwrap();
+        assert!(
+            (0..N).all(|i| max[i] == i as f64 + (n - 1) as f64 * 0.5),
+            "f64 maxima"
+        );
+        let one_more = vec![0u32; N + 1];
+        assert!(matches!(
+            ctx.allreduce(
+                &one_more,
+                &mut vec![0u32; N + 1],
+                ReduceOp::Max,
+                GroupId::ALL,
+                t
+            ),
+            Err(Error::InvalidArgument(_))
+        ));
+        barrier(ctx);
+    });
+}
+
 #[test]
 fn allreduce_timeout_then_retry() {
     Job::new(&[2, 4]).run(|ctx| {

@@ -181,6 +181,10 @@ fn invalid_configurations_are_refused_at_init() {
                     queue_size_max: 5000,
                     ..Default::default()
                 },
+                Config {
+                    allreduce_elem_max: (1 << 23) + 1,
+                    ..Default::default()
+                },
             ] {
                 assert!(matches!(gaspi::Context::init(cfg), Err(Error::Config(_))));
             }
