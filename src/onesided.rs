@@ -441,6 +441,24 @@ impl Context {
         self.config.transfer_size_max
     }
 
+    /// Smallest single transfer in bytes (`gaspi_transfer_size_min`): 0,
+    /// a transfer of nothing is posted and completes like any other (a
+    /// `write_notify` of 0 bytes still notifies).
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, Local, Remote, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// assert_eq!(ctx.transfer_size_min(), 0);
+    /// let me = ctx.rank();
+    /// ctx.read(Local::new(0, 0), Remote::new(me, 0, 8), ctx.transfer_size_min(), 0, Timeout::Block)?;
+    /// ctx.wait(0, Timeout::Block)?;
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn transfer_size_min(&self) -> usize {
+        0
+    }
+
     /// Most elements in one list operation (`gaspi_rw_list_elem_max`).
     ///
     /// ```

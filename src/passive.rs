@@ -138,4 +138,19 @@ impl Context {
     pub fn passive_transfer_size_max(&self) -> usize {
         self.config.passive_transfer_size_max
     }
+
+    /// Smallest passive message in bytes (`gaspi_passive_transfer_size_min`):
+    /// 1; an empty message is refused.
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Config, Context, Local, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
+    /// assert_eq!(ctx.passive_transfer_size_min(), 1);
+    /// assert!(ctx.passive_send(Local::new(0, 0), ctx.rank(), 0, Timeout::Block).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn passive_transfer_size_min(&self) -> usize {
+        1
+    }
 }
