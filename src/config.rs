@@ -186,7 +186,9 @@ pub struct Config {
     /// 64 MiB of 8-byte elements). As in GPI-2, the allreduce's buffers
     /// follow it: a rank's contribution may take the larger of
     /// `allreduce_buf_size` and `8 * allreduce_elem_max` bytes, so raising
-    /// this alone is enough for larger typed allreduces.
+    /// this alone is enough for larger typed allreduces. Each committed
+    /// group reserves two such slots per member in shared memory (a
+    /// million elements: 16 MB per member).
     pub allreduce_elem_max: u32,
     /// Elements in a list operation (default 255).
     pub rw_list_elem_max: u32,
