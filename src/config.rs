@@ -34,6 +34,10 @@ pub const SEGMENT_LIMIT: u32 = 255;
 /// assert!(cfg.validate().is_ok());
 /// ```
 pub const GROUP_LIMIT: u32 = 64;
+/// Most bytes a rank contributes to one allreduce of a group
+/// ([`Config::allreduce_buf_size`], `8 *` [`Config::allreduce_elem_max`]).
+const ALLREDUCE_BYTES_MAX: usize = 64 << 20;
+
 /// Largest notification table a segment can have.
 ///
 /// ```
@@ -180,7 +184,9 @@ pub struct Config {
     pub passive_queue_size_max: u32,
     /// Largest passive message in bytes (default 65,535).
     pub passive_transfer_size_max: usize,
-    /// Bytes per rank for `allreduce_user` (default 255 * 8).
+    /// Bytes per rank for `allreduce_user` (default 255 * 8, at most
+    /// 64 MiB; a rank's contribution may take the larger of this and
+    /// `8 * allreduce_elem_max`).
     pub allreduce_buf_size: usize,
     /// Elements in a typed `allreduce` (default 255, at most 8,388,608:
     /// 64 MiB of 8-byte elements). As in GPI-2, the allreduce's buffers
@@ -295,18 +301,18 @@ impl Config {
             ),
         )?;
         check(
-            (8..=(1 << 26)).contains(&self.allreduce_buf_size),
+            (8..=ALLREDUCE_BYTES_MAX).contains(&self.allreduce_buf_size),
             format!(
                 "allreduce_buf_size {} must be in 8..=64 MiB",
                 self.allreduce_buf_size
             ),
         )?;
         check(
-            (1..=(1 << 26) / 8).contains(&self.allreduce_elem_max),
+            (1..=ALLREDUCE_BYTES_MAX / 8).contains(&(self.allreduce_elem_max as usize)),
             format!(
                 "allreduce_elem_max {} must be in 1..={} (64 MiB of 8-byte elements)",
                 self.allreduce_elem_max,
-                (1 << 26) / 8
+                ALLREDUCE_BYTES_MAX / 8
             ),
         )?;
         check(

@@ -61,9 +61,10 @@ impl Context {
             .engine
             .passive_capacity(rank)?
             .min(self.config.passive_transfer_size_max);
-        if size == 0 || size > max {
+        let min = self.passive_transfer_size_min();
+        if size < min || size > max {
             return Err(Error::InvalidArgument(format!(
-                "a passive message has 1..={max} bytes (Config::passive_transfer_size_max \
+                "a passive message has {min}..={max} bytes (Config::passive_transfer_size_max \
                  of sender and receiver), got {size}"
             )));
         }
