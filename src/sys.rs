@@ -381,11 +381,11 @@ fn cross_memory(
 
 /// Whether the kernel's cross-memory copy ([`read_process_memory`]) is
 /// three or more times slower where the destination lies 16 bytes past
-/// the source within a cache line than where both are line-aligned
+/// the source within a page than at the same page offset
 /// ([`copy_offsets_slow`] of `process_vm_readv` from this process's own
 /// memory), measured once per process, the first time it is asked. The
-/// kernel copies with `rep movsb`, which on AMD Zen 4 runs 20-30 times
-/// slower at such offsets; on an Intel Xeon VM 1.1 times (see
+/// kernel copies with `rep movsb`, which on an AMD EPYC VM runs 20-30
+/// times slower at such offsets; on an Intel Xeon VM 1.1 times (see
 /// `engine::memcopy`). `false` where the kernel refuses the copy (no
 /// single copies are made there anyway).
 pub(crate) fn cross_copy_offsets_slow() -> bool {
@@ -394,25 +394,38 @@ pub(crate) fn cross_copy_offsets_slow() -> bool {
 }
 
 /// Whether `copy` is three or more times slower where the destination
-/// lies 16 bytes past the source within a cache line than where both are
-/// line-aligned: the best of 5 copies of 64 KiB each way, the two ways
-/// taken in turn so that one preemption cannot spoil every copy of one
-/// way (about 0.1 ms with a fast copy). `rep movsb`, with which glibc's
-/// `memcpy` and the kernel copy most sizes, runs 20-30 times slower at
-/// such offsets on AMD Zen 4. `false` where `copy` fails (returns `None`).
+/// lies 16 bytes past the source within a 4 KiB page than where both lie
+/// at the same page offset: the best of 5 copies of 64 KiB each way, the
+/// two ways taken in turn so that one preemption cannot spoil every copy
+/// of one way (about 0.1 ms with a fast copy). `rep movsb`, with which
+/// glibc's `memcpy` and the kernel copy most sizes, runs 20-30 times
+/// slower on AMD EPYC (Zen 3, family 25 model 1, measured) where
+/// `(dst - src) % 4096` is 1 to 31: only there, not at those offsets
+/// within a cache line alone (a destination 64 + 16 bytes past the page
+/// offset of its source copies at full speed). Both buffers lie at known
+/// page offsets in one allocation here, since the heap places two
+/// allocations at any distance (measured with two `Vec`s, this said
+/// "not slow" on that machine). `false` where `copy` fails (returns
+/// `None`).
 pub(crate) fn copy_offsets_slow(mut copy: impl FnMut(&[u8], &mut [u8]) -> Option<()>) -> bool {
     const LEN: usize = 64 << 10;
-    let src = vec![1u8; LEN + 64];
-    let mut dst = vec![0u8; LEN + 128];
-    let (s, d) = (src.as_ptr().align_offset(64), dst.as_ptr().align_offset(64));
-    if s >= 64 || d >= 64 {
+    const PAGE: usize = 4096;
+    // Written through (not calloc'd zero pages), so that no copy reads
+    // the shared zero page or faults.
+    let mut buf = vec![1u8; 2 * LEN + 3 * PAGE];
+    let base = buf.as_ptr().align_offset(PAGE);
+    if base >= PAGE {
         return false;
     }
+    // The source at a page boundary, the destination `shift` bytes past
+    // a page boundary after it.
+    let (head, tail) = buf.split_at_mut(base + LEN + PAGE);
+    let src = &head[base..base + LEN];
     let mut best = [std::time::Duration::MAX; 2];
     for _ in 0..5 {
         for (way, shift) in [0, 16].into_iter().enumerate() {
             let at = std::time::Instant::now();
-            if copy(&src[s..s + LEN], &mut dst[d + shift..d + shift + LEN]).is_none() {
+            if copy(src, &mut tail[shift..shift + LEN]).is_none() {
                 return false;
             }
             best[way] = best[way].min(at.elapsed());
@@ -482,6 +495,28 @@ mod tests {
         });
         assert!(penalised);
         assert!(!copy_offsets_slow(|_, _| None));
+    }
+
+    /// The penalty of the AMD EPYC VM, where only a destination 1 to 31
+    /// bytes past its source's offset within a 4 KiB page copies slowly,
+    /// is found wherever the allocator puts the buffers: the two ways
+    /// measured put the destination at the source's page offset and 16
+    /// bytes past it.
+    #[test]
+    fn copy_offsets_slow_finds_a_page_offset_penalty() {
+        let mut seen = std::collections::BTreeSet::new();
+        let penalised = copy_offsets_slow(|src, dst| {
+            let apart = (dst.as_ptr() as usize).wrapping_sub(src.as_ptr() as usize) % 4096;
+            seen.insert(apart);
+            let times = if (1..32).contains(&apart) { 20 } else { 1 };
+            for _ in 0..times {
+                dst.copy_from_slice(src);
+                std::hint::black_box(&mut *dst);
+            }
+            Some(())
+        });
+        assert!(penalised);
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), [0, 16]);
     }
 
     #[test]

@@ -139,8 +139,8 @@ pub fn through_transport() -> bool {
 }
 
 /// Whether this machine's kernel copies between processes three or more
-/// times slower where the destination lies 16 bytes past the source within
-/// a cache line (measured once per process): where it does, an
+/// times slower where the destination lies 16 bytes past the source's
+/// offset within a page (measured once per process): where it does, an
 /// [`Alltoallv`](crate::Alltoallv) sends pieces between such buffers through
 /// the window rather than in one copy.
 ///

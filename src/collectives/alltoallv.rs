@@ -393,11 +393,13 @@ fn brief(deadline: Deadline, most: std::time::Duration) -> Deadline {
 
 /// Whether the kernel copies a piece from address `src` to address `dst`
 /// at full speed: the destination does not lie 1 to 31 bytes past the
-/// source within a cache line, or this machine's kernel copy is not slow
-/// there ([`crate::sys::cross_copy_offsets_slow`]; see
-/// `Alltoallv::aligned`). Wrapping: only the offset within a line matters.
+/// source's offset within a 4 KiB page, or this machine's kernel copy is
+/// not slow there ([`crate::sys::cross_copy_offsets_slow`]; see
+/// `Alltoallv::aligned`). Wrapping: only the offset within a page
+/// matters.
 fn kernel_copy_fast(src: u64, dst: u64) -> bool {
-    !(1..32).contains(&(dst.wrapping_sub(src) % 64)) || !crate::sys::cross_copy_offsets_slow()
+    !crate::engine::memcopy::offsets_alias(src as usize, dst as usize)
+        || !crate::sys::cross_copy_offsets_slow()
 }
 
 /// The words of a rank's offer (see `Alltoallv::offer`), after the
@@ -1938,22 +1940,24 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// Whether this rank's piece for local rank `lt` (sending from buffer
     /// `src`, `lt` receiving into buffer `dst`) may go in one copy, both at
     /// their places ([`Alltoallv::place_word`]): its destination does not
-    /// lie 1 to 31 bytes past its source within a cache line, or the
-    /// kernel's copy is not slow there. The kernel copies with `rep
-    /// movsb`, which on AMD Zen 4 runs 20-30 times slower at such offsets
-    /// (see `engine::memcopy`), and on an Intel Xeon VM 1.1 times: each
-    /// process measures which ([`crate::sys::cross_copy_offsets_slow`]),
-    /// and where it is slow those pieces go through the window. (Buffers
-    /// at such offsets are common: once a program has freed a large
-    /// buffer, glibc serves the next ones from its heap, at any 16-byte
-    /// offset; refusing them everywhere made a private alltoallv of 1 MiB
-    /// per pair 1.4-1.5 times slower on the Xeon.)
+    /// lie 1 to 31 bytes past its source's offset within a 4 KiB page, or
+    /// the kernel's copy is not slow there. The kernel copies with `rep
+    /// movsb`, which on an AMD EPYC VM runs 20-30 times slower at such
+    /// offsets (see `engine::memcopy`), and on an Intel Xeon VM 1.1 times:
+    /// each process measures which
+    /// ([`crate::sys::cross_copy_offsets_slow`]), and where it is slow
+    /// those pieces go through the window. (Buffers at such offsets are
+    /// common: a `Vec` of 128 KiB or more starts 16 bytes into a page,
+    /// and once a program has freed a large buffer, glibc serves the next
+    /// ones from its heap, at any 16-byte offset; refusing them everywhere
+    /// made a private alltoallv of 1 MiB per pair 1.4-1.5 times slower on
+    /// the Xeon.)
     fn aligned(&self, lt: usize, src: u64, dst: u64) -> bool {
         let (elem, local) = (
             std::mem::size_of::<T>() as u64,
             self.ctx.local_rank() as usize,
         );
-        // Wrapping: only the offset within a cache line matters.
+        // Wrapping: only the offset within a page matters.
         let before = self.place_word(local, false, lt).load(SeqCst);
         let at = self.place_word(lt, true, local).load(SeqCst);
         let src = src.wrapping_add(before.wrapping_mul(elem));

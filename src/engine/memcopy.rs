@@ -4,18 +4,21 @@
 //!
 //! Why not always `memcpy`: glibc (2.36, Debian 12) copies sizes from a
 //! few KiB up to its non-temporal threshold with `rep movsb`, and on AMD
-//! Zen 4 (measured on an EPYC VM) `rep movsb` runs at 1.5-2.8 GB/s instead
-//! of 30-90 GB/s when the destination's offset within a cache line is
-//! 1..31 bytes past the source's — 20-30 times slower. GASPI offsets are
-//! the user's, and a `Vec` of 128 KiB or more starts 16 bytes into a page,
-//! so a collective's result copied into the caller's buffer hit that case
-//! wherever the allocator put it so (64 KiB per rank allgatherv into
-//! private buffers: 350 us instead of 43). Where the CPU has AVX2 and
+//! EPYC VMs `rep movsb` runs at 1.5-2.8 GB/s instead of 30-90 GB/s when
+//! the destination's offset within a 4 KiB page is 1..31 bytes past the
+//! source's — 20-30 times slower. GASPI offsets are the user's, windows
+//! start on pages, and a `Vec` of 128 KiB or more starts 16 bytes into a
+//! page, so a collective's result copied out of a window into the
+//! caller's buffer hit that case wherever the allocator put it so (64 KiB
+//! per rank allgatherv into private buffers: 350 us instead of 43). Where the CPU has AVX2 and
 //! `memcpy` is that slow at such offsets (measured once per process,
 //! [`crate::sys::copy_offsets_slow`], about 0.1 ms), copies from
-//! [`LOOP_MIN`] bytes on take 32-byte vector loads and aligned stores
-//! instead: as fast as glibc's best case at every size measured (2 KiB to
-//! 16 MiB), and the same for every relative offset. Elsewhere the copy is
+//! [`LOOP_MIN`] bytes on between such offsets take 32-byte vector loads
+//! and aligned stores instead: as fast at those offsets as glibc's at the
+//! same page offset. Every other copy is glibc's, which was faster there
+//! from 1 MiB on (on the EPYC VM, with the loop for every copy: an
+//! in-place alltoallv of 1 MiB per pair 1.7 times, a private allgatherv
+//! of 1 MiB per rank 1.25 times the time). Elsewhere the copy is
 //! `std::ptr::copy_nonoverlapping` (glibc's `memcpy`): on Intel Xeons with
 //! fast `rep movsb` (ERMS, FSRM) it is not slowed by offsets, and it
 //! copied a collective's result out of the node's window faster than the
@@ -31,9 +34,10 @@
 /// with vector moves of its own, never `rep movsb`.
 const LOOP_MIN: usize = 2048;
 
-/// Whether copies of [`LOOP_MIN`] bytes or more take the vector loop: the
+/// Whether copies of [`LOOP_MIN`] bytes or more at offsets that alias
+/// ([`offsets_alias`]) take the vector loop: the
 /// CPU has AVX2 and glibc's `memcpy` is three or more times slower at a
-/// destination 16 bytes past the source's line offset than at an aligned
+/// destination 16 bytes past the source's page offset than at the same
 /// one ([`crate::sys::copy_offsets_slow`]). Measured once per process.
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 fn vector_loop() -> bool {
@@ -56,8 +60,16 @@ pub(crate) fn prepare() {
     vector_loop();
 }
 
+/// Whether a copy from `src` to `dst` puts the destination 1 to 31 bytes
+/// past the source's offset within a 4 KiB page, where `rep movsb` may be
+/// slow ([`vector_loop`]). Wrapping: only the offset within a page matters.
+pub(crate) fn offsets_alias(src: usize, dst: usize) -> bool {
+    (1..32).contains(&(dst.wrapping_sub(src) % 4096))
+}
+
 /// Copy `len` bytes from `src` to `dst`, as [`std::ptr::copy_nonoverlapping`]
-/// (with the vector loop where [`vector_loop`] says so).
+/// (with the vector loop at offsets that alias, where [`vector_loop`] says
+/// glibc's copy is slow there).
 ///
 /// # Safety
 /// As [`std::ptr::copy_nonoverlapping`]: `src` readable and `dst` writable
@@ -66,7 +78,7 @@ pub(crate) fn prepare() {
 /// mappings): the bytes are plain data and no Rust reference covers them.
 pub(crate) unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
-    if len >= LOOP_MIN && vector_loop() {
+    if len >= LOOP_MIN && offsets_alias(src as usize, dst as usize) && vector_loop() {
         // SAFETY: the caller's promise; AVX2 is present (`vector_loop`).
         unsafe { x86::copy_avx2::<false>(src, dst, len) };
         return;
@@ -305,6 +317,30 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Only a destination 1 to 31 bytes past the source's offset within a
+    /// page aliases, whichever buffer lies first in memory.
+    #[test]
+    fn offsets_alias_within_a_page_only() {
+        let src = 1 << 20;
+        for (dst, alias) in [
+            (src, false),
+            (src + 16, true),
+            (src + 31, true),
+            (src + 32, false),
+            (src + 64 + 16, false),
+            (src + 4096 + 8, true),
+            (src - 4096 + 24, true),
+            (src - 16, false),
+        ] {
+            assert_eq!(
+                offsets_alias(src, dst),
+                alias,
+                "dst - src = {}",
+                dst as isize - src as isize
+            );
         }
     }
 
