@@ -49,9 +49,11 @@ pub enum BenchName {
     /// bytes = one rank's block; under mpirun beside flat MPI (Isend/Irecv)
     Stencil,
     /// Random Access (HPCC GUPS), exact, checked as HPCC does: --impl flat
-    /// (buckets per rank), node (node windows, atomics inside a node, one
-    /// bucket per node); bytes = one rank's table; under mpirun beside
-    /// flat MPI (buckets by MPI_Alltoallv)
+    /// (buckets per rank), node (node windows, each part updated by its
+    /// owner, one bucket per node pair), node-atomic (atomic XORs inside a
+    /// node), node-lockfree (plain XORs, HPCC's 1% error allowed); bytes =
+    /// one rank's table; under mpirun beside flat MPI (buckets by
+    /// MPI_Alltoallv)
     Gups,
     /// every benchmark briefly on 4 ranks in 2 nodes, with a summary
     All,
