@@ -10,15 +10,16 @@
 //! start on pages, and a `Vec` of 128 KiB or more starts 16 bytes into a
 //! page, so a collective's result copied out of a window into the
 //! caller's buffer hit that case wherever the allocator put it so (64 KiB
-//! per rank allgatherv into private buffers: 350 us instead of 43). Where the CPU has AVX2 and
-//! `memcpy` is that slow at such offsets (measured once per process,
-//! [`crate::sys::copy_offsets_slow`], about 0.1 ms), copies from
-//! [`LOOP_MIN`] bytes on between such offsets take 32-byte vector loads
-//! and aligned stores instead: as fast at those offsets as glibc's at the
-//! same page offset. Every other copy is glibc's, which was faster there
-//! from 1 MiB on (on the EPYC VM, with the loop for every copy: an
-//! in-place alltoallv of 1 MiB per pair 1.7 times, a private allgatherv
-//! of 1 MiB per rank 1.25 times the time). Elsewhere the copy is
+//! per rank allgatherv into private buffers: 350 us instead of 43).
+//! Where the CPU has AVX2 and `memcpy` is that slow at such offsets
+//! (measured once per process, [`crate::sys::copy_offsets_slow`], about
+//! 0.1 ms), copies from [`LOOP_MIN`] bytes on between such offsets
+//! ([`offsets_alias`]) take 32-byte vector loads and aligned stores
+//! instead: as fast at those offsets as glibc's at the same page offset.
+//! Every other copy is glibc's, which was faster there from 1 MiB on (on
+//! the EPYC VM, with the loop for every copy: an in-place alltoallv of 1
+//! MiB per pair took 1.7 times, a private allgatherv of 1 MiB per rank
+//! 1.25 times the time). Elsewhere every copy is
 //! `std::ptr::copy_nonoverlapping` (glibc's `memcpy`): on Intel Xeons with
 //! fast `rep movsb` (ERMS, FSRM) it is not slowed by offsets, and it
 //! copied a collective's result out of the node's window faster than the
