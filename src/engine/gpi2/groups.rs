@@ -237,7 +237,7 @@ impl Gpi2 {
         }
         check("gaspi_allreduce_user", code, None)?;
         self.twin_settled(id, true);
-        recv.copy_from_slice(&out[HEADER..]);
+        crate::engine::memcopy::copy_slice(recv, &out[HEADER..]);
         Ok(())
     }
 }

@@ -263,7 +263,7 @@ impl Mpi {
             combine(&acc, p, &mut next);
             std::mem::swap(&mut acc, &mut next);
         }
-        recv.copy_from_slice(&acc);
+        crate::engine::memcopy::copy_slice(recv, &acc);
         Ok(())
     }
 
