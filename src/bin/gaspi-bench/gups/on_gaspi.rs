@@ -88,7 +88,18 @@ pub struct Gups<'a> {
     mates: Vec<Vec<u64>>,
     /// A received bucket, copied out of its slot.
     scratch: Vec<u64>,
+    /// Where the domain's send, receive and mates' slots start in its
+    /// segment or window, in words (after its parts of the table).
+    slots: Slots,
     rounds: usize,
+}
+
+/// Where the slot regions start (see `Gups::new`), in words.
+#[derive(Clone, Copy)]
+struct Slots {
+    send: usize,
+    recv: usize,
+    mates: usize,
 }
 
 impl<'a> Gups<'a> {
@@ -128,14 +139,20 @@ impl<'a> Gups<'a> {
         // its send slots (parity, domain), then the receive slots (parity,
         // source rank), then the mates' slots (parity, reader, writer) of
         // `domains` chunks each: a rank's own updates of a mate's part and
-        // those it read from each other node. Table::new checked the
-        // table's bytes.
-        let bytes = (2 * (ppn * domains + n))
-            .checked_mul(CHUNK)
-            .and_then(|slots| slots.checked_add(2 * ppn * ppn * CHUNK * domains))
-            .and_then(|slots| slots.checked_add(ppn * table.words))
-            .and_then(|w| w.checked_mul(WORD))
-            .ok_or_else(fail)?;
+        // those it read from each other node. The slot functions below
+        // index inside these regions.
+        let after = |start: usize, chunks: [usize; 3]| {
+            chunks
+                .into_iter()
+                .try_fold(CHUNK, usize::checked_mul)
+                .and_then(|w| start.checked_add(w))
+                .ok_or_else(fail)
+        };
+        let send = ppn.checked_mul(table.words).ok_or_else(fail)?;
+        let recv = after(send, [2, ppn, domains])?;
+        let mates = after(recv, [2, n, 1])?;
+        let end = after(mates, [2 * ppn, ppn, domains])?;
+        let bytes = end.checked_mul(WORD).ok_or_else(fail)?;
         let view = sharing.create(ctx, seg, bytes)?;
         let g = Gups {
             ctx,
@@ -152,6 +169,7 @@ impl<'a> Gups<'a> {
             buckets: vec![Vec::with_capacity(CHUNK); domains],
             mates: vec![Vec::with_capacity(CHUNK); ppn],
             scratch: vec![0; CHUNK],
+            slots: Slots { send, recv, mates },
             rounds: 0,
         };
         let first = me * table.words;
@@ -164,21 +182,18 @@ impl<'a> Gups<'a> {
 
     /// Where this rank's send slot for domain `d` in parity `p` starts.
     fn send_slot(&self, p: usize, d: usize) -> usize {
-        self.ppn * self.table.words + ((self.local * 2 + p) * self.domains + d) * CHUNK
+        self.slots.send + ((self.local * 2 + p) * self.domains + d) * CHUNK
     }
 
     /// Where the receive slot of source rank `s` in parity `p` starts.
     fn recv_slot(&self, p: usize, s: usize) -> usize {
-        let ranks = self.table.ranks;
-        self.ppn * self.table.words + (2 * self.ppn * self.domains + p * ranks + s) * CHUNK
+        self.slots.recv + (p * self.table.ranks + s) * CHUNK
     }
 
     /// Where local rank `writer`'s slot for local rank `reader`'s part in
     /// parity `p` starts (`domains` chunks).
     fn mate_slot(&self, p: usize, reader: usize, writer: usize) -> usize {
-        let (ranks, ppn) = (self.table.ranks, self.ppn);
-        let slots = self.ppn * self.table.words + 2 * (ppn * self.domains + ranks) * CHUNK;
-        slots + ((p * ppn + reader) * ppn + writer) * CHUNK * self.domains
+        self.slots.mates + ((p * self.ppn + reader) * self.ppn + writer) * CHUNK * self.domains
     }
 
     /// The notification id of local rank `writer`'s slot for `reader` in
