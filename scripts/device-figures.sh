@@ -147,12 +147,15 @@ want a2a-16 && stage a2a-16 "${CAP_A2A:-100}" env COOLDOWN="${COOLDOWN:-1}" PLAC
 # a2a-4n, a2a-8n: the alltoallv across emulated nodes (4 ranks in 2 nodes;
 # 8 in 2 and in 4), as issue 22's goal states it, against Intel MPI's best
 # over shared memory among all ranks (it does not know our nodes).
-for a2a in "4 2" "8 4 2"; do
-    set -- $a2a
-    want "a2a-$1n" && stage "a2a-$1n" $((${CAP_A2A_NODES:-75} * ($# - 1))) env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
+a2a_nodes() { # RANKS PPN...: ours in nodes of PPN ranks against Intel MPI's best
+    local ranks=$1
+    shift
+    stage "a2a-${ranks}n" $((${CAP_A2A_NODES:-75} * $#)) env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
         COLLS=alltoallv A2A_SIZES="${A2A_SIZES:-1024 16384 65536 262144 1048576}" A2A_DISTS="${A2A_DISTS:-regular}" \
-        scripts/impi-collectives.sh "$rounds" "$@"
-done
+        scripts/impi-collectives.sh "$rounds" "$ranks" "$@"
+}
+want a2a-4n && a2a_nodes 4 2
+want a2a-8n && a2a_nodes 8 4 2
 want gups && stage gups "${CAP_GUPS:-100}" bash -c gups
 want gpi2 && [ -x .devkit/gaspi-bench-gpi2 ] && stage gpi2 "${CAP_GPI2:-200}" env GASPI_PREBUILT=1 \
     GPI2_DIR=.devkit/gpi2 OUT="$out/gpi2" scripts/compare-gpi2.sh "$rounds"
