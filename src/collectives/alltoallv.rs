@@ -68,11 +68,10 @@
 //! memory, a rank of [`Alltoallv::run_into`] reads its large pieces from
 //! the node's ranks straight out of their send buffers with
 //! `process_vm_readv` (one copy, by the kernel; see
-//! [`AlltoallvOptions::single_copy_min`]): in every call where the ranks
-//! have a core each, and where they share cores in the calls whose way
-//! the job has measured faster (`timed_choice.rs`; every rank of the
-//! node takes the same way in a call, `Alltoallv::choice_word` says
-//! how). Each rank of such a call announces it in
+//! [`AlltoallvOptions::single_copy_min`]) in the calls whose way the job
+//! has measured faster (`timed_choice.rs`; every rank of the node takes
+//! the same way in a call, `Alltoallv::choice_word` says how). Each rank
+//! of such a call announces it in
 //! its control line (its buffers' addresses, where its pieces for and
 //! from the node's ranks lie in them, and whether it reads its pieces
 //! itself); before copying its pieces for its node, a sender that
@@ -91,7 +90,10 @@
 //! another core has just written: at 64 KiB per pair on 2 nodes of 2,
 //! half of the call's time). So each rank offers its `run_into` buffer
 //! at the start of the call in a word of its node's window (the call's
-//! tag and the buffer's address); a sender of another node that finds
+//! tag and the buffer's address), in the calls whose measured way
+//! copies once (the same choice as the single copies inside the node:
+//! the kernel's copy has a fixed cost per piece that two `memcpy`s
+//! through the window may undercut); a sender of another node that finds
 //! the offer writes its piece straight into that buffer with
 //! `process_vm_writev` (into the process the job recorded for the rank,
 //! while it runs: `crate::engine::processes`), the inter-node message of
@@ -180,21 +182,23 @@ pub struct AlltoallvOptions {
     /// straight from the sender's buffer into the receiver's, by the
     /// kernel (Linux cross-memory attach, `process_vm_readv`), instead of
     /// twice through the node's window. `None` (the default):
-    /// [`AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN`] in every call where
-    /// the ranks have a core each; where they share cores,
-    /// [`AlltoallvOptions::DEFAULT_SHARED_SINGLE_COPY_MIN`] in the calls
-    /// whose way the job's calls have measured faster (once or twice:
-    /// on a 2-core AMD EPYC VM two copies won, on a 2-core Intel Xeon VM
-    /// one, see the guide's alltoallv figures, docs/guide/benchmarking.md;
-    /// the measuring is that of the allreduce's stores,
+    /// [`AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN`] where the ranks have
+    /// a core each, [`AlltoallvOptions::DEFAULT_SHARED_SINGLE_COPY_MIN`]
+    /// where they share cores, in the calls whose way the job's calls
+    /// have measured faster (once or twice: on a 2-core AMD EPYC VM two
+    /// copies won, on a 2-core Intel Xeon VM one; on a 16-core Xeon with
+    /// a core per rank, where every such piece went in one copy, a private
+    /// call of 2 nodes of 2 took 3.5 times the in-place one at 16 KiB per
+    /// pair; see the guide's alltoallv figures, docs/guide/benchmarking.md; the
+    /// measuring is that of the allreduce's stores,
     /// [`AllreduceOptions::stream_inputs`](crate::AllreduceOptions::stream_inputs)).
     /// `Some(bytes)`: in every call; `Some(usize::MAX)`: never. In every
     /// case only where all ranks of the node may read each other's memory
     /// (tried when the alltoallv is made: same user, and no Yama
     /// `ptrace_scope` or seccomp rule against it) and chose the same value.
     ///
-    /// Pieces of at least this many bytes (the default as above, in every
-    /// call) from ranks of other nodes that reach this node unstaged
+    /// Pieces of at least this many bytes (the default as above, in the
+    /// same calls) from ranks of other nodes that reach this node unstaged
     /// ([`AlltoallvOptions::direct_min`]) and whose windows are mapped here
     /// (the native engine) go in one copy too: their senders write them
     /// straight into the receiver's buffer (`process_vm_writev`) where it
@@ -270,8 +274,9 @@ impl AlltoallvOptions {
     /// the shared-out time at 1-8 KiB per pair, 1.10 at 64-256 KiB on 2
     /// nodes of 2 (256 KiB going out per node).
     pub const DEFAULT_ONE_SENDER_MAX: usize = 64 << 10;
-    /// The smallest piece copied once where the ranks have a core each
-    /// (`single_copy_min: None`): 16 KiB. A model of both designs
+    /// The smallest piece that may go in one copy where the ranks have a
+    /// core each (`single_copy_min: None`, the calls' way measured): 16
+    /// KiB. A model of both designs
     /// (`scripts/alltoall_model.c`) put the crossover between 1 and 16 KiB
     /// per piece on a 16-core Xeon (8 and 16 ranks), where the single copy
     /// took 0.2-0.7 of the time of two from 16 KiB to 1 MiB per piece.
@@ -412,11 +417,14 @@ const OFFER_ADDRESS: usize = 1;
 const OFFER_MASK: usize = 2;
 
 /// An offer word: the call's tag in the high half, then [`OFFER_PRIVATE`],
-/// [`OFFER_REVOKED`] and the number of senders writing into the buffer
-/// ([`OFFER_WRITERS`]).
+/// [`OFFER_REVOKED`], [`OFFER_LATER`] (no buffer in this call, as the
+/// node's measurements chose, but likely in later ones: senders look
+/// again in the next call) and the number of senders writing into the
+/// buffer ([`OFFER_WRITERS`]).
 const OFFER_PRIVATE: u64 = 1 << 31;
 const OFFER_REVOKED: u64 = 1 << 30;
-const OFFER_WRITERS: u64 = OFFER_REVOKED - 1;
+const OFFER_LATER: u64 = 1 << 29;
+const OFFER_WRITERS: u64 = OFFER_LATER - 1;
 
 /// What a rank's probe word holds at creation (xor its rank), read by the
 /// node's other ranks through `process_vm_readv`: a value no other process
@@ -634,8 +642,16 @@ pub struct Alltoallv<'a, T> {
     /// elements; see `Alltoallv::push_into`).
     push_at: Vec<usize>,
     /// Whether each call copies large pieces once or twice by the node's
-    /// measurements (`single_copy_min: None` where ranks share cores).
+    /// measurements (`single_copy_min: None`): inside the node, and into
+    /// offered buffers from other nodes.
     measured: bool,
+    /// The way of single copies that the call in progress takes: where
+    /// `measured`, the node's pick (then its ranks copy the node's large
+    /// pieces once and offer their buffers to other nodes), else `true`.
+    once_way: bool,
+    /// Whether the call in progress copies its result into the caller's
+    /// buffer (`run_into`).
+    private: bool,
     /// Whether the call in progress is large enough for its stores into
     /// the windows to be measured ([`STREAM_MIN_BYTES`]), and whether it
     /// makes them streaming (non-temporal).
@@ -852,6 +868,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             staged_len: 0,
             push_at: Vec::new(),
             measured: false,
+            once_way: true,
+            private: false,
             stream_measured: false,
             streaming: false,
             choice: ChoicePair::default(),
@@ -940,11 +958,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     fn probe_single_copy(&mut self, deadline: Deadline) -> Result<()> {
         let ctx = self.ctx;
         let (local, local_num) = (ctx.local_rank() as usize, ctx.local_num() as usize);
+        // By default the calls measure whether single copies pay: inside
+        // the node and, into offered buffers, from other nodes.
+        let measured = self.options.single_copy_min.is_none();
         if local_num < 2 {
+            // No piece goes between two ranks of this node; the offers do.
+            self.measured = measured;
             return Ok(());
         }
         let min = self.single_min() as u64;
-        let measured = self.options.single_copy_min.is_none() && self.shares_cores();
         // A rank that measures and one that copies once in every call
         // would not agree on each call's way: no single copies then.
         let threshold = if measured { min | MEASURED } else { min };
@@ -1143,7 +1165,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // Where this call measured no way, the next one likely measures
         // none either and takes no way from the word: no remote atomic
         // (through a transport, a round trip per call).
-        if self.ctx.node() == 0 || !(self.measured || self.stream_measured) {
+        let once = self.plan.as_ref().is_some_and(|p| self.measures_once(p));
+        if self.ctx.node() == 0 || !(once || self.stream_measured) {
             return own;
         }
         let first = self.ctx.node_ranks(0).start;
@@ -1155,6 +1178,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .unwrap_or(0);
         let taken = theirs >> LEARNED & 0b11;
         (own & !taken) | (theirs & (taken | taken << LEARNED))
+    }
+
+    /// Whether the call in progress, planned as `p`, has its way of single
+    /// copies measured: by default, with private results, where some piece
+    /// may go in one copy (inside the node, or into an offered buffer).
+    fn measures_once(&self, p: &AlltoallvPlan) -> bool {
+        self.measured && self.private && (self.has_single(p) || self.has_offered(p))
     }
 
     /// Whether a call planned as `p` has a piece between two ranks of this
@@ -1712,6 +1742,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let mut timed = None;
         if phase == Phase::Start {
             self.in_window = in_window;
+            self.private = recv.is_some();
             self.pull = false;
             self.own_direct = false;
             self.pulled_from.clear();
@@ -1737,11 +1768,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 let p = self.plan.as_ref().expect("a completed call has a plan");
                 let total: usize = (0..n).map(|s| p.count(s, me)).sum();
                 // Only the node's first rank times calls (`timed`).
-                let measured = timed.map(|t| {
-                    let once = self.measured && recv.is_some() && self.has_single(p);
-                    (t, [once, self.stream_measured])
-                });
-                let ways = [self.once, self.streaming];
+                let measured = timed.map(|t| (t, [self.measures_once(p), self.stream_measured]));
+                let ways = [self.once_way, self.streaming];
                 let bytes = total.saturating_mul(std::mem::size_of::<T>());
                 // The first rank writes its ways in use into the word of
                 // the call after next during the next call (see
@@ -2121,12 +2149,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     let fits = recv
                         .as_ref()
                         .is_some_and(|r| self.place_recv(r.len()).is_ok());
-                    if !self.offer_made {
-                        self.offer(tag, recv.as_deref(), fits);
-                    }
                     // Measured: every rank of the node picks alike.
                     let word = self.choice_word(self.calls).load(SeqCst);
                     let [once, streaming] = self.choice.pick(self.calls, word);
+                    self.once_way = once || !self.measured;
+                    if !self.offer_made {
+                        self.offer(tag, recv.as_deref(), fits, self.once_way);
+                    }
                     self.streaming = match self.options.stream_stores {
                         Some(fixed) => fixed,
                         None => self.stream_measured && streaming,
@@ -2135,7 +2164,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // for credits: a call resumed redoes only this).
                     self.write_direct(send, send_counts, parity, deadline)?;
                     let p = self.plan.as_ref().expect("planned");
-                    let once = self.has_single(p) && (!self.measured || once);
+                    let once = self.has_single(p) && self.once_way;
                     // (In the window there is no `recv`: nothing to read.)
                     (self.once, self.own_direct) = (once, fits);
                     if self.once {
@@ -2338,7 +2367,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// an empty mask in which each sender that does sets its bit. Only
     /// where `recv` holds the call's pieces packed (`fits`, no
     /// displacements) and a piece of [`Alltoallv::single_min`] bytes or
-    /// more may come from a node mapped here; otherwise the tag alone
+    /// more may come from a node mapped here, and in the calls where the
+    /// node's measurements have ranks copy once (`now`; in the others the
+    /// tag and [`OFFER_LATER`] tell senders to write into the window in
+    /// this call and look again in the next); otherwise the tag alone
     /// tells senders to write into the window, as they also do for a rank
     /// whose offer they have not seen within [`OFFER_PATIENCE`], that
     /// took its offer back ([`Alltoallv::revoke`]), or whose memory they
@@ -2348,32 +2380,58 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// reads and writes none of them during the call (`copy_out` skips
     /// them), and none is written once the call has returned
     /// ([`Alltoallv::revoke`]).
-    fn offer(&mut self, tag: u32, recv: Option<&[T]>, fits: bool) {
+    fn offer(&mut self, tag: u32, recv: Option<&[T]>, fits: bool, now: bool) {
         let p = self.plan.as_ref().expect("planned");
         let (me, local) = (self.ctx.rank() as usize, self.ctx.local_rank() as usize);
-        let (min, elem) = (self.single_min(), std::mem::size_of::<T>());
-        let from_afar = |s: usize| {
-            p.layout.node_of(s) != p.layout.node_of(me)
-                && p.count(s, me).saturating_mul(elem) >= min
-                && self.ctx.writes_from_memory_to(s as Rank) == PutFrom::Mapped
-        };
-        let buffer = recv.filter(|_| {
-            fits && !self.in_window
-                && self.recv_displs.is_none()
-                && (0..p.layout.ranks).any(from_afar)
-        });
+        let buffer = recv.filter(|_| fits && self.offers(p) && self.offerable(p, me));
         for k in 0..p.layout.ranks.div_ceil(64) {
             self.offer_word(local, OFFER_MASK + k).store(0, SeqCst);
         }
         let mut word = u64::from(tag) << 32;
-        if let Some(b) = buffer {
-            let at = b.as_ptr() as usize as u64;
-            self.offer_word(local, OFFER_ADDRESS).store(at, SeqCst);
-            word |= OFFER_PRIVATE;
-        }
+        let buffer = match buffer {
+            Some(b) if now => {
+                let at = b.as_ptr() as usize as u64;
+                self.offer_word(local, OFFER_ADDRESS).store(at, SeqCst);
+                word |= OFFER_PRIVATE;
+                Some(b)
+            }
+            Some(_) => {
+                word |= OFFER_LATER;
+                None
+            }
+            None => None,
+        };
         self.offer_word(local, OFFER).store(word, SeqCst);
         self.offered = buffer.map(|b| (b.as_ptr() as usize, b.len()));
         self.offer_made = true;
+    }
+
+    /// Whether this call's ranks may offer their buffers at all: results
+    /// copied into packed buffers, not left in the window.
+    fn offers(&self, p: &AlltoallvPlan) -> bool {
+        !self.in_window && self.recv_displs.is_none() && p.layout.nodes() > 1
+    }
+
+    /// Whether a piece of [`Alltoallv::single_min`] bytes or more comes to
+    /// rank `t` in a call planned as `p` from a node whose window is
+    /// mapped here (which its sender could write into `t`'s buffer).
+    fn offerable(&self, p: &AlltoallvPlan, t: usize) -> bool {
+        let (min, elem) = (self.single_min(), std::mem::size_of::<T>());
+        (0..p.layout.ranks).any(|s| {
+            p.layout.node_of(s) != p.layout.node_of(t)
+                && p.count(s, t).saturating_mul(elem) >= min
+                && self.ctx.writes_from_memory_to(s as Rank) == PutFrom::Mapped
+        })
+    }
+
+    /// Whether a call planned as `p` with private results offers (or, in
+    /// a call whose measured way copies twice, would offer) a buffer of a
+    /// rank of this node to other nodes' senders.
+    fn has_offered(&self, p: &AlltoallvPlan) -> bool {
+        self.offers(p)
+            && p.layout
+                .node_ranks(self.ctx.node())
+                .any(|t| self.offerable(p, t))
     }
 
     /// After an error in a call whose receive buffer was offered: take the
@@ -2433,9 +2491,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // offered nothing in that one. (Before the first call the word
         // holds no tag, 0: `t` may yet offer.)
         let before = (self.calls.checked_sub(1)).map(|c| u64::from(super::call_tag(c)));
+        // The word once it tells whether `t` takes this piece into its
+        // buffer in this call: `t`'s offer or refusal of this call, or its
+        // refusal of the call before (not a refusal for that call only,
+        // [`OFFER_LATER`]: `t` may offer in this one).
         let judge = |w: u64| match w >> 32 {
-            x if x == tag => Some(Some(w).filter(|w| w & OFFER_PRIVATE != 0)),
-            x if Some(x) == before && w & OFFER_PRIVATE == 0 => Some(None),
+            x if x == tag => Some(w),
+            x if Some(x) == before && w & (OFFER_PRIVATE | OFFER_LATER) == 0 => Some(w),
             _ => None,
         };
         let seen = match judge(fetch(OFFER)?) {
@@ -2451,8 +2513,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
         };
         let mut w = match seen {
-            Ok(Some(w)) => w,
-            Ok(None) => {
+            Ok(w) if w >> 32 == tag && w & OFFER_PRIVATE != 0 => w,
+            Ok(w) if w >> 32 == tag && w & OFFER_LATER != 0 => return Ok(false),
+            Ok(_) => {
                 // No buffer offered: the window for a few calls.
                 if let Some(w) = self.window_until.get(t) {
                     w.store(self.calls.saturating_add(WINDOW_CALLS), Relaxed);
