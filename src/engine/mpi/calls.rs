@@ -73,7 +73,7 @@ impl Mpi {
                 }
             }
             _ => {
-                lock(&self.unflushed)[queue as usize].insert(r);
+                lock(&self.unflushed).insert(queue, r);
             }
         }
         Ok(())
@@ -158,9 +158,7 @@ impl Mpi {
     /// is dropped silently (its requests completed before it left, or
     /// were errors).
     pub(super) fn wait(&self, queue: QueueId, _timeout: Timeout) -> Result<()> {
-        let ranks: Vec<usize> = std::mem::take(&mut lock(&self.unflushed)[queue as usize])
-            .into_iter()
-            .collect();
+        let ranks = lock(&self.unflushed).take(queue);
         let mut failed = None;
         for (i, &r) in ranks.iter().enumerate() {
             match self.state_of(r) {
@@ -172,7 +170,7 @@ impl Mpi {
                 _ => {}
             }
             if let Err(e) = ffi::flush(self.win, r) {
-                lock(&self.unflushed)[queue as usize].extend(&ranks[i..]);
+                lock(&self.unflushed).restore(queue, &ranks[i..]);
                 return Err(e);
             }
         }

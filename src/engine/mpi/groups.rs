@@ -252,18 +252,28 @@ impl Mpi {
             let Some(Step::Allreduce { recvs, mine }) = t.step.take() else {
                 unreachable!("matched above")
             };
-            let mut parts: Vec<Vec<u8>> = recvs.iter().map(|r| r.data().to_vec()).collect();
-            parts.insert(index, mine);
-            Ok(Some(parts))
+            Ok(Some((recvs, mine)))
         })?;
-        // A left fold in member order, between two buffers.
-        let mut acc = parts[0].clone();
-        let mut next = vec![0u8; acc.len()];
-        for p in &parts[1..] {
-            combine(&acc, p, &mut next);
-            std::mem::swap(&mut acc, &mut next);
+        // A left fold in member order, into `recv` (through a copy of it
+        // from the third member on).
+        let (recvs, mine) = parts;
+        let part = |j: usize| match j.cmp(&index) {
+            std::cmp::Ordering::Less => recvs[j].data(),
+            std::cmp::Ordering::Equal => &mine[..],
+            std::cmp::Ordering::Greater => recvs[j - 1].data(),
+        };
+        let members = recvs.len() + 1;
+        if members == 1 {
+            crate::engine::memcopy::copy_slice(recv, &mine);
+            return Ok(());
         }
-        crate::engine::memcopy::copy_slice(recv, &acc);
+        combine(part(0), part(1), recv);
+        let mut acc = Vec::new();
+        for j in 2..members {
+            acc.clear();
+            acc.extend_from_slice(recv);
+            combine(&acc, part(j), recv);
+        }
         Ok(())
     }
 

@@ -60,6 +60,7 @@ mod passive;
 mod relay;
 mod segments;
 pub(crate) mod start;
+mod unflushed;
 mod watch;
 
 use crate::config::Engine;
@@ -71,7 +72,7 @@ use crate::engine::wait::{Patience, lock};
 use crate::error::Result;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 use relay::{Bound, Shared};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -98,7 +99,7 @@ pub(crate) struct Mpi {
     relay: Mutex<Option<JoinHandle<()>>>,
     terminated: AtomicBool,
     /// Per queue, the ranks written to or read from since its last wait.
-    unflushed: Mutex<Vec<BTreeSet<usize>>>,
+    unflushed: Mutex<unflushed::Unflushed>,
     twins: Mutex<BTreeMap<u8, groups::Twin>>,
     outbox: Mutex<intake::Outbox>,
     /// Deleted segments kept attached until no put can reach them.
@@ -127,9 +128,9 @@ impl Mpi {
         self.shared.leaving.store(true, SeqCst);
         let mut met = false;
         if !failed && !peers_failed {
-            let queues = lock(&self.unflushed).len();
-            for q in 0..queues {
-                let _ = self.wait(q as QueueId, Timeout::Block);
+            let queues = lock(&self.unflushed).queues();
+            for q in queues {
+                let _ = self.wait(q, Timeout::Block);
             }
             if let Ok(mut b) = ffi::ibarrier(self.coll) {
                 let until = Instant::now() + TERM_BARRIER;

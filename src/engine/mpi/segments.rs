@@ -19,7 +19,6 @@ use crate::engine::segment::SegmentObject;
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
 use crate::types::{Rank, SegmentId, Timeout};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
@@ -202,12 +201,10 @@ impl Mpi {
     ///
     /// [`Transport::flush_written`]: crate::engine::transport::Transport::flush_written
     pub(super) fn flush_all(&self, alive: &dyn Fn(Rank) -> bool) -> Result<()> {
-        let targets: BTreeSet<usize> = lock(&self.unflushed).iter().flatten().copied().collect();
+        let targets = lock(&self.unflushed).ranks();
         for r in targets.into_iter().filter(|&r| alive(r as Rank)) {
             ffi::flush(self.win, r)?;
-            for q in lock(&self.unflushed).iter_mut() {
-                q.remove(&r);
-            }
+            lock(&self.unflushed).flushed(r);
         }
         let mut graves = lock(&self.graves);
         graves.before_barrier = graves.buried.len();

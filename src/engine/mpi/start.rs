@@ -10,7 +10,7 @@ use crate::engine::job;
 use crate::engine::spec::{JobSpec, job_spec, spec_from_env};
 use crate::env;
 use crate::error::{Error, Result};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
@@ -228,7 +228,7 @@ impl Mpi {
             shared,
             relay: Mutex::new(Some(relay)),
             terminated: AtomicBool::new(false),
-            unflushed: Mutex::new(vec![BTreeSet::new(); 256]),
+            unflushed: Mutex::default(),
             // Group 0, all ranks, exists from the start (GASPI_GROUP_ALL).
             twins: Mutex::new(BTreeMap::from([(0, Twin::all(nranks))])),
             outbox: Mutex::default(),
