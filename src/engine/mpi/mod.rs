@@ -31,8 +31,10 @@
 //! thread gives that progress (`MPI_Iprobe`), every 20 us while anything
 //! moves, someone sleeps or a flush of its process waits for another rank
 //! (which may itself wait in a flush to this one), then less often, down
-//! to every 2 ms; a waiter that polls gives it at once. MPI runs with
-//! `MPI_THREAD_MULTIPLE`.
+//! to every 2 ms; a waiter that polls gives it at once. While the rank
+//! polls, the relay leaves its rounds out, up to 1 ms apart (`relay.rs`):
+//! `mpirun` binds the relay to its rank's core, so each round is time
+//! the rank does not run. MPI runs with `MPI_THREAD_MULTIPLE`.
 //!
 //! # Atomics, groups, passive messages
 //! Atomics are `MPI_Fetch_and_op` / `MPI_Compare_and_swap`; once a job has
@@ -287,6 +289,7 @@ impl Transport for Mpi {
     }
 
     fn pump(&self, segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>) {
+        self.shared.pumped.store(self.shared.since(), SeqCst);
         ffi::progress(self.shared.comm);
         ffi::sync(self.win);
         if let Some(b) = lock(&self.shared.bound).get(&segment) {

@@ -15,9 +15,9 @@ use crate::engine::transport::IDS;
 use crate::engine::wait::{lock, relay_naps};
 use crate::types::SegmentId;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A segment or window attached to the window.
 pub(super) struct Bound {
@@ -41,13 +41,49 @@ pub(super) struct Shared {
     pub(super) watch: Mutex<Option<Watch>>,
     pub(super) win: ffi::Win,
     pub(super) comm: ffi::Comm,
+    /// When the rank last gave MPI progress itself and moved what it
+    /// waits for ([`Shared::since`]).
+    pub(super) pumped: AtomicU64,
+    /// What [`Shared::since`] counts from.
+    pub(super) epoch: Instant,
 }
+
+impl Shared {
+    /// Microseconds since `epoch` (saturating: 584,000 years).
+    pub(super) fn since(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Microseconds since the rank last gave MPI progress itself
+/// ([`Shared::pumped`]) within which the relay leaves a round out: the
+/// rank is polling, and moves what it waits for.
+const POLLED_US: u64 = 200;
+
+/// The longest time, in microseconds, between two rounds of the relay
+/// while the rank polls: what only the relay moves (other ids and
+/// segments, doorbells, passive messages, failure news) waits no longer.
+/// Each round takes the rank's core (`mpirun` binds the relay with its
+/// rank): with Intel MPI, 2 hosts of one rank on the 2-core AMD EPYC VM,
+/// rounds every 20 us made a notified write 1.3 times as long and a 1 KiB
+/// allreduce of notified writes twice as long (docs/guide/mpi.md, "The
+/// relay thread, left out while the rank polls").
+const POLLED_ROUND_US: u64 = 1000;
 
 /// Move what landed for the bound segments: every window, and segments
 /// with a sleeping waiter; take doorbells. Whether anything moved, and
 /// whether someone sleeps or a flush outlasted the last round (`flushes`:
-/// [`ffi::flushing`] at the last round, kept by the caller).
-fn relay_once(sh: &Shared, flushes: &mut Option<u64>) -> (bool, bool) {
+/// [`ffi::flushing`] at the last round, kept by the caller). Left out
+/// (nothing moved, no one waits) while the rank polls, up to
+/// [`POLLED_ROUND_US`] after the last round (`last`).
+fn relay_once(sh: &Shared, flushes: &mut Option<u64>, last: &mut u64) -> (bool, bool) {
+    let now_us = sh.since();
+    if now_us.saturating_sub(sh.pumped.load(SeqCst)) < POLLED_US
+        && now_us.saturating_sub(*last) < POLLED_ROUND_US
+    {
+        return (false, false);
+    }
+    *last = now_us;
     ffi::progress(sh.comm);
     ffi::sync(sh.win);
     // A flush that was under way at the last round already: it may wait
@@ -56,16 +92,21 @@ fn relay_once(sh: &Shared, flushes: &mut Option<u64>) -> (bool, bool) {
     let before = std::mem::replace(flushes, now);
     let stuck = now.is_some() && before == now;
     let (mut busy, mut waited) = (false, stuck);
-    let bound = lock(&sh.bound);
-    for b in bound.values() {
-        let sleeping = b.obj.notifications().ww.has_sleepers();
+    // Looked through without the lock, which the rank takes for every
+    // transfer it posts.
+    let bound: Vec<(Arc<SegmentObject>, Arc<Landing>, bool)> = lock(&sh.bound)
+        .values()
+        .map(|b| (b.obj.clone(), b.landing.clone(), b.window))
+        .collect();
+    for (obj, landing, window) in &bound {
+        let sleeping = obj.notifications().ww.has_sleepers();
         waited |= sleeping;
-        if b.window && b.landing.take_doorbell() {
-            b.obj.notifications().ww.wake();
+        if *window && landing.take_doorbell() {
+            obj.notifications().ww.wake();
             busy = true;
         }
-        if b.window || sleeping {
-            busy |= b.landing.pump(&b.obj, 0..IDS) > 0;
+        if *window || sleeping {
+            busy |= landing.pump(obj, 0..IDS) > 0;
         }
     }
     drop(bound);
@@ -89,10 +130,10 @@ const NAP_WHILE_FLUSHING: Duration = Duration::from_micros(100);
 /// longer than [`NAP_WHILE_FLUSHING`] while a flush is under way and as
 /// briefly as while a rank sleeps once a flush outlasted a round.
 pub(super) fn relay_loop(sh: &Shared) {
-    let mut flushes = None;
+    let (mut flushes, mut last) = (None, 0);
     relay_naps(
         &sh.stop,
-        || relay_once(sh, &mut flushes),
+        || relay_once(sh, &mut flushes, &mut last),
         |time, _| {
             std::thread::sleep(match ffi::flushing() {
                 Some(_) => time.min(NAP_WHILE_FLUSHING),

@@ -205,6 +205,8 @@ impl Mpi {
             watch: Mutex::new(None),
             win,
             comm,
+            pumped: Default::default(),
+            epoch: std::time::Instant::now(),
         });
         let relay = {
             let shared = shared.clone();
