@@ -65,9 +65,10 @@ const POLLED_US: u64 = 200;
 /// segments, doorbells, passive messages, failure news) waits no longer.
 /// Each round takes the rank's core (`mpirun` binds the relay with its
 /// rank): with Intel MPI, 2 hosts of one rank on the 2-core AMD EPYC VM,
-/// rounds every 20 us made a notified write 1.3 times as long and a 1 KiB
-/// allreduce of notified writes twice as long (docs/guide/mpi.md, "The
-/// relay thread, left out while the rank polls").
+/// rounds every 20 us made a notified write 1.3 times as long and an
+/// allreduce of notified writes of up to 4 KiB 1.6 times as long
+/// (docs/guide/mpi.md, "The relay thread, left out while the rank
+/// polls").
 const POLLED_ROUND_US: u64 = 1000;
 
 /// Move what landed for the bound segments: every window, and segments
