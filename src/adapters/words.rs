@@ -181,10 +181,19 @@ impl<'a> Words<'a> {
         self.ctx.engine.patience().wait(
             self.node.notifications().ww,
             deadline,
-            || match self.load(w) {
-                Ok(v) if pred(v) => Some(Ok(v)),
-                Ok(_) => None,
-                Err(e) => Some(Err(e)),
+            || {
+                // Between hosts a word of this node changes when the
+                // transport's atomics land, which may need this process to
+                // call into the transport (MPI's passive target): give it
+                // progress, as the waits for notifications do.
+                if self.local(w) {
+                    self.ctx.engine.pump(self.segment, &self.node, 0..0);
+                }
+                match self.load(w) {
+                    Ok(v) if pred(v) => Some(Ok(v)),
+                    Ok(_) => None,
+                    Err(e) => Some(Err(e)),
+                }
             },
             || self.ctx.engine.faults(),
         )?
