@@ -415,9 +415,12 @@ impl Native {
             .is_none_or(|t| t.counts_each_notification())
     }
 
-    /// The wait policy with the job's count of awake ranks.
+    /// The wait policy with the job's count of awake ranks, giving the
+    /// transport progress as it looks ([`Transport::progress`]).
     pub(crate) fn patience(&self) -> Patience<'_> {
-        self.waiter.with(&self.job.header().awake)
+        self.waiter
+            .with(&self.job.header().awake)
+            .progressing(self.transport.as_ref().map(|t| t as &dyn wait::Progress))
     }
 
     /// Count a helper thread of this rank (a broadcaster) among the job's

@@ -20,7 +20,7 @@
 use super::inbox::Inbox;
 use super::job::JobBlock;
 use super::segment::{SegmentObject, Span};
-use super::wait::Patience;
+use super::wait::{Patience, Progress};
 use crate::config::Engine;
 use crate::error::{Error, Result};
 use crate::types::{
@@ -200,6 +200,13 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Move notifications `ids` of `segment` that arrived through the
     /// transport into `obj`'s table.
     fn pump(&self, segment: SegmentId, obj: &SegmentObject, ids: Range<NotificationId>);
+    /// One cheap call that lets the transport serve what other processes
+    /// do to this one (MPI's passive target: one-sided operations to a
+    /// dynamic window are active messages on transports without remote
+    /// memory access in hardware, served only while the target calls
+    /// MPI). Every wait gives it as it spins and yields
+    /// ([`Patience::progressing`]). Nothing by default.
+    fn progress(&self) {}
 
     // --- failures -------------------------------------------------------
 
@@ -267,4 +274,10 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Leave: `failed` if this rank is going down abnormally,
     /// `peers_failed` if another rank is known dead.
     fn term(&self, failed: bool, peers_failed: bool);
+}
+
+impl Progress for Box<dyn Transport> {
+    fn progress(&self) {
+        Transport::progress(self.as_ref());
+    }
 }

@@ -24,6 +24,12 @@
 //! a spinner that sees the count rise past the cores starts yielding. After
 //! the yield phase it sleeps in the kernel (and stops counting as awake),
 //! waking at least every `slice` to check for failed ranks.
+//!
+//! A job with a transport between hosts gives it [`Progress`] as its ranks
+//! wait: every few looks while they spin or yield (MPI serves one-sided
+//! operations to a process only while it calls MPI, on transports without
+//! remote memory access in hardware), none while they sleep (the
+//! transport's relay thread does then).
 
 use super::futex;
 use super::shm::Shared;
@@ -222,6 +228,7 @@ impl Waiter {
         Patience {
             policy: self,
             awake,
+            progress: None,
         }
     }
 }
@@ -238,14 +245,48 @@ pub(crate) fn set_helper(helper: bool) {
     HELPER.with(|h| h.set(helper));
 }
 
-/// A wait policy and the job's count of awake ranks.
-#[derive(Clone, Copy, Debug)]
+/// What a waiter gives its transport while it looks: progress for what
+/// other processes do to this one (MPI's passive target, which needs the
+/// target to call into MPI on transports without remote memory access in
+/// hardware).
+pub(crate) trait Progress {
+    /// One cheap call into the transport.
+    fn progress(&self);
+}
+
+/// A wait policy, the job's count of awake ranks, and the transport the
+/// waiter gives progress to while it looks.
+#[derive(Clone, Copy)]
 pub(crate) struct Patience<'a> {
     policy: &'a Waiter,
     awake: &'a AtomicU32,
+    progress: Option<&'a dyn Progress>,
 }
 
-impl Patience<'_> {
+impl std::fmt::Debug for Patience<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Patience")
+            .field("policy", self.policy)
+            .field("awake", self.awake)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+impl<'a> Patience<'a> {
+    /// This patience, giving `progress` to the transport every few looks
+    /// once it spins or yields (not while it sleeps: the transport's relay
+    /// thread does then).
+    pub(crate) fn progressing(self, progress: Option<&'a dyn Progress>) -> Patience<'a> {
+        Patience { progress, ..self }
+    }
+
+    fn progress(&self) {
+        if let Some(p) = self.progress {
+            p.progress();
+        }
+    }
+
     /// Whether spinning cannot take a core from a rank that needs it.
     fn may_spin(&self) -> bool {
         self.awake.load(Relaxed) <= self.policy.spin_while_awake && !HELPER.with(|h| h.get())
@@ -298,6 +339,12 @@ impl Patience<'_> {
                     if start.elapsed() >= w.spin || !self.may_spin() {
                         break;
                     }
+                    // Progress now and then only (every 1024 looks): a call
+                    // into MPI costs many looks, and a spinner should see
+                    // what it waits for as soon as it lands.
+                    if i % 1024 == 0 {
+                        self.progress();
+                    }
                     check!();
                     if deadline.expired() {
                         return Some(Err(Error::Timeout));
@@ -306,9 +353,10 @@ impl Patience<'_> {
             }
         }
 
-        // Phase 2: yield. The clock is read every 8 yields only (a yield
-        // that hands the core over costs ~1 us; a clock read ~25 ns, and
-        // the waits of a small collective are a yield or two).
+        // Phase 2: yield. The clock is read, and the transport given
+        // progress, every 8 yields only (a yield that hands the core over
+        // costs ~1 us; a clock read ~25 ns, and the waits of a small
+        // collective are a yield or two).
         if !w.yield_for.is_zero() {
             let mut yield_start = None;
             let mut i: u32 = 0;
@@ -324,6 +372,7 @@ impl Patience<'_> {
                 }
                 i = i.wrapping_add(1);
                 if i % 8 == 0 {
+                    self.progress();
                     check!();
                     if deadline.expired() {
                         return Some(Err(Error::Timeout));
@@ -721,6 +770,43 @@ mod tests {
                 || Err(Error::RankTerminated { rank: 1 }),
             );
             assert_eq!(r.unwrap(), 5);
+        }
+    }
+
+    /// A transport's progress counter: what it serves arrives only once it
+    /// has been given progress often enough.
+    struct Counted(std::sync::atomic::AtomicUsize);
+
+    impl Progress for Counted {
+        fn progress(&self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    /// Waits that spin or yield give the transport progress as they look,
+    /// and a wait for what only that progress brings ends (in the spinning
+    /// phase too, and with the futex and polling waits alike).
+    #[test]
+    fn spinning_and_yielding_waits_give_the_transport_progress() {
+        for (mode, awake) in [
+            (WaitMode::Auto, 1), // spins (a core each), then yields
+            (WaitMode::Auto, 4), // 4 awake on 2 cores: yields only
+            (WaitMode::Spin, 1),
+            (WaitMode::Yield, 1),
+        ] {
+            let (awake, policy) = (AtomicU32::new(awake), Waiter::new(mode, 2).sleepless());
+            let counted = Counted(std::sync::atomic::AtomicUsize::new(0));
+            let w = policy.with(&awake).progressing(Some(&counted));
+            let served = || (counted.0.load(SeqCst) >= 3).then_some(());
+            let deadline = Deadline::At(Instant::now() + Duration::from_secs(20));
+            let ww = WaitWord::default();
+            w.wait(&ww, deadline, served, no_faults)
+                .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+            let before = counted.0.load(SeqCst);
+            w.poll(deadline, Duration::from_micros(50), || {
+                Ok((counted.0.load(SeqCst) >= before + 3).then_some(()))
+            })
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
         }
     }
 }

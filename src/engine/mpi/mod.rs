@@ -297,6 +297,10 @@ impl Transport for Mpi {
         }
     }
 
+    fn progress(&self) {
+        ffi::progress(self.shared.comm);
+    }
+
     fn corrupt_ranks(&self) -> Vec<Rank> {
         Vec::new()
     }
