@@ -249,28 +249,18 @@ pub(crate) fn set_helper(helper: bool) {
 /// other processes do to this one (MPI's passive target, which needs the
 /// target to call into MPI on transports without remote memory access in
 /// hardware).
-pub(crate) trait Progress {
+pub(crate) trait Progress: std::fmt::Debug {
     /// One cheap call into the transport.
     fn progress(&self);
 }
 
 /// A wait policy, the job's count of awake ranks, and the transport the
 /// waiter gives progress to while it looks.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Patience<'a> {
     policy: &'a Waiter,
     awake: &'a AtomicU32,
     progress: Option<&'a dyn Progress>,
-}
-
-impl std::fmt::Debug for Patience<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Patience")
-            .field("policy", self.policy)
-            .field("awake", self.awake)
-            .field("progress", &self.progress.is_some())
-            .finish()
-    }
 }
 
 impl<'a> Patience<'a> {
@@ -775,6 +765,7 @@ mod tests {
 
     /// A transport's progress counter: what it serves arrives only once it
     /// has been given progress often enough.
+    #[derive(Debug)]
     struct Counted(std::sync::atomic::AtomicUsize);
 
     impl Progress for Counted {
