@@ -184,8 +184,10 @@ impl<'a> Words<'a> {
             || {
                 // Between hosts a word of this node changes when the
                 // transport's atomics land, which may need this process to
-                // call into the transport (MPI's passive target): give it
-                // progress, as the waits for notifications do.
+                // call into the transport (MPI's passive target): pump at
+                // every look, as the waits for notifications do (more often
+                // than the progress every wait gives, `Patience::progressing`,
+                // and with `MPI_Win_sync`: a lock hand-off waits on this).
                 if self.local(w) {
                     self.ctx.engine.pump(self.segment, &self.node, 0..0);
                 }
