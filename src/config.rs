@@ -6,6 +6,7 @@ use crate::env;
 use crate::error::{Error, Result};
 use crate::types::{QueueId, SegmentId, Timeout};
 use std::cell::Cell;
+use std::time::Duration;
 
 /// Hard limit on queues (GPI-2's `GASPI_MAX_QP`).
 ///
@@ -204,7 +205,27 @@ pub struct Config {
     pub engine: Engine,
     /// How long `Context::init` waits for the other ranks to start.
     pub init_timeout: Timeout,
+    /// The MPI and GPI-2 engines: the longest nap of the relay thread
+    /// (which serves what other hosts deliver while the rank does not call
+    /// the library) while nothing arrives and nobody waits (default 2 ms,
+    /// at most [`RELAY_NAP_MAX`]; `GASPI_RELAY_NAP_US` overrides it). A
+    /// rank that computes outside the library is a passive target served
+    /// only by its relay: shorter naps serve MPI locks, flushes and atomics
+    /// to it sooner, and cost its core wake-ups (`docs/guide/mpi.md`,
+    /// "A target that computes").
+    pub relay_nap: Duration,
 }
+
+/// The longest [`Config::relay_nap`]: 100 ms.
+///
+/// ```
+/// use std::time::Duration;
+/// let quick = gaspi::Config { relay_nap: Duration::from_micros(50), ..Default::default() };
+/// assert!(quick.validate().is_ok());
+/// let long = gaspi::Config { relay_nap: gaspi::RELAY_NAP_MAX * 2, ..Default::default() };
+/// assert!(matches!(long.validate(), Err(gaspi::Error::Config(m)) if m.contains("relay_nap")));
+/// ```
+pub const RELAY_NAP_MAX: Duration = Duration::from_millis(100);
 
 impl Default for Config {
     fn default() -> Config {
@@ -223,6 +244,7 @@ impl Default for Config {
             wait_mode: WaitMode::Auto,
             engine: Engine::Native,
             init_timeout: Timeout::ms(120_000),
+            relay_nap: Duration::from_millis(2),
         }
     }
 }
@@ -322,6 +344,13 @@ impl Config {
                 self.rw_list_elem_max
             ),
         )?;
+        check(
+            self.relay_nap <= RELAY_NAP_MAX,
+            format!(
+                "relay_nap {:?} must be at most {RELAY_NAP_MAX:?}",
+                self.relay_nap
+            ),
+        )?;
         Ok(())
     }
 
@@ -335,8 +364,21 @@ impl Config {
 
 impl Config {
     /// `self` with the environment's overrides (`GASPI_WAIT`,
-    /// `GASPI_ENGINE`).
+    /// `GASPI_ENGINE`, `GASPI_RELAY_NAP_US`).
     pub(crate) fn with_env(mut self) -> Result<Config> {
+        if let Some(us) = env::number(env::RELAY_NAP_US)? {
+            self.relay_nap = u64::try_from(us)
+                .ok()
+                .map(Duration::from_micros)
+                .filter(|&d| d <= RELAY_NAP_MAX)
+                .ok_or_else(|| {
+                    Error::Environment(format!(
+                        "{}={us}: at most {} us",
+                        env::RELAY_NAP_US,
+                        RELAY_NAP_MAX.as_micros()
+                    ))
+                })?;
+        }
         if let Ok(w) = std::env::var(env::WAIT) {
             self.wait_mode = WaitMode::parse(&w).ok_or_else(|| {
                 Error::Environment(format!("{}={w}: use auto, spin, yield or block", env::WAIT))

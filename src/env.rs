@@ -97,6 +97,17 @@ pub const HOST_RANKS: &str = "GASPI_HOST_RANKS";
 /// ```
 pub const EMULATE_HOSTS: &str = "GASPI_EMULATE_HOSTS";
 
+/// Overrides [`Config::relay_nap`](crate::Config::relay_nap), in
+/// microseconds (`0` to [`RELAY_NAP_MAX`](crate::RELAY_NAP_MAX)): how long
+/// the relay thread of the MPI and GPI-2 engines naps at most while
+/// nothing arrives.
+///
+/// ```text
+/// # a rank that computes for long stretches is served within ~50 us
+/// mpirun -n 64 -genv GASPI_ENGINE mpi -genv GASPI_RELAY_NAP_US 50 ./program
+/// ```
+pub const RELAY_NAP_US: &str = "GASPI_RELAY_NAP_US";
+
 /// GPI-2's machine file (set by GPI-2's `gaspi_run`, and by `gaspi-run
 /// --engine gpi2`).
 pub(crate) const GPI2_MFILE: &str = "GASPI_MFILE";

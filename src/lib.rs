@@ -133,8 +133,8 @@ pub use collectives::{
     AlltoallvOptions, ReduceOp, Reducible, model, plan,
 };
 pub use config::{
-    Config, Engine, GROUP_LIMIT, NOTIFICATION_LIMIT, QUEUE_MAX, QUEUE_SIZE_LIMIT, SEGMENT_LIMIT,
-    WaitMode,
+    Config, Engine, GROUP_LIMIT, NOTIFICATION_LIMIT, QUEUE_MAX, QUEUE_SIZE_LIMIT, RELAY_NAP_MAX,
+    SEGMENT_LIMIT, WaitMode,
 };
 pub use context::Context;
 pub use context::traffic::{Traffic, TrafficCounts};

@@ -286,15 +286,24 @@ fn environment_errors_and_one_rank_jobs() {
                 assert_eq!(ctx.notify_waitsome(0, 0..10, Timeout::Block).unwrap(), 3);
                 let _ = seg;
             }
-            "half" | "no-job" | "bad-rank" | "bad-wait" => {
+            "half" | "no-job" | "bad-rank" | "bad-wait" | "bad-nap" | "long-nap" => {
                 let e = r.map(|_| ()).unwrap_err();
                 assert!(matches!(e, Error::Environment(_)), "{case}: {e}");
+                if case == "long-nap" {
+                    assert!(e.to_string().contains("at most 100000 us"), "{e}");
+                }
+            }
+            "nap" => {
+                // A relay nap within its limits is taken (the native
+                // engine has no relay: nothing else to see).
+                let ctx = r.unwrap();
+                assert_eq!(ctx.num_ranks(), 1);
             }
             other => panic!("unknown case {other}"),
         }
         return;
     }
-    let cases: [(&str, Vec<(&str, String)>); 5] = [
+    let cases: [(&str, Vec<(&str, String)>); 8] = [
         ("alone", vec![]),
         ("half", vec![("GASPI_RANK", "0".into())]),
         (
@@ -310,6 +319,9 @@ fn environment_errors_and_one_rank_jobs() {
             ],
         ),
         ("bad-wait", vec![("GASPI_WAIT", "sometimes".into())]),
+        ("bad-nap", vec![("GASPI_RELAY_NAP_US", "-5".into())]),
+        ("long-nap", vec![("GASPI_RELAY_NAP_US", "100001".into())]),
+        ("nap", vec![("GASPI_RELAY_NAP_US", "0".into())]),
     ];
     for (case, envs) in cases {
         let (status, out) = finish(spawn(ENV_NAME, case, &envs));

@@ -527,7 +527,8 @@ pub(crate) fn poll_with_naps<T>(
 /// The loop of a relay thread (the GPI-2 and MPI engines'): run `round`
 /// (whether it moved anything, and whether a thread of the rank sleeps
 /// waiting for what it moves) until `stop`, often after activity or while
-/// someone sleeps (every 20 us), then less and less often (up to 2 ms)
+/// someone sleeps (every 20 us, or `longest` if shorter), then less and
+/// less often (up to `longest`: [`Config::relay_nap`](crate::Config::relay_nap), 2 ms by default)
 /// while nothing arrives and nobody waits. `nap(time, waited)` sleeps
 /// between rounds; it may end early when something arrives (the GPI-2
 /// engine's sockets, `gpi2/arrivals.rs`). (Naps that end within 1 us of
@@ -538,18 +539,18 @@ pub(crate) fn poll_with_naps<T>(
 #[cfg(any(feature = "gpi2", feature = "mpi"))]
 pub(crate) fn relay_naps(
     stop: &std::sync::atomic::AtomicBool,
+    longest: Duration,
     mut round: impl FnMut() -> (bool, bool),
     mut nap: impl FnMut(Duration, bool),
 ) {
-    const FAST: Duration = Duration::from_micros(20);
-    const SLOW: Duration = Duration::from_millis(2);
-    let mut time = SLOW;
+    let fast = Duration::from_micros(20).min(longest);
+    let mut time = longest;
     while !stop.load(SeqCst) {
         let (busy, waited) = round();
         time = if busy || waited {
-            FAST
+            fast
         } else {
-            (time * 2).min(SLOW)
+            (time * 2).min(longest)
         };
         nap(time, waited);
     }

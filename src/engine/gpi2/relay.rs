@@ -13,6 +13,7 @@ use crate::engine::wait::{lock, relay_naps};
 use crate::types::SegmentId;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A segment or window bound as GPI-2 segment `segment`. The relay
 /// thread watches a window's table, shared by the node, in which
@@ -42,11 +43,13 @@ pub(super) struct Shared {
 /// The relay thread: pump every window, and every segment of this rank
 /// while a thread of the rank sleeps on its table (a waiter that sleeps in
 /// the kernel cannot pump what GPI-2 delivers), in [`relay_naps`]' rhythm,
-/// sleeping on GPI-2's sockets while a thread sleeps ([`Arrivals`]).
-pub(super) fn relay_loop(sh: &Shared) {
+/// sleeping on GPI-2's sockets while a thread sleeps ([`Arrivals`]);
+/// naps of up to `longest`.
+pub(super) fn relay_loop(sh: &Shared, longest: Duration) {
     let mut arrivals = Arrivals::new();
     relay_naps(
         &sh.stop,
+        longest,
         || relay_once(sh),
         |time, waited| arrivals.nap(time, waited),
     );

@@ -256,10 +256,11 @@ impl Gpi2 {
         });
         let relay = {
             let shared = shared.clone();
+            let nap = config.relay_nap;
             crate::sys::with_helpers_unbound(|| {
                 std::thread::Builder::new()
                     .name("gaspi-gpi2-relay".into())
-                    .spawn(move || relay_loop(&shared))
+                    .spawn(move || relay_loop(&shared, nap))
             })
             .map_err(|e| Error::system("starting the GPI-2 relay thread", e))?
         };

@@ -127,13 +127,15 @@ fn relay_once(sh: &Shared, flushes: &mut Option<u64>, last: &mut u64) -> (bool, 
 /// 64 KiB allreduce 1.46x the time, 8 B notified write 1.09x; 2026-11-28).
 const NAP_WHILE_FLUSHING: Duration = Duration::from_micros(100);
 
-/// The relay thread: [`relay_once`] in [`relay_naps`]' rhythm, napping no
-/// longer than [`NAP_WHILE_FLUSHING`] while a flush is under way and as
-/// briefly as while a rank sleeps once a flush outlasted a round.
-pub(super) fn relay_loop(sh: &Shared) {
+/// The relay thread: [`relay_once`] in [`relay_naps`]' rhythm (naps of
+/// up to `longest`), napping no longer than [`NAP_WHILE_FLUSHING`] while a
+/// flush is under way and as briefly as while a rank sleeps once a flush
+/// outlasted a round.
+pub(super) fn relay_loop(sh: &Shared, longest: Duration) {
     let (mut flushes, mut last) = (None, 0);
     relay_naps(
         &sh.stop,
+        longest,
         || relay_once(sh, &mut flushes, &mut last),
         |time, _| {
             std::thread::sleep(match ffi::flushing() {

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Start the MPI engine for this process. Under our launcher (which
 /// serves MPI's process manager interface itself) the job is joined first,
@@ -43,7 +44,7 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
             None => 0..nranks,
         };
         let mut engine = Native::attach(&spec, config, None)?;
-        match Mpi::launch(comm, rank, nranks, host) {
+        match Mpi::launch(comm, rank, nranks, host, config.relay_nap) {
             Ok(m) => engine.set_transport(Box::new(m)),
             Err(e) => {
                 engine.term(true);
@@ -80,7 +81,7 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
             others.map(|(_, &s)| s as u32),
         ));
     }
-    let m = Mpi::launch(comm, rank, nranks, host)?;
+    let m = Mpi::launch(comm, rank, nranks, host, config.relay_nap)?;
     Native::attach(&spec, config, Some(Box::new(m)))
 }
 
@@ -187,7 +188,13 @@ fn job_spec_mpi(
 impl Mpi {
     /// Make the engine's communicators, window and directory, and start
     /// the relay (collective over all ranks).
-    fn launch(world: ffi::Comm, rank: usize, nranks: usize, host: Range<usize>) -> Result<Mpi> {
+    fn launch(
+        world: ffi::Comm,
+        rank: usize,
+        nranks: usize,
+        host: Range<usize>,
+        relay_nap: Duration,
+    ) -> Result<Mpi> {
         let comm = ffi::dup(world)?;
         let coll = ffi::dup(world)?;
         let win = ffi::window(comm)?;
@@ -215,7 +222,7 @@ impl Mpi {
             crate::sys::with_helpers_unbound(|| {
                 std::thread::Builder::new()
                     .name("gaspi-mpi-relay".into())
-                    .spawn(move || relay_loop(&shared))
+                    .spawn(move || relay_loop(&shared, relay_nap))
             })
             .map_err(|e| Error::system("starting the MPI relay thread", e))?
         };
