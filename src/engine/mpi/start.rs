@@ -107,7 +107,34 @@ fn init() -> Result<()> {
                 .into(),
         ));
     }
+    let version = mpi::environment::library_version().unwrap_or_default();
+    let asks = std::env::var(INTEL_ASYNC_PROGRESS).ok();
+    if intel_async_progress(&version, asks.as_deref()) {
+        return Err(Error::Environment(format!(
+            "{INTEL_ASYNC_PROGRESS} is on: Intel MPI's progress thread crashes or hangs with the \
+             dynamic window the MPI engine uses (scripts/mpi/async_progress_rma.c shows it without \
+             this library); unset it, and for ranks that compute outside the library set \
+             GASPI_RELAY_NAP_US instead (docs/guide/mpi.md, \"A target that computes\")"
+        )));
+    }
     Ok(())
+}
+
+/// Intel MPI's switch for its asynchronous progress thread.
+const INTEL_ASYNC_PROGRESS: &str = "I_MPI_ASYNC_PROGRESS";
+
+/// Whether the MPI library (`version`: `MPI_Get_library_version`) is
+/// Intel's and its progress thread is on (`asks`: the value of
+/// [`INTEL_ASYNC_PROGRESS`], which Intel MPI takes as on for 1, yes, on,
+/// true or enable). With Intel MPI 2021.18 (shared memory), one-sided
+/// operations to a dynamic window crashed in that thread or hung, and
+/// `MPI_Win_set_errhandler` on one hung (2026-11-30): the engine would
+/// hang at start.
+fn intel_async_progress(version: &str, asks: Option<&str>) -> bool {
+    let on = asks.is_some_and(|v| {
+        ["1", "yes", "on", "true", "enable"].contains(&v.trim().to_ascii_lowercase().as_str())
+    });
+    on && version.contains("Intel")
 }
 
 /// The ranks sharing this machine's memory, which must be consecutive.
@@ -243,5 +270,22 @@ impl Mpi {
             outbox: Mutex::default(),
             graves: Mutex::default(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::intel_async_progress;
+
+    #[test]
+    fn intel_mpis_progress_thread_is_refused_and_nothing_else() {
+        let intel = "Intel(R) MPI Library 2021.18 for Linux* OS";
+        let mpich = "MPICH Version:      4.0.2";
+        assert!(intel_async_progress(intel, Some("1")));
+        assert!(intel_async_progress(intel, Some(" Enable ")));
+        assert!(!intel_async_progress(intel, Some("0")));
+        assert!(!intel_async_progress(intel, Some("disable")));
+        assert!(!intel_async_progress(intel, None));
+        assert!(!intel_async_progress(mpich, Some("1")));
     }
 }
