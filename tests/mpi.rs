@@ -318,6 +318,54 @@ fn a_job_that_mpirun_kills_leaves_nothing_in_dev_shm() {
     assert_eq!(left(), Vec::<String>::new(), "left by the killed job");
 }
 
+/// A target that computes outside the library (it calls nothing of it
+/// until every contender is done) is served between hosts of the MPI engine
+/// by its relay thread alone: locks, puts and flushes to it complete and
+/// their data is there (`gaspi-bench lock --target compute` checks every
+/// contender's last put at its target), with the relay's default naps and
+/// with none (`GASPI_RELAY_NAP_US=0`).
+#[test]
+fn a_computing_target_is_served_by_its_relay_between_hosts() {
+    if std::env::var_os(RANK_VAR).is_some() {
+        return; // only the parent runs this one
+    }
+    let mpirun = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    for nap in [None, Some("0")] {
+        let mut cmd = Command::new(&mpirun);
+        cmd.args(["-n", "2", env!("CARGO_BIN_EXE_gaspi-bench"), "lock"])
+            .args(["--sizes", "8,4K", "--iters", "40", "--format", "csv"])
+            .args(["--mode", "excl-same,put-flush", "--contenders", "1"])
+            .args(["--design", "mcs-rw,two-level", "--target", "compute"])
+            .env(gaspi::env::ENGINE, "mpi")
+            .env(gaspi::env::HOST_RANKS, "1")
+            // Hydra's (MPICH's and Intel MPI's) limit on the job: a target
+            // nobody serves hangs its contender, and the job fails.
+            .env("MPIEXEC_TIMEOUT", "120");
+        if let Some(us) = nap {
+            cmd.env(gaspi::env::RELAY_NAP_US, us);
+        }
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "nap {nap:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect())
+            .collect();
+        // 2 modes x 2 sizes x 2 designs, every one with a computing target.
+        assert_eq!(rows.len(), 8, "nap {nap:?}: {text}");
+        assert!(
+            rows.iter()
+                .all(|r| r[1].ends_with(":compute") && r[10] == "true"),
+            "nap {nap:?}: unverified rows\n{text}"
+        );
+    }
+}
+
 /// `gaspi-bench` under `mpirun` runs MPI's twin beside ours (collectives,
 /// fence, lock, put + flush), both verified, ours carrying the ratio.
 #[test]

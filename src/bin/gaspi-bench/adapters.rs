@@ -10,6 +10,7 @@ use gaspi::{
     Assert, BcastImpl, FenceDesign, GroupId, LockDesign, LockType, Rank, RmaOptions, RmaWindow,
     SegmentId, Timeout,
 };
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 const B: Timeout = Timeout::Block;
@@ -34,6 +35,10 @@ pub const LOCK_MODES: [&str; 5] = [
     "lock-all",
     "put-flush",
 ];
+/// What the ranks that do not lock do meanwhile (`--target`): wait in a
+/// barrier, or compute without calling the library until every contender
+/// is done.
+pub const LOCK_TARGETS: [&str; 2] = ["wait", "compute"];
 
 /// A window of `len` u64 per rank with the fence design named `name`.
 fn window<'a>(b: &Bench<'a>, name: &str, len: usize) -> RmaWindow<'a, u64> {
@@ -186,6 +191,17 @@ fn compute(d: Duration) {
     }
 }
 
+/// Compute (spin) until the `c` flags from element `flags` of this rank's
+/// part of `win` are all set, looking at them between 10 us slices of
+/// computation by plain loads: nothing here calls the library.
+fn compute_until_done(win: &RmaWindow<u64>, flags: usize, c: usize) {
+    let view = win.local().sub(flags..flags + c);
+    let words = view.atomic_u64s().expect("the flags are aligned u64");
+    while words.iter().any(|w| w.load(Ordering::Acquire) == 0) {
+        compute(Duration::from_micros(10));
+    }
+}
+
 /// `fence-overlap`: each rank puts `bytes` to its right neighbour, computes,
 /// then fences. Rows per design and size: the epoch without computation,
 /// and with as much computation as that epoch takes; the overlap
@@ -249,12 +265,19 @@ pub fn fence_overlap(b: &Bench, sizes: &[usize], designs: &[String]) -> Vec<Row>
 /// iteration on rank 0, for each mode, contender count, size and lock
 /// design (impl `design:mode:cC`). Each contender puts into a slot of its
 /// own at its target; the last iteration's data is checked.
+///
+/// With `compute`, the other ranks (the targets among them) compute
+/// meanwhile, calling nothing of the library, until every contender has
+/// put its "done" flag into their windows (impl `design:mode:cC:compute`).
+/// That is the passive target of MPI-3 RMA: between hosts of the MPI
+/// engine only the target's relay thread serves it.
 pub fn lock(
     b: &Bench,
     sizes: &[usize],
     designs: &[String],
     modes: &[String],
     contenders: &[usize],
+    compute: bool,
 ) -> Vec<Row> {
     let ctx = b.ctx;
     let (me, n) = (ctx.rank() as usize, ctx.num_ranks() as usize);
@@ -277,15 +300,19 @@ pub fn lock(
                         lock,
                         ..Default::default()
                     };
+                    // The contenders' slots, then one "done" flag per
+                    // rank.
+                    let flags = n * elems;
                     let win = RmaWindow::<u64>::with_options(
                         ctx,
                         WINDOW,
-                        n * elems,
+                        flags + n,
                         GroupId::ALL,
                         opts,
                         B,
                     )
                     .expect("RmaWindow");
+                    win.local().sub(flags..flags + n).fill(0);
                     let mut data = vec![0u64; elems];
                     let t = target(me) as Rank;
                     let epoch = mode == "put-flush";
@@ -321,8 +348,18 @@ pub fn lock(
                         if epoch {
                             win.unlock_all().expect("unlock_all");
                         }
+                        if compute {
+                            win.lock_all(Assert::NONE, B).expect("lock_all");
+                            for r in c..n {
+                                win.put(&[1], r as Rank, flags + me).expect("put");
+                            }
+                            win.unlock_all().expect("unlock_all");
+                        }
                         s
                     } else {
+                        if compute {
+                            compute_until_done(&win, flags, c);
+                        }
                         Vec::new()
                     };
                     b.barrier();
@@ -331,9 +368,10 @@ pub fn lock(
                         lock_data_ok(&target, c, me, &win.local().to_vec(), elems, bytes, last);
                     let verified = b.all_ok(ok);
                     let samples = if me == 0 { samples } else { Vec::new() };
+                    let busy = if compute { ":compute" } else { "" };
                     rows.push(b.row(
                         "lock",
-                        &format!("{d}:{mode}:c{c}"),
+                        &format!("{d}:{mode}:c{c}{busy}"),
                         bytes,
                         reps,
                         samples,

@@ -35,7 +35,8 @@ pub enum BenchName {
     Fence,
     /// put to the right, compute as long as the epoch takes, fence: the overlap
     FenceOverlap,
-    /// lock + put + unlock per --design and --mode, with 1..N --contenders
+    /// lock + put + unlock per --design and --mode, with 1..N --contenders;
+    /// --target compute: the targets compute outside the library meanwhile
     Lock,
     /// RMA broadcast from rank 0 into every rank's window + flush: --impl
     /// linear, binomial, node; reports the crossover

@@ -1,7 +1,7 @@
 //! `gaspi-bench`'s command line (clap: the help, `--version` and usage
 //! errors come from this one definition).
 
-use crate::adapters::{BCAST_IMPLS, DESIGNS, LOCK_DESIGNS, LOCK_MODES, PATTERNS};
+use crate::adapters::{BCAST_IMPLS, DESIGNS, LOCK_DESIGNS, LOCK_MODES, LOCK_TARGETS, PATTERNS};
 use crate::alltoallv::{ALLTOALLV_DISTS, ALLTOALLV_IMPLS};
 use crate::catalog::BenchName;
 use crate::collectives::{ALLGATHERV_IMPLS, ALLREDUCE_IMPLS, DISTRIBUTIONS};
@@ -89,6 +89,14 @@ pub struct Cli {
     #[arg(long, value_name = "C,D", value_delimiter = ',',
           value_parser = clap::value_parser!(u16).range(1..))]
     pub contenders: Option<Vec<u16>>,
+
+    /// lock: what the ranks that do not lock do meanwhile: wait in the
+    /// library (a barrier), or compute without calling it until every
+    /// contender is done (the passive target that MPI progress cannot
+    /// reach but through the engine's relay thread).
+    #[arg(long = "target", value_name = "T,U", value_delimiter = ',',
+          value_parser = PossibleValuesParser::new(LOCK_TARGETS))]
+    pub targets: Option<Vec<String>>,
 
     /// table (IMB-style columns, see README) or csv.
     #[arg(long, value_enum, default_value_t = Format::Table)]

@@ -370,14 +370,24 @@ fn lock(s: &Session, out: &mut Printer) {
             .chain([n])
             .collect(),
     };
+    let targets = s.cli.targets.clone().unwrap_or_else(|| vec!["wait".into()]);
     let mut rows = Vec::new();
     for mode in &modes {
         for &c in contenders.iter().filter(|&&c| (1..=n).contains(&c)) {
-            rows.extend(s.with_twin(
-                &sizes,
-                |z| adapters::lock(&s.b, z, &designs, std::slice::from_ref(mode), &[c]),
-                |z| twin!(s.twin, [z], |m| m.lock(&s.b, mode, c, z)),
-            ));
+            for target in &targets {
+                let compute = target == "compute";
+                let ours = |z: &[usize]| {
+                    adapters::lock(&s.b, z, &designs, std::slice::from_ref(mode), &[c], compute)
+                };
+                // MPI's own lock only beside waiting targets: its windows
+                // are shared memory on one machine, where a computing
+                // target changes nothing.
+                let theirs = |z| match compute {
+                    true => None,
+                    false => twin!(s.twin, [z], |m| m.lock(&s.b, mode, c, z)),
+                };
+                rows.extend(s.with_twin(&sizes, ours, theirs));
+            }
         }
     }
     out.emit(
