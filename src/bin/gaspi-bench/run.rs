@@ -376,6 +376,9 @@ fn lock(s: &Session, out: &mut Printer) {
         for &c in contenders.iter().filter(|&&c| (1..=n).contains(&c)) {
             for target in &targets {
                 let compute = target == "compute";
+                if compute && c == n {
+                    continue; // every rank locks: none computes
+                }
                 let ours = |z: &[usize]| {
                     adapters::lock(&s.b, z, &designs, std::slice::from_ref(mode), &[c], compute)
                 };
