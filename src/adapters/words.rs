@@ -65,7 +65,12 @@ impl<'a> Words<'a> {
         Remote::new(w.rank, self.segment, w.at)
     }
 
-    /// An atomic on `w`, then a wake-up of `w`'s node.
+    /// An atomic on `w`, then a wake-up of `w`'s node. (Also for the lock
+    /// words, which nobody awaits: between hosts of the MPI engine their
+    /// doorbells are what keeps a computing target's relay thread
+    /// polling. Without them a `two-level` lock to a waiting target took
+    /// 0.24-0.62 of the time, to a computing one 10-17 times as long;
+    /// docs/guide/mpi.md, "Wake-ups for words nobody awaits".)
     fn atomic(&self, w: Word, op: AtomicOp) -> Result<u64> {
         if self.hardware(w) {
             let old = op.apply(self.node.atomic_u64(w.at));
@@ -188,6 +193,9 @@ impl<'a> Words<'a> {
                 // every look, as the waits for notifications do (more often
                 // than the progress every wait gives, `Patience::progressing`,
                 // and with `MPI_Win_sync`: a lock hand-off waits on this).
+                // Without it, contended locks between two hosts took 4.3-7.2
+                // times as long even with that progress (2026-11-30,
+                // docs/mpi-lock-pump-remeasured-2026-11-30.txt).
                 if self.local(w) {
                     self.ctx.engine.pump(self.segment, &self.node, 0..0);
                 }
