@@ -318,6 +318,26 @@ fn a_job_that_mpirun_kills_leaves_nothing_in_dev_shm() {
     assert_eq!(left(), Vec::<String>::new(), "left by the killed job");
 }
 
+/// The CSV that `cmd` (a `gaspi-bench` job) prints, once it succeeded.
+fn bench_csv(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The rows of `gaspi-bench`'s CSV, split into fields.
+fn csv_rows(text: &str) -> Vec<Vec<&str>> {
+    text.lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect()
+}
+
 /// A target that computes outside the library (it calls nothing of it
 /// until every contender is done) is served between hosts of the MPI engine
 /// by its relay thread alone: locks, puts and flushes to it complete and
@@ -344,18 +364,8 @@ fn a_computing_target_is_served_by_its_relay_between_hosts() {
         if let Some(us) = nap {
             cmd.env(gaspi::env::RELAY_NAP_US, us);
         }
-        let out = cmd.output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "nap {nap:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let rows: Vec<Vec<&str>> = text
-            .lines()
-            .skip(1)
-            .map(|l| l.split(',').collect())
-            .collect();
+        let text = bench_csv(&mut cmd, &format!("nap {nap:?}"));
+        let rows = csv_rows(&text);
         // 2 modes x 2 sizes x 2 designs, every one with a computing target.
         assert_eq!(rows.len(), 8, "nap {nap:?}: {text}");
         assert!(
@@ -389,23 +399,14 @@ fn gaspi_bench_compares_with_mpi() {
         ),
     ];
     for (bench, extra) in runs {
-        let out = Command::new(&mpirun)
-            .args(["-n", "2", env!("CARGO_BIN_EXE_gaspi-bench"), bench])
-            .args(["--sizes", "64,4K", "--iters", "50", "--format", "csv"])
-            .args(extra)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{bench}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
+        let text = bench_csv(
+            Command::new(&mpirun)
+                .args(["-n", "2", env!("CARGO_BIN_EXE_gaspi-bench"), bench])
+                .args(["--sizes", "64,4K", "--iters", "50", "--format", "csv"])
+                .args(extra),
+            bench,
         );
-        let rows: Vec<Vec<&str>> = text
-            .lines()
-            .skip(1)
-            .map(|l| l.split(',').collect())
-            .collect();
+        let rows = csv_rows(&text);
         let is_mpi = |r: &&Vec<&str>| r[1].split(':').any(|p| p == "mpi");
         let mpi = rows.iter().filter(is_mpi).count();
         let ours: Vec<_> = rows.iter().filter(|r| !is_mpi(r)).collect();
