@@ -528,7 +528,8 @@ pub(crate) fn poll_with_naps<T>(
 /// (whether it moved anything, and whether a thread of the rank sleeps
 /// waiting for what it moves) until `stop`, often after activity or while
 /// someone sleeps (every 20 us, or `longest` if shorter), then less and
-/// less often (up to `longest`: [`Config::relay_nap`](crate::Config::relay_nap), 2 ms by default)
+/// less often (up to `longest`:
+/// [`Config::relay_nap`](crate::Config::relay_nap), 2 ms by default)
 /// while nothing arrives and nobody waits. `nap(time, waited)` sleeps
 /// between rounds; it may end early when something arrives (the GPI-2
 /// engine's sockets, `gpi2/arrivals.rs`). (Naps that end within 1 us of
