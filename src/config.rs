@@ -216,7 +216,9 @@ pub struct Config {
     pub relay_nap: Duration,
 }
 
-/// The longest [`Config::relay_nap`]: 100 ms.
+/// The longest [`Config::relay_nap`]: 100 ms, well below the 1 s gap
+/// between two relay rounds that the MPI engine's failure watch takes for a
+/// stalled rank (and takes out of a ping's age).
 ///
 /// ```
 /// use std::time::Duration;

@@ -301,7 +301,7 @@ pub fn lock(
                         ..Default::default()
                     };
                     // The contenders' slots, then one "done" flag per
-                    // rank.
+                    // rank (the window starts zeroed).
                     let flags = n * elems;
                     let win = RmaWindow::<u64>::with_options(
                         ctx,
@@ -312,7 +312,6 @@ pub fn lock(
                         B,
                     )
                     .expect("RmaWindow");
-                    win.local().sub(flags..flags + n).fill(0);
                     let mut data = vec![0u64; elems];
                     let t = target(me) as Rank;
                     let epoch = mode == "put-flush";

@@ -50,7 +50,8 @@ const PING_WAIT: Duration = Duration::from_secs(180);
 /// A gap between two rounds of a watch longer than this means that its own
 /// rank did not run meanwhile (its relay blocked in MPI, or the machine
 /// stalled); the gap does not count against a ping in flight
-/// ([`discount_stall`]). Rounds come every 20 us to 2 ms normally.
+/// ([`discount_stall`]). Rounds come every 20 us to 2 ms normally, at
+/// most [`RELAY_NAP_MAX`](crate::RELAY_NAP_MAX) (100 ms) apart.
 const STALLED: Duration = Duration::from_secs(1);
 
 /// When a ping sent at `sent` counts as sent, in a round at `now` after the
