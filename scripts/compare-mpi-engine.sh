@@ -16,6 +16,12 @@
 #   the node aggregation saves once messages cost round trips.
 #   scripts/compare-mpi-engine.sh [ROUNDS] [LAYOUT]   -> docs/mpi-engine-DATE[-N].csv
 #
+# HOSTS=tcp lets MPI see the hosts too (scripts/mpi/hosts-run.sh: each
+# LAYOUT host a host of MPI's own, TCP between them: UCX's tcp transport
+# for MPICH, libfabric's for Intel MPI), so the bare sequences and MPI's
+# collectives cross hosts through TCP as ours do; ours learns the hosts
+# from MPI. (MPICH 4.0.2 with UCX 1.13 over tcp may hang in MPI_Finalize
+# with 3 ranks or more, ours or not: docs/guide/troubleshooting.md.)
 # MPIRUN (default mpiexec) starts the MPI programs, OUT names the CSV,
 # NPL_LIMIT (seconds, default 120) bounds each bare sequence's run,
 # COLLS (default "allgatherv allreduce alltoallv"; "" for none) picks the
@@ -43,13 +49,27 @@ k=2
 while [ -z "${OUT:-}" ] && [ -e "$out" ]; do out=docs/mpi-engine-$(date -u +%F)-$k.csv; k=$((k + 1)); done
 echo "round,bench,impl,procs,ppn,bytes,reps,t_min_us,t_median_us,t_max_us,mbps,verified,vs_mpi" >"$out"
 rows() { awk -v r="$1" '/^[a-z]/ && !/^bench,/ {print r","$0}'; }
+# on_hosts N HOST_RANKS ARGS...: an MPI job of N ranks on hosts of
+# HOST_RANKS that MPI sees (HOSTS=tcp), else on this machine; LIMIT
+# (seconds) bounds it.
+on_hosts() {
+    local n=$1 h=$2
+    shift 2
+    if [ "${HOSTS:-}" = tcp ]; then
+        MPIRUN=$mpirun timeout "${LIMIT:-0}" scripts/mpi/hosts-run.sh $((n / h)) "$h" "$@"
+    else
+        timeout "${LIMIT:-0}" "$mpirun" -n "$n" "$@"
+    fi
+}
 # ours N HOST_RANKS ARGS...: gaspi-bench on N ranks in emulated hosts of
 # HOST_RANKS ranks, self-launched (our launcher serves MPI's process
 # manager), or by $MPIRUN where that is set.
 ours() {
     local n=$1 h=$2
     shift 2
-    if [ -n "${MPIRUN:-}" ]; then
+    if [ "${HOSTS:-}" = tcp ]; then
+        on_hosts "$n" "$h" -genv GASPI_ENGINE mpi "$bench" "$@"
+    elif [ -n "${MPIRUN:-}" ]; then
         "$mpirun" -n "$n" -genv GASPI_ENGINE mpi -genv GASPI_HOST_RANKS "$h" "$bench" "$@"
     else
         "$bench" "$@" -n "$n" --ppn "$h" --engine mpi --emulate-hosts
@@ -70,7 +90,7 @@ for r in $(seq "$rounds"); do
         [ "$bytes" -ge 1048576 ] && reps=2050
         # (MPICH 4.0.2 hung with `allocate` at 8 B on the AMD EPYC VM on
         # 2026-11-30: a sequence that gives up is left out, not waited for)
-        { timeout "${NPL_LIMIT:-120}" "$mpirun" -n 2 "$npl" $reps "$bytes" "$window" "$flag" "${level:-single}" ||
+        { LIMIT=${NPL_LIMIT:-120} on_hosts 2 1 "$npl" $reps "$bytes" "$window" "$flag" "${level:-single}" ||
             echo "compare-mpi-engine: notified_put_lat $x gave up or failed (exit $?)" >&2; } | tr -d '()' |
             awk -v r="$r" -v n=$reps '/^mpi-notified-/ {f=substr($1, 14); print r",write-notify-lat,mpi-"f"-flush-flag-"$4",2,1,"$2","n","$10","$7","$12",,"($13 ~ /yes/ ? "yes" : "no")","}' >>"$out"
     done

@@ -33,6 +33,8 @@
 #      and allgatherv (three distributions), shared and private results,
 #      ours on the MPI engine in emulated hosts (4 ranks in 2 hosts; 8 in 2
 #      and in 4) against Intel MPI's best algorithm over shared memory.
+#      mpi-tcp-4, mpi-tcp-8: the same with HOSTS=tcp: Intel MPI sees the
+#      hosts too (scripts/mpi/hosts-run.sh), TCP between them on both sides.
 #   8. a2a-4n, a2a-8n: scripts/impi-collectives.sh with COLLS=alltoallv
 #      across emulated nodes (4 ranks in 2 nodes; 8 in 2 and in 4), 1 KiB
 #      to 1 MiB per pair, shared and private results (CAP_A2A_NODES, 75 per
@@ -162,16 +164,19 @@ want gpi2 && [ -x .devkit/gaspi-bench-gpi2 ] && stage gpi2 "${CAP_GPI2:-200}" en
 want mpi-wn && stage mpi-wn "${CAP_MPI_WN:-100}" bash -c '. scripts/impi-env.sh &&
     GASPI_BENCH_MPI=.devkit/gaspi-bench-impi NPL=.devkit/impi/notified_put_lat MPIRUN=mpirun COLLS= \
     OUT="$0/mpi-wn-rows.csv" scripts/compare-mpi-engine.sh "$1"' "$out" "$rounds"
-mpi_coll() { # RANKS HOST_RANKS...: the MPI engine's collectives against Intel MPI's best
-    local ranks=$1
-    shift
-    stage "mpi-$ranks" $((${CAP_MPI_LAYOUT:-100} * $#)) env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread ENGINE=mpi \
+mpi_coll() { # NAME RANKS HOST_RANKS...: the MPI engine's collectives against Intel MPI's best
+    local name=$1 ranks=$2 hosts=
+    shift 2
+    case $name in mpi-tcp-*) hosts=tcp ;; esac
+    stage "$name" $((${CAP_MPI_LAYOUT:-100} * $#)) env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread ENGINE=mpi HOSTS="$hosts" \
         COLLS="allreduce allgatherv" REDUCE_SIZES="${MPI_REDUCE_SIZES:-8 4096 65536 1048576 4194304}" \
         GATHER_SIZES="${MPI_GATHER_SIZES:-65536 262144 1048576}" DISTS="${MPI_DISTS:-regular decreasing bcast}" \
         scripts/impi-collectives.sh "$rounds" "$ranks" "$@"
 }
-want mpi-4 && mpi_coll 4 2
-want mpi-8 && mpi_coll 8 4 2
+want mpi-4 && mpi_coll mpi-4 4 2
+want mpi-8 && mpi_coll mpi-8 8 4 2
+want mpi-tcp-4 && mpi_coll mpi-tcp-4 4 2
+want mpi-tcp-8 && mpi_coll mpi-tcp-8 8 4 2
 want tune && stage tune "${CAP_TUNE:-150}" bash -c tune
 want coll-16 && stage coll-16 "${CAP_COLL:-200}" env COOLDOWN="${COOLDOWN:-1}" PLACEMENTS=spread \
     REDUCE_SIZES="8 4096 65536 262144 1048576 4194304" GATHER_SIZES="65536 262144 1048576" \

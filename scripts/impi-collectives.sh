@@ -42,6 +42,12 @@
 # MPI's one-sided calls); Intel MPI's collectives still run over shared
 # memory among all ranks, as it does not know our hosts.
 #
+# HOSTS=tcp (with ENGINE=mpi) lets Intel MPI see the hosts too: both sides
+# start through scripts/mpi/hosts-run.sh, each PPN ranks a host of Intel
+# MPI's own (shared memory inside it, libfabric's tcp provider between
+# hosts, I_MPI_FABRICS=shm:ofi), so Intel MPI's collectives pay for every
+# inter-host message as ours do; ours learns the hosts from MPI.
+#
 # Installs Intel MPI from PyPI into a virtualenv (default .impi-venv, or
 # $IMPI_VENV), like scripts/impi-baseline.sh. Intel MPI does not know our
 # emulated nodes: it runs its ranks on this machine with shared memory.
@@ -78,11 +84,29 @@ if [ "$engine" = mpi ]; then
     mpi_bench=${GASPI_BENCH_IMPI:-target/impi/release/gaspi-bench}
     [ -n "$prebuilt" ] || CARGO_TARGET_DIR=target/impi cargo build --release --features mpi --bin gaspi-bench >&2
 fi
+hosts=${HOSTS:-}
+if [ -n "$hosts" ] && { [ "$hosts" != tcp ] || [ "$engine" != mpi ]; }; then
+    echo "impi-collectives: HOSTS=tcp needs ENGINE=mpi" >&2
+    exit 2
+fi
+# launch PPN ARGS...: Intel MPI's mpirun on all ranks, or (HOSTS=tcp) on
+# hosts of PPN ranks that Intel MPI sees as such.
+launch() {
+    local ppn=$1
+    shift
+    if [ -n "$hosts" ]; then
+        scripts/mpi/hosts-run.sh $((ranks / ppn)) "$ppn" "$@"
+    else
+        mpirun -n "$ranks" "$@"
+    fi
+}
 # ours PPN PLACEMENT ARGS...: gaspi-bench's rows (its MPI twin's left out).
 ours() {
     local ppn=$1 place=$2
     shift 2
-    if [ "$engine" = mpi ]; then
+    if [ "$engine" = mpi ] && [ -n "$hosts" ]; then
+        launch "$ppn" -genv GASPI_ENGINE mpi "$mpi_bench" "$@" --format csv | awk -F, '$2 != "mpi"'
+    elif [ "$engine" = mpi ]; then
         mpirun -n "$ranks" -genv GASPI_ENGINE mpi -genv GASPI_HOST_RANKS "$ppn" "$mpi_bench" "$@" --format csv |
             awk -F, '$2 != "mpi"'
     else
@@ -95,7 +119,7 @@ trap 'rm -rf "$out"' EXIT
 # CSV column 8 is the median; keep "bench,bytes,median" per row.
 medians() { awk -F, '$11 == "true" { print $1 "," $5 "," $8 } $11 == "false" { print "unverified: " $0 > "/dev/stderr" }'; }
 
-impi_header ", $ranks ranks, our engine $engine; times in us (medians over batches)"
+impi_header ", $ranks ranks, our engine $engine${hosts:+, hosts Intel MPI sees (tcp between them, I_MPI_FABRICS=shm:ofi)}; times in us (medians over batches)"
 echo "bench,ppn,placement,round,bytes,intel_best_us,intel_best_algo,gaspi_us,ratio,variant"
 for r in $(seq 1 "$rounds"); do
   for place in $placements; do
@@ -106,18 +130,18 @@ for r in $(seq 1 "$rounds"); do
         sleep "$cooldown"
         : >"$out/impi"
         has allreduce && for a in $(seq 1 11); do
-            I_MPI_ADJUST_ALLREDUCE=$a mpirun -n "$ranks" "$venv/coll_bench" allreduce "impi-$a" $reduce_sizes |
+            I_MPI_ADJUST_ALLREDUCE=$a launch "$ppn" "$venv/coll_bench" allreduce "impi-$a" $reduce_sizes |
                 medians | sed "s/\$/,$a/" >>"$out/impi"
         done
         has allgatherv && for d in $dists; do
             for a in 1 2 3 4; do
-                I_MPI_ADJUST_ALLGATHERV=$a mpirun -n "$ranks" "$venv/coll_bench" allgatherv "impi-$a" "$d" $gather_sizes |
+                I_MPI_ADJUST_ALLGATHERV=$a launch "$ppn" "$venv/coll_bench" allgatherv "impi-$a" "$d" $gather_sizes |
                     medians | sed "s/\$/,$a/" >>"$out/impi"
             done
         done
         has alltoallv && for d in $a2a_dists; do
             for a in 1 2 3 4 5; do
-                I_MPI_ADJUST_ALLTOALLV=$a mpirun -n "$ranks" "$venv/coll_bench" alltoallv "impi-$a" "$d" $a2a_sizes |
+                I_MPI_ADJUST_ALLTOALLV=$a launch "$ppn" "$venv/coll_bench" alltoallv "impi-$a" "$d" $a2a_sizes |
                     medians | sed "s/\$/,$a/" >>"$out/impi"
             done
         done
