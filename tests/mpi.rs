@@ -164,6 +164,67 @@ fn four_ranks_on_one_node() {
     }
 }
 
+/// The MPI engine on hosts that MPI itself reports (`MPI_Comm_split_type`,
+/// no `GASPI_HOST_RANKS`): `scripts/mpi/hosts-run.sh` starts the ranks as
+/// MPICH's (or Intel MPI's) hosts of `ppn` ranks, with the transports MPI
+/// picks between them on one machine (`TCP_HOSTS_ENV=none`: over UCX's tcp
+/// transport MPICH 4.0.2 with UCX 1.13 sometimes hangs in `MPI_Finalize`,
+/// see docs/guide/troubleshooting.md).
+fn under_mpi_hosts(name: &str, hosts: usize, ppn: usize) -> bool {
+    if std::env::var_os(RANK_VAR).is_some() {
+        return true;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mpi/hosts-run.sh");
+    let mut cmd = Command::new("bash");
+    cmd.args([script, &hosts.to_string(), &ppn.to_string()])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(RANK_VAR, "1")
+        .env(gaspi::env::ENGINE, "mpi")
+        .env_remove(gaspi::env::HOST_RANKS)
+        .env("TCP_HOSTS_ENV", "none")
+        // Hydra's limit on the job.
+        .env("MPIEXEC_TIMEOUT", "120");
+    let out = cmd.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{hosts} hosts of {ppn}:\n{text}");
+    assert_eq!(text.matches(DONE).count(), hosts * ppn, "{name}:\n{text}");
+    false
+}
+
+/// MPI's hosts are the engine's: every byte between them goes through
+/// MPI, and MPI's collectives and ours agree.
+fn run_on_mpi_hosts(hosts: usize, ppn: gaspi::Rank) {
+    // The engine's relay thread calls MPI.
+    let (universe, _) =
+        mpi::initialize_with_threading(mpi::Threading::Multiple).expect("MPI initialises once");
+    let world = universe.world();
+    let ctx = Context::init_mpi(&world, Config::default()).unwrap();
+    assert_eq!(ctx.num_nodes(), hosts, "nodes are MPI's hosts");
+    assert_eq!(ctx.local_num(), ppn);
+    interleaved(&world, &ctx);
+    ctx.term().unwrap();
+    println!("{DONE}");
+}
+
+#[test]
+fn four_ranks_in_two_hosts_that_mpi_reports() {
+    if under_mpi_hosts("four_ranks_in_two_hosts_that_mpi_reports", 2, 2) {
+        run_on_mpi_hosts(2, 2);
+    }
+}
+
+#[test]
+fn two_hosts_of_one_rank_that_mpi_reports() {
+    if under_mpi_hosts("two_hosts_of_one_rank_that_mpi_reports", 2, 1) {
+        run_on_mpi_hosts(2, 1);
+    }
+}
+
 /// The MPI engine in emulated hosts of one rank under `mpirun`, rank
 /// `OWN_CPUS_TEST` says whether it should find its CPUs its own.
 const OWN_CPUS_TEST: &str = "GASPI_TEST_OWN_CPUS";
