@@ -14,7 +14,7 @@ use crate::collectives::post;
 use crate::collectives::reduce_op::ReduceOp;
 use crate::config::NOTIFICATION_LIMIT;
 use crate::context::Context;
-use crate::context::groups::FaultScope;
+use crate::context::groups::{Caller, FaultScope};
 use crate::engine::caches::last_level_cache_bytes;
 use crate::engine::memcopy::copy_slice;
 use crate::error::{Error, Result};
@@ -68,8 +68,14 @@ const LEADERS_NODES_MAX: usize = 16;
 
 /// The node-aware reduction engine: a window, its areas, and the call
 /// counter. Untyped; each call brings its element type and operation.
+/// The number of the next [`NodeReduce`] made in this process.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
 #[derive(Debug)]
 pub(crate) struct NodeReduce {
+    /// This one's number in the process: the caller its calls through the
+    /// node and leaders' groups name ([`Caller`]).
+    pub(super) id: u64,
     pub(super) segment: SegmentId,
     pub(super) window: Window,
     pub(super) mem: NodeMemory,
@@ -289,6 +295,7 @@ impl NodeReduce {
             None
         };
         Ok(NodeReduce {
+            id: NEXT_ID.fetch_add(1, SeqCst),
             segment,
             window,
             mem,
@@ -689,7 +696,7 @@ impl NodeReduce {
             // Every phase watches every rank, as the node barriers of the
             // other calls do: a rank of another node that failed keeps
             // this node's ranks from ever completing.
-            let all = FaultScope::Everyone;
+            let all = (FaultScope::Everyone, Caller(self.id));
             let step = match p.phase {
                 0 if alone => {
                     next.copy_from_slice(send);
