@@ -66,11 +66,11 @@ pub(super) struct LeadersProgress {
 /// (2026-11-25); the crossover beyond is not.
 const LEADERS_NODES_MAX: usize = 16;
 
-/// The node-aware reduction engine: a window, its areas, and the call
-/// counter. Untyped; each call brings its element type and operation.
 /// The number of the next [`NodeReduce`] made in this process.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The node-aware reduction engine: a window, its areas, and the call
+/// counter. Untyped; each call brings its element type and operation.
 #[derive(Debug)]
 pub(crate) struct NodeReduce {
     /// This one's number in the process: the caller its calls through the
