@@ -38,30 +38,36 @@ fn under_mpirun_with(name: &str, n: usize, args: &[&str], envs: &[(&str, String)
         return true;
     }
     let mpirun = std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into());
-    let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(&mpirun);
     cmd.args(["-n", &n.to_string()])
         .args(args)
-        .arg(exe)
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(RANK_VAR, "1")
         .envs(envs.iter().map(|(k, v)| (k, v)));
+    run_ranks(&mut cmd, name, n, &format!("{mpirun} -n {n}"));
+    false
+}
+
+/// Run this test binary's test `name` as the `n` ranks that `cmd` (a
+/// launcher with its arguments) starts, and check that the job succeeded
+/// and every rank got to the end of the test.
+fn run_ranks(cmd: &mut Command, name: &str, n: usize, what: &str) {
+    cmd.arg(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(RANK_VAR, "1");
     let out = cmd
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {mpirun} (install MPICH: libmpich-dev): {e}"));
+        .unwrap_or_else(|e| panic!("cannot run {what} (install MPICH: libmpich-dev): {e}"));
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{mpirun} -n {n} failed:\n{text}");
+    assert!(out.status.success(), "{what} failed:\n{text}");
     // Every rank ran the whole test.
     assert_eq!(
         text.matches(DONE).count(),
         n,
         "not every rank finished {name}:\n{text}"
     );
-    false
 }
 
 /// MPI and GASPI collectives interleaved, same inputs, same results.
@@ -177,22 +183,17 @@ fn under_mpi_hosts(name: &str, hosts: usize, ppn: usize) -> bool {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mpi/hosts-run.sh");
     let mut cmd = Command::new("bash");
     cmd.args([script, &hosts.to_string(), &ppn.to_string()])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(RANK_VAR, "1")
         .env(gaspi::env::ENGINE, "mpi")
         .env_remove(gaspi::env::HOST_RANKS)
         .env("TCP_HOSTS_ENV", "none")
         // Hydra's limit on the job.
         .env("MPIEXEC_TIMEOUT", "120");
-    let out = cmd.output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    run_ranks(
+        &mut cmd,
+        name,
+        hosts * ppn,
+        &format!("hosts-run.sh {hosts} {ppn}"),
     );
-    assert!(out.status.success(), "{hosts} hosts of {ppn}:\n{text}");
-    assert_eq!(text.matches(DONE).count(), hosts * ppn, "{name}:\n{text}");
     false
 }
 

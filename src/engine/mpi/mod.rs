@@ -31,11 +31,11 @@
 //! thread gives that progress (`MPI_Iprobe`), every 20 us while anything
 //! moves, someone sleeps or a flush of its process waits for another rank
 //! (which may itself wait in a flush to this one), then less often, down
-//! to every 2 ms (`Config::relay_nap`); every wait of the rank gives it as it spins or yields
-//! (`Transport::progress`), a waiter that polls at every look. While the rank
-//! polls, the relay leaves its rounds out, up to 1 ms apart (`relay.rs`):
-//! `mpirun` binds the relay to its rank's core, so each round is time
-//! the rank does not run. MPI runs with `MPI_THREAD_MULTIPLE`.
+//! to every 2 ms (`Config::relay_nap`); every wait of the rank gives it as
+//! it spins or yields (`Transport::progress`), a waiter that polls at every
+//! look. While the rank polls, the relay leaves its rounds out, up to 1 ms
+//! apart (`relay.rs`): `mpirun` binds the relay to its rank's core, so each
+//! round is time the rank does not run. MPI runs with `MPI_THREAD_MULTIPLE`.
 //!
 //! # Atomics, groups, passive messages
 //! Atomics are `MPI_Fetch_and_op` / `MPI_Compare_and_swap`; once a job has
