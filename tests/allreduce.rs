@@ -202,6 +202,21 @@ fn one_mebibyte_with_default_blocks() {
     }
 }
 
+/// Replicated calls of 200 KiB between 2 nodes: on the MPI engine between
+/// hosts their node partials cross as MPI messages (replicated up to
+/// 256 KiB of partials per node), in pieces of at most 128 KiB, so each
+/// call's message comes in two; elsewhere a split call.
+#[test]
+fn calls_whose_partials_cross_in_pieces() {
+    for (ranks, ppn) in [(2, 1), (4, 2)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let len = 25_600; // u64s: 200 KiB
+            let opts = AllreduceOptions::default();
+            check_integers(ctx, &format!("{ranks}/{ppn} pieces"), opts, len, 3);
+        });
+    }
+}
+
 /// Floating-point inputs whose sum depends on the order of additions.
 fn float_input(r: usize, it: usize, i: usize) -> f64 {
     let x = (r * 7919 + i * 104_729 + it * 31) % 1000;
@@ -578,14 +593,17 @@ fn a_timed_out_call_can_be_given_up() {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let flags = segment(ctx, 44, 64);
             let me = ctx.rank();
-            let len = 700;
-            let input =
-                |it: usize| -> Vec<u64> { (0..len).map(|i| value(me as usize, it, i)).collect() };
-            for (what, opts) in [
-                ("auto", AllreduceOptions::default()),
-                ("pipelined", pipelined),
-                ("dissemination", dissemination),
+            // 200 elements: small enough that on the MPI engine between
+            // hosts the node partials cross as keyed messages.
+            for (what, opts, len) in [
+                ("auto", AllreduceOptions::default(), 700),
+                ("auto small", AllreduceOptions::default(), 200),
+                ("pipelined", pipelined, 700),
+                ("dissemination", dissemination, 700),
             ] {
+                let input = |it: usize| -> Vec<u64> {
+                    (0..len).map(|i| value(me as usize, it, i)).collect()
+                };
                 let mut ar = Allreduce::<u64>::with_options(ctx, 43, len, opts, B).unwrap();
                 let mut got = vec![0u64; len];
                 others_give_up_before_rank_0(ctx, 44, |t| {

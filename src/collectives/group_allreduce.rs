@@ -17,7 +17,7 @@
 
 use super::reduce_op::{ReduceOp, Reducible};
 use crate::context::Context;
-use crate::context::groups::{Caller, FaultScope, GroupSync, Pending};
+use crate::context::groups::{FaultScope, GroupSync, Pending};
 use crate::error::{Error, Result};
 use crate::types::{GroupId, Timeout};
 use bytemuck::Pod;
@@ -86,23 +86,6 @@ impl Context {
         timeout: Timeout,
     ) -> Result<()> {
         let scope = FaultScope::Members;
-        self.allreduce_watching(send, recv, reduce, group, timeout, (scope, Caller::GROUP))
-    }
-
-    /// [`Context::allreduce_user`], failing when a rank of `scope` fails
-    /// (every rank: for the phases of a collective over all ranks, where
-    /// a member may never arrive because a rank elsewhere failed), on
-    /// behalf of `caller`: a call that timed out is taken up again only by
-    /// the same caller (another finds the group busy).
-    pub(crate) fn allreduce_watching<T: Pod>(
-        &self,
-        send: &[T],
-        recv: &mut [T],
-        reduce: impl Fn(&T, &T) -> T,
-        group: GroupId,
-        timeout: Timeout,
-        (scope, caller): (FaultScope, Caller),
-    ) -> Result<()> {
         if send.is_empty() || send.len() != recv.len() {
             return Err(Error::InvalidArgument(format!(
                 "allreduce needs equally long, non-empty send and receive buffers (got {} and {})",
@@ -128,13 +111,10 @@ impl Context {
             GroupSync::Hosts(id) => {
                 match st.pending {
                     None => {}
-                    Some(Pending::HostAllreduce {
-                        bytes: b,
-                        caller: o,
-                    }) if b == bytes && o == caller => {}
+                    Some(Pending::HostAllreduce { bytes: b }) if b == bytes => {}
                     Some(_) => return Err(self.busy(&c, scope)),
                 }
-                st.pending = Some(Pending::HostAllreduce { bytes, caller });
+                st.pending = Some(Pending::HostAllreduce { bytes });
                 let n = recv.len();
                 let (mut a, mut b) = (vec![T::zeroed(); n], vec![T::zeroed(); n]);
                 let mut combine = |lo: &[u8], hi: &[u8], out: &mut [u8]| {
@@ -170,15 +150,13 @@ impl Context {
                 generation,
                 parity,
                 bytes: b,
-                caller: o,
-            }) if b == bytes && o == caller => (generation, parity),
+            }) if b == bytes => (generation, parity),
             Some(_) => return Err(self.busy(&c, scope)),
         };
         st.pending = Some(Pending::Allreduce {
             generation,
             parity,
             bytes,
-            caller,
         });
         self.await_generation(shared, generation, &c.members, scope, timeout.deadline())?;
         st.pending = None;

@@ -26,28 +26,12 @@ pub(crate) enum Pending {
     /// The transport's allreduce of a group spanning hosts.
     HostAllreduce {
         bytes: usize,
-        caller: Caller,
     },
     Allreduce {
         generation: u32,
         parity: usize,
         bytes: usize,
-        caller: Caller,
     },
-}
-
-/// Who started a group's allreduce, so that only the same caller takes it
-/// up again after a timeout: [`Caller::GROUP`] for the group's own
-/// allreduce, or a window `Allreduce` whose small calls cross hosts
-/// through the library's node and leaders' groups (its number). Another
-/// caller finds the group busy instead of finishing a call it did not
-/// start, with that call's inputs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Caller(pub(crate) u64);
-
-impl Caller {
-    /// The group's own allreduce (`Context::allreduce` and its kin).
-    pub(crate) const GROUP: Caller = Caller(0);
 }
 
 /// Whose failure ends a wait in a group's collective.

@@ -8,7 +8,7 @@
 //! sliced`]), with the members' health checked between slices.
 
 use super::Native;
-use super::transport::Combine;
+use super::transport::{Combine, Key};
 use super::wait::poll_with_backoff;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, Timeout};
@@ -75,6 +75,23 @@ impl Native {
         self.sliced(members, deadline, true, |s| {
             t.allreduce_ordered(id, index, send, recv, combine, s, &patience)
         })
+    }
+
+    /// Whether small messages with keys cross hosts
+    /// ([`Transport::keyed_send`](super::transport::Transport::keyed_send)).
+    pub(crate) fn host_keyed(&self) -> bool {
+        self.across_hosts().is_some_and(|t| t.keyed_messages())
+    }
+
+    /// Send `data` to `to` (on another host) as the message of `key`.
+    pub(crate) fn host_keyed_send(&self, to: Rank, key: Key, data: &[u8]) -> Result<()> {
+        self.hosts()?.keyed_send(to, key, data)
+    }
+
+    /// Take `from`'s message of `key` into `into` if it has arrived
+    /// (older ones are dropped).
+    pub(crate) fn host_keyed_take(&self, from: Rank, key: Key, into: &mut [u8]) -> Result<bool> {
+        self.hosts()?.keyed_take(from, key, into)
     }
 
     fn hosts(&self) -> Result<&dyn super::transport::Transport> {

@@ -264,6 +264,32 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
         patience: &Patience<'_>,
     ) -> Result<()>;
 
+    // --- keyed messages between hosts ------------------------------------
+
+    /// Whether [`Transport::keyed_send`] and [`Transport::keyed_take`]
+    /// work (the collectives exchange small node partials through them).
+    fn keyed_messages(&self) -> bool {
+        false
+    }
+    /// Send `data` to `rank` as the message of `key` (a collective object's
+    /// number, then its call's). Keys from one sender to one receiver
+    /// only grow.
+    fn keyed_send(&self, _rank: Rank, _key: Key, _data: &[u8]) -> Result<()> {
+        Err(Error::Environment(
+            "this transport has no keyed messages".into(),
+        ))
+    }
+    /// Take `rank`'s message of `key` into `into`, if it has arrived
+    /// (`false`: not yet). Its messages of smaller keys are stale (a call
+    /// given up, an object deleted) and are dropped; larger ones are kept
+    /// for later. A message of `key` of another length than `into`'s is
+    /// an error.
+    fn keyed_take(&self, _rank: Rank, _key: Key, _into: &mut [u8]) -> Result<bool> {
+        Err(Error::Environment(
+            "this transport has no keyed messages".into(),
+        ))
+    }
+
     // --- the end --------------------------------------------------------
 
     /// This rank has terminated cleanly (its state is published on its
@@ -275,6 +301,10 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// `peers_failed` if another rank is known dead.
     fn term(&self, failed: bool, peers_failed: bool);
 }
+
+/// What a keyed message belongs to ([`Transport::keyed_send`]): a
+/// collective object's number (the same on every rank) and its call's.
+pub(crate) type Key = (u64, u64);
 
 impl Progress for Box<dyn Transport> {
     fn progress(&self) {

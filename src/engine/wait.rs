@@ -427,6 +427,35 @@ impl<'a> Patience<'a> {
         &self,
         ww: &WaitWord,
         deadline: Deadline,
+        poll: impl FnMut() -> Option<T>,
+        idle_core: impl FnMut() -> bool,
+        check: impl FnMut() -> Result<()>,
+    ) -> Result<T> {
+        let slice = self.policy.slice;
+        self.wait_sliced(ww, deadline, (slice, slice), poll, idle_core, check)
+    }
+
+    /// [`Patience::wait`] for what either a wake-up of `ww` (this host's
+    /// ranks) or nothing (a transport's message, which `poll` takes)
+    /// brings: its sleeps on the futex last 5 us, then twice as long each
+    /// time up to `longest`, as [`poll_with_naps`]'s naps.
+    pub(crate) fn wait_or_poll<T>(
+        &self,
+        ww: &WaitWord,
+        deadline: Deadline,
+        longest: Duration,
+        poll: impl FnMut() -> Option<T>,
+        check: impl FnMut() -> Result<()>,
+    ) -> Result<T> {
+        let first = Duration::from_micros(5).min(longest);
+        self.wait_sliced(ww, deadline, (first, longest), poll, || false, check)
+    }
+
+    fn wait_sliced<T>(
+        &self,
+        ww: &WaitWord,
+        deadline: Deadline,
+        (mut slice, longest): (Duration, Duration),
         mut poll: impl FnMut() -> Option<T>,
         mut idle_core: impl FnMut() -> bool,
         mut check: impl FnMut() -> Result<()>,
@@ -448,8 +477,6 @@ impl<'a> Patience<'a> {
         if let Some(done) = self.busy(deadline, &mut poll, &mut check, &mut idle_core) {
             return done;
         }
-        let w = self.policy;
-
         // Phase 3: sleep on the futex.
         loop {
             check!();
@@ -463,7 +490,8 @@ impl<'a> Patience<'a> {
                 ww.settle(self.awake, false);
                 return Ok(v);
             }
-            let nap = remaining.map_or(w.slice, |r| r.min(w.slice));
+            let nap = remaining.map_or(slice, |r| r.min(slice));
+            slice = (slice * 2).min(longest);
             self.awake.fetch_sub(1, Relaxed);
             futex::wait(&ww.seq, seq, Some(nap));
             ww.settle(self.awake, true);

@@ -182,6 +182,11 @@ pub struct AllreduceArgs {
     /// The same for a job of one node [default: 8K].
     #[arg(long, value_name = "B", value_parser = parse_size)]
     pub shared_node_replicate_max: Option<usize>,
+    /// --replicate-max where node partials cross hosts as MPI messages
+    /// (the MPI engine between hosts): a node's partials to the others
+    /// together [default: 256K].
+    #[arg(long, value_name = "B", value_parser = parse_size)]
+    pub message_replicate_max: Option<usize>,
     /// Replicated calls: one local rank reduces for its node (yes), every
     /// rank for itself (no), or yes while ranks share cores (auto).
     #[arg(long, value_name = "S", default_value = "auto", value_parser = ["auto", "yes", "no"])]
@@ -222,6 +227,9 @@ impl AllreduceArgs {
             shared_node_replicate_max: self
                 .shared_node_replicate_max
                 .unwrap_or(d.shared_node_replicate_max),
+            message_replicate_max: self
+                .message_replicate_max
+                .unwrap_or(d.message_replicate_max),
             share_reduction: yes_no_auto(&self.share_reduction),
             stream_inputs: yes_no_auto(&self.stream_inputs),
             stream_copies: yes_no_auto(&self.stream_copies),

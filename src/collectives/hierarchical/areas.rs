@@ -38,9 +38,13 @@ pub(super) struct Areas {
     pub(super) recv: usize,
     /// Ring receive area: `[cap]`.
     pub(super) ring: usize,
-    /// Inputs of other nodes' ranks (direct): `[parity][rank][direct_cap]`.
+    /// Inputs of other nodes' ranks, or their node partials (direct):
+    /// `[parity][entry][direct_cap]`.
     pub(super) direct: usize,
     pub(super) direct_cap: usize,
+    /// Entries of a parity: one per node where every direct call exchanges
+    /// node partials, else one per rank.
+    pub(super) direct_entries: usize,
     /// Bytes of a column space: `slots * rank_stride(cap)` (replicated,
     /// one column per local rank) or `cap`.
     pub(super) cols: usize,

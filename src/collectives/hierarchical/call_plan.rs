@@ -41,6 +41,10 @@ pub(super) struct CallPlan {
     pub(super) mine: Vec<usize>,
     /// Per instance of `mine`: its ring plan (empty without ring).
     pub(super) rings: Vec<RingPlan>,
+    /// The node partials cross hosts as keyed messages between the nodes'
+    /// first ranks (`NodeReduce::exchange_partials`), not as notified
+    /// writes: a direct, replicated call.
+    pub(super) leaders: bool,
 }
 
 /// How far a pipelined call got (to resume after a timeout): chunks put

@@ -70,12 +70,16 @@
 //!      between ranks that wait for a core (`options::auto_direct_max`).
 //!
 //!    Where the MPI engine spans hosts (its messages beat its notified
-//!    writes), small replicated calls of the automatic algorithm (at most
-//!    [`Config::allreduce_buf_size`](crate::Config::allreduce_buf_size)
-//!    bytes, up to 16 nodes) go through the nodes' first ranks instead:
-//!    the node's partial by the node group's allreduce, MPI's messages
-//!    between the first ranks (the transport's allreduce, partials in
-//!    node order), and the result back to the node's ranks.
+//!    writes), the automatic algorithm's replicated calls (up to 16 nodes;
+//!    replicated while a node's partials to the others come to at most
+//!    [`AllreduceOptions::message_replicate_max`], 256 KiB) exchange node
+//!    partials as MPI messages between the nodes' first ranks: the node's
+//!    partial as above, sent by its first rank to every other node's,
+//!    which puts the ones it receives into its node's window, where the
+//!    node reduces them as if notified writes had brought them. The
+//!    messages carry the `Allreduce`'s number and the call's, so that
+//!    what a rank sent for a call it gave up is never taken for another
+//!    (`engine/mpi/keyed.rs`).
 //! 4. The result lies in the node's window: the whole message (split or
 //!    shared reduction), or each rank's own copy (replicated).
 //!
@@ -85,8 +89,8 @@
 //! - Ring and direct: every block is reduced once (ring), all inputs are
 //!   reduced in rank order (direct, by every rank or once per node), or
 //!   every node's partial (its inputs in local-rank order) is reduced in
-//!   node order (direct with node partials, and the calls through the
-//!   nodes' first ranks), so **every rank gets bit-identical results**,
+//!   node order (direct with node partials, also as messages), so
+//!   **every rank gets bit-identical results**,
 //!   floating point included.
 //! - Dissemination: every rank of a node gets bit-identical results (split:
 //!   one copy per node; replicated: the same operations on the same

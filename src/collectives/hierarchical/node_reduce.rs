@@ -14,7 +14,6 @@ use crate::collectives::post;
 use crate::collectives::reduce_op::ReduceOp;
 use crate::config::NOTIFICATION_LIMIT;
 use crate::context::Context;
-use crate::context::groups::{Caller, FaultScope};
 use crate::engine::caches::last_level_cache_bytes;
 use crate::engine::memcopy::copy_slice;
 use crate::error::{Error, Result};
@@ -48,20 +47,9 @@ pub(super) struct Progress {
     shared: bool,
 }
 
-/// Where a call through the leaders' group stopped (to resume after a
-/// timeout): its phase, and the node's partial (phase 1) or the result
-/// (phase 2) as bytes.
-#[derive(Clone, Debug)]
-pub(super) struct LeadersProgress {
-    len: usize,
-    elem: usize,
-    phase: u8,
-    value: Vec<u8>,
-}
-
-/// The most nodes whose leaders reduce a small call through the
-/// transport's allreduce (every leader sends its partial to every other:
-/// `nodes * (nodes - 1)` messages, where the dissemination sends
+/// The most nodes whose first ranks exchange the node partials of a small
+/// call as keyed messages (every one sends its node's partial to every
+/// other: `nodes * (nodes - 1)` messages, where the dissemination sends
 /// `nodes * log2(nodes)` notified writes). Measured at 2 nodes only
 /// (2026-11-25); the crossover beyond is not.
 const LEADERS_NODES_MAX: usize = 16;
@@ -73,8 +61,10 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// counter. Untyped; each call brings its element type and operation.
 #[derive(Debug)]
 pub(crate) struct NodeReduce {
-    /// This one's number in the process: the caller its calls through the
-    /// node and leaders' groups name ([`Caller`]).
+    /// This one's number, the same on every rank (agreed at creation) and
+    /// larger than every earlier one's: the first half of the keys of its
+    /// keyed messages ([`CallPlan::leaders`]), so that those of an object
+    /// given up are told apart and dropped.
     pub(super) id: u64,
     pub(super) segment: SegmentId,
     pub(super) window: Window,
@@ -90,6 +80,9 @@ pub(crate) struct NodeReduce {
     /// The largest call, in bytes, that the automatic algorithm exchanges
     /// directly ([`auto_direct_max`]).
     pub(super) direct_max: usize,
+    /// The node partials of replicated calls cross hosts as keyed messages
+    /// between the nodes' first ranks ([`NodeReduce::by_leaders`]).
+    pub(super) messages: bool,
     /// The local ranks that may run on this rank's core (a job of one
     /// node; `None` elsewhere): its waits spin instead of yielding while
     /// none of them has work ([`Patience::wait_or_spin`]).
@@ -101,7 +94,6 @@ pub(crate) struct NodeReduce {
     pub(super) pipe_seq: u64,
     pub(super) progress: Option<Progress>,
     pub(super) plan: Option<CallPlan>,
-    pub(super) leaders_progress: Option<LeadersProgress>,
     /// Which stores put inputs in and copy pipelined results out,
     /// measured ([`StreamChoices`]).
     pub(super) stream: StreamChoices,
@@ -144,14 +136,20 @@ impl NodeReduce {
         // Ranks that share cores share the reduction: replicated calls on
         // one node, and direct exchanges of node partials between nodes,
         // then pay off up to larger sizes.
-        let shared = slots > 1 && cap > 0 && Self::expect_shared(ctx, &opts, timeout)?;
+        let (shared, id) = Self::agree(ctx, &opts, slots > 1 && cap > 0, timeout)?;
         let direct_max = match opts.algorithm {
             AllreduceAlgorithm::Auto => auto_direct_max(nodes, dis_messages, shared),
             AllreduceAlgorithm::Direct => usize::MAX,
             _ => 0,
         };
         let node_partials = shared && nodes > 1 && direct_max > 0;
-        let opts = opts.for_node(slots, shared, (node_partials, direct_max));
+        let messages = Self::partials_as_messages(ctx, &opts, nodes);
+        let mut opts = opts.for_node(slots, shared, (node_partials, direct_max));
+        if messages {
+            // One message per pair of nodes: replicated for longer.
+            let budget = opts.message_replicate_max / (nodes - 1);
+            opts.replicate_max = opts.replicate_max.max(budget);
+        }
         // The choices of every size a call may have: `choose` changes only
         // at the thresholds, so these sizes cover them all.
         let smallest = if fixed { cap } else { 0 };
@@ -186,10 +184,19 @@ impl NodeReduce {
         let multi = nodes > 1;
         let dissem = multi && any(&|c| c.inter == Inter::Dissemination);
         let ring_used = multi && any(&|c| c.inter == Inter::Ring);
-        let direct_cap = if multi {
-            largest(&|c| c.inter == Inter::Direct)
+        // Node partials as messages land in the direct area's node
+        // entries: every replicated call's.
+        let direct_cap = match multi {
+            true if messages => replicated_cap.max(largest(&|c| c.inter == Inter::Direct)),
+            true => largest(&|c| c.inter == Inter::Direct),
+            false => 0,
+        };
+        // Entries by node where every direct call exchanges node partials,
+        // else by rank.
+        let direct_entries = if node_partials || messages {
+            nodes
         } else {
-            0
+            layout.ranks
         };
         // Every size below grows with the caller's `cap`: all checked.
         use crate::extent::{add, align_up, mul};
@@ -231,7 +238,13 @@ impl NodeReduce {
         let stage_len = mul(what, STAGE_SLOTS * slots, stage_slot)?;
         let result = stride(add(what, stage, stage_len)?)?;
         let shared = a(add(what, result, cols)?)?;
-        let shared_cap = if slots > 1 { replicated_cap } else { 0 };
+        // (Node partials as messages are reduced into it on nodes of one
+        // rank too.)
+        let shared_cap = if slots > 1 || messages {
+            replicated_cap
+        } else {
+            0
+        };
         let run = a(add(what, shared, shared_cap)?)?;
         let run_len = if dissem {
             mul(what, dis.steps as usize, cols)?
@@ -246,11 +259,15 @@ impl NodeReduce {
         };
         let ring = a(add(what, recv, recv_len)?)?;
         let direct = a(add(what, ring, if ring_used { cap } else { 0 })?)?;
-        let direct_len = mul(what, 2 * layout.ranks, direct_cap)?;
+        let direct_len = mul(what, 2 * direct_entries, direct_cap)?;
         let total = a(add(what, direct, direct_len)?)?.max(64);
         // Ring blocks: at most one partial block per chunk beyond full ones.
         let dis_ids = 2 * recv_slots * slots;
-        let direct_ids = if direct_cap > 0 { 2 * layout.ranks } else { 0 };
+        let direct_ids = if direct_cap > 0 {
+            2 * direct_entries
+        } else {
+            0
+        };
         let budget = NOTIFICATION_LIMIT as usize - dis_ids - direct_ids;
         let mut block = ctx
             .engine
@@ -274,6 +291,7 @@ impl NodeReduce {
             ring,
             direct,
             direct_cap,
+            direct_entries,
             cols,
             cap,
             ring_blocks,
@@ -295,7 +313,7 @@ impl NodeReduce {
             None
         };
         Ok(NodeReduce {
-            id: NEXT_ID.fetch_add(1, SeqCst),
+            id,
             segment,
             window,
             mem,
@@ -310,33 +328,47 @@ impl NodeReduce {
             slots,
             node_partials,
             direct_max,
+            messages,
             core_mates,
             calls: 0,
             pipe_seq: 0,
             progress: None,
             plan: None,
-            leaders_progress: None,
             stream: StreamChoices::default(),
             streaming: Kinds::default(),
         })
     }
 
-    /// Whether the ranks of a job of one node will share the reduction of
-    /// replicated calls ([`AllreduceOptions::share_reduction`], by default
-    /// when the job has more ranks than cores): agreed among all ranks, as
-    /// every rank must choose the same threshold between replicated and
-    /// split calls.
-    fn expect_shared(ctx: &Context, opts: &AllreduceOptions, timeout: Timeout) -> Result<bool> {
-        if ctx.num_ranks() < 2 {
-            return Ok(false);
-        }
-        let host = ctx.engine.host_ranks().min(u32::MAX as usize) as u32;
-        let mine = opts
-            .share_reduction
-            .unwrap_or_else(|| ctx.engine.patience().shares_cores(host)) as u32;
-        let mut all = [0u32];
-        ctx.allreduce(&[mine], &mut all, ReduceOp::Min, GroupId::ALL, timeout)?;
-        Ok(all[0] == 1)
+    /// Collectively agree on this engine's number ([`NodeReduce::id`]: the
+    /// largest of the ranks' next numbers) and, where `ask` (nodes of
+    /// several ranks, a non-empty window), whether the ranks will share the
+    /// reduction of replicated calls ([`AllreduceOptions::share_reduction`],
+    /// by default when the job has more ranks than cores): every rank must
+    /// choose the same threshold between replicated and split calls. One
+    /// allreduce over all ranks.
+    fn agree(
+        ctx: &Context,
+        opts: &AllreduceOptions,
+        ask: bool,
+        timeout: Timeout,
+    ) -> Result<(bool, u64)> {
+        let next = NEXT_ID.load(SeqCst);
+        let agreed = if ctx.num_ranks() < 2 {
+            (false, next)
+        } else {
+            let host = ctx.engine.host_ranks().min(u32::MAX as usize) as u32;
+            let share = ask
+                && opts
+                    .share_reduction
+                    .unwrap_or_else(|| ctx.engine.patience().shares_cores(host));
+            // The largest "does not share" is 0 only where every rank shares.
+            let mut all = [0u64; 2];
+            let mine = [u64::from(!share), next];
+            ctx.allreduce(&mine, &mut all, ReduceOp::Max, GroupId::ALL, timeout)?;
+            (ask && all[0] == 0, all[1])
+        };
+        NEXT_ID.fetch_max(agreed.1.saturating_add(1), SeqCst);
+        Ok(agreed)
     }
 
     /// Collectively find the local ranks that may run on this rank's CPU:
@@ -412,7 +444,12 @@ impl NodeReduce {
     fn plan_for(&self, ctx: &Context, len: usize, elem: usize) -> CallPlan {
         let bytes = len * elem;
         let nodes = self.layout.nodes();
-        let choice = choose(&self.opts, bytes, nodes, self.direct_max);
+        let leaders = self.by_leaders(bytes);
+        let mut choice = choose(&self.opts, bytes, nodes, self.direct_max);
+        if leaders {
+            // Node partials exchanged directly (as messages).
+            choice.inter = Inter::Direct;
+        }
         let instances: Vec<Instance> = if choice.replicated {
             (0..self.slots)
                 .map(|i| Instance {
@@ -458,6 +495,7 @@ impl NodeReduce {
             instances,
             mine,
             rings,
+            leaders,
         }
     }
 
@@ -484,7 +522,7 @@ impl NodeReduce {
     pub(crate) fn inter_node_messages(&self, ctx: &Context, len: usize, elem: usize) -> u64 {
         let plan = self.plan_for(ctx, len, elem);
         let nodes = self.layout.nodes() as u64;
-        if nodes < 2 || self.leaders_for(ctx, len * elem).is_some() {
+        if nodes < 2 || plan.leaders {
             return 0;
         }
         match plan.choice.inter {
@@ -529,9 +567,6 @@ impl NodeReduce {
             return Err(Error::InvalidArgument(
                 "allreduce elements must be aligned to at most 64 bytes".into(),
             ));
-        }
-        if let Some(leaders) = self.leaders_for(ctx, bytes) {
-            return self.run_through_leaders(ctx, leaders, send, f, recv, deadline);
         }
         let mut progress = match self.progress.take() {
             None => Progress {
@@ -628,125 +663,26 @@ impl NodeReduce {
         out
     }
 
-    /// The leaders' group, if a call of `bytes` bytes crosses hosts
-    /// through the transport's allreduce among the nodes' first ranks
-    /// ([`Context::leaders_group`]: the MPI engine, whose messages beat
-    /// its notified writes): small replicated calls of the automatic
-    /// algorithm that fit the group allreduce's slots, on at most
+    /// Whether the node partials of replicated calls cross hosts as keyed
+    /// messages between the nodes' first ranks: where the transport has
+    /// them (the MPI engine's, whose messages beat its notified writes:
+    /// one message where a notified write is a put, a flush and the
+    /// notification's accumulates), for the automatic algorithm, on 2 to
     /// [`LEADERS_NODES_MAX`] nodes. The same on every rank.
-    fn leaders_for(&self, ctx: &Context, bytes: usize) -> Option<GroupId> {
-        let nodes = self.layout.nodes();
-        let small = bytes > 0
-            && bytes <= ctx.config.allreduce_slot_bytes()
-            && self.opts.algorithm == AllreduceAlgorithm::Auto
-            && nodes <= LEADERS_NODES_MAX
-            && choose(&self.opts, bytes, nodes, self.direct_max).replicated;
-        ctx.leaders_group().filter(|_| small)
+    fn partials_as_messages(ctx: &Context, opts: &AllreduceOptions, nodes: usize) -> bool {
+        (2..=LEADERS_NODES_MAX).contains(&nodes)
+            && opts.algorithm == AllreduceAlgorithm::Auto
+            && ctx.engine.host_keyed()
     }
 
-    /// A small call through the leaders' group: the node's partial (its
-    /// ranks' inputs in local-rank order, by the node group's allreduce),
-    /// the leaders' allreduce of the partials in node order (the
-    /// transport's), then the leader's result to every rank of the node
-    /// (the node group's allreduce taking the first member's value). Every
-    /// rank gets the result of the direct exchange with node partials, bit
-    /// for bit. Each phase resumes after a timeout, and the call resumes
-    /// in the phase it stopped in. Nodes of one rank skip the node's
-    /// allreduces, which would copy the input and the result unchanged
-    /// (with Intel MPI, 2 hosts of one rank: 2.4 us a call with them,
-    /// 1.85 without; see "Barriers and small allreduces between hosts" in
-    /// docs/guide/mpi.md).
-    fn run_through_leaders<T: Pod, F: Fn(&T, &T) -> T>(
-        &mut self,
-        ctx: &Context,
-        leaders: GroupId,
-        send: &[T],
-        f: &F,
-        recv: Option<&mut [T]>,
-        deadline: Deadline,
-    ) -> Result<ResultPlace> {
-        let (len, elem) = (send.len(), std::mem::size_of::<T>());
-        let mut p = match self.leaders_progress.take() {
-            None => LeadersProgress {
-                len,
-                elem,
-                phase: 0,
-                value: Vec::new(),
-            },
-            Some(p) if p.len == len && p.elem == elem => p,
-            Some(p) => {
-                self.leaders_progress = Some(p);
-                return Err(Error::InvalidArgument(
-                    "an allreduce that timed out must be called again with the same length and type"
-                        .into(),
-                ));
-            }
-        };
-        let (node, timeout) = (ctx.node_group(), deadline.timeout());
-        let leader = ctx.node_ranks(ctx.node()).next() == Some(ctx.rank());
-        // A node of one rank: its partial is its input, its result the
-        // leaders' (the node's allreduces would copy them unchanged).
-        let alone = ctx.local_num() == 1;
-        let mut value = vec![T::zeroed(); len];
-        if !p.value.is_empty() {
-            bytemuck::cast_slice_mut(&mut value).copy_from_slice(&p.value);
-        }
-        let mut next = vec![T::zeroed(); len];
-        while p.phase < 3 {
-            // Every phase watches every rank, as the node barriers of the
-            // other calls do: a rank of another node that failed keeps
-            // this node's ranks from ever completing.
-            let all = (FaultScope::Everyone, Caller(self.id));
-            let step = match p.phase {
-                0 if alone => {
-                    next.copy_from_slice(send);
-                    Ok(())
-                }
-                0 => ctx.allreduce_watching(send, &mut next, f, node, timeout, all),
-                1 if leader => ctx.allreduce_watching(&value, &mut next, f, leaders, timeout, all),
-                1 => {
-                    // Not a leader: the partial waits for phase 2 as it is.
-                    p.phase += 1;
-                    continue;
-                }
-                _ if alone => {
-                    // The result is the leaders': `value` already.
-                    p.phase += 1;
-                    continue;
-                }
-                _ => {
-                    let first = |a: &T, _: &T| *a;
-                    ctx.allreduce_watching(&value, &mut next, first, node, timeout, all)
-                }
-            };
-            if let Err(e) = step {
-                p.value = bytemuck::cast_slice(&value).to_vec();
-                self.leaders_progress = Some(p);
-                return Err(e);
-            }
-            std::mem::swap(&mut value, &mut next);
-            p.phase += 1;
-        }
-        // `calls` counts the calls on the window (its input parities and
-        // arrival words): this one used none of it, on every rank.
-        let bytes = len * elem;
-        // This rank's own column of the result area, as a replicated
-        // call's (`output`).
-        let start = self.areas.result + ctx.local_rank() as usize * rank_stride(bytes);
-        let in_recv = match recv {
-            Some(r) => {
-                r.copy_from_slice(&value);
-                true
-            }
-            None => {
-                self.mem.put(start, bytemuck::cast_slice(&value), false);
-                false
-            }
-        };
-        Ok(ResultPlace {
-            range: start..start + bytes,
-            in_recv,
-        })
+    /// Whether a call of `bytes` bytes exchanges node partials as keyed
+    /// messages between the nodes' first ranks ([`CallPlan::leaders`]):
+    /// every replicated call where [`NodeReduce::messages`]. The same on
+    /// every rank.
+    fn by_leaders(&self, bytes: usize) -> bool {
+        self.messages
+            && bytes > 0
+            && choose(&self.opts, bytes, self.layout.nodes(), self.direct_max).replicated
     }
 
     /// Whether this rank computes its result on its own from inputs that
@@ -809,7 +745,7 @@ impl NodeReduce {
                     self.put_input(plan, at, send);
                     self.arrival(local).store(self.calls + 1, SeqCst);
                     self.mem.table().ww.wake();
-                    if plan.choice.inter == Inter::Direct && !self.node_partials {
+                    if plan.choice.inter == Inter::Direct && !self.node_partials && !plan.leaders {
                         let entry = ctx.rank() as usize;
                         self.send_direct(ctx, plan, parity, tag, (at, entry), deadline)?;
                     }
@@ -820,7 +756,11 @@ impl NodeReduce {
                         *stage = Stage::Closing;
                         continue;
                     }
-                    if self.own_result(plan) && self.node_partials {
+                    if self.own_result(plan) && (self.node_partials || plan.leaders) {
+                        // The cursor: 0 before the claim of the node's
+                        // partial; 1 claimed, to be sent as notified
+                        // writes; 2 claim settled (sent, or another
+                        // rank's); 3 sent as keyed messages.
                         let mut c = cursor;
                         if c == 0 {
                             c = if self.claim_partial(ctx, plan, parity, f) {
@@ -830,11 +770,21 @@ impl NodeReduce {
                             };
                             *stage = Stage::Instances { idx, cursor: c };
                         }
-                        if c == 1 {
+                        if c == 1 && !plan.leaders {
                             let node = ctx.node();
                             let from = self.direct_at(parity, node);
                             self.send_direct(ctx, plan, parity, tag, (from, node), deadline)?;
-                            *stage = Stage::Instances { idx, cursor: 2 };
+                            c = 2;
+                            *stage = Stage::Instances { idx, cursor: c };
+                        }
+                        if plan.leaders && ctx.node_ranks(ctx.node()).start == ctx.rank() {
+                            let mut sent = c == 3;
+                            let r =
+                                self.exchange_partials(ctx, plan, parity, tag, &mut sent, deadline);
+                            if sent {
+                                *stage = Stage::Instances { idx, cursor: 3 };
+                            }
+                            r?;
                         }
                         self.reduce_partials(ctx, plan, parity, tag, f, deadline)?;
                         progress.shared = true;
@@ -896,7 +846,8 @@ impl NodeReduce {
                     if !plan.choice.replicated {
                         self.await_instances(ctx, plan, gather.as_deref_mut(), deadline)?;
                     }
-                    if plan.len > 0 && self.layout.nodes() > 1 {
+                    // (Keyed messages leave nothing on the queue.)
+                    if plan.len > 0 && self.layout.nodes() > 1 && !plan.leaders {
                         ctx.wait(self.opts.queue, deadline.timeout())?;
                     }
                     return Ok(());
@@ -1006,15 +957,16 @@ impl NodeReduce {
         self.areas.inputs + (parity * self.slots + local) * self.areas.input_cap
     }
 
-    /// Byte offset of rank `rank`'s input in the direct area (parity
+    /// Byte offset of direct entry `entry` (a rank's input, or a node's
+    /// partial: [`Areas::direct_entries`]) in the direct area (parity
     /// `parity`).
-    pub(super) fn direct_at(&self, parity: usize, rank: usize) -> usize {
-        self.areas.direct + (parity * self.layout.ranks + rank) * self.areas.direct_cap
+    pub(super) fn direct_at(&self, parity: usize, entry: usize) -> usize {
+        self.areas.direct + (parity * self.areas.direct_entries + entry) * self.areas.direct_cap
     }
 
-    /// Notification id of rank `rank`'s direct input (parity `parity`).
-    pub(super) fn direct_id(&self, parity: usize, rank: usize) -> u32 {
-        self.areas.direct_ids + (parity * self.layout.ranks + rank) as u32
+    /// Notification id of direct entry `entry` (parity `parity`).
+    pub(super) fn direct_id(&self, parity: usize, entry: usize) -> u32 {
+        self.areas.direct_ids + (parity * self.areas.direct_entries + entry) as u32
     }
 
     /// This instance's column of the area at `area`, as a slice.

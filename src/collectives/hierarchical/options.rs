@@ -19,7 +19,9 @@ pub enum AllreduceAlgorithm {
     /// Direct exchange for small messages on few nodes (while ranks share
     /// cores, on up to 16 nodes, as long as a node's partials to the
     /// others come to at most 64 KiB), else dissemination below
-    /// [`AllreduceOptions::ring_min`] bytes, ring from there on.
+    /// [`AllreduceOptions::ring_min`] bytes, ring from there on. On the
+    /// MPI engine between hosts, replicated calls exchange node partials
+    /// as MPI messages ([`AllreduceOptions::message_replicate_max`]).
     #[default]
     Auto,
     /// Always the dissemination with partial reductions.
@@ -75,6 +77,20 @@ pub struct AllreduceOptions {
     /// exchanges directly there (64 KiB of partials per node: 21 KiB on 4
     /// nodes, 9 KiB on 8).
     pub shared_replicate_max: usize,
+    /// [`AllreduceOptions::replicate_max`] where the node partials of
+    /// replicated calls cross hosts as MPI messages between the nodes'
+    /// first ranks (the MPI engine between hosts, automatic algorithm, up
+    /// to 16 nodes): one message per pair of nodes, where a split call's
+    /// steps are notified writes, each a put, a flush and the
+    /// notification's accumulates. A node's partials to the others come
+    /// to at most this many bytes (default 256 KiB: 256 KiB on 2 nodes, 85
+    /// KiB on 4, 17 KiB on 16). Over TCP between 2 hosts, on 2 cores
+    /// (2026-11-30), replicated calls took 0.17-0.33 of the split calls'
+    /// time from 16 to 256 KiB with a rank per host, 0.06-0.12 with two,
+    /// and were slower at 1 MiB (1.36 with private results); beyond 2
+    /// nodes unmeasured. Larger values of
+    /// [`AllreduceOptions::replicate_max`] win.
+    pub message_replicate_max: usize,
     /// [`AllreduceOptions::node_replicate_max`] for a job of one node
     /// whose ranks share cores, where one rank reduces a replicated call
     /// for all ([`AllreduceOptions::share_reduction`], agreed at creation):
@@ -230,6 +246,7 @@ impl Default for AllreduceOptions {
             node_replicate_inputs: 4 << 10,
             shared_replicate_max: 32 << 10,
             shared_node_replicate_max: 8 << 10,
+            message_replicate_max: 256 << 10,
             fraction_min: 1 << 10,
             ring_min: 128 << 10,
             pipeline_min: 0,

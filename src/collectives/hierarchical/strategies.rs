@@ -16,6 +16,7 @@ use crate::types::{Deadline, Notification, Rank};
 use bytemuck::Pod;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::time::Duration;
 
 impl NodeReduce {
     /// Direct exchange: write the call's message at `from` into every other
@@ -202,6 +203,76 @@ impl NodeReduce {
         true
     }
 
+    /// Node partials as keyed messages ([`CallPlan::leaders`]), on the
+    /// node's first rank: once this node's partial is ready, send it to
+    /// every other node's first rank (then `*sent`), and take theirs into
+    /// their direct entries here, each posted in the window's table with
+    /// `tag` as its notified write would be (so
+    /// [`NodeReduce::reduce_partials`] runs unchanged). The keys are this
+    /// engine's number and the call's: what a rank sent for a call it gave
+    /// up, or for an engine deleted since, is never taken for this one.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn exchange_partials(
+        &self,
+        ctx: &Context,
+        plan: &CallPlan,
+        parity: usize,
+        tag: u32,
+        sent: &mut bool,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let call = self.calls + 1;
+        let key = (self.id, self.calls);
+        let bytes = plan.len * plan.elem;
+        let me = ctx.node();
+        let table = self.mem.table();
+        let others = || (0..self.layout.nodes()).filter(move |&q| q != me);
+        let first = |q: usize| self.layout.node_ranks(q).start as Rank;
+        // Woken by the local rank that makes the partial ready; the
+        // messages wake nobody: naps of at most 50 us for them.
+        let longest = Duration::from_micros(50);
+        let mut step = || -> Result<bool> {
+            if !*sent && self.word(3).load(SeqCst) >= call {
+                // SAFETY: this node's partial of this call is complete
+                // (ready) and not written again before every rank of the
+                // job has finished this call.
+                let partial = unsafe { self.mem.read::<u8>(self.direct_at(parity, me), bytes) };
+                for q in others() {
+                    ctx.engine.host_keyed_send(first(q), key, partial)?;
+                }
+                *sent = true;
+            }
+            let mut all = *sent;
+            for q in others() {
+                let id = self.direct_id(parity, q);
+                if tag_reached(table.values[id as usize].load(SeqCst), tag) {
+                    continue;
+                }
+                // SAFETY: node `q`'s entry of this parity: on this route
+                // only this rank writes it, and nobody reads it before it
+                // is posted below; the reader of the call two back (its
+                // claimant) finished before every local rank put in its
+                // input of the call in between, which node `q` needed
+                // before it could send this call's partial.
+                let into = unsafe { self.mem.write::<u8>(self.direct_at(parity, q), bytes) };
+                if ctx.engine.host_keyed_take(first(q), key, into)? {
+                    table.post(id, tag);
+                } else {
+                    all = false;
+                }
+            }
+            Ok(all)
+        };
+        let poll = || match step() {
+            Ok(false) => None,
+            done => Some(done.map(|_| ())),
+        };
+        let check = || ctx.engine.faults();
+        ctx.engine
+            .patience()
+            .wait_or_poll(table.ww, deadline, longest, poll, check)?
+    }
+
     /// Node partials: once this node's partial is ready and every other
     /// node's has arrived, the first local rank to claim the call reduces
     /// them in node order into the shared result; every other rank waits
@@ -233,8 +304,12 @@ impl NodeReduce {
                 if done.load(SeqCst) >= call {
                     return Some(false);
                 }
-                ctx.engine
-                    .pump(self.segment, self.mem.object(), ids.clone());
+                // (Partials as messages are posted here by the node's
+                // first rank: nothing lands through the transport.)
+                if !plan.leaders {
+                    ctx.engine
+                        .pump(self.segment, self.mem.object(), ids.clone());
+                }
                 let all =
                     ready.load(SeqCst) >= call && (0..nodes).filter(|&q| q != me).all(arrived);
                 all.then_some(true)

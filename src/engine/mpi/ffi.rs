@@ -34,6 +34,8 @@ pub(super) struct Request {
     handle: Handle<ffi::MPI_Request>,
     finished: bool,
     buf: Vec<u8>,
+    /// Bytes a receive took ([`Request::test_received`]).
+    received: usize,
 }
 
 macro_rules! konst {
@@ -538,6 +540,7 @@ impl Request {
             handle: Handle(r),
             finished: false,
             buf,
+            received: 0,
         }
     }
 
@@ -558,6 +561,28 @@ impl Request {
         check("MPI_Test", code)?;
         self.finished = flag != 0;
         Ok(self.finished)
+    }
+
+    /// A receive's test: once it completed, the bytes it took (the
+    /// message may be shorter than the buffer).
+    pub(super) fn test_received(&mut self) -> Result<Option<&[u8]>> {
+        if !self.finished {
+            let mut flag = 0;
+            // SAFETY: an all-zero MPI_Status (integers) is a valid value.
+            let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+            // SAFETY: a live request and a status to fill.
+            let code = unsafe { ffi::MPI_Test(&mut self.handle.0, &mut flag, &mut st) };
+            check("MPI_Test", code)?;
+            if flag == 0 {
+                return Ok(None);
+            }
+            self.finished = true;
+            let mut count = 0;
+            // SAFETY: a status MPI filled.
+            unsafe { ffi::MPI_Get_count(&st, konst!(RSMPI_UINT8_T), &mut count) };
+            self.received = (count.max(0) as usize).min(self.buf.len());
+        }
+        Ok(Some(&self.buf[..self.received]))
     }
 
     /// Cancel it and wait for that; whether it was cancelled (false: it
@@ -618,6 +643,11 @@ pub(super) fn mrecv(mut m: Handle<ffi::MPI_Message>, buf: &mut [u8]) -> Result<(
         )
     };
     check("MPI_Mrecv", code)
+}
+
+/// `MPI_ANY_TAG`, for [`improbe`].
+pub(super) fn any_tag() -> c_int {
+    konst!(RSMPI_ANY_TAG)
 }
 
 /// Let MPI make progress (passive-target RMA to this process needs it on

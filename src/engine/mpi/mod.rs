@@ -58,6 +58,7 @@ mod calls;
 mod ffi;
 mod groups;
 mod intake;
+mod keyed;
 mod landing;
 mod passive;
 mod relay;
@@ -70,7 +71,7 @@ use crate::config::Engine;
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
 use crate::engine::segment::{SegmentObject, Span};
-use crate::engine::transport::{AtomicOp, Combine, Post, Transfer, Transport};
+use crate::engine::transport::{AtomicOp, Combine, Key, Post, Transfer, Transport};
 use crate::engine::wait::{Patience, lock};
 use crate::error::Result;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
@@ -105,6 +106,7 @@ pub(crate) struct Mpi {
     unflushed: Mutex<unflushed::Unflushed>,
     twins: Mutex<BTreeMap<u8, groups::Twin>>,
     outbox: Mutex<intake::Outbox>,
+    keyed: Mutex<keyed::Keyed>,
     /// Deleted segments kept attached until no put can reach them.
     graves: Mutex<segments::Graves>,
 }
@@ -167,6 +169,7 @@ impl Mpi {
             }
         }
         intake::reap(&mut lock(&self.outbox).sends);
+        self.keyed_leave();
         lock(&self.shared.bound).clear();
         // The window goes with everything still attached to it.
         *lock(&self.graves) = segments::Graves::default();
@@ -358,6 +361,18 @@ impl Transport for Mpi {
         patience: &Patience<'_>,
     ) -> Result<()> {
         Mpi::allreduce_ordered(self, id, index, send, recv, combine, timeout, patience)
+    }
+
+    fn keyed_messages(&self) -> bool {
+        true
+    }
+
+    fn keyed_send(&self, rank: Rank, key: Key, data: &[u8]) -> Result<()> {
+        Mpi::keyed_send(self, rank, key, data)
+    }
+
+    fn keyed_take(&self, rank: Rank, key: Key, into: &mut [u8]) -> Result<bool> {
+        Mpi::keyed_take(self, rank, key, into)
     }
 
     fn depart(&self) {

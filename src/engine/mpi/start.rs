@@ -268,6 +268,7 @@ impl Mpi {
             // Group 0, all ranks, exists from the start (GASPI_GROUP_ALL).
             twins: Mutex::new(BTreeMap::from([(0, Twin::all(nranks))])),
             outbox: Mutex::default(),
+            keyed: Mutex::default(),
             graves: Mutex::default(),
         })
     }
