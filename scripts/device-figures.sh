@@ -33,8 +33,9 @@
 #      and allgatherv (three distributions), shared and private results,
 #      ours on the MPI engine in emulated hosts (4 ranks in 2 hosts; 8 in 2
 #      and in 4) against Intel MPI's best algorithm over shared memory.
-#      mpi-tcp-4, mpi-tcp-8: the same with HOSTS=tcp: Intel MPI sees the
-#      hosts too (scripts/mpi/hosts-run.sh), TCP between them on both sides.
+#      mpi-tcp-4, mpi-tcp-8, mpi-tcp-wn: mpi-4, mpi-8 and mpi-wn with
+#      HOSTS=tcp: Intel MPI sees the hosts too (scripts/mpi/hosts-run.sh),
+#      TCP between them on both sides.
 #   8. a2a-4n, a2a-8n: scripts/impi-collectives.sh with COLLS=alltoallv
 #      across emulated nodes (4 ranks in 2 nodes; 8 in 2 and in 4), 1 KiB
 #      to 1 MiB per pair, shared and private results (CAP_A2A_NODES, 75 per
@@ -161,9 +162,13 @@ want a2a-8n && a2a_nodes 8 4 2
 want gups && stage gups "${CAP_GUPS:-100}" bash -c gups
 want gpi2 && [ -x .devkit/gaspi-bench-gpi2 ] && stage gpi2 "${CAP_GPI2:-200}" env GASPI_PREBUILT=1 \
     GPI2_DIR=.devkit/gpi2 OUT="$out/gpi2" scripts/compare-gpi2.sh "$rounds"
-want mpi-wn && stage mpi-wn "${CAP_MPI_WN:-100}" bash -c '. scripts/impi-env.sh &&
+mpi_wn() { # NAME HOSTS: write_notify on the MPI engine beside the bare MPI sequences
+    stage "$1" "${CAP_MPI_WN:-100}" env HOSTS="$2" bash -c '. scripts/impi-env.sh &&
     GASPI_BENCH_MPI=.devkit/gaspi-bench-impi NPL=.devkit/impi/notified_put_lat MPIRUN=mpirun COLLS= \
-    OUT="$0/mpi-wn-rows.csv" scripts/compare-mpi-engine.sh "$1"' "$out" "$rounds"
+    OUT="$0/$1-rows.csv" scripts/compare-mpi-engine.sh "$2"' "$out" "$1" "$rounds"
+}
+want mpi-wn && mpi_wn mpi-wn ""
+want mpi-tcp-wn && mpi_wn mpi-tcp-wn tcp
 mpi_coll() { # NAME RANKS HOST_RANKS...: the MPI engine's collectives against Intel MPI's best
     local name=$1 ranks=$2 hosts=
     shift 2

@@ -5,7 +5,8 @@
 # --features mpi twin, scripts/mpi/coll_bench.c and
 # scripts/mpi/notified_put_lat.c, all three built against Intel MPI, and
 # the part of Intel MPI's PyPI install that mpirun with I_MPI_FABRICS=shm
-# uses (hydra, libmpi, libfabric's shm provider), stripped: about 40 MB.
+# uses (hydra, libmpi, libfabric's shm and tcp providers), stripped: about
+# 40 MB.
 # On that machine:
 #   GASPI_PREBUILT=1 IMPI_VENV=.devkit/impi GASPI_BENCH=.devkit/gaspi-bench \
 #     GASPI_BENCH_IMPI=.devkit/gaspi-bench-impi MPIS=impi scripts/compare-kernels.sh ...
@@ -38,7 +39,10 @@ cp "$venv/coll_bench" "$venv/notified_put_lat" "$kit/impi/"
 for f in mpirun mpiexec mpiexec.hydra hydra_pmi_proxy hydra_bstrap_proxy cpuinfo; do
     cp "$venv/bin/$f" "$kit/impi/bin/"
 done
-cp -L "$venv/lib/libmpi.so.12" "$venv/lib/libfabric.so.1" "$venv/lib/libshm-fi.so" "$kit/impi/lib/"
+# libtcp-fi.so and librxm-fi.so: libfabric's tcp provider, for the stages
+# where Intel MPI sees hosts (scripts/mpi/hosts-run.sh).
+cp -L "$venv/lib/libmpi.so.12" "$venv/lib/libfabric.so.1" "$venv/lib/libshm-fi.so" \
+    "$venv/lib/libtcp-fi.so" "$venv/lib/librxm-fi.so" "$kit/impi/lib/"
 strip "$kit/impi/lib/libmpi.so.12" 2>/dev/null || true
 gcc -O2 -o "$kit/alltoall_model" scripts/alltoall_model.c
 if [ -n "${GPI2_DIR:-}" ]; then

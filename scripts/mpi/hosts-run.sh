@@ -16,8 +16,8 @@
 # and runs the command here (it refuses lines with killall). The hosts are
 # named gaspi-host-0 .. gaspi-host-(HOSTS-1); they need not resolve.
 # - Intel MPI: shm inside a host, libfabric's tcp provider between hosts
-#   (I_MPI_FABRICS=shm:ofi, FI_PROVIDER=tcp). With one rank per host it
-#   pins nothing (each host would pin its rank to CPU 0).
+#   (I_MPI_FABRICS=shm:ofi, FI_PROVIDER=tcp, FI_TCP_IFACE=lo). It pins
+#   nothing (each host would pin its ranks to the same first CPUs).
 # - MPICH (ch4:ucx): its shared memory inside a host, UCX's tcp transport
 #   between hosts (UCX_TLS=tcp,self).
 # Set TCP_HOSTS_ENV=none to keep the transports MPI chooses itself.
@@ -45,9 +45,15 @@ if "$mpirun" -version 2>/dev/null | grep -q "Intel(R) MPI"; then
     export I_MPI_HYDRA_BOOTSTRAP=ssh HYDRA_BOOTSTRAP=ssh
     unset I_MPI_HYDRA_BOOTSTRAP_EXEC
     if [ "${TCP_HOSTS_ENV:-}" != none ]; then
-        export I_MPI_FABRICS=shm:ofi FI_PROVIDER=tcp
+        # Every host is this machine: loopback is its interface (and the
+        # only one on a machine without a network, such as the device).
+        export I_MPI_FABRICS=shm:ofi FI_PROVIDER=tcp FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
     fi
-    [ "$ppn" -eq 1 ] && export I_MPI_PIN=0
+    # No pinning: each host would pin its ranks to the same first CPUs
+    # (with 2 hosts of 2 ranks on the 16-core device machine, 4 ranks on
+    # CPUs 0 and 1: Intel MPI's collectives then produced no result in
+    # 125 s).
+    export I_MPI_PIN=0
     launcher=()
 else
     [ "${TCP_HOSTS_ENV:-}" != none ] && export UCX_TLS=tcp,self
