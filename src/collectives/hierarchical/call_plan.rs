@@ -44,7 +44,7 @@ pub(super) struct CallPlan {
     /// The node partials cross hosts as keyed messages between the nodes'
     /// first ranks (`NodeReduce::exchange_partials`), not as notified
     /// writes: a direct, replicated call.
-    pub(super) leaders: bool,
+    pub(super) messages: bool,
 }
 
 /// How far a pipelined call got (to resume after a timeout): chunks put

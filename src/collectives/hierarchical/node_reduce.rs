@@ -52,7 +52,7 @@ pub(super) struct Progress {
 /// other: `nodes * (nodes - 1)` messages, where the dissemination sends
 /// `nodes * log2(nodes)` notified writes). Measured at 2 nodes only
 /// (2026-11-25); the crossover beyond is not.
-const LEADERS_NODES_MAX: usize = 16;
+const MESSAGES_NODES_MAX: usize = 16;
 
 /// The number of the next [`NodeReduce`] made in this process.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -63,7 +63,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct NodeReduce {
     /// This one's number, the same on every rank (agreed at creation) and
     /// larger than every earlier one's: the first half of the keys of its
-    /// keyed messages ([`CallPlan::leaders`]), so that those of an object
+    /// keyed messages ([`CallPlan::messages`]), so that those of an object
     /// given up are told apart and dropped.
     pub(super) id: u64,
     pub(super) segment: SegmentId,
@@ -81,7 +81,7 @@ pub(crate) struct NodeReduce {
     /// directly ([`auto_direct_max`]).
     pub(super) direct_max: usize,
     /// The node partials of replicated calls cross hosts as keyed messages
-    /// between the nodes' first ranks ([`NodeReduce::by_leaders`]).
+    /// between the nodes' first ranks ([`NodeReduce::by_messages`]).
     pub(super) messages: bool,
     /// The local ranks that may run on this rank's core (a job of one
     /// node; `None` elsewhere): its waits spin instead of yielding while
@@ -444,9 +444,9 @@ impl NodeReduce {
     fn plan_for(&self, ctx: &Context, len: usize, elem: usize) -> CallPlan {
         let bytes = len * elem;
         let nodes = self.layout.nodes();
-        let leaders = self.by_leaders(bytes);
+        let messages = self.by_messages(bytes);
         let mut choice = choose(&self.opts, bytes, nodes, self.direct_max);
-        if leaders {
+        if messages {
             // Node partials exchanged directly (as messages).
             choice.inter = Inter::Direct;
         }
@@ -495,7 +495,7 @@ impl NodeReduce {
             instances,
             mine,
             rings,
-            leaders,
+            messages,
         }
     }
 
@@ -522,7 +522,7 @@ impl NodeReduce {
     pub(crate) fn inter_node_messages(&self, ctx: &Context, len: usize, elem: usize) -> u64 {
         let plan = self.plan_for(ctx, len, elem);
         let nodes = self.layout.nodes() as u64;
-        if nodes < 2 || plan.leaders {
+        if nodes < 2 || plan.messages {
             return 0;
         }
         match plan.choice.inter {
@@ -668,18 +668,18 @@ impl NodeReduce {
     /// them (the MPI engine's, whose messages beat its notified writes:
     /// one message where a notified write is a put, a flush and the
     /// notification's accumulates), for the automatic algorithm, on 2 to
-    /// [`LEADERS_NODES_MAX`] nodes. The same on every rank.
+    /// [`MESSAGES_NODES_MAX`] nodes. The same on every rank.
     fn partials_as_messages(ctx: &Context, opts: &AllreduceOptions, nodes: usize) -> bool {
-        (2..=LEADERS_NODES_MAX).contains(&nodes)
+        (2..=MESSAGES_NODES_MAX).contains(&nodes)
             && opts.algorithm == AllreduceAlgorithm::Auto
             && ctx.engine.host_keyed()
     }
 
     /// Whether a call of `bytes` bytes exchanges node partials as keyed
-    /// messages between the nodes' first ranks ([`CallPlan::leaders`]):
+    /// messages between the nodes' first ranks ([`CallPlan::messages`]):
     /// every replicated call where [`NodeReduce::messages`]. The same on
     /// every rank.
-    fn by_leaders(&self, bytes: usize) -> bool {
+    fn by_messages(&self, bytes: usize) -> bool {
         self.messages
             && bytes > 0
             && choose(&self.opts, bytes, self.layout.nodes(), self.direct_max).replicated
@@ -745,7 +745,7 @@ impl NodeReduce {
                     self.put_input(plan, at, send);
                     self.arrival(local).store(self.calls + 1, SeqCst);
                     self.mem.table().ww.wake();
-                    if plan.choice.inter == Inter::Direct && !self.node_partials && !plan.leaders {
+                    if plan.choice.inter == Inter::Direct && !self.node_partials && !plan.messages {
                         let entry = ctx.rank() as usize;
                         self.send_direct(ctx, plan, parity, tag, (at, entry), deadline)?;
                     }
@@ -756,7 +756,7 @@ impl NodeReduce {
                         *stage = Stage::Closing;
                         continue;
                     }
-                    if self.own_result(plan) && (self.node_partials || plan.leaders) {
+                    if self.own_result(plan) && (self.node_partials || plan.messages) {
                         // The cursor: 0 before the claim of the node's
                         // partial; 1 claimed, to be sent as notified
                         // writes; 2 claim settled (sent, or another
@@ -770,14 +770,14 @@ impl NodeReduce {
                             };
                             *stage = Stage::Instances { idx, cursor: c };
                         }
-                        if c == 1 && !plan.leaders {
+                        if c == 1 && !plan.messages {
                             let node = ctx.node();
                             let from = self.direct_at(parity, node);
                             self.send_direct(ctx, plan, parity, tag, (from, node), deadline)?;
                             c = 2;
                             *stage = Stage::Instances { idx, cursor: c };
                         }
-                        if plan.leaders && ctx.node_ranks(ctx.node()).start == ctx.rank() {
+                        if plan.messages && ctx.node_ranks(ctx.node()).start == ctx.rank() {
                             let mut sent = c == 3;
                             let r =
                                 self.exchange_partials(ctx, plan, parity, tag, &mut sent, deadline);
@@ -847,7 +847,7 @@ impl NodeReduce {
                         self.await_instances(ctx, plan, gather.as_deref_mut(), deadline)?;
                     }
                     // (Keyed messages leave nothing on the queue.)
-                    if plan.len > 0 && self.layout.nodes() > 1 && !plan.leaders {
+                    if plan.len > 0 && self.layout.nodes() > 1 && !plan.messages {
                         ctx.wait(self.opts.queue, deadline.timeout())?;
                     }
                     return Ok(());

@@ -203,7 +203,7 @@ impl NodeReduce {
         true
     }
 
-    /// Node partials as keyed messages ([`CallPlan::leaders`]), on the
+    /// Node partials as keyed messages ([`CallPlan::messages`]), on the
     /// node's first rank: once this node's partial is ready, send it to
     /// every other node's first rank (then `*sent`), and take theirs into
     /// their direct entries here, each posted in the window's table with
@@ -306,7 +306,7 @@ impl NodeReduce {
                 }
                 // (Partials as messages are posted here by the node's
                 // first rank: nothing lands through the transport.)
-                if !plan.leaders {
+                if !plan.messages {
                     ctx.engine
                         .pump(self.segment, self.mem.object(), ids.clone());
                 }

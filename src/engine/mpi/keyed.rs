@@ -131,21 +131,23 @@ impl Mpi {
             }
             let word = |i: usize| u64::from_le_bytes(msg[i..i + 8].try_into().expect("8 bytes"));
             let k0 = (word(0), word(8));
-            let piece = msg[HEADER..].to_vec();
-            t.recv = None;
-            match k0.cmp(&key) {
-                std::cmp::Ordering::Less => continue,
+            let piece = &msg[HEADER..];
+            let later = match k0.cmp(&key) {
+                std::cmp::Ordering::Less => None,
                 std::cmp::Ordering::Equal => {
-                    at = place(rank, &piece, into, at)?;
-                    if piece.is_empty() && into.is_empty() {
-                        k.posted.remove(&from);
-                        return Ok(true);
-                    }
+                    at = place(rank, piece, into, at)?;
+                    None
                 }
-                std::cmp::Ordering::Greater => {
-                    k.ahead.entry(from).or_default().push_back((k0, piece));
-                    return Ok(false);
-                }
+                std::cmp::Ordering::Greater => Some(piece.to_vec()),
+            };
+            t.recv = None;
+            if let Some(piece) = later {
+                k.ahead.entry(from).or_default().push_back((k0, piece));
+                return Ok(false);
+            }
+            if k0 == key && into.is_empty() {
+                k.posted.remove(&from);
+                return Ok(true); // the one empty piece of an empty message
             }
         }
     }
