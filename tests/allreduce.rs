@@ -202,17 +202,20 @@ fn one_mebibyte_with_default_blocks() {
     }
 }
 
-/// Replicated calls of 200 KiB between 2 nodes: on the MPI engine between
-/// hosts their node partials cross as MPI messages (replicated up to
-/// 256 KiB of partials per node), in pieces of at most 128 KiB, so each
-/// call's message comes in two; elsewhere a split call.
+/// Replicated calls of 200 KiB and 1.25 MiB between 2 nodes: on the MPI
+/// engine between hosts their node partials cross as MPI messages, in
+/// pieces of at most 128 KiB: 2, and 10 (more than the receives posted
+/// ahead and the pieces in flight, the last one shorter); elsewhere split
+/// calls.
 #[test]
 fn calls_whose_partials_cross_in_pieces() {
     for (ranks, ppn) in [(2, 1), (4, 2)] {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
-            let len = 25_600; // u64s: 200 KiB
             let opts = AllreduceOptions::default();
-            check_integers(ctx, &format!("{ranks}/{ppn} pieces"), opts, len, 3);
+            for len in [25_600, 160_000] {
+                let what = format!("{ranks}/{ppn} pieces, {len} elements");
+                check_integers(ctx, &what, opts, len, 3);
+            }
         });
     }
 }

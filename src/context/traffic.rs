@@ -4,8 +4,10 @@
 //!
 //! Each operation is counted once, by the rank that posts it, when it
 //! succeeds: a list counts one write (or read) per element, a
-//! `write_notify` one write and one notification. Notifications a rank
-//! sets in its own tables by `read_notify` are not traffic.
+//! `write_notify` one write and one notification, and so does a keyed
+//! message between hosts that stands for one (the window allreduce's
+//! node partials as MPI messages). Notifications a rank sets in its own
+//! tables by `read_notify` are not traffic.
 //!
 //! Counting costs no locked instruction: every thread adds to a cell of
 //! its own (a plain load and store), and `Context::traffic` sums the

@@ -83,8 +83,9 @@ impl Native {
         self.across_hosts().is_some_and(|t| t.keyed_messages())
     }
 
-    /// Send `data` to `to` (on another host) as the message of `key`.
-    pub(crate) fn host_keyed_send(&self, to: Rank, key: Key, data: &[u8]) -> Result<()> {
+    /// Send `data` to `to` (on another host) as the message of `key`, as
+    /// much as the transport takes now: `true` once all of it went.
+    pub(crate) fn host_keyed_send(&self, to: Rank, key: Key, data: &[u8]) -> Result<bool> {
         self.hosts()?.keyed_send(to, key, data)
     }
 

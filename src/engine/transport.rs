@@ -272,9 +272,12 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
         false
     }
     /// Send `data` to `rank` as the message of `key` (a collective object's
-    /// number, then its call's). Keys from one sender to one receiver
-    /// only grow.
-    fn keyed_send(&self, _rank: Rank, _key: Key, _data: &[u8]) -> Result<()> {
+    /// number, then its call's), as much of it as the transport takes now:
+    /// `true` once all of it went. Until then call again with the same
+    /// key and data (a call with another key starts that message; the
+    /// rest of the old one is never sent). Keys from one sender to one
+    /// receiver only grow.
+    fn keyed_send(&self, _rank: Rank, _key: Key, _data: &[u8]) -> Result<bool> {
         Err(Error::Environment(
             "this transport has no keyed messages".into(),
         ))

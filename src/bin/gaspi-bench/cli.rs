@@ -184,7 +184,7 @@ pub struct AllreduceArgs {
     pub shared_node_replicate_max: Option<usize>,
     /// --replicate-max where node partials cross hosts as MPI messages
     /// (the MPI engine between hosts): a node's partials to the others
-    /// together [default: 256K].
+    /// together [default: 6M].
     #[arg(long, value_name = "B", value_parser = parse_size)]
     pub message_replicate_max: Option<usize>,
     /// Replicated calls: one local rank reduces for its node (yes), every

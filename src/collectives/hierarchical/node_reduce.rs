@@ -146,8 +146,12 @@ impl NodeReduce {
         let messages = Self::partials_as_messages(ctx, &opts, nodes);
         let mut opts = opts.for_node(slots, shared, (node_partials, direct_max));
         if messages {
-            // One message per pair of nodes: replicated for longer.
-            let budget = opts.message_replicate_max / (nodes - 1);
+            // One message per pair of nodes: replicated for longer. One
+            // rank reduces its node's inputs (`claim_partial`): where each
+            // rank has a core of its own, the split call's node phase runs
+            // on all of them, so the budget shrinks with the node's ranks.
+            let reducers = if shared { 1 } else { slots };
+            let budget = opts.message_replicate_max / (nodes - 1) / reducers;
             opts.replicate_max = opts.replicate_max.max(budget);
         }
         // The choices of every size a call may have: `choose` changes only
@@ -522,8 +526,13 @@ impl NodeReduce {
     pub(crate) fn inter_node_messages(&self, ctx: &Context, len: usize, elem: usize) -> u64 {
         let plan = self.plan_for(ctx, len, elem);
         let nodes = self.layout.nodes() as u64;
-        if nodes < 2 || plan.messages {
+        if nodes < 2 {
             return 0;
+        }
+        if plan.messages {
+            // One keyed message per pair of nodes, counted as the notified
+            // write it stands for (`exchange_partials`).
+            return nodes * (nodes - 1);
         }
         match plan.choice.inter {
             Inter::Direct if self.node_partials => nodes * (nodes - 1),
@@ -786,9 +795,10 @@ impl NodeReduce {
                             }
                             r?;
                         }
-                        self.reduce_partials(ctx, plan, parity, tag, f, deadline)?;
-                        progress.shared = true;
-                        if let Some(out) = direct.as_deref_mut() {
+                        let out = direct.as_deref_mut();
+                        let own = self.reduce_partials(ctx, plan, parity, tag, f, out, deadline)?;
+                        progress.shared = !own;
+                        if let (false, Some(out)) = (own, direct.as_deref_mut()) {
                             self.copy_shared(out);
                         }
                         *stage = Stage::Instances {

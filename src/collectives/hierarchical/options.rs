@@ -83,13 +83,18 @@ pub struct AllreduceOptions {
     /// to 16 nodes): one message per pair of nodes, where a split call's
     /// steps are notified writes, each a put, a flush and the
     /// notification's accumulates. A node's partials to the others come
-    /// to at most this many bytes (default 256 KiB: 256 KiB on 2 nodes, 85
-    /// KiB on 4, 17 KiB on 16). Over TCP between 2 hosts, on 2 cores
-    /// (2026-11-30), replicated calls took 0.17-0.33 of the split calls'
-    /// time from 16 to 256 KiB with a rank per host, 0.06-0.12 with two,
-    /// and were slower at 1 MiB (1.36 with private results); beyond 2
-    /// nodes unmeasured. Larger values of
-    /// [`AllreduceOptions::replicate_max`] win.
+    /// to at most this many bytes, divided by the node's ranks where they
+    /// do not share cores (one rank reduces a replicated call's node
+    /// partial, where the split call's node phase runs on every rank).
+    /// Default 6 MiB: calls of up to 6 MiB on 2 nodes of one rank, 2 MiB
+    /// on 4, 410 KiB on 16; 768 KiB on 2 nodes of 8 ranks with a core
+    /// each. Over TCP (Intel MPI, 2 cores, 2026-11-30), replicated calls
+    /// took 0.17-0.33 of the split calls' time from 16 to 256 KiB on 2
+    /// hosts of one rank, 0.06-0.12 with two ranks per host; with at most
+    /// 4 pieces of a message in flight, 0.71-0.95 at 1 to 4 MiB (2 hosts
+    /// of one rank), 0.53-1.08 (of two), and 0.40-0.77 at 512 KiB to 2 MiB
+    /// on 4 hosts of one rank. Unmeasured with a core per rank. Larger
+    /// values of [`AllreduceOptions::replicate_max`] win.
     pub message_replicate_max: usize,
     /// [`AllreduceOptions::node_replicate_max`] for a job of one node
     /// whose ranks share cores, where one rank reduces a replicated call
@@ -246,7 +251,7 @@ impl Default for AllreduceOptions {
             node_replicate_inputs: 4 << 10,
             shared_replicate_max: 32 << 10,
             shared_node_replicate_max: 8 << 10,
-            message_replicate_max: 256 << 10,
+            message_replicate_max: 6 << 20,
             fraction_min: 1 << 10,
             ring_min: 128 << 10,
             pipeline_min: 0,

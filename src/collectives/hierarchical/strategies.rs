@@ -9,6 +9,7 @@ use super::kernels::{reduce_slices, with_slices};
 use super::node_reduce::NodeReduce;
 use super::options::Inter;
 use crate::context::Context;
+use crate::context::traffic::Op;
 use crate::engine::memcopy::copy_slice;
 use crate::error::Result;
 use crate::notifications::tag_reached;
@@ -237,10 +238,17 @@ impl NodeReduce {
                 // (ready) and not written again before every rank of the
                 // job has finished this call.
                 let partial = unsafe { self.mem.read::<u8>(self.direct_at(parity, me), bytes) };
+                let mut all = true;
                 for q in others() {
-                    ctx.engine.host_keyed_send(first(q), key, partial)?;
+                    all &= ctx.engine.host_keyed_send(first(q), key, partial)?;
                 }
-                *sent = true;
+                if all {
+                    // Each counted as the notified write it stands for.
+                    let n = others().count() as u64;
+                    ctx.traffic.count(true, Op::Write, n, bytes as u64 * n);
+                    ctx.traffic.count(true, Op::Notify, n, 0);
+                }
+                *sent = all;
             }
             let mut all = *sent;
             for q in others() {
@@ -276,7 +284,10 @@ impl NodeReduce {
     /// Node partials: once this node's partial is ready and every other
     /// node's has arrived, the first local rank to claim the call reduces
     /// them in node order into the shared result; every other rank waits
-    /// for that.
+    /// for that. The only rank of its node reduces them straight into
+    /// `out` where it is given (no shared result, no copy of it): then
+    /// `true`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn reduce_partials<T: Pod, F: Fn(&T, &T) -> T>(
         &self,
         ctx: &Context,
@@ -284,8 +295,9 @@ impl NodeReduce {
         parity: usize,
         tag: u32,
         f: &F,
+        out: Option<&mut [T]>,
         deadline: Deadline,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let call = self.calls + 1;
         let nodes = self.layout.nodes();
         let me = ctx.node();
@@ -317,16 +329,22 @@ impl NodeReduce {
             || ctx.engine.faults(),
         )?;
         if !all_in {
-            return Ok(()); // done
+            return Ok(false); // done
         }
         let len = plan.len;
         // SAFETY: every node's partial of this call is complete (ready, or
         // its notification seen) and not written again before every rank
         // of the job has finished this call.
         let input = |q: usize| unsafe { self.mem.read::<T>(self.direct_at(parity, q), len) };
-        self.reduce_once(ctx, len, deadline, |out: &mut [T]| {
-            with_slices(nodes, input, |inputs| reduce_slices(out, inputs, f))
-        })
+        let reduce =
+            |out: &mut [T]| with_slices(nodes, input, |inputs| reduce_slices(out, inputs, f));
+        match out {
+            Some(out) if ctx.local_num() == 1 => {
+                reduce(out);
+                Ok(true)
+            }
+            _ => self.reduce_once(ctx, len, deadline, reduce).map(|()| false),
+        }
     }
 
     /// Wait until every rank of the node has put in its input of this call

@@ -507,8 +507,14 @@ pub(super) fn send(
 /// Receive `len` bytes from `rank` with `tag`, nonblocking; read them with
 /// [`Request::data`] once complete.
 pub(super) fn recv(comm: Comm, len: usize, rank: usize, tag: c_int) -> Result<Request> {
+    recv_into(comm, vec![0u8; len], rank, tag)
+}
+
+/// [`recv`] into `buf` (a buffer used before): a message of up to its
+/// length.
+pub(super) fn recv_into(comm: Comm, mut buf: Vec<u8>, rank: usize, tag: c_int) -> Result<Request> {
     let mut r = konst!(RSMPI_REQUEST_NULL);
-    let mut buf = vec![0u8; len];
+    let len = buf.len();
     // SAFETY: `buf` moves into the request below, which keeps its heap
     // buffer untouched until MPI is done with it.
     let code = unsafe {
@@ -583,6 +589,12 @@ impl Request {
             self.received = (count.max(0) as usize).min(self.buf.len());
         }
         Ok(Some(&self.buf[..self.received]))
+    }
+
+    /// Its buffer, once it completed (for the next request); `None`
+    /// while MPI may still use it.
+    pub(super) fn into_buf(mut self) -> Option<Vec<u8>> {
+        self.finished.then(|| std::mem::take(&mut self.buf))
     }
 
     /// Cancel it and wait for that; whether it was cancelled (false: it

@@ -367,7 +367,7 @@ impl Transport for Mpi {
         true
     }
 
-    fn keyed_send(&self, rank: Rank, key: Key, data: &[u8]) -> Result<()> {
+    fn keyed_send(&self, rank: Rank, key: Key, data: &[u8]) -> Result<bool> {
         Mpi::keyed_send(self, rank, key, data)
     }
 
