@@ -91,9 +91,11 @@ pub struct AllreduceOptions {
     /// each. Over TCP (Intel MPI, 2 cores, 2026-11-30), replicated calls
     /// took 0.17-0.33 of the split calls' time from 16 to 256 KiB on 2
     /// hosts of one rank, 0.06-0.12 with two ranks per host; with at most
-    /// 4 pieces of a message in flight, 0.71-0.95 at 1 to 4 MiB (2 hosts
-    /// of one rank), 0.53-1.08 (of two), and 0.40-0.77 at 512 KiB to 2 MiB
-    /// on 4 hosts of one rank. Unmeasured with a core per rank. Larger
+    /// 4 pieces of a message in flight, 0.71-0.85 at 2 and 4 MiB (2 hosts
+    /// of one rank), 0.53-0.63 (of two), and 0.40-0.77 at 512 KiB to 2 MiB
+    /// on 4 hosts of one rank. Over shared memory (emulated hosts, MPICH)
+    /// the split calls win from 1 MiB (1.3-1.9x): there 256 KiB is the
+    /// better value. Unmeasured with a core per rank. Larger
     /// values of [`AllreduceOptions::replicate_max`] win.
     pub message_replicate_max: usize,
     /// [`AllreduceOptions::node_replicate_max`] for a job of one node
