@@ -203,7 +203,8 @@ fn one_mebibyte_with_default_blocks() {
 }
 
 /// Replicated calls of 200 KiB and 1.25 MiB between 2 nodes: on the MPI
-/// engine between hosts their node partials cross as MPI messages, in
+/// engine between hosts their node partials cross as MPI messages (also
+/// between emulated hosts, where by default only up to 256 KiB do), in
 /// pieces of at most 128 KiB: 2, and 10 (more than the receives posted
 /// ahead and the pieces in flight, the last one shorter); elsewhere split
 /// calls.
@@ -211,7 +212,10 @@ fn one_mebibyte_with_default_blocks() {
 fn calls_whose_partials_cross_in_pieces() {
     for (ranks, ppn) in [(2, 1), (4, 2)] {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
-            let opts = AllreduceOptions::default();
+            let opts = AllreduceOptions {
+                message_replicate_max: Some(8 << 20),
+                ..Default::default()
+            };
             for len in [25_600, 160_000] {
                 let what = format!("{ranks}/{ppn} pieces, {len} elements");
                 check_integers(ctx, &what, opts, len, 3);

@@ -486,6 +486,12 @@ impl Native {
             .is_some_and(|t| t.host_collectives_fast())
     }
 
+    /// Whether the job spans hosts through a transport whose one-sided
+    /// calls are memory copies ([`Transport::one_sided_in_memory`]).
+    pub(crate) fn host_one_sided_in_memory(&self) -> bool {
+        self.across_hosts().is_some_and(|t| t.one_sided_in_memory())
+    }
+
     pub(crate) fn spans_hosts(&self, members: &[Rank]) -> bool {
         self.across_hosts().is_some() && members.iter().any(|r| !self.host.contains(r))
     }

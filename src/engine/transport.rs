@@ -116,6 +116,12 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// trips): then the node-aware barrier crosses hosts through them,
     /// among the first ranks of the nodes.
     fn host_collectives_fast(&self) -> bool;
+    /// Whether one-sided calls between this job's hosts are memory copies
+    /// (hosts emulated on one machine, whose bytes MPI moves through its
+    /// shared memory): then notified writes cost little against messages.
+    fn one_sided_in_memory(&self) -> bool {
+        false
+    }
     /// Let `rank` access segment `segment` of this rank.
     fn register(&self, segment: SegmentId, rank: Rank, timeout: Timeout) -> Result<()>;
     /// Size of segment `segment` of `rank` as registered with this rank.

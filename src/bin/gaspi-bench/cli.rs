@@ -184,7 +184,7 @@ pub struct AllreduceArgs {
     pub shared_node_replicate_max: Option<usize>,
     /// --replicate-max where node partials cross hosts as MPI messages
     /// (the MPI engine between hosts): a node's partials to the others
-    /// together [default: 6M].
+    /// together [default: 6M; 256K between emulated hosts].
     #[arg(long, value_name = "B", value_parser = parse_size)]
     pub message_replicate_max: Option<usize>,
     /// Replicated calls: one local rank reduces for its node (yes), every
@@ -227,9 +227,7 @@ impl AllreduceArgs {
             shared_node_replicate_max: self
                 .shared_node_replicate_max
                 .unwrap_or(d.shared_node_replicate_max),
-            message_replicate_max: self
-                .message_replicate_max
-                .unwrap_or(d.message_replicate_max),
+            message_replicate_max: self.message_replicate_max,
             share_reduction: yes_no_auto(&self.share_reduction),
             stream_inputs: yes_no_auto(&self.stream_inputs),
             stream_copies: yes_no_auto(&self.stream_copies),

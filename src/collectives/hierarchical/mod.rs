@@ -73,7 +73,8 @@
 //!    writes), the automatic algorithm's replicated calls (up to 16 nodes;
 //!    replicated while a node's partials to the others come to at most
 //!    [`AllreduceOptions::message_replicate_max`], 6 MiB, divided by the
-//!    node's ranks where each has a core) exchange node
+//!    node's ranks where each has a core; 256 KiB between hosts emulated
+//!    on one machine) exchange node
 //!    partials as MPI messages between the nodes' first ranks: the node's
 //!    partial as above, sent by its first rank to every other node's,
 //!    which puts the ones it receives into its node's window, where the

@@ -151,7 +151,14 @@ impl NodeReduce {
             // rank has a core of its own, the split call's node phase runs
             // on all of them, so the budget shrinks with the node's ranks.
             let reducers = if shared { 1 } else { slots };
-            let budget = opts.message_replicate_max / (nodes - 1) / reducers;
+            let max =
+                opts.message_replicate_max
+                    .unwrap_or(if ctx.engine.host_one_sided_in_memory() {
+                        AllreduceOptions::MESSAGE_REPLICATE_MAX_IN_MEMORY
+                    } else {
+                        AllreduceOptions::MESSAGE_REPLICATE_MAX
+                    });
+            let budget = max / (nodes - 1) / reducers;
             opts.replicate_max = opts.replicate_max.max(budget);
         }
         // The choices of every size a call may have: `choose` changes only

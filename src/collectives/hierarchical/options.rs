@@ -86,18 +86,21 @@ pub struct AllreduceOptions {
     /// to at most this many bytes, divided by the node's ranks where they
     /// do not share cores (one rank reduces a replicated call's node
     /// partial, where the split call's node phase runs on every rank).
-    /// Default 6 MiB: calls of up to 6 MiB on 2 nodes of one rank, 2 MiB
-    /// on 4, 410 KiB on 16; 768 KiB on 2 nodes of 8 ranks with a core
-    /// each. Over TCP (Intel MPI, 2 cores, 2026-11-30), replicated calls
+    /// `None` (the default):
+    /// [`AllreduceOptions::MESSAGE_REPLICATE_MAX`] (6 MiB: calls of up to
+    /// 6 MiB on 2 nodes of one rank, 2 MiB on 4, 410 KiB on 16; 768 KiB
+    /// on 2 nodes of 8 ranks with a core each), or 256 KiB
+    /// ([`AllreduceOptions::MESSAGE_REPLICATE_MAX_IN_MEMORY`]) where the
+    /// hosts are emulated on one machine and MPI's one-sided calls between
+    /// them are memory copies. Over TCP (Intel MPI, 2 cores, 2026-11-30), replicated calls
     /// took 0.17-0.33 of the split calls' time from 16 to 256 KiB on 2
     /// hosts of one rank, 0.06-0.12 with two ranks per host; with at most
     /// 4 pieces of a message in flight, 0.71-0.85 at 2 and 4 MiB (2 hosts
     /// of one rank), 0.53-0.63 (of two), and 0.40-0.77 at 512 KiB to 2 MiB
     /// on 4 hosts of one rank. Over shared memory (emulated hosts, MPICH)
-    /// the split calls win from 1 MiB (1.3-1.9x): there 256 KiB is the
-    /// better value. Unmeasured with a core per rank. Larger
-    /// values of [`AllreduceOptions::replicate_max`] win.
-    pub message_replicate_max: usize,
+    /// the split calls win from 1 MiB (1.3-1.9x). Unmeasured with a core
+    /// per rank. Larger values of [`AllreduceOptions::replicate_max`] win.
+    pub message_replicate_max: Option<usize>,
     /// [`AllreduceOptions::node_replicate_max`] for a job of one node
     /// whose ranks share cores, where one rank reduces a replicated call
     /// for all ([`AllreduceOptions::share_reduction`], agreed at creation):
@@ -201,6 +204,23 @@ impl AllreduceOptions {
     /// native and GPI-2 engines: 128 KiB.
     pub const DEFAULT_BLOCK_BYTES: usize = 128 << 10;
 
+    /// [`AllreduceOptions::message_replicate_max`]'s default between
+    /// hosts on a network.
+    ///
+    /// ```
+    /// assert_eq!(gaspi::AllreduceOptions::MESSAGE_REPLICATE_MAX, 6 << 20);
+    /// ```
+    pub const MESSAGE_REPLICATE_MAX: usize = 6 << 20;
+
+    /// [`AllreduceOptions::message_replicate_max`]'s default between
+    /// hosts emulated on one machine (MPI's one-sided calls are memory
+    /// copies there, and split calls win from 1 MiB).
+    ///
+    /// ```
+    /// assert_eq!(gaspi::AllreduceOptions::MESSAGE_REPLICATE_MAX_IN_MEMORY, 256 << 10);
+    /// ```
+    pub const MESSAGE_REPLICATE_MAX_IN_MEMORY: usize = 256 << 10;
+
     /// The smallest pipelined call on a node of `ranks` ranks and a
     /// last-level cache of `cache` bytes: [`AllreduceOptions::pipeline_min`],
     /// or where it is 0, `cache / (4 * ranks)` and at least 256 KiB.
@@ -253,7 +273,7 @@ impl Default for AllreduceOptions {
             node_replicate_inputs: 4 << 10,
             shared_replicate_max: 32 << 10,
             shared_node_replicate_max: 8 << 10,
-            message_replicate_max: 6 << 20,
+            message_replicate_max: None,
             fraction_min: 1 << 10,
             ring_min: 128 << 10,
             pipeline_min: 0,

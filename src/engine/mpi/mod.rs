@@ -92,6 +92,9 @@ pub(crate) struct Mpi {
     nranks: usize,
     /// The ranks of this rank's host.
     host: Range<usize>,
+    /// Hosts emulated on one machine (`GASPI_HOST_RANKS`): MPI moves
+    /// their bytes through its shared memory.
+    emulated: bool,
     win: ffi::Win,
     /// Collectives of groups spanning hosts.
     coll: ffi::Comm,
@@ -215,6 +218,10 @@ impl Transport for Mpi {
         // with 1 MiB ones (MPI_Allgatherv 226 us); the ring allreduce of
         // 1 MiB 340-388 us with 128 KiB blocks, 196-207 us with 1 MiB ones.
         1 << 20
+    }
+
+    fn one_sided_in_memory(&self) -> bool {
+        self.emulated
     }
 
     fn host_collectives_fast(&self) -> bool {

@@ -44,7 +44,14 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
             None => 0..nranks,
         };
         let mut engine = Native::attach(&spec, config, None)?;
-        match Mpi::launch(comm, rank, nranks, host, config.relay_nap) {
+        match Mpi::launch(
+            comm,
+            rank,
+            nranks,
+            host,
+            emulated.is_some(),
+            config.relay_nap,
+        ) {
             Ok(m) => engine.set_transport(Box::new(m)),
             Err(e) => {
                 engine.term(true);
@@ -81,7 +88,14 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
             others.map(|(_, &s)| s as u32),
         ));
     }
-    let m = Mpi::launch(comm, rank, nranks, host, config.relay_nap)?;
+    let m = Mpi::launch(
+        comm,
+        rank,
+        nranks,
+        host,
+        emulated.is_some(),
+        config.relay_nap,
+    )?;
     Native::attach(&spec, config, Some(Box::new(m)))
 }
 
@@ -220,6 +234,7 @@ impl Mpi {
         rank: usize,
         nranks: usize,
         host: Range<usize>,
+        emulated: bool,
         relay_nap: Duration,
     ) -> Result<Mpi> {
         let comm = ffi::dup(world)?;
@@ -257,6 +272,7 @@ impl Mpi {
             rank,
             nranks,
             host,
+            emulated,
             win,
             coll,
             directories,
