@@ -27,6 +27,8 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
     init()?;
     let comm = comm.map_or_else(ffi::world, ffi::Handle);
     let (rank, nranks) = ffi::rank_size(comm);
+    let relay_nap = config.relay_nap;
+    let launch = |host| Mpi::launch(comm, rank, nranks, host, emulated.is_some(), relay_nap);
     if std::env::var_os(env::LAUNCHER).is_some() {
         let mut spec = spec_from_env()?;
         if (spec.rank as usize, spec.nranks) != (rank, nranks) {
@@ -44,14 +46,7 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
             None => 0..nranks,
         };
         let mut engine = Native::attach(&spec, config, None)?;
-        match Mpi::launch(
-            comm,
-            rank,
-            nranks,
-            host,
-            emulated.is_some(),
-            config.relay_nap,
-        ) {
+        match launch(host) {
             Ok(m) => engine.set_transport(Box::new(m)),
             Err(e) => {
                 engine.term(true);
@@ -88,14 +83,7 @@ pub(crate) fn start(config: &mut Config, comm: Option<mpi::ffi::MPI_Comm>) -> Re
             others.map(|(_, &s)| s as u32),
         ));
     }
-    let m = Mpi::launch(
-        comm,
-        rank,
-        nranks,
-        host,
-        emulated.is_some(),
-        config.relay_nap,
-    )?;
+    let m = launch(host)?;
     Native::attach(&spec, config, Some(Box::new(m)))
 }
 
