@@ -47,12 +47,15 @@
 //!   `mmap`, and `segment.rs`, `notify.rs`, `inbox.rs`, `group.rs`,
 //!   `job.rs`, `epoch.rs`, `wait.rs`; `memcopy.rs`, the one copy routine
 //!   every transfer uses, with AVX2 intrinsics, non-temporal stores
-//!   included), each block next to the bounds it relies on.
+//!   included; `lent.rs`, window memory lent to a transport's nonblocking
+//!   messages, which keeps the mapping alive while MPI may use it), each
+//!   block next to the bounds it relies on.
 //! - The GPI-2 transport (`engine/gpi2/`, feature `gpi2`): calls into
 //!   GPI-2's C API.
 //! - The MPI transport (`engine/mpi/`, feature `mpi`): `ffi.rs` wraps MPI's
-//!   C API; its `unsafe fn`s (puts, gets, nonblocking messages) and their
-//!   callers keep each buffer alive until MPI is done with it.
+//!   C API; its `unsafe fn`s (puts, gets, nonblocking messages, messages
+//!   sent from or received into lent window memory) and their callers
+//!   keep each buffer alive until MPI is done with it.
 //! - `sys.rs`: the three `pre_exec` closures that run in a forked rank
 //!   (parent-death signal, CPU binding, the process manager's socket for
 //!   MPI jobs), and libc's `process_vm_readv` and `process_vm_writev`

@@ -205,7 +205,7 @@ fn one_mebibyte_with_default_blocks() {
 /// Replicated calls of 200 KiB and 1.25 MiB between 2 nodes: on the MPI
 /// engine between hosts their node partials cross as MPI messages (also
 /// between emulated hosts, where by default only up to 256 KiB do), in
-/// pieces of at most 128 KiB: 2, and 10 (more than the receives posted
+/// pieces of at most 512 KiB: 1, 3, and 10 (more than the receives posted
 /// ahead and the pieces in flight, the last one shorter); elsewhere split
 /// calls.
 #[test]
@@ -213,10 +213,10 @@ fn calls_whose_partials_cross_in_pieces() {
     for (ranks, ppn) in [(2, 1), (4, 2)] {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let opts = AllreduceOptions {
-                message_replicate_max: Some(8 << 20),
+                message_replicate_max: Some(64 << 20),
                 ..Default::default()
             };
-            for len in [25_600, 160_000] {
+            for len in [25_600, 160_000, 600_000] {
                 let what = format!("{ranks}/{ppn} pieces, {len} elements");
                 check_integers(ctx, &what, opts, len, 3);
             }
@@ -601,10 +601,17 @@ fn a_timed_out_call_can_be_given_up() {
             let flags = segment(ctx, 44, 64);
             let me = ctx.rank();
             // 200 elements: small enough that on the MPI engine between
-            // hosts the node partials cross as keyed messages.
+            // hosts the node partials cross as keyed messages; 600,000
+            // (4.6 MiB) cross as 10 pieces, those to rank 0 still held by
+            // MPI when the call is given up and its window deleted.
+            let pieces = AllreduceOptions {
+                message_replicate_max: Some(64 << 20),
+                ..Default::default()
+            };
             for (what, opts, len) in [
                 ("auto", AllreduceOptions::default(), 700),
                 ("auto small", AllreduceOptions::default(), 200),
+                ("pieces", pieces, 600_000),
                 ("pipelined", pipelined, 700),
                 ("dissemination", dissemination, 700),
             ] {

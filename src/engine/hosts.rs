@@ -8,6 +8,7 @@
 //! sliced`]), with the members' health checked between slices.
 
 use super::Native;
+use super::lent::Lent;
 use super::transport::{Combine, Key};
 use super::wait::poll_with_backoff;
 use crate::error::{Error, Result};
@@ -85,14 +86,22 @@ impl Native {
 
     /// Send `data` to `to` (on another host) as the message of `key`, as
     /// much as the transport takes now: `true` once all of it went.
-    pub(crate) fn host_keyed_send(&self, to: Rank, key: Key, data: &[u8]) -> Result<bool> {
+    pub(crate) fn host_keyed_send(&self, to: Rank, key: Key, data: &Lent) -> Result<bool> {
         self.hosts()?.keyed_send(to, key, data)
     }
 
     /// Take `from`'s message of `key` into `into` if it has arrived
     /// (older ones are dropped).
-    pub(crate) fn host_keyed_take(&self, from: Rank, key: Key, into: &mut [u8]) -> Result<bool> {
+    pub(crate) fn host_keyed_take(&self, from: Rank, key: Key, into: &Lent) -> Result<bool> {
         self.hosts()?.keyed_take(from, key, into)
+    }
+
+    /// Object `object` is gone: its keyed messages being taken are given
+    /// up ([`Transport::keyed_forget`](super::transport::Transport::keyed_forget)).
+    pub(crate) fn host_keyed_forget(&self, object: u64) {
+        if let Some(t) = self.across_hosts() {
+            t.keyed_forget(object);
+        }
     }
 
     fn hosts(&self) -> Result<&dyn super::transport::Transport> {

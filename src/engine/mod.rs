@@ -25,7 +25,8 @@
 //!   atomics, passive messages, groups spanning hosts — each mapped here or
 //!   carried by the transport;
 //! - the memory modules: [`shm`] (mappings), [`segment`], [`notify`],
-//!   [`inbox`], [`group`], [`job`] (the shared objects), [`memcopy`]
+//!   [`inbox`], [`group`], [`job`] (the shared objects), [`lent`] (window
+//!   memory lent to a transport's nonblocking messages), [`memcopy`]
 //!   (every copy of data, avoiding a slow `memcpy` case), [`caches`] (the
 //!   last-level cache's size), [`epoch`]
 //!   (deferred reclamation), [`futex`] and [`wait`] (waiting, and the
@@ -45,6 +46,7 @@ pub(crate) mod group;
 pub(crate) mod hosts;
 pub(crate) mod inbox;
 pub(crate) mod job;
+pub(crate) mod lent;
 pub(crate) mod memcopy;
 pub(crate) mod messages;
 #[cfg(feature = "mpi")]

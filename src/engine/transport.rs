@@ -19,6 +19,7 @@
 
 use super::inbox::Inbox;
 use super::job::JobBlock;
+use super::lent::Lent;
 use super::segment::{SegmentObject, Span};
 use super::wait::{Patience, Progress};
 use crate::config::Engine;
@@ -279,25 +280,35 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     }
     /// Send `data` to `rank` as the message of `key` (a collective object's
     /// number, then its call's), as much of it as the transport takes now:
-    /// `true` once all of it went. Until then call again with the same
-    /// key and data (a call with another key starts that message; the
-    /// rest of the old one is never sent). Keys from one sender to one
-    /// receiver only grow.
-    fn keyed_send(&self, _rank: Rank, _key: Key, _data: &[u8]) -> Result<bool> {
+    /// `true` once all of it went and the transport is done with `data`.
+    /// Until then call again with the same key and data (a call with
+    /// another key starts that message; the rest of the old one is never
+    /// sent). Keys from one sender to one receiver only grow. The
+    /// transport reads `data` where it lies, also after this returns: the
+    /// lender leaves its bytes unwritten until a call for `key` returned
+    /// `true`, or for good if it gives the message up.
+    fn keyed_send(&self, _rank: Rank, _key: Key, _data: &Lent) -> Result<bool> {
         Err(Error::Environment(
             "this transport has no keyed messages".into(),
         ))
     }
     /// Take `rank`'s message of `key` into `into`, if it has arrived
-    /// (`false`: not yet). Its messages of smaller keys are stale (a call
-    /// given up, an object deleted) and are dropped; larger ones are kept
+    /// (`false`: not yet). Its messages of smaller keys of the same object
+    /// are stale (a call given up) and are dropped; larger ones are kept
     /// for later. A message of `key` of another length than `into`'s is
-    /// an error.
-    fn keyed_take(&self, _rank: Rank, _key: Key, _into: &mut [u8]) -> Result<bool> {
+    /// an error. The transport writes `into` where it lies, also after this
+    /// returns: the lender neither reads nor writes its bytes until a call
+    /// for `key` returned `true`, a call for a later key of the same
+    /// object from `rank` returned, or [`Transport::keyed_forget`] of the
+    /// object did; every call for `key` lends the same bytes.
+    fn keyed_take(&self, _rank: Rank, _key: Key, _into: &Lent) -> Result<bool> {
         Err(Error::Environment(
             "this transport has no keyed messages".into(),
         ))
     }
+    /// Object `object` is gone: the messages it was taking are given up
+    /// (their memory is the lender's again).
+    fn keyed_forget(&self, _object: u64) {}
 
     // --- the end --------------------------------------------------------
 

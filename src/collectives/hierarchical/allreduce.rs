@@ -309,6 +309,7 @@ impl<T> Drop for Allreduce<'_, T> {
     /// call given up, see [`Context::segment_create`] for why a new one is
     /// still safe).
     fn drop(&mut self) {
+        self.core.forget_messages(self.ctx);
         crate::collectives::release(self.ctx, self.core.segment(), self.core.opts.queue);
     }
 }

@@ -11,8 +11,9 @@
 //! numbers, notifications seen before a read). Words and copies need no
 //! such promise: they are atomics, and copies that no reference covers.
 
+use crate::engine::lent::Lent;
 use crate::engine::notify::NotificationTable;
-use crate::engine::segment::SegmentObject;
+use crate::engine::segment::{SegmentObject, Span};
 use crate::windows::Window;
 use bytemuck::Pod;
 use std::sync::Arc;
@@ -61,6 +62,31 @@ impl NodeMemory {
         // SAFETY: forwarded to the caller; bounds and alignment are checked
         // by the object (a panic, never an access outside the window).
         unsafe { self.obj.as_slice(at, len) }
+    }
+
+    /// `len` bytes at byte `at`, lent to the engine's keyed messages (sent
+    /// from, or received into, where they lie); the lent value keeps the
+    /// window mapped.
+    ///
+    /// # Safety
+    /// The caller keeps the promises of the call it lends them to
+    /// ([`Transport::keyed_send`], [`Transport::keyed_take`]) about who
+    /// reads and writes these bytes until the engine is done with them.
+    ///
+    /// [`Transport::keyed_send`]: crate::engine::transport::Transport::keyed_send
+    /// [`Transport::keyed_take`]: crate::engine::transport::Transport::keyed_take
+    pub(super) unsafe fn lend(&self, at: usize, len: usize) -> Lent {
+        let ptr = Span {
+            obj: &self.obj,
+            off: at,
+            len,
+        }
+        .ptr();
+        let keep: Arc<dyn Send + Sync> = self.obj.clone();
+        // SAFETY: `ptr .. ptr + len` lies inside the window (`Span::ptr`
+        // checks it, a panic otherwise), mapped while `keep` (the object)
+        // lives; the promises about access are forwarded to the caller.
+        unsafe { Lent::new(keep, ptr, len) }
     }
 
     /// `len` elements at byte `at`, to write.

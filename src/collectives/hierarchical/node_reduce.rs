@@ -517,6 +517,14 @@ impl NodeReduce {
         self.mem.word(64 * local)
     }
 
+    /// Going: the keyed messages it was taking are given up, so that the
+    /// engine lets go of their memory (its window).
+    pub(crate) fn forget_messages(&self, ctx: &Context) {
+        if self.messages {
+            ctx.engine.host_keyed_forget(self.id);
+        }
+    }
+
     /// The segment the window is.
     pub(crate) fn segment(&self) -> SegmentId {
         self.segment

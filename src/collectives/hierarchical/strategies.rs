@@ -235,12 +235,15 @@ impl NodeReduce {
         let mut step = || -> Result<bool> {
             if !*sent && self.word(3).load(SeqCst) >= call {
                 // SAFETY: this node's partial of this call is complete
-                // (ready) and not written again before every rank of the
-                // job has finished this call.
-                let partial = unsafe { self.mem.read::<u8>(self.direct_at(parity, me), bytes) };
+                // (ready), and nobody writes it until this call has ended
+                // on every rank of the job, which takes this rank's sends
+                // being complete (`*sent`): the claimant of the call two
+                // on writes it again. A call given up and then deleted
+                // never writes it again.
+                let partial = unsafe { self.mem.lend(self.direct_at(parity, me), bytes) };
                 let mut all = true;
                 for q in others() {
-                    all &= ctx.engine.host_keyed_send(first(q), key, partial)?;
+                    all &= ctx.engine.host_keyed_send(first(q), key, &partial)?;
                 }
                 if all {
                     // Each counted as the notified write it stands for.
@@ -257,13 +260,16 @@ impl NodeReduce {
                     continue;
                 }
                 // SAFETY: node `q`'s entry of this parity: on this route
-                // only this rank writes it, and nobody reads it before it
-                // is posted below; the reader of the call two back (its
-                // claimant) finished before every local rank put in its
-                // input of the call in between, which node `q` needed
-                // before it could send this call's partial.
-                let into = unsafe { self.mem.write::<u8>(self.direct_at(parity, q), bytes) };
-                if ctx.engine.host_keyed_take(first(q), key, into)? {
+                // only this rank writes it (through the engine, which may
+                // fill it until the message is taken, the call is given up
+                // for another, or the object is deleted:
+                // `NodeReduce::forget_messages`), and nobody reads it
+                // before it is posted below; the reader of the call two
+                // back (its claimant) finished before every local rank put
+                // in its input of the call in between, which node `q`
+                // needed before it could send this call's partial.
+                let into = unsafe { self.mem.lend(self.direct_at(parity, q), bytes) };
+                if ctx.engine.host_keyed_take(first(q), key, &into)? {
                     table.post(id, tag);
                 } else {
                     all = false;

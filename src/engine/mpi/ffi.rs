@@ -7,6 +7,7 @@
 //! wrapped so that the engine's threads may share them (the library runs
 //! with `MPI_THREAD_MULTIPLE`).
 
+use crate::engine::lent::Lent;
 use crate::error::{Error, Result};
 use mpi::ffi;
 use std::ffi::{c_int, c_void};
@@ -34,7 +35,10 @@ pub(super) struct Request {
     handle: Handle<ffi::MPI_Request>,
     finished: bool,
     buf: Vec<u8>,
-    /// Bytes a receive took ([`Request::test_received`]).
+    /// Lent memory MPI reads or fills instead of `buf` ([`send_lent`],
+    /// [`recv_lent`]): kept mapped until MPI is done with it.
+    keep: Option<Lent>,
+    /// Bytes a receive took ([`Request::test_count`]).
     received: usize,
 }
 
@@ -511,7 +515,7 @@ pub(super) fn recv(comm: Comm, len: usize, rank: usize, tag: c_int) -> Result<Re
 }
 
 /// [`recv`] into `buf` (a buffer used before): a message of up to its
-/// length.
+/// length ([`Request::test_count`] says how long).
 pub(super) fn recv_into(comm: Comm, mut buf: Vec<u8>, rank: usize, tag: c_int) -> Result<Request> {
     let mut r = konst!(RSMPI_REQUEST_NULL);
     let len = buf.len();
@@ -532,6 +536,71 @@ pub(super) fn recv_into(comm: Comm, mut buf: Vec<u8>, rank: usize, tag: c_int) -
     Ok(Request::new(r, buf))
 }
 
+/// Send `data`'s bytes to `rank` with `tag`, nonblocking, read where they
+/// lie (no copy); the request keeps the memory mapped.
+///
+/// # Safety
+/// Nothing writes `data`'s bytes until the request completed.
+pub(super) unsafe fn send_lent(
+    comm: Comm,
+    data: &Lent,
+    rank: usize,
+    tag: c_int,
+) -> Result<Request> {
+    let mut r = konst!(RSMPI_REQUEST_NULL);
+    // SAFETY: `data` is valid memory while the request (which keeps it
+    // mapped) lives, not written meanwhile: the caller's promise.
+    let code = unsafe {
+        ffi::MPI_Isend(
+            data.ptr().cast_const().cast(),
+            data.len() as c_int,
+            konst!(RSMPI_UINT8_T),
+            rank as c_int,
+            tag,
+            comm.0,
+            &mut r,
+        )
+    };
+    check("MPI_Isend", code)?;
+    let mut req = Request::new(r, Vec::new());
+    req.keep = Some(data.clone());
+    Ok(req)
+}
+
+/// Receive a message of up to `into`'s length from `rank` with `tag` into
+/// `into`, written where it lies (no copy), nonblocking; the request keeps
+/// the memory mapped, and [`Request::test_count`] says how many bytes
+/// came.
+///
+/// # Safety
+/// Nothing reads or writes `into`'s bytes until the request completed or
+/// was cancelled ([`Request::cancel`]).
+pub(super) unsafe fn recv_lent(
+    comm: Comm,
+    into: &Lent,
+    rank: usize,
+    tag: c_int,
+) -> Result<Request> {
+    let mut r = konst!(RSMPI_REQUEST_NULL);
+    // SAFETY: `into` is valid memory while the request (which keeps it
+    // mapped) lives, left alone meanwhile: the caller's promise.
+    let code = unsafe {
+        ffi::MPI_Irecv(
+            into.ptr().cast(),
+            into.len() as c_int,
+            konst!(RSMPI_UINT8_T),
+            rank as c_int,
+            tag,
+            comm.0,
+            &mut r,
+        )
+    };
+    check("MPI_Irecv", code)?;
+    let mut req = Request::new(r, Vec::new());
+    req.keep = Some(into.clone());
+    Ok(req)
+}
+
 /// A nonblocking barrier over `comm`.
 pub(super) fn ibarrier(comm: Comm) -> Result<Request> {
     let mut r = konst!(RSMPI_REQUEST_NULL);
@@ -546,6 +615,7 @@ impl Request {
             handle: Handle(r),
             finished: false,
             buf,
+            keep: None,
             received: 0,
         }
     }
@@ -565,13 +635,15 @@ impl Request {
         let code =
             unsafe { ffi::MPI_Test(&mut self.handle.0, &mut flag, konst!(RSMPI_STATUS_IGNORE)) };
         check("MPI_Test", code)?;
-        self.finished = flag != 0;
+        if flag != 0 {
+            self.finished = true;
+            self.keep = None;
+        }
         Ok(self.finished)
     }
 
-    /// A receive's test: once it completed, the bytes it took (the
-    /// message may be shorter than the buffer).
-    pub(super) fn test_received(&mut self) -> Result<Option<&[u8]>> {
+    /// A receive's test: once it completed, the bytes it took.
+    pub(super) fn test_count(&mut self) -> Result<Option<usize>> {
         if !self.finished {
             let mut flag = 0;
             // SAFETY: an all-zero MPI_Status (integers) is a valid value.
@@ -582,39 +654,47 @@ impl Request {
             if flag == 0 {
                 return Ok(None);
             }
-            self.finished = true;
-            let mut count = 0;
-            // SAFETY: a status MPI filled.
-            unsafe { ffi::MPI_Get_count(&st, konst!(RSMPI_UINT8_T), &mut count) };
-            self.received = (count.max(0) as usize).min(self.buf.len());
+            self.finish(&st);
         }
-        Ok(Some(&self.buf[..self.received]))
+        Ok(Some(self.received))
+    }
+
+    /// MPI is done with it: let the lent memory go, and note the bytes
+    /// received.
+    fn finish(&mut self, st: &ffi::MPI_Status) {
+        self.finished = true;
+        self.keep = None;
+        let mut count = 0;
+        // SAFETY: a status MPI filled.
+        unsafe { ffi::MPI_Get_count(st, konst!(RSMPI_UINT8_T), &mut count) };
+        self.received = count.max(0) as usize;
     }
 
     /// Its buffer, once it completed (for the next request); `None`
     /// while MPI may still use it.
-    pub(super) fn into_buf(mut self) -> Option<Vec<u8>> {
+    pub(super) fn take_buf(&mut self) -> Option<Vec<u8>> {
         self.finished.then(|| std::mem::take(&mut self.buf))
     }
 
-    /// Cancel it and wait for that; whether it was cancelled (false: it
-    /// completed first). Either way MPI is done with the buffer.
-    pub(super) fn cancel(mut self) -> bool {
+    /// Cancel it and wait for that: `None` if it was cancelled, else (it
+    /// completed first) the bytes it took. Either way MPI is done with its
+    /// memory.
+    pub(super) fn cancel(&mut self) -> Option<usize> {
         if self.finished {
-            return false;
+            return Some(self.received);
         }
         // SAFETY: an all-zero MPI_Status (integers) is a valid value.
         let mut st: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        // SAFETY: a live request; the wait ends MPI's use of the buffer.
+        // SAFETY: a live request; the wait ends MPI's use of the memory.
         unsafe {
             ffi::MPI_Cancel(&mut self.handle.0);
             ffi::MPI_Wait(&mut self.handle.0, &mut st);
         }
-        self.finished = true;
         let mut flag = 0;
         // SAFETY: a status MPI filled.
         unsafe { ffi::MPI_Test_cancelled(&st, &mut flag) };
-        flag != 0
+        self.finish(&st);
+        (flag == 0).then_some(self.received)
     }
 }
 
@@ -686,6 +766,8 @@ impl Drop for Request {
             // SAFETY: a live request; MPI completes it on its own.
             unsafe { ffi::MPI_Request_free(&mut self.handle.0) };
             std::mem::forget(std::mem::take(&mut self.buf));
+            // The lent memory stays mapped for good.
+            std::mem::forget(self.keep.take());
         }
     }
 }

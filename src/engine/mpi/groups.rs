@@ -75,7 +75,7 @@ impl Twin {
             Some(Step::Allreduce { recvs, .. }) => recvs,
             None => Vec::new(),
         };
-        for r in recvs {
+        for mut r in recvs {
             r.cancel();
         }
         self.sends.clear();

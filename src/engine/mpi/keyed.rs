@@ -1,243 +1,583 @@
-//! Keyed messages between hosts ([`Transport::keyed_send`]): small
-//! messages on the collective communicator, each headed by its key (a
-//! collective object's number and its call's), for exchanges whose calls
-//! may be given up. A receiver asks for one sender's message of one key
-//! and keeps receives posted for it until it comes: over TCP a message
-//! that finds its receive posted arrived 2-3 us sooner than one probed for
+//! Keyed messages between hosts ([`Transport::keyed_send`]): messages on
+//! the collective communicator, each headed by its key (a collective
+//! object's number and its call's), for exchanges whose calls may be
+//! given up. A receiver asks for one sender's message of one key and
+//! keeps receives posted for it until it comes: over TCP a message that
+//! finds its receive posted arrived 2-3 us sooner than one probed for
 //! (`MPI_Improbe`; Intel MPI 2021.18, 2 hosts of one rank on the 2-core
 //! AMD EPYC VM, 2026-11-30).
 //!
-//! The tag carries the object's number (13 bits: the kind-3 tags of the
+//! # Heads and data
+//! Every object has two tags: one for heads, one for data. A head is the
+//! key, a piece's place in its message and the message's length. A
+//! message of up to [`INLINE`] bytes is one head with the data behind it
+//! (copied into and out of buffers of ours: one message, the least
+//! latency). A longer one goes as pieces of [`PIECE`] bytes, each a head
+//! and then the piece alone on the data tag, sent from where it lies and
+//! received straight into where it belongs (memory lent by the caller,
+//! [`Lent`]), so a large message costs no copy of ours. Exchanging 256 KiB
+//! to 4 MiB between 2 hosts over TCP, pieces of 512 KiB sent from and
+//! received into their place took 0.6-0.75x the time of the same pieces
+//! copied through buffers behind their heads, and one message of a head
+//! and the piece described by an `MPI_Type_create_hindexed` type took
+//! 4-5x at 1 and 4 MiB (`scripts/mpi/piece_exchange.c`, rows in
+//! `docs/piece-exchange-tcp-2026-11-30.csv`; Intel MPI 2021.18's tcp
+//! provider, 2-core AMD EPYC VM, 2026-11-30).
+//!
+//! A receive for a piece's data is posted only once its head arrived and
+//! said where it goes, so it is always the size of the message it takes
+//! (MPI keeps each sender's messages of one tag in order, so the data
+//! receives posted in the order of the heads take the pieces in that
+//! order), and no message but the piece a head announced for the key
+//! asked for is ever received into the caller's memory. Heads are
+//! received into buffers of [`INLINE`] bytes more than a head (no head is
+//! longer), posted ahead: as many as pieces of the messages being taken
+//! on the tag are still unannounced, at most [`DEPTH`].
+//!
+//! # Stale messages
+//! The tags carry the object's number (12 bits: the kind-3 tags of the
 //! group twins' layout, `groups.rs`, which they never use), so a receive
 //! posted for one object never takes what a rank sent for an object
 //! given up since (its messages wait unmatched, and are dropped when the
 //! rank leaves). Within an object no message goes stale: a call ends only
-//! once every message of it was taken, and MPI keeps each sender's
-//! messages of one tag in order. The key in each message's head catches
-//! what the tag cannot tell apart (an object 8192 numbers back): older
-//! keys are dropped, newer ones kept for later.
+//! once every message of it was taken (a call given up is tried again
+//! with the same key, or its object deleted). The heads catch what the
+//! tags cannot tell apart (an object 4096 numbers back): a head of
+//! another key is read out of turn, its piece received into a buffer of
+//! ours (dropped if an older call of the object asked now, else set aside
+//! for when its key is asked for).
 //!
-//! Data of more than [`PIECE`] bytes goes as pieces of that size, one
-//! message each (in order, as MPI keeps them): over TCP one 256 KiB
-//! message took 430-460 us where 192 KiB took 150 and 64 KiB 55 (Intel MPI
-//! 2021.18's tcp provider, 2 hosts of one rank, AMD EPYC VM, 2026-11-30).
-//! The receiver keeps receives posted for up to [`DEPTH`] pieces ahead,
-//! each the size of the piece it expects, and never more than the pieces
-//! still to come (so none takes a message of a later key). The sender
-//! keeps at most [`FLIGHT`] pieces to one receiver with MPI at a time.
-//! Message buffers are kept for the next messages.
+//! # Flow
+//! The sender keeps at most [`FLIGHT`] pieces to one receiver with MPI at
+//! a time, and a long message counts as sent once MPI is done with all of
+//! it (so its memory may be written again).
 //!
 //! [`Transport::keyed_send`]: crate::engine::transport::Transport::keyed_send
 
 use super::{Mpi, ffi};
+use crate::engine::lent::Lent;
 use crate::engine::transport::Key;
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
 use crate::types::Rank;
 use std::collections::{BTreeMap, VecDeque};
 
-/// The key's bytes ahead of the data.
-const HEADER: usize = 16;
-/// The most data bytes of one message.
-const PIECE: usize = 128 << 10;
-/// The most receives posted ahead for one sender's pieces (1 MiB).
+/// A head's bytes: the key, the piece's place in the message and the
+/// message's length (four little-endian `u64`s).
+const HEADER: usize = 32;
+/// The longest message that goes as one head with its data behind it.
+const INLINE: usize = 64 << 10;
+/// The most data bytes of one piece of a longer message: exchanging 1 and
+/// 4 MiB over TCP, 512 KiB pieces took 0.55-0.68x the time of 128 KiB
+/// pieces (both sent from and received into their place; medians of 6
+/// rounds of 40, `scripts/mpi/piece_exchange.c`, Intel MPI 2021.18, AMD
+/// EPYC VM, 2026-11-30).
+const PIECE: usize = 512 << 10;
+/// The most heads posted ahead on one tag of one sender.
 const DEPTH: usize = 8;
-/// The most pieces to one receiver that MPI holds at a time (512 KiB):
-/// over TCP a 1 MiB message sent as 8 pieces at once took 1.5-1.6x the
-/// time of pieces 4 or 2 at a time (Intel MPI 2021.18, 2 hosts of one
-/// rank, AMD EPYC VM, 2026-11-30: MPI's `Isend` writes into the socket
-/// until it is full, while the receiver, sending too, does not read).
-const FLIGHT: usize = 4;
-/// The most buffers kept for later messages ([`Keyed::spare`]).
+/// The most pieces to one receiver that MPI holds at a time (4 MiB).
+const FLIGHT: usize = 8;
+/// The most buffers kept for later messages, of each kind.
 const SPARE: usize = 32;
 
-/// The tag of object `object`'s messages: `(object mod 8192) << 2 | 3`,
-/// below 32768 (the smallest `MPI_TAG_UB` MPI allows).
-fn tag(object: u64) -> i32 {
-    ((object % 8192) as i32) << 2 | 3
+/// The tag of the heads (`data` false) or the data of the objects whose
+/// numbers are `slot` modulo 4096: `((slot mod 4096) << 1 | data) << 2 |
+/// 3`, below 32768 (the smallest `MPI_TAG_UB` MPI allows).
+fn tag(slot: u64, data: bool) -> i32 {
+    (((slot % 4096) as i32) << 1 | data as i32) << 2 | 3
 }
 
-/// This rank's keyed messages: sends MPI still holds and, per receiver,
-/// how far the message being sent got; per sender the message being
-/// taken (its key, the bytes taken so far, and the receives posted for
-/// its next pieces); pieces taken ahead of their key; and buffers of
-/// messages MPI is done with.
-#[derive(Default)]
-pub(super) struct Keyed {
-    /// Sends MPI may still hold, by receiver.
-    sends: Vec<(usize, ffi::Request)>,
-    /// Per receiver, the message being sent: its key and the pieces
-    /// handed to MPI so far.
-    sending: BTreeMap<usize, (Key, usize)>,
-    posted: BTreeMap<usize, Taking>,
-    ahead: BTreeMap<usize, VecDeque<(Key, Vec<u8>)>>,
-    /// Buffers for the next messages: a fresh one of a piece's size
-    /// (above glibc's 128 KiB mmap threshold) came as new pages from the
-    /// kernel on every call, and their page faults and zeroing took more
-    /// time than the message (perf, 256 KiB calls over TCP, 2026-11-30).
-    spare: Vec<Vec<u8>>,
+/// A message's head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Head {
+    key: Key,
+    /// The piece's first byte in the message.
+    at: usize,
+    /// The message's length.
+    total: usize,
 }
 
-impl Keyed {
-    /// An empty buffer with room for `len` bytes.
-    fn buffer(&mut self, len: usize) -> Vec<u8> {
-        let mut b = self.spare.pop().unwrap_or_default();
-        b.clear();
-        b.reserve(len);
+impl Head {
+    fn bytes(&self) -> [u8; HEADER] {
+        let mut b = [0u8; HEADER];
+        let words = [self.key.0, self.key.1, self.at as u64, self.total as u64];
+        for (chunk, w) in b.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
         b
     }
 
-    /// Keep `b` for a later message.
-    fn keep(&mut self, b: Vec<u8>) {
-        if self.spare.len() < SPARE {
-            self.spare.push(b);
-        }
+    fn parse(b: &[u8]) -> Option<Head> {
+        let word = |i: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(
+                b.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+            ))
+        };
+        Some(Head {
+            key: (word(0)?, word(1)?),
+            at: usize::try_from(word(2)?).ok()?,
+            total: usize::try_from(word(3)?).ok()?,
+        })
     }
 
+    /// The piece's length, if the head describes a piece of a long
+    /// message.
+    fn piece(&self) -> Option<usize> {
+        (self.total > INLINE && self.at < self.total && self.at % PIECE == 0)
+            .then(|| PIECE.min(self.total - self.at))
+    }
+}
+
+/// The pieces of a message of `len` bytes (one, with its head, up to
+/// [`INLINE`]).
+fn pieces(len: usize) -> usize {
+    if len <= INLINE {
+        1
+    } else {
+        len.div_ceil(PIECE)
+    }
+}
+
+/// This rank's keyed messages.
+#[derive(Default)]
+pub(super) struct Keyed {
+    /// Sends MPI may still hold.
+    sends: Vec<Sent>,
+    /// Per receiver, the message being sent.
+    sending: BTreeMap<usize, Sending>,
+    /// Per sender and tag (object number modulo 4096), the receives posted.
+    streams: BTreeMap<(usize, u64), Stream>,
+    /// Per sender and object, the message being taken.
+    taking: BTreeMap<(usize, u64), Taking>,
+    /// Per sender, pieces that came before their key was asked for.
+    aside: BTreeMap<usize, Vec<Piece>>,
+    /// Buffers for heads to be received (each a head and [`INLINE`]
+    /// bytes long).
+    head_spare: Vec<Vec<u8>>,
+    /// Buffers for short messages to be sent: a fresh one above glibc's
+    /// 128 KiB mmap threshold came as new pages on every call, and their
+    /// page faults took longer than the message (perf, 2026-11-30).
+    send_spare: Vec<Vec<u8>>,
+}
+
+struct Sent {
+    to: usize,
+    key: Key,
+    /// A piece sent from the lender's memory.
+    lent: bool,
+    req: ffi::Request,
+}
+
+/// The message being sent to one receiver.
+struct Sending {
+    key: Key,
+    len: usize,
+    /// Pieces handed to MPI so far.
+    handed: usize,
+}
+
+/// The receives posted for one sender's messages of one tag pair, each
+/// queue in the order MPI matches them.
+#[derive(Default)]
+struct Stream {
+    heads: VecDeque<ffi::Request>,
+    data: VecDeque<Data>,
+}
+
+/// A receive of a piece announced by its head, and where it went.
+struct Data {
+    req: ffi::Request,
+    dest: Dest,
+}
+
+enum Dest {
+    /// Into the lent memory of the message of `key` being taken from
+    /// this sender for object `key.0`: `len` bytes.
+    Mine { key: Key, len: usize },
+    /// Into the request's buffer, to be set aside.
+    Aside(Head),
+    /// Into the request's buffer, to be dropped (an older call's).
+    Drop,
+}
+
+/// A message being taken from one sender.
+struct Taking {
+    key: Key,
+    /// Where it lands.
+    into: Lent,
+    /// Pieces whose head came (their data receive is posted).
+    announced: usize,
+    /// Pieces that landed.
+    landed: usize,
+}
+
+/// A piece set aside: its head and its data.
+struct Piece {
+    head: Head,
+    data: Vec<u8>,
+}
+
+impl Keyed {
     /// Drop the sends MPI is done with, keeping their buffers.
     fn reap(&mut self) {
         let mut i = 0;
         while i < self.sends.len() {
-            if self.sends[i].1.test().unwrap_or(true) {
-                if let Some(b) = self.sends.swap_remove(i).1.into_buf() {
-                    self.keep(b);
+            if self.sends[i].req.test().unwrap_or(true) {
+                let mut s = self.sends.swap_remove(i);
+                if let Some(b) = s.req.take_buf().filter(|b| b.capacity() > HEADER) {
+                    if self.send_spare.len() < SPARE {
+                        self.send_spare.push(b);
+                    }
                 }
             } else {
                 i += 1;
             }
         }
     }
-}
 
-/// A message being taken from one sender.
-pub(super) struct Taking {
-    key: Key,
-    /// Data bytes taken so far.
-    at: usize,
-    /// Receives posted for its next pieces, in order, each for the piece
-    /// it expects: never more than the pieces still to come, so that none
-    /// takes a message of a later key.
-    recvs: VecDeque<ffi::Request>,
-}
+    /// Pieces of `to`'s message of `key` MPI still holds.
+    fn flying(&self, to: usize, key: Key) -> usize {
+        self.sends
+            .iter()
+            .filter(|s| s.lent && s.to == to && s.key == key)
+            .count()
+    }
 
-/// The pieces of a message of `len` bytes still to come once `at` bytes
-/// were taken (an empty message is one empty piece).
-fn pieces_left(len: usize, at: usize) -> usize {
-    if len == 0 {
-        1
-    } else {
-        (len - at).div_ceil(PIECE)
+    /// Heads still to come for the messages being taken from `from` on
+    /// tag slot `slot`.
+    fn heads_wanted(&self, from: usize, slot: u64) -> usize {
+        self.taking
+            .iter()
+            .filter(|((f, o), _)| *f == from && o % 4096 == slot)
+            .map(|(_, t)| pieces(t.into.len()).saturating_sub(t.announced))
+            .sum()
+    }
+
+    /// Place a piece of the message being taken in `t` (in order): its
+    /// head and data.
+    fn place(t: &mut Taking, from: usize, head: &Head, data: &[u8]) -> Result<()> {
+        let len = t.into.len();
+        if t.announced >= pieces(len) {
+            return Err(short(from, head.total, len));
+        }
+        let (at, n) = if len <= INLINE {
+            (0, len)
+        } else {
+            (t.announced * PIECE, PIECE.min(len - t.announced * PIECE))
+        };
+        if head.total != len || head.at != at || data.len() != n {
+            return Err(short(from, head.total, len));
+        }
+        // SAFETY: this piece's part of the lent memory, with no receive
+        // posted into it (its head came before this message was asked
+        // for); the lender leaves it alone until the message is taken.
+        unsafe { t.into.part(at, n).copy_in(data) };
+        t.announced += 1;
+        t.landed += 1;
+        Ok(())
     }
 }
 
 impl Mpi {
-    pub(super) fn keyed_send(&self, rank: Rank, key: Key, data: &[u8]) -> Result<bool> {
+    pub(super) fn keyed_send(&self, rank: Rank, key: Key, data: &Lent) -> Result<bool> {
         let to = rank as usize;
-        let mut k = lock(&self.keyed);
+        let mut guard = lock(&self.keyed);
+        let k = &mut *guard;
         k.reap();
-        let pieces = data.len().div_ceil(PIECE).max(1);
+        let len = data.len();
         let mut handed = match k.sending.get(&to) {
-            Some(&(k0, n)) if k0 == key => n,
+            Some(s) if s.key == key && s.len != len => {
+                return Err(Error::InvalidArgument(format!(
+                    "a call given up with {} bytes is tried again with {len}: \
+                     try it again with the same length, or delete the object",
+                    s.len
+                )));
+            }
+            Some(s) if s.key == key => s.handed,
             _ => 0,
         };
-        let in_flight = k.sends.iter().filter(|(r, _)| *r == to).count();
-        let room = FLIGHT.saturating_sub(in_flight);
-        for _ in 0..room.min(pieces.saturating_sub(handed)) {
-            let at = handed * PIECE;
-            let piece = &data[at..(at + PIECE).min(data.len())];
-            let mut msg = k.buffer(HEADER + piece.len());
-            msg.extend_from_slice(&key.0.to_le_bytes());
-            msg.extend_from_slice(&key.1.to_le_bytes());
-            msg.extend_from_slice(piece);
-            let r = ffi::send(self.coll, msg, to, tag(key.0), false)?;
-            k.sends.push((to, r));
-            handed += 1;
-            k.sending.insert(to, (key, handed));
+        let slot = key.0;
+        if len <= INLINE {
+            if handed == 0 {
+                let mut b = k.send_spare.pop().unwrap_or_default();
+                b.clear();
+                b.extend_from_slice(
+                    &Head {
+                        key,
+                        at: 0,
+                        total: len,
+                    }
+                    .bytes(),
+                );
+                // SAFETY: the lender leaves `data` unwritten during this
+                // call (keyed_send's promise); it is copied here.
+                unsafe { data.append_to(&mut b) };
+                let req = ffi::send(self.coll, b, to, tag(slot, false), false)?;
+                k.sends.push(Sent {
+                    to,
+                    key,
+                    lent: false,
+                    req,
+                });
+                k.sending.insert(
+                    to,
+                    Sending {
+                        key,
+                        len,
+                        handed: 1,
+                    },
+                );
+            }
+            return Ok(true);
         }
-        Ok(handed >= pieces)
+        let all = pieces(len);
+        let room = FLIGHT.saturating_sub(k.flying(to, key));
+        for _ in 0..room.min(all.saturating_sub(handed)) {
+            let at = handed * PIECE;
+            let n = PIECE.min(len - at);
+            let head = Head {
+                key,
+                at,
+                total: len,
+            }
+            .bytes()
+            .to_vec();
+            let req = ffi::send(self.coll, head, to, tag(slot, false), false)?;
+            k.sends.push(Sent {
+                to,
+                key,
+                lent: false,
+                req,
+            });
+            // SAFETY: the lender leaves `data` unwritten until this call
+            // returns true for `key` (every piece's send complete), and the
+            // request keeps the memory mapped (keyed_send's promise).
+            let req = unsafe { ffi::send_lent(self.coll, &data.part(at, n), to, tag(slot, true)) }?;
+            k.sends.push(Sent {
+                to,
+                key,
+                lent: true,
+                req,
+            });
+            handed += 1;
+            k.sending.insert(to, Sending { key, len, handed });
+        }
+        Ok(handed >= all && k.flying(to, key) == 0)
     }
 
-    pub(super) fn keyed_take(&self, rank: Rank, key: Key, into: &mut [u8]) -> Result<bool> {
+    pub(super) fn keyed_take(&self, rank: Rank, key: Key, into: &Lent) -> Result<bool> {
         let from = rank as usize;
-        let mut k = lock(&self.keyed);
-        // A message of an older key (a call given up) goes, with its
-        // receives.
-        if k.posted.get(&from).is_some_and(|t| t.key != key) {
-            for r in k.posted.remove(&from).map(|t| t.recvs).unwrap_or_default() {
-                r.cancel();
+        let (object, slot) = (key.0, key.0 % 4096);
+        let mut guard = lock(&self.keyed);
+        let k = &mut *guard;
+        match k.taking.get(&(from, object)) {
+            Some(t) if t.key != key => {
+                return Err(Error::InvalidArgument(format!(
+                    "rank {rank}'s message of call {} of this object is still being \
+                     taken: try that call again, or delete the object",
+                    t.key.1
+                )));
+            }
+            Some(t) if !t.into.same(into) => {
+                return Err(Error::InvalidArgument(format!(
+                    "a call given up with {} bytes is tried again with {}: \
+                     try it again with the same length, or delete the object",
+                    t.into.len(),
+                    into.len()
+                )));
+            }
+            Some(_) => {}
+            None => {
+                let mut t = Taking {
+                    key,
+                    into: into.clone(),
+                    announced: 0,
+                    landed: 0,
+                };
+                // What came before it was asked for: older calls' go.
+                if let Some(aside) = k.aside.get_mut(&from).filter(|a| !a.is_empty()) {
+                    aside.retain(|p| p.head.key.0 != object || p.head.key.1 >= key.1);
+                    aside.sort_by_key(|p| (p.head.key, p.head.at));
+                    let (mine, rest): (Vec<Piece>, Vec<Piece>) = std::mem::take(aside)
+                        .into_iter()
+                        .partition(|p| p.head.key == key);
+                    *aside = rest;
+                    for p in &mine {
+                        Keyed::place(&mut t, from, &p.head, &p.data)?;
+                    }
+                }
+                k.taking.insert((from, object), t);
             }
         }
-        let mut at = k.posted.get(&from).map_or(0, |t| t.at);
-        let mut whole = false;
-        // Pieces taken ahead of their key.
-        if let Some(q) = k.ahead.get_mut(&from) {
-            while q.front().is_some_and(|(k0, _)| *k0 < key) {
-                q.pop_front();
+        self.pump(k, from, slot)?;
+        let t = &k.taking[&(from, object)];
+        if t.landed < pieces(t.into.len()) {
+            return Ok(false);
+        }
+        k.taking.remove(&(from, object));
+        Ok(true)
+    }
+
+    /// Read what came from `from` on tag slot `slot`: heads in order (a
+    /// short message's data is placed at once, a long one's piece gets
+    /// its receive), then pieces in order; heads are posted ahead for the
+    /// messages being taken before and after.
+    fn pump(&self, k: &mut Keyed, from: usize, slot: u64) -> Result<()> {
+        let comm = self.coll;
+        // A message that came before its head's receive was posted
+        // completes the receive at once (tested below).
+        self.post_heads(k, from, slot)?;
+        loop {
+            let st = k.streams.entry((from, slot)).or_default();
+            let Some(front) = st.heads.front_mut() else {
+                break;
+            };
+            let Some(count) = front.test_count()? else {
+                break;
+            };
+            let mut req = st.heads.pop_front().expect("looked at");
+            let buf = req.take_buf().expect("complete");
+            let head = Head::parse(&buf[..count.min(HEADER)]).ok_or_else(|| unreadable(from))?;
+            let taking = k.taking.get_mut(&(from, head.key.0));
+            if head.total <= INLINE {
+                // A short message, its data behind the head.
+                let data = &buf[HEADER..count];
+                if head.at != 0 || data.len() != head.total {
+                    return Err(unreadable(from));
+                }
+                match taking {
+                    Some(t) if t.key == head.key => Keyed::place(t, from, &head, data)?,
+                    Some(t) if t.key > head.key => {}
+                    _ => k.aside.entry(from).or_default().push(Piece {
+                        head,
+                        data: data.to_vec(),
+                    }),
+                }
+            } else {
+                let n = head.piece().ok_or_else(|| unreadable(from))?;
+                let data_tag = tag(slot, true);
+                let data = match taking {
+                    Some(t) if t.key == head.key => {
+                        let len = t.into.len();
+                        if head.total != len || head.at != t.announced * PIECE {
+                            return Err(short(from, head.total, len));
+                        }
+                        t.announced += 1;
+                        // SAFETY: this piece's part of the lent memory; the
+                        // lender leaves it alone until the message is taken
+                        // or its object forgotten, and the request keeps it
+                        // mapped (keyed_take's promise). The receive is
+                        // the size of the piece its head announced.
+                        let req = unsafe {
+                            ffi::recv_lent(comm, &t.into.part(head.at, n), from, data_tag)
+                        }?;
+                        Data {
+                            req,
+                            dest: Dest::Mine {
+                                key: head.key,
+                                len: n,
+                            },
+                        }
+                    }
+                    Some(t) if t.key > head.key => Data {
+                        req: ffi::recv(comm, n, from, data_tag)?,
+                        dest: Dest::Drop,
+                    },
+                    _ => Data {
+                        req: ffi::recv(comm, n, from, data_tag)?,
+                        dest: Dest::Aside(head),
+                    },
+                };
+                k.streams
+                    .get_mut(&(from, slot))
+                    .expect("made above")
+                    .data
+                    .push_back(data);
             }
-            while q.front().is_some_and(|(k0, _)| *k0 == key) {
-                let (_, piece) = q.pop_front().expect("looked at");
-                at = place(rank, &piece, into, at)?;
-                whole = at == into.len();
+            if k.head_spare.len() < SPARE {
+                k.head_spare.push(buf);
             }
         }
         loop {
-            if whole {
-                k.posted.remove(&from);
-                return Ok(true);
-            }
-            let t = k.posted.entry(from).or_insert(Taking {
-                key,
-                at,
-                recvs: VecDeque::new(),
-            });
-            t.at = at;
-            // Receives posted ahead for the next pieces: a piece that
-            // finds none posted is taken by MPI as unexpected (a copy
-            // more, and over TCP pieces would wait for each other).
-            let more = pieces_left(into.len(), at)
-                .min(DEPTH)
-                .saturating_sub(t.recvs.len());
-            for _ in 0..more {
-                let queued = k.posted.get(&from).map_or(0, |t| t.recvs.len());
-                let start = (at + queued * PIECE).min(into.len());
-                let len = HEADER + (into.len() - start).min(PIECE);
-                let mut buf = k.buffer(len);
-                buf.resize(len, 0);
-                let r = ffi::recv_into(self.coll, buf, from, tag(key.0))?;
-                k.posted
-                    .get_mut(&from)
-                    .expect("inserted")
-                    .recvs
-                    .push_back(r);
-            }
-            let t = k.posted.get_mut(&from).expect("inserted");
-            let r = t.recvs.front_mut().expect("posted");
-            let Some(msg) = r.test_received()? else {
-                return Ok(false);
+            let st = k.streams.get_mut(&(from, slot)).expect("made above");
+            let Some(front) = st.data.front_mut() else {
+                break;
             };
-            if msg.len() < HEADER {
-                return Err(short(rank, 0, into.len()));
-            }
-            let word = |i: usize| u64::from_le_bytes(msg[i..i + 8].try_into().expect("8 bytes"));
-            let k0 = (word(0), word(8));
-            let piece = &msg[HEADER..];
-            let later = match k0.cmp(&key) {
-                std::cmp::Ordering::Less => None,
-                std::cmp::Ordering::Equal => {
-                    at = place(rank, piece, into, at)?;
-                    whole = at == into.len();
-                    None
+            let Some(count) = front.req.test_count()? else {
+                break;
+            };
+            let Data { mut req, dest } = st.data.pop_front().expect("looked at");
+            match dest {
+                Dest::Mine { key, len } => {
+                    if count != len {
+                        return Err(short(from, count, len));
+                    }
+                    if let Some(t) = k.taking.get_mut(&(from, key.0)).filter(|t| t.key == key) {
+                        t.landed += 1;
+                    }
                 }
-                std::cmp::Ordering::Greater => Some(piece.to_vec()),
-            };
-            if let Some(b) = t.recvs.pop_front().and_then(ffi::Request::into_buf) {
-                k.keep(b);
-            }
-            if let Some(piece) = later {
-                k.ahead.entry(from).or_default().push_back((k0, piece));
-                return Ok(false);
+                Dest::Aside(head) => {
+                    let mut data = req.take_buf().expect("complete");
+                    data.truncate(count);
+                    k.aside.entry(from).or_default().push(Piece { head, data });
+                }
+                Dest::Drop => {}
             }
         }
+        // Heads posted ahead: as many as are still to come, at most DEPTH;
+        // more (an object forgotten) are cancelled from the last, while
+        // they took nothing.
+        let want = self.post_heads(k, from, slot)?;
+        let st = k.streams.get_mut(&(from, slot)).expect("made above");
+        while st.heads.len() > want {
+            let mut r = st.heads.pop_back().expect("more than wanted");
+            if r.cancel().is_some() {
+                // It took a head: read in turn by the next pump.
+                st.heads.push_back(r);
+                break;
+            }
+            if let Some(b) = r.take_buf().filter(|_| k.head_spare.len() < SPARE) {
+                k.head_spare.push(b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Post receives for the heads still to come from `from` on tag slot
+    /// `slot`, up to [`DEPTH`] ahead; how many are wanted.
+    fn post_heads(&self, k: &mut Keyed, from: usize, slot: u64) -> Result<usize> {
+        let want = k.heads_wanted(from, slot).min(DEPTH);
+        let st = k.streams.entry((from, slot)).or_default();
+        while st.heads.len() < want {
+            let mut b = k.head_spare.pop().unwrap_or_default();
+            b.resize(HEADER + INLINE, 0);
+            st.heads
+                .push_back(ffi::recv_into(self.coll, b, from, tag(slot, false))?);
+        }
+        Ok(want)
+    }
+
+    /// Object `object` is gone: the messages it was taking are given up,
+    /// and its pieces set aside dropped. Pieces already announced still
+    /// land in its memory (kept mapped by their receives), read by the
+    /// next pump of their tag or when the rank leaves.
+    pub(super) fn keyed_forget(&self, object: u64) {
+        let mut guard = lock(&self.keyed);
+        let k = &mut *guard;
+        let senders: Vec<usize> = k
+            .taking
+            .keys()
+            .filter(|&&(_, o)| o == object)
+            .map(|&(f, _)| f)
+            .collect();
+        k.taking.retain(|&(_, o), _| o != object);
+        for q in k.aside.values_mut() {
+            q.retain(|p| p.head.key.0 != object);
+        }
+        for from in senders {
+            let _ = self.pump(k, from, object % 4096);
+        }
+        k.reap();
     }
 
     /// Leaving (every rank met at the last barrier): cancel the receives
@@ -246,36 +586,34 @@ impl Mpi {
     /// is done with.
     pub(super) fn keyed_leave(&self) {
         let mut k = lock(&self.keyed);
-        for (_, t) in std::mem::take(&mut k.posted) {
-            for r in t.recvs {
+        for (_, st) in std::mem::take(&mut k.streams) {
+            for mut r in st.heads {
                 r.cancel();
+            }
+            for mut d in st.data {
+                d.req.cancel();
             }
         }
         while let Some((_, len, m)) = ffi::improbe(self.coll, None, ffi::any_tag()) {
             let _ = ffi::mrecv(m, &mut vec![0u8; len]);
         }
-        k.ahead.clear();
+        k.taking.clear();
+        k.aside.clear();
         k.sending.clear();
         k.reap();
     }
 }
 
-/// Copy a piece of the message asked for into `into` at `at`; where the
-/// next piece goes. A message longer or shorter than `into` is an error
-/// (a short one shows as a piece shorter than [`PIECE`] that does not
-/// end `into`).
-fn place(rank: Rank, piece: &[u8], into: &mut [u8], at: usize) -> Result<usize> {
-    let end = at + piece.len();
-    if end > into.len() || (piece.len() < PIECE && end < into.len()) {
-        return Err(short(rank, end, into.len()));
-    }
-    into[at..end].copy_from_slice(piece);
-    Ok(end)
-}
-
-fn short(rank: Rank, got: usize, want: usize) -> Error {
+fn short(rank: usize, got: usize, want: usize) -> Error {
     Error::InvalidArgument(format!(
         "rank {rank} sent {got} bytes for this call, this rank expects {want}: \
          every rank must call with the same length"
+    ))
+}
+
+fn unreadable(rank: usize) -> Error {
+    Error::Environment(format!(
+        "rank {rank} sent a keyed message this rank cannot read (another version \
+         of the library?)"
     ))
 }

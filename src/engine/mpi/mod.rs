@@ -70,6 +70,7 @@ mod watch;
 use crate::config::Engine;
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
+use crate::engine::lent::Lent;
 use crate::engine::segment::{SegmentObject, Span};
 use crate::engine::transport::{AtomicOp, Combine, Key, Post, Transfer, Transport};
 use crate::engine::wait::{Patience, lock};
@@ -374,12 +375,16 @@ impl Transport for Mpi {
         true
     }
 
-    fn keyed_send(&self, rank: Rank, key: Key, data: &[u8]) -> Result<bool> {
+    fn keyed_send(&self, rank: Rank, key: Key, data: &Lent) -> Result<bool> {
         Mpi::keyed_send(self, rank, key, data)
     }
 
-    fn keyed_take(&self, rank: Rank, key: Key, into: &mut [u8]) -> Result<bool> {
+    fn keyed_take(&self, rank: Rank, key: Key, into: &Lent) -> Result<bool> {
         Mpi::keyed_take(self, rank, key, into)
+    }
+
+    fn keyed_forget(&self, object: u64) {
+        Mpi::keyed_forget(self, object)
     }
 
     fn depart(&self) {
