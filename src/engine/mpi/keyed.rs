@@ -76,7 +76,7 @@ const PIECE: usize = 512 << 10;
 /// The most heads posted ahead on one tag of one sender.
 const DEPTH: usize = 8;
 /// The most pieces to one receiver that MPI holds at a time (4 MiB).
-const FLIGHT: usize = 8;
+const FLIGHT: usize = 2;
 /// The most buffers kept for later messages, of each kind.
 const SPARE: usize = 32;
 
