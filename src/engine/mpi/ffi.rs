@@ -473,23 +473,21 @@ pub(super) fn sync(win: Win) {
 
 // --- messages ------------------------------------------------------------
 
-/// Send `msg` to `rank` with `tag`, nonblocking; `synchronous`: complete
-/// only once the receiver took it (`MPI_Issend`), else `MPI_Isend`.
-pub(super) fn send(
+/// `MPI_Isend` (`MPI_Issend` if `synchronous`) of the `len` bytes at `p`.
+///
+/// # Safety
+/// The bytes stay valid and unwritten until the request completes.
+unsafe fn isend(
     comm: Comm,
-    msg: Vec<u8>,
+    (p, len): (*const u8, usize),
     rank: usize,
     tag: c_int,
     synchronous: bool,
-) -> Result<Request> {
+) -> Result<ffi::MPI_Request> {
     let mut r = konst!(RSMPI_REQUEST_NULL);
-    let (p, n, byte) = (
-        msg.as_ptr().cast(),
-        msg.len() as c_int,
-        konst!(RSMPI_UINT8_T),
-    );
-    // SAFETY: `msg` moves into the request below, which keeps its heap
-    // buffer (unchanged: nothing writes it) until MPI is done with it.
+    let (p, n, byte) = (p.cast(), len as c_int, konst!(RSMPI_UINT8_T));
+    // SAFETY: the caller's promise about the bytes; an out pointer to a
+    // local.
     let code = unsafe {
         if synchronous {
             ffi::MPI_Issend(p, n, byte, rank as c_int, tag, comm.0, &mut r)
@@ -505,6 +503,50 @@ pub(super) fn send(
         },
         code,
     )?;
+    Ok(r)
+}
+
+/// `MPI_Irecv` into the `len` bytes at `p`.
+///
+/// # Safety
+/// The bytes stay valid, and nothing else reads or writes them, until the
+/// request completes or is cancelled.
+unsafe fn irecv(
+    comm: Comm,
+    (p, len): (*mut u8, usize),
+    rank: usize,
+    tag: c_int,
+) -> Result<ffi::MPI_Request> {
+    let mut r = konst!(RSMPI_REQUEST_NULL);
+    // SAFETY: the caller's promise about the bytes; an out pointer to a
+    // local.
+    let code = unsafe {
+        ffi::MPI_Irecv(
+            p.cast(),
+            len as c_int,
+            konst!(RSMPI_UINT8_T),
+            rank as c_int,
+            tag,
+            comm.0,
+            &mut r,
+        )
+    };
+    check("MPI_Irecv", code)?;
+    Ok(r)
+}
+
+/// Send `msg` to `rank` with `tag`, nonblocking; `synchronous`: complete
+/// only once the receiver took it (`MPI_Issend`), else `MPI_Isend`.
+pub(super) fn send(
+    comm: Comm,
+    msg: Vec<u8>,
+    rank: usize,
+    tag: c_int,
+    synchronous: bool,
+) -> Result<Request> {
+    // SAFETY: `msg` moves into the request below, which keeps its heap
+    // buffer (unchanged: nothing writes it) until MPI is done with it.
+    let r = unsafe { isend(comm, (msg.as_ptr(), msg.len()), rank, tag, synchronous) }?;
     Ok(Request::new(r, msg))
 }
 
@@ -517,22 +559,9 @@ pub(super) fn recv(comm: Comm, len: usize, rank: usize, tag: c_int) -> Result<Re
 /// [`recv`] into `buf` (a buffer used before): a message of up to its
 /// length ([`Request::test_count`] says how long).
 pub(super) fn recv_into(comm: Comm, mut buf: Vec<u8>, rank: usize, tag: c_int) -> Result<Request> {
-    let mut r = konst!(RSMPI_REQUEST_NULL);
-    let len = buf.len();
     // SAFETY: `buf` moves into the request below, which keeps its heap
     // buffer untouched until MPI is done with it.
-    let code = unsafe {
-        ffi::MPI_Irecv(
-            buf.as_mut_ptr().cast(),
-            len as c_int,
-            konst!(RSMPI_UINT8_T),
-            rank as c_int,
-            tag,
-            comm.0,
-            &mut r,
-        )
-    };
-    check("MPI_Irecv", code)?;
+    let r = unsafe { irecv(comm, (buf.as_mut_ptr(), buf.len()), rank, tag) }?;
     Ok(Request::new(r, buf))
 }
 
@@ -547,24 +576,18 @@ pub(super) unsafe fn send_lent(
     rank: usize,
     tag: c_int,
 ) -> Result<Request> {
-    let mut r = konst!(RSMPI_REQUEST_NULL);
     // SAFETY: `data` is valid memory while the request (which keeps it
     // mapped) lives, not written meanwhile: the caller's promise.
-    let code = unsafe {
-        ffi::MPI_Isend(
-            data.ptr().cast_const().cast(),
-            data.len() as c_int,
-            konst!(RSMPI_UINT8_T),
-            rank as c_int,
+    let r = unsafe {
+        isend(
+            comm,
+            (data.ptr().cast_const(), data.len()),
+            rank,
             tag,
-            comm.0,
-            &mut r,
+            false,
         )
-    };
-    check("MPI_Isend", code)?;
-    let mut req = Request::new(r, Vec::new());
-    req.keep = Some(data.clone());
-    Ok(req)
+    }?;
+    Ok(Request::lent(r, data))
 }
 
 /// Receive a message of up to `into`'s length from `rank` with `tag` into
@@ -581,24 +604,10 @@ pub(super) unsafe fn recv_lent(
     rank: usize,
     tag: c_int,
 ) -> Result<Request> {
-    let mut r = konst!(RSMPI_REQUEST_NULL);
     // SAFETY: `into` is valid memory while the request (which keeps it
     // mapped) lives, left alone meanwhile: the caller's promise.
-    let code = unsafe {
-        ffi::MPI_Irecv(
-            into.ptr().cast(),
-            into.len() as c_int,
-            konst!(RSMPI_UINT8_T),
-            rank as c_int,
-            tag,
-            comm.0,
-            &mut r,
-        )
-    };
-    check("MPI_Irecv", code)?;
-    let mut req = Request::new(r, Vec::new());
-    req.keep = Some(into.clone());
-    Ok(req)
+    let r = unsafe { irecv(comm, (into.ptr(), into.len()), rank, tag) }?;
+    Ok(Request::lent(r, into))
 }
 
 /// A nonblocking barrier over `comm`.
@@ -618,6 +627,13 @@ impl Request {
             keep: None,
             received: 0,
         }
+    }
+
+    /// A request on lent memory, which it keeps mapped.
+    fn lent(r: ffi::MPI_Request, memory: &Lent) -> Request {
+        let mut req = Request::new(r, Vec::new());
+        req.keep = Some(memory.clone());
+        req
     }
 
     /// The buffer (a receive's data once complete).

@@ -297,68 +297,52 @@ impl Mpi {
             _ => 0,
         };
         let slot = key.0;
-        if len <= INLINE {
-            if handed == 0 {
-                let mut b = k.send_spare.pop().unwrap_or_default();
-                b.clear();
-                b.extend_from_slice(
-                    &Head {
-                        key,
-                        at: 0,
-                        total: len,
-                    }
-                    .bytes(),
-                );
-                // SAFETY: the lender leaves `data` unwritten during this
-                // call (keyed_send's promise); it is copied here.
-                unsafe { data.append_to(&mut b) };
-                let req = ffi::send(self.coll, b, to, tag(slot, false), false)?;
-                k.sends.push(Sent {
-                    to,
-                    key,
-                    lent: false,
-                    req,
-                });
-                k.sending.insert(
-                    to,
-                    Sending {
-                        key,
-                        len,
-                        handed: 1,
-                    },
-                );
-            }
-            return Ok(true);
-        }
+        let inline = len <= INLINE;
         let all = pieces(len);
-        let room = FLIGHT.saturating_sub(k.flying(to, key));
+        let room = if inline {
+            1
+        } else {
+            FLIGHT.saturating_sub(k.flying(to, key))
+        };
         for _ in 0..room.min(all.saturating_sub(handed)) {
             let at = handed * PIECE;
             let n = PIECE.min(len - at);
-            let head = Head {
-                key,
-                at,
-                total: len,
+            let mut b = k.send_spare.pop().unwrap_or_default();
+            b.clear();
+            b.extend_from_slice(
+                &Head {
+                    key,
+                    at,
+                    total: len,
+                }
+                .bytes(),
+            );
+            if inline {
+                // SAFETY: the lender leaves `data` unwritten during this
+                // call (keyed_send's promise); it is copied here.
+                unsafe { data.append_to(&mut b) };
             }
-            .bytes()
-            .to_vec();
-            let req = ffi::send(self.coll, head, to, tag(slot, false), false)?;
+            let req = ffi::send(self.coll, b, to, tag(slot, false), false)?;
             k.sends.push(Sent {
                 to,
                 key,
                 lent: false,
                 req,
             });
-            // SAFETY: the lender leaves `data` unwritten until this call
-            // returns true for `key` (every piece's send complete), and the
-            // request keeps the memory mapped (keyed_send's promise).
-            let req = unsafe { ffi::send_lent(self.coll, &data.part(at, n), to, tag(slot, true)) }?;
-            k.sends.push(Sent {
-                to,
-                key,
-                lent: true,
-                req,
-            });
+            if !inline {
+                // SAFETY: the lender leaves `data` unwritten until this
+                // call returns true for `key` (every piece's send
+                // complete), and the request keeps the memory mapped
+                // (keyed_send's promise).
+                let req =
+                    unsafe { ffi::send_lent(self.coll, &data.part(at, n), to, tag(slot, true)) }?;
+                k.sends.push(Sent {
+                    to,
+                    key,
+                    lent: true,
+                    req,
+                });
+            }
             handed += 1;
             k.sending.insert(to, Sending { key, len, handed });
         }
@@ -479,13 +463,14 @@ impl Mpi {
                             },
                         }
                     }
-                    Some(t) if t.key > head.key => Data {
+                    // Read into a buffer of ours: an older call's piece is
+                    // dropped, any other set aside.
+                    other => Data {
                         req: ffi::recv(comm, n, from, data_tag)?,
-                        dest: Dest::Drop,
-                    },
-                    _ => Data {
-                        req: ffi::recv(comm, n, from, data_tag)?,
-                        dest: Dest::Aside(head),
+                        dest: match other {
+                            Some(t) if t.key > head.key => Dest::Drop,
+                            _ => Dest::Aside(head),
+                        },
                     },
                 };
                 k.streams
