@@ -10,6 +10,7 @@ use super::node_reduce::NodeReduce;
 use super::options::Inter;
 use crate::context::Context;
 use crate::context::traffic::Op;
+use crate::engine::lent::Lent;
 use crate::engine::memcopy::copy_slice;
 use crate::error::Result;
 use crate::notifications::tag_reached;
@@ -232,18 +233,34 @@ impl NodeReduce {
         // Woken by the local rank that makes the partial ready; the
         // messages wake nobody: naps of at most 50 us for them.
         let longest = Duration::from_micros(50);
+        // The window's memory the messages go from and land in, lent once
+        // for the whole wait: this node's partial, and every node's entry
+        // of this parity (this node's own is the partial).
+        let entries: Vec<Lent> = (0..self.layout.nodes())
+            .map(|q| {
+                // SAFETY: node `q`'s entry of this parity. This node's own
+                // is its partial of this call: lent to the sends once it
+                // is complete (ready), and nobody writes it until this
+                // call has ended on every rank of the job, which takes this
+                // rank's sends being complete (`*sent`): the claimant of
+                // the call two on writes it again (a call given up and
+                // then deleted never does). Another node's: on this route
+                // only this rank writes it (through the engine, which may
+                // fill it until the message is taken, or the object is
+                // deleted: `NodeReduce::forget_messages`), and nobody
+                // reads it before it is posted below; the reader of the
+                // call two back (its claimant) finished before every local
+                // rank put in its input of the call in between, which node
+                // `q` needed before it could send this call's partial.
+                unsafe { self.mem.lend(self.direct_at(parity, q), bytes) }
+            })
+            .collect();
+        let partial = &entries[me];
         let mut step = || -> Result<bool> {
             if !*sent && self.word(3).load(SeqCst) >= call {
-                // SAFETY: this node's partial of this call is complete
-                // (ready), and nobody writes it until this call has ended
-                // on every rank of the job, which takes this rank's sends
-                // being complete (`*sent`): the claimant of the call two
-                // on writes it again. A call given up and then deleted
-                // never writes it again.
-                let partial = unsafe { self.mem.lend(self.direct_at(parity, me), bytes) };
                 let mut all = true;
                 for q in others() {
-                    all &= ctx.engine.host_keyed_send(first(q), key, &partial)?;
+                    all &= ctx.engine.host_keyed_send(first(q), key, partial)?;
                 }
                 if all {
                     // Each counted as the notified write it stands for.
@@ -259,17 +276,7 @@ impl NodeReduce {
                 if tag_reached(table.values[id as usize].load(SeqCst), tag) {
                     continue;
                 }
-                // SAFETY: node `q`'s entry of this parity: on this route
-                // only this rank writes it (through the engine, which may
-                // fill it until the message is taken, the call is given up
-                // for another, or the object is deleted:
-                // `NodeReduce::forget_messages`), and nobody reads it
-                // before it is posted below; the reader of the call two
-                // back (its claimant) finished before every local rank put
-                // in its input of the call in between, which node `q`
-                // needed before it could send this call's partial.
-                let into = unsafe { self.mem.lend(self.direct_at(parity, q), bytes) };
-                if ctx.engine.host_keyed_take(first(q), key, &into)? {
+                if ctx.engine.host_keyed_take(first(q), key, &entries[q])? {
                     table.post(id, tag);
                 } else {
                     all = false;
