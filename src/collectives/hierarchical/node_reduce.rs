@@ -716,6 +716,16 @@ impl NodeReduce {
         plan.choice.replicated && (plan.choice.inter == Inter::Direct || self.layout.nodes() == 1)
     }
 
+    /// Whether this rank's input is its node's partial, put straight into
+    /// the node's direct entry (no input slot, no copy of it): the only
+    /// rank of its node, where node partials are exchanged
+    /// ([`NodeReduce::claim_partial`] then only marks it ready). A copy
+    /// less of the whole call: 2 hosts of one rank over TCP, 4 MiB calls
+    /// took 0.8x the time (AMD EPYC VM, Intel MPI, 2026-12-01).
+    pub(super) fn input_is_partial(&self, ctx: &Context, plan: &CallPlan) -> bool {
+        ctx.local_num() == 1 && self.own_result(plan) && (self.node_partials || plan.messages)
+    }
+
     fn output(&self, ctx: &Context, plan: &CallPlan, shared: bool) -> ResultPlace {
         let bytes = plan.len * plan.elem;
         let start = if shared {
@@ -765,7 +775,11 @@ impl NodeReduce {
                 }
                 Stage::Start => {
                     let local = ctx.local_rank() as usize;
-                    let at = self.input_at(local);
+                    let at = if self.input_is_partial(ctx, plan) {
+                        self.direct_at(parity, ctx.node())
+                    } else {
+                        self.input_at(local)
+                    };
                     self.put_input(plan, at, send);
                     self.arrival(local).store(self.calls + 1, SeqCst);
                     self.mem.table().ww.wake();

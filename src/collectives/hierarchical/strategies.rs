@@ -172,8 +172,9 @@ impl NodeReduce {
     /// call and this rank is the first to claim the call's partial, reduce
     /// the node's inputs in local-rank order into this node's partial slot
     /// (the direct area's entry of this node, which no other node writes)
-    /// and mark it ready. The last local rank to arrive always sees every
-    /// input, so some rank claims it.
+    /// and mark it ready (the only rank of its node put its input there
+    /// itself: [`NodeReduce::input_is_partial`]). The last local rank to
+    /// arrive always sees every input, so some rank claims it.
     pub(super) fn claim_partial<T: Pod, F: Fn(&T, &T) -> T>(
         &self,
         ctx: &Context,
@@ -190,16 +191,20 @@ impl NodeReduce {
             return false;
         }
         let len = plan.len;
-        // SAFETY: the node's inputs were written before their ranks counted
-        // themselves in, which this rank saw, and are not written again
-        // before every rank of the job has finished this call.
-        let input = |l: usize| unsafe { self.mem.read::<T>(self.input_at(l), len) };
-        // SAFETY: only the claimant writes this node's partial slot of this
-        // parity; the reducers of the call two back have read it (every
-        // local rank has finished that call), and remote writes of the
-        // previous call's partial went out before that call ended.
-        let out = unsafe { self.mem.write::<T>(self.direct_at(parity, ctx.node()), len) };
-        with_slices(local_num, input, |inputs| reduce_slices(out, inputs, f));
+        if !self.input_is_partial(ctx, plan) {
+            // SAFETY: the node's inputs were written before their ranks
+            // counted themselves in, which this rank saw, and are not
+            // written again before every rank of the job has finished this
+            // call.
+            let input = |l: usize| unsafe { self.mem.read::<T>(self.input_at(l), len) };
+            // SAFETY: only the claimant writes this node's partial slot of
+            // this parity; the reducers of the call two back have read it
+            // (every local rank has finished that call), and remote writes
+            // of the previous call's partial went out before that call
+            // ended.
+            let out = unsafe { self.mem.write::<T>(self.direct_at(parity, ctx.node()), len) };
+            with_slices(local_num, input, |inputs| reduce_slices(out, inputs, f));
+        }
         self.word(3).store(call, SeqCst);
         self.mem.table().ww.wake();
         true
