@@ -282,8 +282,9 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// number, then its call's), as much of it as the transport takes now:
     /// `true` once all of it went and the transport is done with `data`.
     /// Until then call again with the same key and data (a call with
-    /// another key starts that message; the rest of the old one is never
-    /// sent). Keys from one sender to one receiver only grow. The
+    /// another key starts that message, once the rest of the old one went:
+    /// a message begun is always sent whole). Keys from one sender to one
+    /// receiver only grow. The
     /// transport reads `data` where it lies, also after this returns: the
     /// lender leaves its bytes unwritten until a call for `key` returned
     /// `true`, or for good if it gives the message up.
@@ -307,7 +308,8 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
         ))
     }
     /// Object `object` is gone: the messages it was taking are given up
-    /// (their memory is the lender's again).
+    /// (their memory is the lender's again), and the rest of the messages
+    /// it began to send goes (from memory the transport keeps mapped).
     fn keyed_forget(&self, _object: u64) {}
 
     // --- the end --------------------------------------------------------

@@ -9,30 +9,41 @@
 //!
 //! # Heads and data
 //! Every object has two tags: one for heads, one for data. A head is the
-//! key, a piece's place in its message and the message's length. A
-//! message of up to [`INLINE`] bytes is one head with the data behind it
-//! (copied into and out of buffers of ours: one message, the least
-//! latency). A longer one goes as pieces of [`PIECE`] bytes, each a head
-//! and then the piece alone on the data tag, sent from where it lies and
-//! received straight into where it belongs (memory lent by the caller,
-//! [`Lent`]), so a large message costs no copy of ours. Exchanging 256 KiB
-//! to 4 MiB between 2 hosts over TCP, pieces of 512 KiB sent from and
-//! received into their place took 0.6-0.75x the time of the same pieces
-//! copied through buffers behind their heads, and one message of a head
-//! and the piece described by an `MPI_Type_create_hindexed` type took
-//! 4-5x at 1 and 4 MiB (`scripts/mpi/piece_exchange.c`, rows in
+//! key, a place in the message (0) and the message's length. A message
+//! of up to [`INLINE`] bytes is one head with the data behind it (copied
+//! into and out of buffers of ours: one message, the least latency). A
+//! longer one is one head, then its pieces of [`PIECE`] bytes alone on the
+//! data tag, in order, each sent from where it lies and received straight
+//! into where it belongs (memory lent by the caller, [`Lent`]), so a large
+//! message costs no copy of ours. Exchanging 256 KiB to 4 MiB between 2
+//! hosts over TCP, pieces of 512 KiB sent from and received into their
+//! place took 0.6-0.75x the time of the same pieces copied through
+//! buffers behind their heads, and one message of a head and the piece
+//! described by an `MPI_Type_create_hindexed` type took 4-5x at 1 and 4
+//! MiB (`scripts/mpi/piece_exchange.c`, rows in
 //! `docs/piece-exchange-tcp-2026-11-30.csv`; Intel MPI 2021.18's tcp
 //! provider, 2-core AMD EPYC VM, 2026-11-30).
 //!
-//! A receive for a piece's data is posted only once its head arrived and
-//! said where it goes, so it is always the size of the message it takes
-//! (MPI keeps each sender's messages of one tag in order, so the data
-//! receives posted in the order of the heads take the pieces in that
-//! order), and no message but the piece a head announced for the key
-//! asked for is ever received into the caller's memory. Heads are
-//! received into buffers of [`INLINE`] bytes more than a head (no head is
-//! longer), posted ahead: as many as pieces of the messages being taken
-//! on the tag are still unannounced, at most [`DEPTH`].
+//! # Receives posted before the pieces come
+//! A sender hands a message's pieces one after another with no other data
+//! on the tag between them: a message it began is handed whole before any
+//! other message to the same receiver on the same tags (of another call,
+//! or of an object 4096 numbers away), and when its object is forgotten.
+//! So a head tells its receiver what the next data messages on the tag
+//! are, and it posts their receives at once: every piece of the message
+//! it is taking, straight into the lent memory (MPI keeps each sender's
+//! messages of one tag in order, so they take the pieces in order; each
+//! is the size of its piece), and at most [`DEPTH`] at a time into
+//! buffers of ours for any other. A piece that finds its receive posted
+//! is not held as an unexpected message: with receives posted only as
+//! each piece's own head came (until 2026-12-01), exchanging 4 MiB took
+//! 1.5x the time of receives posted before the data (the `headed` and
+//! `contig` ways of the exchange, 2 hosts over TCP), and the exchange
+//! inside an allreduce of 4 MiB took 0.7x the time once receives were
+//! posted ahead. Heads are received into buffers of [`INLINE`] bytes
+//! more than a head (no head is longer), posted ahead: one for each
+//! message being taken on the tag whose head has not come, at most
+//! [`DEPTH`].
 //!
 //! # Stale messages
 //! The tags carry the object's number (12 bits: the kind-3 tags of the
@@ -43,7 +54,7 @@
 //! once every message of it was taken (a call given up is tried again
 //! with the same key, or its object deleted). The heads catch what the
 //! tags cannot tell apart (an object 4096 numbers back): a head of
-//! another key is read out of turn, its piece received into a buffer of
+//! another key is read out of turn, its pieces received into buffers of
 //! ours (dropped if an older call of the object asked now, else set aside
 //! for when its key is asked for).
 //!
@@ -73,9 +84,14 @@ const INLINE: usize = 64 << 10;
 /// rounds of 40, `scripts/mpi/piece_exchange.c`, Intel MPI 2021.18, AMD
 /// EPYC VM, 2026-11-30).
 const PIECE: usize = 512 << 10;
-/// The most heads posted ahead on one tag of one sender.
+/// The most heads posted ahead on one tag of one sender, and the most
+/// receives into buffers of ours posted on its data tag.
 const DEPTH: usize = 8;
-/// The most pieces to one receiver that MPI holds at a time (4 MiB).
+/// The most pieces to one receiver that MPI holds at a time (1 MiB):
+/// allreduce calls of 4 MiB between 2 hosts over TCP took 5000-5700 us
+/// with 2, 6200-7600 with 4 and 8 (pieces received as their heads came,
+/// 2026-11-30), and their exchange 1800-2200 us with 2 against 2900-3200
+/// with 8 (receives posted ahead, 2026-12-01).
 const FLIGHT: usize = 2;
 /// The most buffers kept for later messages, of each kind.
 const SPARE: usize = 32;
@@ -143,8 +159,9 @@ fn pieces(len: usize) -> usize {
 pub(super) struct Keyed {
     /// Sends MPI may still hold.
     sends: Vec<Sent>,
-    /// Per receiver, the message being sent.
-    sending: BTreeMap<usize, Sending>,
+    /// Per receiver and object, the message being sent (kept until a
+    /// message of a later call replaces it, or the object is forgotten).
+    sending: BTreeMap<(usize, u64), Sending>,
     /// Per sender and tag (object number modulo 4096), the receives posted.
     streams: BTreeMap<(usize, u64), Stream>,
     /// Per sender and object, the message being taken.
@@ -171,17 +188,44 @@ struct Sent {
 /// The message being sent to one receiver.
 struct Sending {
     key: Key,
-    len: usize,
+    data: Lent,
     /// Pieces handed to MPI so far.
     handed: usize,
 }
 
+impl Sending {
+    /// Begun and not yet handed whole: its receiver expects the rest next
+    /// on its tags.
+    fn open(&self) -> bool {
+        self.handed > 0 && self.handed < pieces(self.data.len())
+    }
+}
+
 /// The receives posted for one sender's messages of one tag pair, each
-/// queue in the order MPI matches them.
+/// queue in the order MPI matches them, and the pieces announced whose
+/// receives are still to be posted.
 #[derive(Default)]
 struct Stream {
     heads: VecDeque<ffi::Request>,
     data: VecDeque<Data>,
+    owed: VecDeque<Owed>,
+}
+
+/// The pieces of a long message from `next` on, announced by its head:
+/// the next data messages on the stream.
+struct Owed {
+    head: Head,
+    next: usize,
+}
+
+impl Owed {
+    /// The head of piece `next`.
+    fn piece_head(&self) -> Head {
+        Head {
+            at: self.next * PIECE,
+            ..self.head
+        }
+    }
 }
 
 /// A receive of a piece announced by its head, and where it went.
@@ -205,7 +249,9 @@ struct Taking {
     key: Key,
     /// Where it lands.
     into: Lent,
-    /// Pieces whose head came (their data receive is posted).
+    /// Its head came (no head receive is posted for it).
+    headed: bool,
+    /// Pieces with a receive posted into `into`, or placed there.
     announced: usize,
     /// Pieces that landed.
     landed: usize,
@@ -248,9 +294,8 @@ impl Keyed {
     fn heads_wanted(&self, from: usize, slot: u64) -> usize {
         self.taking
             .iter()
-            .filter(|((f, o), _)| *f == from && o % 4096 == slot)
-            .map(|(_, t)| pieces(t.into.len()).saturating_sub(t.announced))
-            .sum()
+            .filter(|((f, o), t)| *f == from && o % 4096 == slot && !t.headed)
+            .count()
     }
 
     /// Place a piece of the message being taken in `t` (in order): its
@@ -269,11 +314,121 @@ impl Keyed {
             return Err(short(from, head.total, len));
         }
         // SAFETY: this piece's part of the lent memory, with no receive
-        // posted into it (its head came before this message was asked
-        // for); the lender leaves it alone until the message is taken.
+        // posted into it (its receive went into a buffer of ours); the
+        // lender leaves it alone until the message is taken.
         unsafe { t.into.part(at, n).copy_in(data) };
+        t.headed = true;
         t.announced += 1;
         t.landed += 1;
+        Ok(())
+    }
+
+    /// Place the pieces set aside from `from` for the messages being taken
+    /// from it, each in turn.
+    fn settle(&mut self, from: usize) -> Result<()> {
+        let Some(aside) = self.aside.get_mut(&from).filter(|a| !a.is_empty()) else {
+            return Ok(());
+        };
+        for ((_, _), t) in self.taking.range_mut((from, 0)..=(from, u64::MAX)) {
+            loop {
+                let at = t.announced.saturating_mul(PIECE);
+                let Some(i) = aside.iter().position(|p| {
+                    p.head.key == t.key && (p.head.at == at || t.into.len() <= INLINE)
+                }) else {
+                    break;
+                };
+                let p = aside.swap_remove(i);
+                Keyed::place(t, from, &p.head, &p.data)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hand piece `i` of `data`, the message of `key` to `to`, to MPI: a
+    /// short message with its head, a long one's first piece after its
+    /// head, any other piece alone.
+    fn hand(&mut self, comm: ffi::Comm, to: usize, key: Key, data: &Lent, i: usize) -> Result<()> {
+        let len = data.len();
+        let slot = key.0;
+        let inline = len <= INLINE;
+        if i == 0 {
+            let mut b = self.send_spare.pop().unwrap_or_default();
+            b.clear();
+            b.extend_from_slice(
+                &Head {
+                    key,
+                    at: 0,
+                    total: len,
+                }
+                .bytes(),
+            );
+            if inline {
+                // SAFETY: the lender leaves `data` unwritten during this
+                // call (keyed_send's promise); it is copied here.
+                unsafe { data.append_to(&mut b) };
+            }
+            let req = ffi::send(comm, b, to, tag(slot, false), false)?;
+            self.sends.push(Sent {
+                to,
+                key,
+                lent: false,
+                req,
+            });
+        }
+        if !inline {
+            let at = i * PIECE;
+            let n = PIECE.min(len - at);
+            // SAFETY: the lender leaves `data` unwritten until a send of
+            // `key` returned true (every piece's send complete), or for good
+            // if it gives the message up, and the request keeps the memory
+            // mapped (keyed_send's promise).
+            let req = unsafe { ffi::send_lent(comm, &data.part(at, n), to, tag(slot, true)) }?;
+            self.sends.push(Sent {
+                to,
+                key,
+                lent: true,
+                req,
+            });
+        }
+        Ok(())
+    }
+
+    /// Hand the rest of every message to `to` on tag slot `slot` (of every
+    /// object, `None`, or of `object`) that was begun, but for `key`'s: its
+    /// receiver posted receives for all of it, and takes the next data on
+    /// the tag as its pieces.
+    fn finish_open(
+        &mut self,
+        comm: ffi::Comm,
+        to: Option<usize>,
+        slot: u64,
+        object: Option<u64>,
+        key: Option<Key>,
+    ) -> Result<()> {
+        let open: Vec<(usize, u64)> = self
+            .sending
+            .iter()
+            .filter(|&(&(t, o), s)| {
+                to.is_none_or(|to| to == t)
+                    && o % 4096 == slot
+                    && object.is_none_or(|object| object == o)
+                    && key.is_none_or(|key| key != s.key)
+                    && s.open()
+            })
+            .map(|(&k, _)| k)
+            .collect();
+        for at in open {
+            let (key, data, handed) = {
+                let s = &self.sending[&at];
+                (s.key, s.data.clone(), s.handed)
+            };
+            for i in handed..pieces(data.len()) {
+                self.hand(comm, at.0, key, &data, i)?;
+                if let Some(s) = self.sending.get_mut(&at) {
+                    s.handed = i + 1;
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -285,66 +440,42 @@ impl Mpi {
         let k = &mut *guard;
         k.reap();
         let len = data.len();
-        let mut handed = match k.sending.get(&to) {
-            Some(s) if s.key == key && s.len != len => {
+        let at = (to, key.0);
+        match k.sending.get(&at) {
+            Some(s) if s.key == key && s.data.len() != len => {
                 return Err(Error::InvalidArgument(format!(
                     "a call given up with {} bytes is tried again with {len}: \
                      try it again with the same length, or delete the object",
-                    s.len
+                    s.data.len()
                 )));
             }
-            Some(s) if s.key == key => s.handed,
-            _ => 0,
-        };
-        let slot = key.0;
-        let inline = len <= INLINE;
+            Some(s) if s.key == key => {}
+            _ => {
+                // Messages on a tag go whole, one after another.
+                k.finish_open(self.coll, Some(to), key.0 % 4096, None, Some(key))?;
+                k.sending.insert(
+                    at,
+                    Sending {
+                        key,
+                        data: data.clone(),
+                        handed: 0,
+                    },
+                );
+            }
+        }
         let all = pieces(len);
-        let room = if inline {
+        let room = if len <= INLINE {
             1
         } else {
             FLIGHT.saturating_sub(k.flying(to, key))
         };
+        let mut handed = k.sending[&at].handed;
         for _ in 0..room.min(all.saturating_sub(handed)) {
-            let at = handed * PIECE;
-            let n = PIECE.min(len - at);
-            let mut b = k.send_spare.pop().unwrap_or_default();
-            b.clear();
-            b.extend_from_slice(
-                &Head {
-                    key,
-                    at,
-                    total: len,
-                }
-                .bytes(),
-            );
-            if inline {
-                // SAFETY: the lender leaves `data` unwritten during this
-                // call (keyed_send's promise); it is copied here.
-                unsafe { data.append_to(&mut b) };
-            }
-            let req = ffi::send(self.coll, b, to, tag(slot, false), false)?;
-            k.sends.push(Sent {
-                to,
-                key,
-                lent: false,
-                req,
-            });
-            if !inline {
-                // SAFETY: the lender leaves `data` unwritten until this
-                // call returns true for `key` (every piece's send
-                // complete), and the request keeps the memory mapped
-                // (keyed_send's promise).
-                let req =
-                    unsafe { ffi::send_lent(self.coll, &data.part(at, n), to, tag(slot, true)) }?;
-                k.sends.push(Sent {
-                    to,
-                    key,
-                    lent: true,
-                    req,
-                });
-            }
+            k.hand(self.coll, to, key, data, handed)?;
             handed += 1;
-            k.sending.insert(to, Sending { key, len, handed });
+            if let Some(s) = k.sending.get_mut(&at) {
+                s.handed = handed;
+            }
         }
         Ok(handed >= all && k.flying(to, key) == 0)
     }
@@ -372,25 +503,34 @@ impl Mpi {
             }
             Some(_) => {}
             None => {
-                let mut t = Taking {
-                    key,
-                    into: into.clone(),
-                    announced: 0,
-                    landed: 0,
-                };
                 // What came before it was asked for: older calls' go.
-                if let Some(aside) = k.aside.get_mut(&from).filter(|a| !a.is_empty()) {
+                if let Some(aside) = k.aside.get_mut(&from) {
                     aside.retain(|p| p.head.key.0 != object || p.head.key.1 >= key.1);
-                    aside.sort_by_key(|p| (p.head.key, p.head.at));
-                    let (mine, rest): (Vec<Piece>, Vec<Piece>) = std::mem::take(aside)
-                        .into_iter()
-                        .partition(|p| p.head.key == key);
-                    *aside = rest;
-                    for p in &mine {
-                        Keyed::place(&mut t, from, &p.head, &p.data)?;
-                    }
                 }
-                k.taking.insert((from, object), t);
+                // Its head came already if pieces of it did, or are on
+                // their way.
+                let st = k.streams.get(&(from, slot));
+                let headed = k
+                    .aside
+                    .get(&from)
+                    .is_some_and(|a| a.iter().any(|p| p.head.key == key))
+                    || st.is_some_and(|st| {
+                        st.owed.iter().any(|o| o.head.key == key)
+                            || st
+                                .data
+                                .iter()
+                                .any(|d| matches!(d.dest, Dest::Aside(h) if h.key == key))
+                    });
+                k.taking.insert(
+                    (from, object),
+                    Taking {
+                        key,
+                        into: into.clone(),
+                        headed,
+                        announced: 0,
+                        landed: 0,
+                    },
+                );
             }
         }
         self.pump(k, from, slot)?;
@@ -403,11 +543,11 @@ impl Mpi {
     }
 
     /// Read what came from `from` on tag slot `slot`: heads in order (a
-    /// short message's data is placed at once, a long one's piece gets
-    /// its receive), then pieces in order; heads are posted ahead for the
-    /// messages being taken before and after.
+    /// short message's data is placed at once, a long one's pieces are
+    /// owed), receives posted for the pieces owed, pieces read in order,
+    /// pieces set aside placed; heads are posted ahead for the messages
+    /// being taken.
     fn pump(&self, k: &mut Keyed, from: usize, slot: u64) -> Result<()> {
-        let comm = self.coll;
         // A message that came before its head's receive was posted
         // completes the receive at once (tested below).
         self.post_heads(k, from, slot)?;
@@ -422,14 +562,13 @@ impl Mpi {
             let mut req = st.heads.pop_front().expect("looked at");
             let buf = req.take_buf().expect("complete");
             let head = Head::parse(&buf[..count.min(HEADER)]).ok_or_else(|| unreadable(from))?;
-            let taking = k.taking.get_mut(&(from, head.key.0));
             if head.total <= INLINE {
                 // A short message, its data behind the head.
                 let data = &buf[HEADER..count];
                 if head.at != 0 || data.len() != head.total {
                     return Err(unreadable(from));
                 }
-                match taking {
+                match k.taking.get_mut(&(from, head.key.0)) {
                     Some(t) if t.key == head.key => Keyed::place(t, from, &head, data)?,
                     Some(t) if t.key > head.key => {}
                     _ => k.aside.entry(from).or_default().push(Piece {
@@ -438,51 +577,25 @@ impl Mpi {
                     }),
                 }
             } else {
-                let n = head.piece().ok_or_else(|| unreadable(from))?;
-                let data_tag = tag(slot, true);
-                let data = match taking {
-                    Some(t) if t.key == head.key => {
-                        let len = t.into.len();
-                        if head.total != len || head.at != t.announced * PIECE {
-                            return Err(short(from, head.total, len));
+                // A long message: its pieces are the next data on the tag.
+                if head.piece().is_none() || head.at != 0 {
+                    return Err(unreadable(from));
+                }
+                if let Some(t) = k.taking.get_mut(&(from, head.key.0)) {
+                    if t.key == head.key {
+                        if head.total != t.into.len() {
+                            return Err(short(from, head.total, t.into.len()));
                         }
-                        t.announced += 1;
-                        // SAFETY: this piece's part of the lent memory; the
-                        // lender leaves it alone until the message is taken
-                        // or its object forgotten, and the request keeps it
-                        // mapped (keyed_take's promise). The receive is
-                        // the size of the piece its head announced.
-                        let req = unsafe {
-                            ffi::recv_lent(comm, &t.into.part(head.at, n), from, data_tag)
-                        }?;
-                        Data {
-                            req,
-                            dest: Dest::Mine {
-                                key: head.key,
-                                len: n,
-                            },
-                        }
+                        t.headed = true;
                     }
-                    // Read into a buffer of ours: an older call's piece is
-                    // dropped, any other set aside.
-                    other => Data {
-                        req: ffi::recv(comm, n, from, data_tag)?,
-                        dest: match other {
-                            Some(t) if t.key > head.key => Dest::Drop,
-                            _ => Dest::Aside(head),
-                        },
-                    },
-                };
-                k.streams
-                    .get_mut(&(from, slot))
-                    .expect("made above")
-                    .data
-                    .push_back(data);
+                }
+                st.owed.push_back(Owed { head, next: 0 });
             }
             if k.head_spare.len() < SPARE {
                 k.head_spare.push(buf);
             }
         }
+        self.post_data(k, from, slot)?;
         loop {
             let st = k.streams.get_mut(&(from, slot)).expect("made above");
             let Some(front) = st.data.front_mut() else {
@@ -509,6 +622,8 @@ impl Mpi {
                 Dest::Drop => {}
             }
         }
+        k.settle(from)?;
+        self.post_data(k, from, slot)?;
         // Heads posted ahead: as many as are still to come, at most DEPTH;
         // more (an object forgotten) are cancelled from the last, while
         // they took nothing.
@@ -528,6 +643,72 @@ impl Mpi {
         Ok(())
     }
 
+    /// Post receives for the pieces owed by `from` on tag slot `slot`, in
+    /// order: straight into the lent memory for the message being taken
+    /// (every piece at once), into buffers of ours for any other (at most
+    /// [`DEPTH`] of them posted at a time).
+    fn post_data(&self, k: &mut Keyed, from: usize, slot: u64) -> Result<()> {
+        let Keyed {
+            streams, taking, ..
+        } = k;
+        let st = streams.entry((from, slot)).or_default();
+        let data_tag = tag(slot, true);
+        while let Some(owed) = st.owed.front_mut() {
+            let head = owed.piece_head();
+            let n = head.piece().ok_or_else(|| unreadable(from))?;
+            let data = match taking.get_mut(&(from, head.key.0)) {
+                Some(t) if t.key == head.key && head.total != t.into.len() => {
+                    return Err(short(from, head.total, t.into.len()));
+                }
+                Some(t) if t.key == head.key && t.announced.saturating_mul(PIECE) == head.at => {
+                    t.announced += 1;
+                    // SAFETY: this piece's part of the lent memory; the
+                    // lender leaves it alone until the message is taken or
+                    // its object forgotten, and the request keeps it mapped
+                    // (keyed_take's promise). The receive is the size of
+                    // the piece its head announced, and takes it: the
+                    // sender hands a message's pieces one after another,
+                    // with no other data on the tag between them.
+                    let req = unsafe {
+                        ffi::recv_lent(self.coll, &t.into.part(head.at, n), from, data_tag)
+                    }?;
+                    Data {
+                        req,
+                        dest: Dest::Mine {
+                            key: head.key,
+                            len: n,
+                        },
+                    }
+                }
+                other => {
+                    let buffered = st
+                        .data
+                        .iter()
+                        .filter(|d| !matches!(d.dest, Dest::Mine { .. }))
+                        .count();
+                    if buffered >= DEPTH {
+                        break;
+                    }
+                    // Read into a buffer of ours: an older call's piece is
+                    // dropped, any other set aside.
+                    Data {
+                        req: ffi::recv(self.coll, n, from, data_tag)?,
+                        dest: match other {
+                            Some(t) if t.key > head.key => Dest::Drop,
+                            _ => Dest::Aside(head),
+                        },
+                    }
+                }
+            };
+            st.data.push_back(data);
+            owed.next += 1;
+            if owed.next >= pieces(owed.head.total) {
+                st.owed.pop_front();
+            }
+        }
+        Ok(())
+    }
+
     /// Post receives for the heads still to come from `from` on tag slot
     /// `slot`, up to [`DEPTH`] ahead; how many are wanted.
     fn post_heads(&self, k: &mut Keyed, from: usize, slot: u64) -> Result<usize> {
@@ -542,13 +723,17 @@ impl Mpi {
         Ok(want)
     }
 
-    /// Object `object` is gone: the messages it was taking are given up,
-    /// and its pieces set aside dropped. Pieces already announced still
-    /// land in its memory (kept mapped by their receives), read by the
-    /// next pump of their tag or when the rank leaves.
+    /// Object `object` is gone: the rest of every message it began is
+    /// handed to MPI (its receivers take the next data on its tag as those
+    /// pieces), the messages it was taking are given up, and its pieces
+    /// set aside dropped. Pieces already announced still land in its
+    /// memory (kept mapped by their receives), read by the next pump of
+    /// their tag or when the rank leaves.
     pub(super) fn keyed_forget(&self, object: u64) {
         let mut guard = lock(&self.keyed);
         let k = &mut *guard;
+        let _ = k.finish_open(self.coll, None, object % 4096, Some(object), None);
+        k.sending.retain(|&(_, o), _| o != object);
         let senders: Vec<usize> = k
             .taking
             .keys()
