@@ -96,6 +96,12 @@ impl Native {
         self.hosts()?.keyed_take(from, key, into)
     }
 
+    /// Bytes of `from`'s message of `key` landed so far, from its start
+    /// ([`Transport::keyed_landed`](super::transport::Transport::keyed_landed)).
+    pub(crate) fn host_keyed_landed(&self, from: Rank, key: Key) -> usize {
+        self.across_hosts().map_or(0, |t| t.keyed_landed(from, key))
+    }
+
     /// Object `object` is gone: its keyed messages being taken are given
     /// up ([`Transport::keyed_forget`](super::transport::Transport::keyed_forget)).
     pub(crate) fn host_keyed_forget(&self, object: u64) {

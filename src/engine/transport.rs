@@ -307,6 +307,14 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
             "this transport has no keyed messages".into(),
         ))
     }
+    /// How many bytes of `rank`'s message of `key` have landed in the
+    /// memory lent to [`Transport::keyed_take`], counted from its start
+    /// (pieces land in order): the caller may read them while the rest
+    /// comes. 0 where nothing is known (the message is not being taken,
+    /// or was taken whole).
+    fn keyed_landed(&self, _rank: Rank, _key: Key) -> usize {
+        0
+    }
     /// Object `object` is gone: the messages it was taking are given up
     /// (their memory is the lender's again), and the rest of the messages
     /// it began to send goes (from memory the transport keeps mapped).

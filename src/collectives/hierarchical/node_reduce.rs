@@ -815,17 +815,35 @@ impl NodeReduce {
                             c = 2;
                             *stage = Stage::Instances { idx, cursor: c };
                         }
+                        // The only rank of its node reduces the partials
+                        // as they land, into `direct` or the shared result.
+                        let eager = plan.messages && ctx.local_num() == 1;
                         if plan.messages && ctx.node_ranks(ctx.node()).start == ctx.rank() {
                             let mut sent = c == 3;
-                            let r =
-                                self.exchange_partials(ctx, plan, parity, tag, &mut sent, deadline);
+                            let into = match direct.as_deref_mut() {
+                                Some(out) => Some(out),
+                                // SAFETY: the shared result, written only by
+                                // the only rank of the node, which claims
+                                // the call in `reduce_partials` right after;
+                                // its readers of the previous call (this
+                                // rank) have finished that call.
+                                None if eager => Some(unsafe {
+                                    self.mem.write::<T>(self.areas.shared, plan.len)
+                                }),
+                                None => None,
+                            };
+                            let eager_into = into.filter(|_| eager).map(|o| (o, f));
+                            let r = self.exchange_partials(
+                                ctx, plan, parity, tag, &mut sent, eager_into, deadline,
+                            );
                             if sent {
                                 *stage = Stage::Instances { idx, cursor: 3 };
                             }
                             r?;
                         }
                         let out = direct.as_deref_mut();
-                        let own = self.reduce_partials(ctx, plan, parity, tag, f, out, deadline)?;
+                        let own =
+                            self.reduce_partials(ctx, plan, parity, tag, f, out, eager, deadline)?;
                         progress.shared = !own;
                         if let (false, Some(out)) = (own, direct.as_deref_mut()) {
                             self.copy_shared(out);

@@ -218,14 +218,24 @@ impl NodeReduce {
     /// [`NodeReduce::reduce_partials`] runs unchanged). The keys are this
     /// engine's number and the call's: what a rank sent for a call it gave
     /// up, or for an engine deleted since, is never taken for this one.
+    ///
+    /// With `eager` (the only rank of its node: its partial is ready before
+    /// it gets here), the partials are reduced in node order into the
+    /// slice given, each range once it has landed from every other node:
+    /// while the rest of the messages come, and from memory the messages
+    /// just wrote. (2 hosts of one rank over TCP, 4 MiB calls: the
+    /// reduction after the exchange took 800-970 us, Intel MPI, AMD EPYC
+    /// VM, 2026-12-01.) A call given up and tried again reduces from the
+    /// start again (each element is written, not accumulated).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn exchange_partials(
+    pub(super) fn exchange_partials<T: Pod, F: Fn(&T, &T) -> T>(
         &self,
         ctx: &Context,
         plan: &CallPlan,
         parity: usize,
         tag: u32,
         sent: &mut bool,
+        mut eager: Option<(&mut [T], &F)>,
         deadline: Deadline,
     ) -> Result<()> {
         let call = self.calls + 1;
@@ -261,6 +271,10 @@ impl NodeReduce {
             })
             .collect();
         let partial = &entries[me];
+        let nodes = self.layout.nodes();
+        let len = plan.len;
+        // Elements of the result reduced so far (with `eager`).
+        let mut reduced = 0;
         let mut step = || -> Result<bool> {
             if !*sent && self.word(3).load(SeqCst) >= call {
                 let mut all = true;
@@ -287,6 +301,37 @@ impl NodeReduce {
                     all = false;
                 }
             }
+            if let Some((out, f)) = eager.as_mut() {
+                let landed = |q: usize| {
+                    if q == me
+                        || tag_reached(
+                            table.values[self.direct_id(parity, q) as usize].load(SeqCst),
+                            tag,
+                        )
+                    {
+                        len
+                    } else {
+                        ctx.engine.host_keyed_landed(first(q), key) / plan.elem
+                    }
+                };
+                let ready = (0..nodes).map(landed).min().unwrap_or(len).min(len);
+                if ready > reduced && self.word(3).load(SeqCst) >= call {
+                    let elem = plan.elem;
+                    // SAFETY: elements `reduced..ready` of every node's
+                    // entry have landed (or are this node's partial, ready)
+                    // and are not written again before every rank of the
+                    // job has finished this call; the rest of each entry,
+                    // which the messages may still be writing, is not read.
+                    let input = |q: usize| unsafe {
+                        self.mem
+                            .read::<T>(self.direct_at(parity, q) + reduced * elem, ready - reduced)
+                    };
+                    let o = &mut out[reduced..ready];
+                    with_slices(nodes, input, |inputs| reduce_slices(o, inputs, *f));
+                    reduced = ready;
+                }
+                all &= reduced == len;
+            }
             Ok(all)
         };
         let poll = || match step() {
@@ -304,7 +349,9 @@ impl NodeReduce {
     /// them in node order into the shared result; every other rank waits
     /// for that. The only rank of its node reduces them straight into
     /// `out` where it is given (no shared result, no copy of it): then
-    /// `true`.
+    /// `true`. With `reduced`, the partials were reduced into `out` or the
+    /// shared result already (the eager reduction of
+    /// [`NodeReduce::exchange_partials`]): the call is only marked done.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reduce_partials<T: Pod, F: Fn(&T, &T) -> T>(
         &self,
@@ -314,6 +361,7 @@ impl NodeReduce {
         tag: u32,
         f: &F,
         out: Option<&mut [T]>,
+        reduced: bool,
         deadline: Deadline,
     ) -> Result<bool> {
         let call = self.calls + 1;
@@ -354,8 +402,11 @@ impl NodeReduce {
         // its notification seen) and not written again before every rank
         // of the job has finished this call.
         let input = |q: usize| unsafe { self.mem.read::<T>(self.direct_at(parity, q), len) };
-        let reduce =
-            |out: &mut [T]| with_slices(nodes, input, |inputs| reduce_slices(out, inputs, f));
+        let reduce = |out: &mut [T]| {
+            if !reduced {
+                with_slices(nodes, input, |inputs| reduce_slices(out, inputs, f));
+            }
+        };
         match out {
             Some(out) if ctx.local_num() == 1 => {
                 reduce(out);

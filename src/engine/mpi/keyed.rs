@@ -542,6 +542,21 @@ impl Mpi {
         Ok(true)
     }
 
+    pub(super) fn keyed_landed(&self, rank: Rank, key: Key) -> usize {
+        let k = lock(&self.keyed);
+        match k.taking.get(&(rank as usize, key.0)) {
+            Some(t) if t.key == key => {
+                let len = t.into.len();
+                if len <= INLINE {
+                    len * t.landed.min(1)
+                } else {
+                    t.landed.saturating_mul(PIECE).min(len)
+                }
+            }
+            _ => 0,
+        }
+    }
+
     /// Read what came from `from` on tag slot `slot`: heads in order (a
     /// short message's data is placed at once, a long one's pieces are
     /// owed), receives posted for the pieces owed, pieces read in order,

@@ -383,6 +383,9 @@ impl Transport for Mpi {
         Mpi::keyed_take(self, rank, key, into)
     }
 
+    fn keyed_landed(&self, rank: Rank, key: Key) -> usize {
+        Mpi::keyed_landed(self, rank, key)
+    }
     fn keyed_forget(&self, object: u64) {
         Mpi::keyed_forget(self, object)
     }
