@@ -1,15 +1,23 @@
-/* Two ranks exchange N bytes as pieces, three ways, in alternated rounds
+/* Two ranks exchange N bytes as pieces, four ways, in alternated rounds
  * of the same run: what the keyed messages of the MPI engine
  * (src/engine/mpi/keyed.rs) chose between.
- *   contig    each piece sent from and received into its place
- *             (what the engine does now for messages above 64 KiB, with a
- *             32-byte head message per piece beside it);
+ *   contig    each piece sent from and received into its place, its
+ *             receive posted before it comes (what the engine does for
+ *             messages above 64 KiB since 2026-12-01, behind one 32-byte
+ *             head message per message, on whose arrival it posts the
+ *             receives of all pieces);
  *   copy      each piece copied behind a 32-byte head into a buffer, sent,
  *             received into a buffer and copied out (the engine until
  *             2026-11-30);
  *   hindexed  head and piece as one message of an MPI_Type_create_hindexed
- *             type (tried and measured 3-4x slower: MPI packs it).
- * Pieces of 128 KiB and 512 KiB, all receives posted before the sends.
+ *             type (tried and measured 3-4x slower: MPI packs it);
+ *   headed    a head per piece, each piece sent from its place right
+ *             behind its head and received into its place by a receive
+ *             posted only once its head arrived (the engine from
+ *             2026-11-30 to 2026-12-01: its pieces arrive before their
+ *             receives, as unexpected messages).
+ * Pieces of 128 KiB and 512 KiB; all receives posted before the sends but
+ * in the headed way.
  * Prints N,piece,way,median_us per line on rank 0.
  *
  *   mpicc -O2 -o piece_exchange scripts/mpi/piece_exchange.c
@@ -40,13 +48,34 @@ static MPI_Datatype two(char *h, char *d, int dl) {
     return t;
 }
 
-enum { CONTIG, COPY, HINDEXED };
-static const char *names[] = {"contig", "copy", "hindexed"};
+enum { CONTIG, COPY, HINDEXED, HEADED, WAYS };
+static const char *names[] = {"contig", "copy", "hindexed", "headed"};
 
 static void exchange(char *s, char *r, long n, long P, int peer, int way, char *tmp) {
     static char hs[MAXP][HEAD], hr[MAXP][HEAD];
     int np = (int)((n + P - 1) / P);
     MPI_Request q[2 * MAXP];
+    if (way == HEADED) {
+        MPI_Request h[MAXP], d[MAXP], sh[MAXP], sd[MAXP];
+        for (int i = 0; i < np; i++)
+            MPI_Irecv(hr[i], HEAD, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &h[i]);
+        for (int i = 0; i < np; i++) {
+            MPI_Isend(hs[i], HEAD, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &sh[i]);
+            MPI_Isend(s + i * P, (int)P, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &sd[i]);
+        }
+        for (int got = 0; got < np;) {
+            int f;
+            MPI_Test(&h[got], &f, MPI_STATUS_IGNORE);
+            if (f) {
+                MPI_Irecv(r + got * P, (int)P, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &d[got]);
+                got++;
+            }
+        }
+        MPI_Waitall(np, d, MPI_STATUSES_IGNORE);
+        MPI_Waitall(np, sh, MPI_STATUSES_IGNORE);
+        MPI_Waitall(np, sd, MPI_STATUSES_IGNORE);
+        return;
+    }
     for (int i = 0; i < np; i++) {
         if (way == HINDEXED) {
             MPI_Datatype t = two(hr[i], r + i * P, (int)P);
@@ -95,7 +124,7 @@ int main(int argc, char **argv) {
     for (int round = 0; round < 3; round++)
         for (int si = 0; si < 3; si++)
             for (int pi = 0; pi < 2; pi++)
-                for (int way = 0; way < 3; way++) {
+                for (int way = 0; way < WAYS; way++) {
                     long n = sizes[si], P = pieces[pi] < n ? pieces[pi] : n;
                     double t[iters];
                     for (int it = 0; it < iters + 3; it++) {
