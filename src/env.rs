@@ -108,6 +108,19 @@ pub const EMULATE_HOSTS: &str = "GASPI_EMULATE_HOSTS";
 /// ```
 pub const RELAY_NAP_US: &str = "GASPI_RELAY_NAP_US";
 
+/// A testing knob of the MPI engine: how many tag pairs the keyed
+/// messages of collective objects share (`1` to `4096`, the default;
+/// objects whose numbers are equal modulo it share one). Fewer make the
+/// messages of objects given up meet those of later objects on the same
+/// tags soon, which the engine must tell apart by their heads
+/// (`tests/allreduce.rs` runs calls given up with `1`); every rank of a
+/// job must see the same value.
+///
+/// ```text
+/// mpirun -n 4 -genv GASPI_ENGINE mpi -genv GASPI_KEYED_SLOTS 1 ./program
+/// ```
+pub const KEYED_SLOTS: &str = "GASPI_KEYED_SLOTS";
+
 /// GPI-2's machine file (set by GPI-2's `gaspi_run`, and by `gaspi-run
 /// --engine gpi2`).
 pub(crate) const GPI2_MFILE: &str = "GASPI_MFILE";

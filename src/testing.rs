@@ -84,6 +84,7 @@ pub struct Job {
     ppn: Option<usize>,
     config: Config,
     timeout: Duration,
+    env: Vec<(String, String)>,
 }
 
 /// Ranks per node of the jobs whose test gives no layout:
@@ -245,6 +246,7 @@ impl Job {
             ppn: None,
             config: Config::default(),
             timeout: Duration::from_secs(120),
+            env: Vec::new(),
         }
     }
 
@@ -267,6 +269,19 @@ impl Job {
     /// ```
     pub fn config(mut self, config: Config) -> Job {
         self.config = config;
+        self
+    }
+
+    /// Set `key` to `value` in every rank's environment (the launcher's
+    /// own variables win).
+    ///
+    /// ```no_run
+    /// gaspi::testing::Job::new(&[2]).env("MY_SETTING", "1").run(|_ctx| {
+    ///     assert_eq!(std::env::var("MY_SETTING").as_deref(), Ok("1"));
+    /// });
+    /// ```
+    pub fn env(mut self, key: &str, value: &str) -> Job {
+        self.env.push((key.to_string(), value.to_string()));
         self
     }
 
@@ -302,6 +317,9 @@ impl Job {
             .timeout(self.timeout)
             .backtraces_on_stop(true)
             .grace(Duration::from_secs(5));
+        for (k, v) in &self.env {
+            l = l.env(k, v);
+        }
         if let Some(p) = self.ppn.or_else(default_ppn) {
             l = l.ppn(p);
         }

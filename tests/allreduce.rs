@@ -644,6 +644,70 @@ fn a_timed_out_call_can_be_given_up() {
     }
 }
 
+/// Calls given up and later objects whose keyed messages share one tag
+/// pair (`GASPI_KEYED_SLOTS=1`; on the MPI engine between hosts, where
+/// node partials cross as keyed messages): what the ranks sent for an
+/// object deleted meets the messages of every later object on the same
+/// tags, also 4.6 MiB messages of 10 pieces, more than are read into
+/// buffers at a time, and is told apart by its heads. Elsewhere the
+/// setting changes nothing and the test runs the same calls.
+#[test]
+fn objects_sharing_tags_after_calls_given_up() {
+    for (ranks, ppn) in [(4, 1), (4, 2)] {
+        Job::new(&[ranks])
+            .ppn(ppn)
+            .env("GASPI_KEYED_SLOTS", "1")
+            .run(|ctx| {
+                let flags = segment(ctx, 44, 64);
+                let me = ctx.rank() as usize;
+                let pieces = AllreduceOptions {
+                    message_replicate_max: Some(64 << 20),
+                    ..Default::default()
+                };
+                for len in [200, 600_000] {
+                    let input =
+                        |it: usize| -> Vec<u64> { (0..len).map(|i| value(me, it, i)).collect() };
+                    let check = |ar: &mut Allreduce<u64>, it: usize, what: &str| {
+                        let mut got = vec![0u64; len];
+                        ar.run_into(&input(it), &mut got, ReduceOp::Sum, B).unwrap();
+                        for (i, g) in got.iter().enumerate() {
+                            let sum: u64 = (0..ranks).map(|r| value(r, it, i)).sum();
+                            assert_eq!(
+                                *g, sum,
+                                "{what} {len} {ranks}x{ppn} call {it}, element {i}"
+                            );
+                        }
+                    };
+                    // Two objects alive at once, their calls alternating.
+                    let mut a = Allreduce::<u64>::with_options(ctx, 43, len, pieces, B).unwrap();
+                    let mut b = Allreduce::<u64>::with_options(ctx, 45, len, pieces, B).unwrap();
+                    for it in 0..2 {
+                        check(&mut a, it, "first of two");
+                        check(&mut b, it + 5, "second of two");
+                    }
+                    drop(b);
+                    // A call given up on every rank but 0, its object deleted.
+                    let mut got = vec![0u64; len];
+                    others_give_up_before_rank_0(ctx, 44, |t| {
+                        a.run_into(&input(9), &mut got, ReduceOp::Sum, t)
+                    });
+                    drop(a);
+                    // Later objects on the same tags.
+                    for round in 0..2 {
+                        let mut c =
+                            Allreduce::<u64>::with_options(ctx, 43, len, pieces, B).unwrap();
+                        for it in 0..2 {
+                            check(&mut c, 20 + round * 2 + it, "later");
+                        }
+                        drop(c);
+                    }
+                    barrier(ctx);
+                }
+                drop(flags);
+            });
+    }
+}
+
 /// Every GASPI type with every operation, against a sequential reference
 /// (floats: inputs whose sums and products are exact, so equality holds).
 fn every_type_and_op<T>(ctx: &Context, sample: impl Fn(usize, usize) -> T)

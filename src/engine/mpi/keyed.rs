@@ -154,15 +154,22 @@ fn pieces(len: usize) -> usize {
     }
 }
 
+/// The tag pairs objects share by default: 4096 (their numbers modulo
+/// 4096).
+const SLOTS: u64 = 4096;
+
 /// This rank's keyed messages.
 #[derive(Default)]
 pub(super) struct Keyed {
+    /// The tag pairs the objects share (their numbers modulo this): 1 to
+    /// [`SLOTS`], [`SLOTS`] where 0 ([`Keyed::with_slots`]).
+    slots: u64,
     /// Sends MPI may still hold.
     sends: Vec<Sent>,
     /// Per receiver and object, the message being sent (kept until a
     /// message of a later call replaces it, or the object is forgotten).
     sending: BTreeMap<(usize, u64), Sending>,
-    /// Per sender and tag (object number modulo 4096), the receives posted.
+    /// Per sender and tag pair ([`Keyed::slot`]), the receives posted.
     streams: BTreeMap<(usize, u64), Stream>,
     /// Per sender and object, the message being taken.
     taking: BTreeMap<(usize, u64), Taking>,
@@ -264,6 +271,20 @@ struct Piece {
 }
 
 impl Keyed {
+    /// Keyed messages whose objects share `slots` tag pairs (1 to 4096;
+    /// the `GASPI_KEYED_SLOTS` testing knob, [`crate::env::KEYED_SLOTS`]).
+    pub(super) fn with_slots(slots: u64) -> Keyed {
+        Keyed {
+            slots: slots.clamp(1, SLOTS),
+            ..Keyed::default()
+        }
+    }
+
+    /// The tag pair (slot) of `object`.
+    fn slot(&self, object: u64) -> u64 {
+        object % self.slots.clamp(1, SLOTS)
+    }
+
     /// Drop the sends MPI is done with, keeping their buffers.
     fn reap(&mut self) {
         let mut i = 0;
@@ -294,7 +315,7 @@ impl Keyed {
     fn heads_wanted(&self, from: usize, slot: u64) -> usize {
         self.taking
             .iter()
-            .filter(|((f, o), t)| *f == from && o % 4096 == slot && !t.headed)
+            .filter(|((f, o), t)| *f == from && self.slot(*o) == slot && !t.headed)
             .count()
     }
 
@@ -349,7 +370,7 @@ impl Keyed {
     /// head, any other piece alone.
     fn hand(&mut self, comm: ffi::Comm, to: usize, key: Key, data: &Lent, i: usize) -> Result<()> {
         let len = data.len();
-        let slot = key.0;
+        let slot = self.slot(key.0);
         let inline = len <= INLINE;
         if i == 0 {
             let mut b = self.send_spare.pop().unwrap_or_default();
@@ -410,7 +431,7 @@ impl Keyed {
             .iter()
             .filter(|&(&(t, o), s)| {
                 to.is_none_or(|to| to == t)
-                    && o % 4096 == slot
+                    && self.slot(o) == slot
                     && object.is_none_or(|object| object == o)
                     && key.is_none_or(|key| key != s.key)
                     && s.open()
@@ -452,7 +473,7 @@ impl Mpi {
             Some(s) if s.key == key => {}
             _ => {
                 // Messages on a tag go whole, one after another.
-                k.finish_open(self.coll, Some(to), key.0 % 4096, None, Some(key))?;
+                k.finish_open(self.coll, Some(to), k.slot(key.0), None, Some(key))?;
                 k.sending.insert(
                     at,
                     Sending {
@@ -482,9 +503,9 @@ impl Mpi {
 
     pub(super) fn keyed_take(&self, rank: Rank, key: Key, into: &Lent) -> Result<bool> {
         let from = rank as usize;
-        let (object, slot) = (key.0, key.0 % 4096);
         let mut guard = lock(&self.keyed);
         let k = &mut *guard;
+        let (object, slot) = (key.0, k.slot(key.0));
         match k.taking.get(&(from, object)) {
             Some(t) if t.key != key => {
                 return Err(Error::InvalidArgument(format!(
@@ -747,7 +768,8 @@ impl Mpi {
     pub(super) fn keyed_forget(&self, object: u64) {
         let mut guard = lock(&self.keyed);
         let k = &mut *guard;
-        let _ = k.finish_open(self.coll, None, object % 4096, Some(object), None);
+        let slot = k.slot(object);
+        let _ = k.finish_open(self.coll, None, slot, Some(object), None);
         k.sending.retain(|&(_, o), _| o != object);
         let senders: Vec<usize> = k
             .taking
@@ -760,7 +782,7 @@ impl Mpi {
             q.retain(|p| p.head.key.0 != object);
         }
         for from in senders {
-            let _ = self.pump(k, from, object % 4096);
+            let _ = self.pump(k, from, slot);
         }
         k.reap();
     }

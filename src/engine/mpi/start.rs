@@ -3,7 +3,7 @@
 
 use super::groups::Twin;
 use super::relay::{Shared, relay_loop};
-use super::{Mpi, ffi, segments};
+use super::{Mpi, ffi, keyed, segments};
 use crate::config::Config;
 use crate::engine::Native;
 use crate::engine::job;
@@ -120,6 +120,16 @@ fn init() -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The tag pairs of keyed messages ([`crate::env::KEYED_SLOTS`]; 4096
+/// where unset or out of range).
+fn keyed_slots() -> u64 {
+    std::env::var(env::KEYED_SLOTS)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|n| (1..=4096).contains(n))
+        .unwrap_or(4096)
 }
 
 /// Intel MPI's switch for its asynchronous progress thread.
@@ -272,7 +282,7 @@ impl Mpi {
             // Group 0, all ranks, exists from the start (GASPI_GROUP_ALL).
             twins: Mutex::new(BTreeMap::from([(0, Twin::all(nranks))])),
             outbox: Mutex::default(),
-            keyed: Mutex::default(),
+            keyed: Mutex::new(keyed::Keyed::with_slots(keyed_slots())),
             graves: Mutex::default(),
         })
     }
