@@ -56,7 +56,9 @@
 //! tags cannot tell apart (an object 4096 numbers back): a head of
 //! another key is read out of turn, its pieces received into buffers of
 //! ours (dropped if an older call of the object asked now, else set aside
-//! for when its key is asked for).
+//! for when its key is asked for). `GASPI_KEYED_SLOTS=1` makes every
+//! object share one tag pair, so a test meets all of this at once
+//! (`tests/allreduce.rs`, `objects_sharing_tags_after_calls_given_up`).
 //!
 //! # Flow
 //! The sender keeps at most [`FLIGHT`] pieces to one receiver with MPI at
