@@ -820,19 +820,19 @@ impl NodeReduce {
                         let eager = plan.messages && ctx.local_num() == 1;
                         if plan.messages && ctx.node_ranks(ctx.node()).start == ctx.rank() {
                             let mut sent = c == 3;
-                            let into = match direct.as_deref_mut() {
-                                Some(out) => Some(out),
-                                // SAFETY: the shared result, written only by
-                                // the only rank of the node, which claims
-                                // the call in `reduce_partials` right after;
-                                // its readers of the previous call (this
-                                // rank) have finished that call.
-                                None if eager => Some(unsafe {
-                                    self.mem.write::<T>(self.areas.shared, plan.len)
-                                }),
-                                None => None,
-                            };
-                            let eager_into = into.filter(|_| eager).map(|o| (o, f));
+                            let eager_into = eager
+                                .then(|| match direct.as_deref_mut() {
+                                    Some(out) => out,
+                                    // SAFETY: the shared result, written only
+                                    // by the only rank of the node, which
+                                    // claims the call in `reduce_partials`
+                                    // right after; its reader of the previous
+                                    // call (this rank) has finished that call.
+                                    None => unsafe {
+                                        self.mem.write::<T>(self.areas.shared, plan.len)
+                                    },
+                                })
+                                .map(|o| (o, f));
                             let r = self.exchange_partials(
                                 ctx, plan, parity, tag, &mut sent, eager_into, deadline,
                             );

@@ -284,7 +284,11 @@ impl Keyed {
 
     /// The tag pair (slot) of `object`.
     fn slot(&self, object: u64) -> u64 {
-        object % self.slots.clamp(1, SLOTS)
+        object
+            % match self.slots {
+                0 => SLOTS,
+                n => n.min(SLOTS),
+            }
     }
 
     /// Drop the sends MPI is done with, keeping their buffers.
