@@ -109,8 +109,9 @@ pub const EMULATE_HOSTS: &str = "GASPI_EMULATE_HOSTS";
 pub const RELAY_NAP_US: &str = "GASPI_RELAY_NAP_US";
 
 /// A testing knob of the MPI engine: how many tag pairs the keyed
-/// messages of collective objects share (`1` to `4096`, the default;
-/// objects whose numbers are equal modulo it share one). Fewer make the
+/// messages of collective objects share (`1` to `4096`, the default, which
+/// any other value means; objects whose numbers are equal modulo it share
+/// one). Fewer make the
 /// messages of objects given up meet those of later objects on the same
 /// tags soon, which the engine must tell apart by their heads
 /// (`tests/allreduce.rs` runs calls given up with `1`); every rank of a

@@ -102,7 +102,7 @@ const SPARE: usize = 32;
 /// numbers are `slot` modulo 4096: `((slot mod 4096) << 1 | data) << 2 |
 /// 3`, below 32768 (the smallest `MPI_TAG_UB` MPI allows).
 fn tag(slot: u64, data: bool) -> i32 {
-    (((slot % 4096) as i32) << 1 | data as i32) << 2 | 3
+    (((slot % SLOTS) as i32) << 1 | data as i32) << 2 | 3
 }
 
 /// A message's head.
@@ -156,15 +156,15 @@ fn pieces(len: usize) -> usize {
     }
 }
 
-/// The tag pairs objects share by default: 4096 (their numbers modulo
-/// 4096).
+/// The tag pairs objects share by default, and at most: 4096 (their
+/// numbers modulo 4096).
 const SLOTS: u64 = 4096;
 
 /// This rank's keyed messages.
 #[derive(Default)]
 pub(super) struct Keyed {
-    /// The tag pairs the objects share (their numbers modulo this): 1 to
-    /// [`SLOTS`], [`SLOTS`] where 0 ([`Keyed::with_slots`]).
+    /// The tag pairs the objects share (their numbers modulo this, at
+    /// most [`SLOTS`]; 0: [`SLOTS`]).
     slots: u64,
     /// Sends MPI may still hold.
     sends: Vec<Sent>,
@@ -273,11 +273,12 @@ struct Piece {
 }
 
 impl Keyed {
-    /// Keyed messages whose objects share `slots` tag pairs (1 to 4096;
-    /// the `GASPI_KEYED_SLOTS` testing knob, [`crate::env::KEYED_SLOTS`]).
+    /// Keyed messages whose objects share `slots` tag pairs (see
+    /// [`Keyed::slot`]; the `GASPI_KEYED_SLOTS` testing knob,
+    /// [`crate::env::KEYED_SLOTS`]).
     pub(super) fn with_slots(slots: u64) -> Keyed {
         Keyed {
-            slots: slots.clamp(1, SLOTS),
+            slots,
             ..Keyed::default()
         }
     }

@@ -122,14 +122,13 @@ fn init() -> Result<()> {
     Ok(())
 }
 
-/// The tag pairs of keyed messages ([`crate::env::KEYED_SLOTS`]; 4096
-/// where unset or out of range).
+/// The tag pairs of keyed messages ([`crate::env::KEYED_SLOTS`]; 0, the
+/// default, where unset or unreadable; above 4096 counts as 4096).
 fn keyed_slots() -> u64 {
     std::env::var(env::KEYED_SLOTS)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
-        .filter(|n| (1..=4096).contains(n))
-        .unwrap_or(4096)
+        .unwrap_or(0)
 }
 
 /// Intel MPI's switch for its asynchronous progress thread.
