@@ -446,6 +446,30 @@ impl<T: Pod> SegmentView<T> {
         }
     }
 
+    /// `len` elements of `obj` from byte `start` on, which need not be a
+    /// multiple of the element size (areas of a window are laid out in
+    /// bytes, and elements of 12 or 24 bytes do not divide their
+    /// 64-byte borders).
+    ///
+    /// # Panics
+    /// If the elements are not all inside `obj` (a caller's bug).
+    pub(crate) fn at(obj: Arc<SegmentObject>, start: usize, len: usize) -> SegmentView<T> {
+        let end = len
+            .checked_mul(std::mem::size_of::<T>())
+            .and_then(|b| b.checked_add(start));
+        assert!(
+            end.is_some_and(|end| end <= obj.size()),
+            "a view of {len} elements at byte {start} outside a segment of {} bytes",
+            obj.size()
+        );
+        SegmentView {
+            obj,
+            start,
+            len,
+            _t: PhantomData,
+        }
+    }
+
     /// The elements `range` of this view as a view of their own (element 0
     /// of the result is element `range.start` here).
     ///

@@ -183,6 +183,12 @@ impl Window {
     pub fn view<T: Pod>(&self) -> SegmentView<T> {
         SegmentView::of(self.obj.clone())
     }
+
+    /// `len` elements of the window from byte `start` on (any byte: the
+    /// areas of the collectives are laid out in bytes).
+    pub(crate) fn view_at<T: Pod>(&self, start: usize, len: usize) -> SegmentView<T> {
+        SegmentView::at(self.obj.clone(), start, len)
+    }
 }
 
 impl Context {

@@ -103,11 +103,10 @@ impl<'a, T: Pod> Allreduce<'a, T> {
     }
 
     fn view(&self, out: ResultPlace) -> SegmentView<T> {
-        let elem = std::mem::size_of::<T>();
-        self.core
-            .window()
-            .view::<T>()
-            .sub(out.range.start / elem..out.range.end / elem)
+        let elem = std::mem::size_of::<T>().max(1);
+        let len = (out.range.end - out.range.start) / elem;
+        // (The area's start need not be a multiple of the element size.)
+        self.core.window().view_at::<T>(out.range.start, len)
     }
 
     /// Reduce `send` element-wise with the user's `reduce` (associative and
