@@ -224,6 +224,77 @@ fn calls_whose_partials_cross_in_pieces() {
     }
 }
 
+/// Large calls (1.2 MB) of nodes of one rank each: between hosts of the
+/// MPI engine the nodes reduce-scatter and gather them (each node reduces
+/// one chunk of the result, the chunks of unequal length), which gives the
+/// result of every input reduced in node order bit for bit; elsewhere
+/// other ways, within a tolerance. Into the window and into a buffer, call
+/// after call; and the inter-node messages are those of the cost model.
+#[test]
+fn large_calls_of_nodes_of_one_rank() {
+    for ranks in [2, 3, 4] {
+        Job::new(&[ranks]).ppn(1).run(|ctx| {
+            let me = ctx.rank() as usize;
+            let n = ctx.num_ranks() as usize;
+            let exact = ctx.engine() == gaspi::Engine::Mpi
+                && (0..ctx.num_ranks()).any(|r| !ctx.on_this_host(r));
+            let opts = AllreduceOptions {
+                message_replicate_max: Some(64 << 20),
+                ..Default::default()
+            };
+            let large = 150_001;
+            let mut ar = Allreduce::<f64>::with_options(ctx, 44, large, opts, B).unwrap();
+            let mut into = vec![0f64; large];
+            for it in 0..4 {
+                let len = large;
+                let input = |r: usize| (0..len).map(|i| float_input(r, it, i)).collect::<Vec<_>>();
+                let mut want = input(0);
+                for r in 1..n {
+                    for (a, b) in want.iter_mut().zip(input(r)) {
+                        *a += b;
+                    }
+                }
+                let mine = input(me);
+                let shared = ar.run(&mine, ReduceOp::Sum, B).unwrap().to_vec();
+                ar.run_into(&mine, &mut into[..len], ReduceOp::Sum, B)
+                    .unwrap();
+                for (what, got) in [("shared", &shared[..]), ("into a buffer", &into[..len])] {
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        let ok = if exact {
+                            g.to_bits() == w.to_bits()
+                        } else {
+                            (g - w).abs() <= 1e-9 * w.abs().max(1.0)
+                        };
+                        assert!(
+                            ok,
+                            "{n}x1, call {it}, {what}: element {i}/{len} is {g}, not {w}"
+                        );
+                    }
+                }
+            }
+            let mine = vec![1f64; large];
+            barrier(ctx);
+            ctx.reset_traffic();
+            ar.run(&mine, ReduceOp::Sum, B).unwrap();
+            let mut total = [0u64; 1];
+            let t = [ctx.traffic().inter.notifications];
+            ctx.allreduce(&t, &mut total, ReduceOp::Sum, GroupId::ALL, B)
+                .unwrap();
+            assert_eq!(
+                total[0],
+                ar.inter_node_messages(),
+                "{n}x1: inter-node messages"
+            );
+            if exact {
+                // Two messages from each node to each other.
+                assert_eq!(total[0], 2 * (n * (n - 1)) as u64, "{n}x1: messages");
+            }
+            drop(ar);
+            barrier(ctx);
+        });
+    }
+}
+
 /// Results of elements of 24 bytes, which do not divide the window's
 /// 64-byte area borders, read in the window (`run_with`'s view) and
 /// copied out: until 2026-12-01 the view began at the element below the
@@ -593,14 +664,21 @@ fn a_timed_out_pipelined_call_resumes() {
 
 /// An in-place call that timed out (rank 0 came late) completes when
 /// called again with the same buffer: replicated on one node, split on
-/// nodes of 2, and pipelined.
+/// nodes of 2, pipelined, and 1.2 MB on nodes of one rank (on the MPI
+/// engine between hosts reduce-scattered and gathered as keyed messages,
+/// the others' calls given up while they wait for rank 0's message).
 #[test]
 fn an_in_place_call_resumes_from_its_input() {
     let (pipelined, _) = pipelined_and_plain();
+    let messages = AllreduceOptions {
+        message_replicate_max: Some(64 << 20),
+        ..Default::default()
+    };
     for (ranks, ppn, opts, len) in [
         (4, 4, AllreduceOptions::default(), 8),
         (4, 2, AllreduceOptions::default(), 4096),
         (3, 3, pipelined, 500),
+        (3, 1, messages, 150_001),
     ] {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);

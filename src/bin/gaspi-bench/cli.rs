@@ -184,7 +184,8 @@ pub struct AllreduceArgs {
     pub shared_node_replicate_max: Option<usize>,
     /// --replicate-max where node partials cross hosts as MPI messages
     /// (the MPI engine between hosts): a node's partials to the others
-    /// together [default: 6M; 256K between emulated hosts].
+    /// together [default: no limit for hosts of one rank, else 6M; 256K
+    /// between emulated hosts].
     #[arg(long, value_name = "B", value_parser = parse_size)]
     pub message_replicate_max: Option<usize>,
     /// Replicated calls: one local rank reduces for its node (yes), every

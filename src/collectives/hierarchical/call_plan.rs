@@ -45,6 +45,10 @@ pub(super) struct CallPlan {
     /// first ranks (`NodeReduce::exchange_partials`), not as notified
     /// writes: a direct, replicated call.
     pub(super) messages: bool,
+    /// Nodes of one rank each reduce-scatter and gather their inputs as
+    /// keyed messages (`NodeReduce::scatter_partials`): a large call of
+    /// [`CallPlan::messages`].
+    pub(super) scattered: bool,
 }
 
 /// How far a pipelined call got (to resume after a timeout): chunks put

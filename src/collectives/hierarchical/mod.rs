@@ -136,6 +136,7 @@ mod node_reduce;
 mod options;
 mod pipeline;
 mod ring;
+mod scatter;
 mod strategies;
 mod stream_choice;
 

@@ -8,6 +8,7 @@ use super::memory::NodeMemory;
 use super::options::{
     AllreduceAlgorithm, AllreduceOptions, Choice, Inter, auto_direct_max, choose,
 };
+use super::scatter::{SCATTER_MIN_BYTES, ScatterCursor};
 use super::stream_choice::{self, Kinds, StreamChoices};
 use crate::collectives::plan::{Dissemination, Layout};
 use crate::collectives::post;
@@ -35,6 +36,8 @@ pub(super) enum Stage {
     },
     /// A pipelined call ([`NodeReduce::pipeline`]).
     Pipeline(PipeCursor),
+    /// A scattered call ([`NodeReduce::scatter_partials`]).
+    Scatter(ScatterCursor),
     Closing,
 }
 
@@ -53,6 +56,26 @@ pub(super) struct Progress {
 /// `nodes * log2(nodes)` notified writes). Measured at 2 nodes only
 /// (2026-11-25); the crossover beyond is not.
 const MESSAGES_NODES_MAX: usize = 16;
+
+/// How a call of `bytes` bytes runs: [`choose`]'s choice, except that
+/// where node partials may cross as keyed messages (`messages`,
+/// [`NodeReduce::messages`]) every replicated call exchanges them so, a
+/// direct exchange; and whether it does (then `true`). The same on every
+/// rank; the window's areas are made for these choices.
+fn run_choice(
+    opts: &AllreduceOptions,
+    bytes: usize,
+    nodes: usize,
+    direct_max: usize,
+    messages: bool,
+) -> (Choice, bool) {
+    let mut choice = choose(opts, bytes, nodes, direct_max);
+    let by_messages = messages && bytes > 0 && choice.replicated;
+    if by_messages {
+        choice.inter = Inter::Direct;
+    }
+    (choice, by_messages)
+}
 
 /// The number of the next [`NodeReduce`] made in this process.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -81,7 +104,7 @@ pub(crate) struct NodeReduce {
     /// directly ([`auto_direct_max`]).
     pub(super) direct_max: usize,
     /// The node partials of replicated calls cross hosts as keyed messages
-    /// between the nodes' first ranks ([`NodeReduce::by_messages`]).
+    /// between the nodes' first ranks ([`run_choice`]).
     pub(super) messages: bool,
     /// The local ranks that may run on this rank's core (a job of one
     /// node; `None` elsewhere): its waits spin instead of yielding while
@@ -150,14 +173,17 @@ impl NodeReduce {
             // rank reduces its node's inputs (`claim_partial`): where each
             // rank has a core of its own, the split call's node phase runs
             // on all of them, so the budget shrinks with the node's ranks.
+            // Nodes of one rank each on a network: no budget, their large
+            // calls are scattered (`scatter_partials`).
             let reducers = if shared { 1 } else { slots };
-            let max =
-                opts.message_replicate_max
-                    .unwrap_or(if ctx.engine.host_one_sided_in_memory() {
-                        AllreduceOptions::MESSAGE_REPLICATE_MAX_IN_MEMORY
-                    } else {
-                        AllreduceOptions::MESSAGE_REPLICATE_MAX
-                    });
+            let in_memory = ctx.engine.host_one_sided_in_memory();
+            let max = opts.message_replicate_max.unwrap_or(if in_memory {
+                AllreduceOptions::MESSAGE_REPLICATE_MAX_IN_MEMORY
+            } else if slots == 1 {
+                usize::MAX
+            } else {
+                AllreduceOptions::MESSAGE_REPLICATE_MAX
+            });
             let budget = max / (nodes - 1) / reducers;
             opts.replicate_max = opts.replicate_max.max(budget);
         }
@@ -180,7 +206,7 @@ impl NodeReduce {
         }
         let choices: Vec<(usize, Choice)> = sizes
             .iter()
-            .map(|&b| (b, choose(&opts, b, nodes, direct_max)))
+            .map(|&b| (b, run_choice(&opts, b, nodes, direct_max, messages).0))
             .collect();
         let any = |p: &dyn Fn(&Choice) -> bool| choices.iter().any(|(_, c)| p(c));
         let largest = |p: &dyn Fn(&Choice) -> bool| {
@@ -215,7 +241,17 @@ impl NodeReduce {
         let a = |x: usize| align_up(what, x, 64);
         // `rank_stride`, checked.
         let stride = |x: usize| align_up(what, x, RANK_ALIGN);
-        let cols = cap.max(mul(what, slots, stride(replicated_cap)?)?);
+        // Nodes of one rank whose every call crosses as messages put their
+        // input straight into their node's partial in the direct area
+        // (`NodeReduce::input_is_partial`) and leave their result in the
+        // shared one (or the caller's buffer): no input slots, no result
+        // columns (a third of the window of a large call on 2 nodes).
+        let partial_inputs =
+            messages && slots == 1 && choices.iter().all(|&(b, c)| b == 0 || c.replicated);
+        let cols = match partial_inputs {
+            true => 0,
+            false => cap.max(mul(what, slots, stride(replicated_cap)?)?),
+        };
         let input_parities = if replicated_cap > 0 { 2 } else { 1 };
         let recv_slots = dis_messages;
         // A job of one node pipelines its largest split calls: their
@@ -226,7 +262,9 @@ impl NodeReduce {
             && slots > 1
             && cap >= pipeline_min
             && !choose(&opts, cap, 1, usize::MAX).replicated;
-        let (input_cap, stage_slot) = if pipelined {
+        let (input_cap, stage_slot) = if partial_inputs {
+            (0, 0)
+        } else if pipelined {
             let input_cap = pipeline_min.max(replicated_cap);
             (stride(input_cap)?, a(opts.pipeline_chunk.min(cap).max(64))?)
         } else {
@@ -455,12 +493,7 @@ impl NodeReduce {
     fn plan_for(&self, ctx: &Context, len: usize, elem: usize) -> CallPlan {
         let bytes = len * elem;
         let nodes = self.layout.nodes();
-        let messages = self.by_messages(bytes);
-        let mut choice = choose(&self.opts, bytes, nodes, self.direct_max);
-        if messages {
-            // Node partials exchanged directly (as messages).
-            choice.inter = Inter::Direct;
-        }
+        let (choice, messages) = self.run_choice(bytes);
         let instances: Vec<Instance> = if choice.replicated {
             (0..self.slots)
                 .map(|i| Instance {
@@ -499,6 +532,12 @@ impl NodeReduce {
         } else {
             Vec::new()
         };
+        // Every node one rank, every chunk some elements: the same on
+        // every rank.
+        let scattered = messages
+            && self.layout.ranks == nodes
+            && bytes >= SCATTER_MIN_BYTES
+            && (0..nodes).all(|q| !split_range(0..len, nodes, q, elem).is_empty());
         CallPlan {
             len,
             elem,
@@ -507,7 +546,16 @@ impl NodeReduce {
             mine,
             rings,
             messages,
+            scattered,
         }
+    }
+
+    /// The key of this call's keyed message `phase` (0 or 1) from one
+    /// node's first rank to another's: this object's number, then two per
+    /// call (a scattered call sends two messages to each node, others
+    /// one), so that the keys of one object's calls only grow.
+    pub(super) fn message_key(&self, phase: u64) -> (u64, u64) {
+        (self.id, self.calls * 2 + phase)
     }
 
     /// Local rank `local`'s arrival word: how many calls it has put its
@@ -545,9 +593,11 @@ impl NodeReduce {
             return 0;
         }
         if plan.messages {
-            // One keyed message per pair of nodes, counted as the notified
-            // write it stands for (`exchange_partials`).
-            return nodes * (nodes - 1);
+            // One keyed message per pair of nodes (two where scattered:
+            // `scatter_partials`), counted as the notified write it stands
+            // for (`exchange_partials`).
+            let per_pair = if plan.scattered { 2 } else { 1 };
+            return per_pair * nodes * (nodes - 1);
         }
         match plan.choice.inter {
             Inter::Direct if self.node_partials => nodes * (nodes - 1),
@@ -699,14 +749,10 @@ impl NodeReduce {
             && ctx.engine.host_keyed()
     }
 
-    /// Whether a call of `bytes` bytes exchanges node partials as keyed
-    /// messages between the nodes' first ranks ([`CallPlan::messages`]):
-    /// every replicated call where [`NodeReduce::messages`]. The same on
-    /// every rank.
-    fn by_messages(&self, bytes: usize) -> bool {
-        self.messages
-            && bytes > 0
-            && choose(&self.opts, bytes, self.layout.nodes(), self.direct_max).replicated
+    /// [`run_choice`] for a call of `bytes` bytes of this engine.
+    fn run_choice(&self, bytes: usize) -> (Choice, bool) {
+        let nodes = self.layout.nodes();
+        run_choice(&self.opts, bytes, nodes, self.direct_max, self.messages)
     }
 
     /// Whether this rank computes its result on its own from inputs that
@@ -772,6 +818,34 @@ impl NodeReduce {
                     );
                     *stage = Stage::Pipeline(cur);
                     return r;
+                }
+                Stage::Start if plan.scattered => {
+                    // The chunks this node sends: its own is reduced
+                    // straight from `send`.
+                    let at = self.direct_at(parity, ctx.node());
+                    let own = self.chunk(plan, ctx.node());
+                    self.put_around(at, send, 0..send.len(), [own]);
+                    let local = ctx.local_rank() as usize;
+                    self.arrival(local).store(self.calls + 1, SeqCst);
+                    self.mem.table().ww.wake();
+                    *stage = Stage::Scatter(ScatterCursor::default());
+                }
+                Stage::Scatter(mut cur) => {
+                    let out = direct.as_deref_mut();
+                    let r = self.scatter_partials(
+                        ctx,
+                        plan,
+                        parity,
+                        &mut cur,
+                        (send, f),
+                        out,
+                        deadline,
+                    );
+                    *stage = Stage::Scatter(cur);
+                    r?;
+                    // The result is the shared one (and in `direct` too).
+                    progress.shared = true;
+                    *stage = Stage::Closing;
                 }
                 Stage::Start => {
                     let local = ctx.local_rank() as usize;

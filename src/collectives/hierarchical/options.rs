@@ -86,10 +86,14 @@ pub struct AllreduceOptions {
     /// to at most this many bytes, divided by the node's ranks where they
     /// do not share cores (one rank reduces a replicated call's node
     /// partial, where the split call's node phase runs on every rank).
-    /// `None` (the default):
+    /// `None` (the default): no limit for nodes of one rank each on a
+    /// network, whose calls from 1 MiB on are reduce-scattered and
+    /// gathered as messages (2 and 4 hosts of one rank over TCP, Intel
+    /// MPI, 2026-12-01: 0.28-0.44 of the split calls' time at 4 to 16
+    /// MiB, docs/guide/mpi.md); elsewhere
     /// [`AllreduceOptions::MESSAGE_REPLICATE_MAX`] (6 MiB: calls of up to
-    /// 6 MiB on 2 nodes of one rank, 2 MiB on 4, 410 KiB on 16; 768 KiB
-    /// on 2 nodes of 8 ranks with a core each), or 256 KiB
+    /// 6 MiB on 2 nodes whose ranks share cores, 2 MiB on 4, 410 KiB on
+    /// 16; 768 KiB on 2 nodes of 8 ranks with a core each), or 256 KiB
     /// ([`AllreduceOptions::MESSAGE_REPLICATE_MAX_IN_MEMORY`]) where the
     /// hosts are emulated on one machine and MPI's one-sided calls between
     /// them are memory copies. Over TCP (Intel MPI, 2 cores, 2026-11-30), replicated calls
@@ -205,7 +209,7 @@ impl AllreduceOptions {
     pub const DEFAULT_BLOCK_BYTES: usize = 128 << 10;
 
     /// [`AllreduceOptions::message_replicate_max`]'s default between
-    /// hosts on a network.
+    /// hosts on a network, for nodes of more than one rank.
     ///
     /// ```
     /// assert_eq!(gaspi::AllreduceOptions::MESSAGE_REPLICATE_MAX, 6 << 20);

@@ -239,7 +239,7 @@ impl NodeReduce {
         deadline: Deadline,
     ) -> Result<()> {
         let call = self.calls + 1;
-        let key = (self.id, self.calls);
+        let key = self.message_key(0);
         let bytes = plan.len * plan.elem;
         let me = ctx.node();
         let table = self.mem.table();

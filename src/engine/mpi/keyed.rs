@@ -516,8 +516,8 @@ impl Mpi {
         match k.taking.get(&(from, object)) {
             Some(t) if t.key != key => {
                 return Err(Error::InvalidArgument(format!(
-                    "rank {rank}'s message of call {} of this object is still being \
-                     taken: try that call again, or delete the object",
+                    "rank {rank}'s message {} of this object (of a call given up) is \
+                     still being taken: try that call again, or delete the object",
                     t.key.1
                 )));
             }
