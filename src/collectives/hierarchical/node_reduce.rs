@@ -2,13 +2,14 @@
 //! that run on it, planned by size and resumable after a timeout.
 
 use super::areas::{Areas, RANK_ALIGN, STAGE_SLOTS, rank_stride};
-use super::call_plan::{CallPlan, Instance, PipeCursor, split_range};
+use super::call_plan::{
+    CallPlan, Instance, PipeCursor, SCATTER_MIN_BYTES, ScatterCursor, split_range,
+};
 use super::kernels::tag;
 use super::memory::NodeMemory;
 use super::options::{
     AllreduceAlgorithm, AllreduceOptions, Choice, Inter, auto_direct_max, choose,
 };
-use super::scatter::{SCATTER_MIN_BYTES, ScatterCursor};
 use super::stream_choice::{self, Kinds, StreamChoices};
 use crate::collectives::plan::{Dissemination, Layout};
 use crate::collectives::post;

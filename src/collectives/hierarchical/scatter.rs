@@ -18,7 +18,7 @@
 //! were split above the replicated calls' budget before took 0.28-0.44x
 //! the time at 4 to 16 MiB on 2 and 4 hosts (docs/guide/mpi.md).
 
-use super::call_plan::{CallPlan, split_range};
+use super::call_plan::{CallPlan, ScatterCursor, split_range};
 use super::kernels::{reduce_slices, with_slices};
 use super::node_reduce::NodeReduce;
 use crate::context::Context;
@@ -29,29 +29,6 @@ use crate::error::Result;
 use crate::types::{Deadline, Rank};
 use bytemuck::Pod;
 use std::ops::Range;
-use std::time::Duration;
-
-/// The smallest call, in bytes, that nodes of one rank each
-/// reduce-scatter and gather ([`CallPlan::scattered`]) rather than send
-/// each other all of it (see the module docs).
-pub(super) const SCATTER_MIN_BYTES: usize = 1 << 20;
-
-/// How far a scattered call got, to resume after a timeout: what went
-/// whole to every other node, and, one bit per node, whose messages were
-/// taken whole.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct ScatterCursor {
-    /// Every other node has been sent its chunk of this node's input.
-    scattered: bool,
-    /// This node's chunk of every other node's input, taken.
-    mine_from: u64,
-    /// This node's chunk of the result is reduced (into the shared result).
-    reduced: bool,
-    /// The reduced chunk went whole to every other node.
-    gathered: bool,
-    /// Every other node's reduced chunk, taken into the shared result.
-    theirs_from: u64,
-}
 
 impl NodeReduce {
     /// Node `q`'s chunk of the elements of a call planned as `plan`: the
@@ -139,7 +116,7 @@ impl NodeReduce {
             ctx.traffic.count(true, Op::Write, n, b);
             ctx.traffic.count(true, Op::Notify, n, 0);
         };
-        let mut step = || -> Result<bool> {
+        let step = || -> Result<bool> {
             let engine = &ctx.engine;
             if !cur.scattered {
                 let mut all = true;
@@ -241,16 +218,6 @@ impl NodeReduce {
             }
             Ok(all)
         };
-        // The messages wake nobody: naps of at most 50 us for them.
-        let longest = Duration::from_micros(50);
-        let table = self.mem.table();
-        let poll = || match step() {
-            Ok(false) => None,
-            done => Some(done.map(|_| ())),
-        };
-        let check = || ctx.engine.faults();
-        ctx.engine
-            .patience()
-            .wait_or_poll(table.ww, deadline, longest, poll, check)?
+        self.poll_messages(ctx, deadline, step)
     }
 }

@@ -245,9 +245,6 @@ impl NodeReduce {
         let table = self.mem.table();
         let others = || (0..self.layout.nodes()).filter(move |&q| q != me);
         let first = |q: usize| self.layout.node_ranks(q).start as Rank;
-        // Woken by the local rank that makes the partial ready; the
-        // messages wake nobody: naps of at most 50 us for them.
-        let longest = Duration::from_micros(50);
         // The window's memory the messages go from and land in, lent once
         // for the whole wait: this node's partial, and every node's entry
         // of this parity (this node's own is the partial).
@@ -275,7 +272,7 @@ impl NodeReduce {
         let len = plan.len;
         // Elements of the result reduced so far (with `eager`).
         let mut reduced = 0;
-        let mut step = || -> Result<bool> {
+        let step = || -> Result<bool> {
             if !*sent && self.word(3).load(SeqCst) >= call {
                 let mut all = true;
                 for q in others() {
@@ -334,6 +331,20 @@ impl NodeReduce {
             }
             Ok(all)
         };
+        self.poll_messages(ctx, deadline, step)
+    }
+
+    /// Run `step` until it says that the keyed messages it moves are done
+    /// (`Ok(true)`) or fails, in the rhythm of a wait: woken by the local
+    /// ranks through the window's table (a partial made ready), and in
+    /// naps of at most 50 us for the messages, which wake nobody.
+    pub(super) fn poll_messages(
+        &self,
+        ctx: &Context,
+        deadline: Deadline,
+        mut step: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
+        let longest = Duration::from_micros(50);
         let poll = || match step() {
             Ok(false) => None,
             done => Some(done.map(|_| ())),
@@ -341,7 +352,7 @@ impl NodeReduce {
         let check = || ctx.engine.faults();
         ctx.engine
             .patience()
-            .wait_or_poll(table.ww, deadline, longest, poll, check)?
+            .wait_or_poll(self.mem.table().ww, deadline, longest, poll, check)?
     }
 
     /// Node partials: once this node's partial is ready and every other
