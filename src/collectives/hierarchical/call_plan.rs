@@ -56,19 +56,19 @@ pub(super) struct CallPlan {
 /// each other all of it (`scatter.rs`).
 pub(super) const SCATTER_MIN_BYTES: usize = 1 << 20;
 
-/// How far a scattered call (`NodeReduce::scatter_partials`) got, to resume after a timeout: what went
-/// whole to every other node, and, one bit per node, whose messages were
-/// taken whole.
+/// How far a scattered call (`NodeReduce::scatter_partials`) got, to
+/// resume after a timeout: what went whole to every other node, and, one
+/// bit per node, whose messages were taken whole.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct ScatterCursor {
     /// Every other node has been sent its chunk of this node's input.
-    pub(super) scattered: bool,
+    pub(super) chunks_sent: bool,
     /// This node's chunk of every other node's input, taken.
     pub(super) mine_from: u64,
     /// This node's chunk of the result is reduced (into the shared result).
     pub(super) reduced: bool,
     /// The reduced chunk went whole to every other node.
-    pub(super) gathered: bool,
+    pub(super) result_sent: bool,
     /// Every other node's reduced chunk, taken into the shared result.
     pub(super) theirs_from: u64,
 }

@@ -820,17 +820,6 @@ impl NodeReduce {
                     *stage = Stage::Pipeline(cur);
                     return r;
                 }
-                Stage::Start if plan.scattered => {
-                    // The chunks this node sends: its own is reduced
-                    // straight from `send`.
-                    let at = self.direct_at(parity, ctx.node());
-                    let own = self.chunk(plan, ctx.node());
-                    self.put_around(at, send, 0..send.len(), [own]);
-                    let local = ctx.local_rank() as usize;
-                    self.arrival(local).store(self.calls + 1, SeqCst);
-                    self.mem.table().ww.wake();
-                    *stage = Stage::Scatter(ScatterCursor::default());
-                }
                 Stage::Scatter(mut cur) => {
                     let out = direct.as_deref_mut();
                     let r = self.scatter_partials(
@@ -855,14 +844,17 @@ impl NodeReduce {
                     } else {
                         self.input_at(local)
                     };
-                    self.put_input(plan, at, send);
+                    self.put_input(plan, at, send, ctx.node());
                     self.arrival(local).store(self.calls + 1, SeqCst);
                     self.mem.table().ww.wake();
                     if plan.choice.inter == Inter::Direct && !self.node_partials && !plan.messages {
                         let entry = ctx.rank() as usize;
                         self.send_direct(ctx, plan, parity, tag, (at, entry), deadline)?;
                     }
-                    *stage = Stage::Instances { idx: 0, cursor: 0 };
+                    *stage = match plan.scattered {
+                        true => Stage::Scatter(ScatterCursor::default()),
+                        false => Stage::Instances { idx: 0, cursor: 0 },
+                    };
                 }
                 Stage::Instances { idx, cursor } => {
                     if idx == plan.mine.len() {
@@ -991,8 +983,15 @@ impl NodeReduce {
     /// Put this rank's input of a call planned as `plan` into its input
     /// slot at `at`: all of it for a replicated call; for a split one,
     /// only the elements of the other ranks' instances (this rank reduces
-    /// its own straight from `send`, [`NodeReduce::reduce_node`]).
-    fn put_input<T: Pod>(&self, plan: &CallPlan, at: usize, send: &[T]) {
+    /// its own straight from `send`, [`NodeReduce::reduce_node`]); for a
+    /// scattered one, all but the chunk of `node`, its own
+    /// ([`NodeReduce::scatter_partials`]).
+    fn put_input<T: Pod>(&self, plan: &CallPlan, at: usize, send: &[T], node: usize) {
+        if plan.scattered {
+            // The chunks this node sends: its own (`node`'s) is reduced
+            // straight from `send`.
+            return self.put_around(at, send, 0..send.len(), [self.chunk(plan, node)]);
+        }
         let own: &[usize] = if plan.choice.replicated {
             &[]
         } else {

@@ -39,7 +39,7 @@ impl NodeReduce {
 
     /// A scattered call, on the only rank of its node, once its input is
     /// in this node's entry of the direct area, but for its own chunk
-    /// ([`NodeReduce::put_around`]): send every other node its chunk of
+    /// ([`NodeReduce::put_input`]): send every other node its chunk of
     /// it, reduce this node's chunk of the result from `send` and from
     /// what the other nodes sent (each range once it has landed from
     /// every node, in node order) into the shared result, send that chunk
@@ -78,7 +78,7 @@ impl NodeReduce {
                 // never its own chunk, which is reduced from `send`), lent
                 // to the sends and not written before the call two on,
                 // which starts only once this call's sends are complete
-                // (`scattered`) and every node has finished this call.
+                // (`chunks_sent`) and every node has finished this call.
                 unsafe { self.mem.lend(own_entry + c.start * elem, bytes(c)) }
             })
             .collect();
@@ -118,7 +118,7 @@ impl NodeReduce {
         };
         let step = || -> Result<bool> {
             let engine = &ctx.engine;
-            if !cur.scattered {
+            if !cur.chunks_sent {
                 let mut all = true;
                 for q in others() {
                     all &= engine.host_keyed_send(first(q), scatter_key, &sends[q])?;
@@ -127,7 +127,7 @@ impl NodeReduce {
                     let b: usize = others().map(|q| bytes(&chunks[q])).sum();
                     count(others().count() as u64, b as u64);
                 }
-                cur.scattered = all;
+                cur.chunks_sent = all;
             }
             for q in others() {
                 if cur.mine_from & bit(q) == 0
@@ -169,7 +169,7 @@ impl NodeReduce {
             }
             // One message at a time to each node: the gather's once the
             // scatter's went whole.
-            if cur.reduced && cur.scattered && !cur.gathered {
+            if cur.reduced && cur.chunks_sent && !cur.result_sent {
                 let mut all = true;
                 for q in others() {
                     all &= engine.host_keyed_send(first(q), gather_key, &result[me])?;
@@ -178,7 +178,7 @@ impl NodeReduce {
                     let n = others().count() as u64;
                     count(n, n * bytes(&mine) as u64);
                 }
-                cur.gathered = all;
+                cur.result_sent = all;
             }
             // Taken once the scatter's message from `q` was (its later key
             // would drop what is left of that one).
@@ -190,7 +190,7 @@ impl NodeReduce {
                     cur.theirs_from |= bit(q);
                 }
             }
-            let mut all = cur.scattered && cur.gathered && cur.theirs_from == every_other;
+            let mut all = cur.chunks_sent && cur.result_sent && cur.theirs_from == every_other;
             if let Some(out) = out.as_deref_mut() {
                 for (q, c) in chunks.iter().enumerate() {
                     let complete = if q == me {
