@@ -244,6 +244,17 @@ fn large_calls_of_nodes_of_one_rank() {
             };
             let large = 150_001;
             let mut ar = Allreduce::<f64>::with_options(ctx, 44, large, opts, B).unwrap();
+            if exact {
+                // The shared result and one entry per node: no input slots
+                // or result columns, and one set of entries (each call
+                // sent and taken whole before the next).
+                let window = ctx.segment_size(ar.segment(), ctx.rank()).unwrap();
+                let bytes = large * 8;
+                assert!(
+                    window < (n + 2) * bytes,
+                    "{n}x1: a window of {window} bytes for calls of {bytes}"
+                );
+            }
             let mut into = vec![0f64; large];
             for it in 0..4 {
                 let len = large;

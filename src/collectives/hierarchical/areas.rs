@@ -41,6 +41,14 @@ pub(super) struct Areas {
     /// Inputs of other nodes' ranks, or their node partials (direct):
     /// `[parity][entry][direct_cap]`.
     pub(super) direct: usize,
+    /// Sets of entries of the direct area: 2, alternating by call parity
+    /// (a node may write the next call's partial into another node's
+    /// entry while that node still reads this call's), or 1 on nodes of
+    /// one rank whose every call crosses as keyed messages: the receiver
+    /// posts every message's take itself, only once it finished the call
+    /// before, and a call ends only once its sends are complete, so the
+    /// next call never finds its entries read or sent from.
+    pub(super) direct_parities: usize,
     pub(super) direct_cap: usize,
     /// Entries of a parity: one per node where every direct call exchanges
     /// node partials, else one per rank.

@@ -309,7 +309,9 @@ impl NodeReduce {
         };
         let ring = a(add(what, recv, recv_len)?)?;
         let direct = a(add(what, ring, if ring_used { cap } else { 0 })?)?;
-        let direct_len = mul(what, 2 * direct_entries, direct_cap)?;
+        // (`Areas::direct_parities`.)
+        let direct_parities = if partial_inputs { 1 } else { 2 };
+        let direct_len = mul(what, direct_parities * direct_entries, direct_cap)?;
         let total = a(add(what, direct, direct_len)?)?.max(64);
         // Ring blocks: at most one partial block per chunk beyond full ones.
         let dis_ids = 2 * recv_slots * slots;
@@ -341,6 +343,7 @@ impl NodeReduce {
             ring,
             direct,
             direct_cap,
+            direct_parities,
             direct_entries,
             cols,
             cap,
@@ -1090,9 +1093,10 @@ impl NodeReduce {
 
     /// Byte offset of direct entry `entry` (a rank's input, or a node's
     /// partial: [`Areas::direct_entries`]) in the direct area (parity
-    /// `parity`).
+    /// `parity`, where there are two sets: [`Areas::direct_parities`]).
     pub(super) fn direct_at(&self, parity: usize, entry: usize) -> usize {
-        self.areas.direct + (parity * self.areas.direct_entries + entry) * self.areas.direct_cap
+        let set = parity % self.areas.direct_parities;
+        self.areas.direct + (set * self.areas.direct_entries + entry) * self.areas.direct_cap
     }
 
     /// Notification id of direct entry `entry` (parity `parity`).

@@ -76,9 +76,10 @@ impl NodeReduce {
                 // SAFETY: chunk `c` of this node's entry of this parity
                 // holds this node's input (put in at the start of the call;
                 // never its own chunk, which is reduced from `send`), lent
-                // to the sends and not written before the call two on,
-                // which starts only once this call's sends are complete
-                // (`chunks_sent`) and every node has finished this call.
+                // to the sends and not written before the next call (the
+                // entries' one set, `Areas::direct_parities`), which this
+                // rank starts only once this call has ended here, which
+                // takes its sends being complete (`chunks_sent`).
                 unsafe { self.mem.lend(own_entry + c.start * elem, bytes(c)) }
             })
             .collect();
@@ -87,8 +88,9 @@ impl NodeReduce {
                 // SAFETY: this node's chunk of node `q`'s entry: written
                 // only by the engine, for this rank's take of the message
                 // of this call, and read only where it has landed; its
-                // reader of the call two back (this rank) finished that
-                // call.
+                // reader of the call before (this rank, the only one of
+                // its node) finished that call before it posted this
+                // call's take.
                 unsafe {
                     let at = self.direct_at(parity, q) + mine.start * elem;
                     self.mem.lend(at, bytes(&mine))

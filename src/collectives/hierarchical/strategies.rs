@@ -256,14 +256,19 @@ impl NodeReduce {
                 // call has ended on every rank of the job, which takes this
                 // rank's sends being complete (`*sent`): the claimant of
                 // the call two on writes it again (a call given up and
-                // then deleted never does). Another node's: on this route
-                // only this rank writes it (through the engine, which may
-                // fill it until the message is taken, or the object is
-                // deleted: `NodeReduce::forget_messages`), and nobody
-                // reads it before it is posted below; the reader of the
-                // call two back (its claimant) finished before every local
-                // rank put in its input of the call in between, which node
-                // `q` needed before it could send this call's partial.
+                // then deleted never does), or of the next call where the
+                // entries have one set (`Areas::direct_parities`: this
+                // node's only rank, once this call ended here). Another
+                // node's: on this route only this rank writes it (through
+                // the engine, which may fill it until the message is
+                // taken, or the object is deleted:
+                // `NodeReduce::forget_messages`), and nobody reads it
+                // before it is posted below; the reader of the call two
+                // back (its claimant) finished before every local rank put
+                // in its input of the call in between, which node `q`
+                // needed before it could send this call's partial; with
+                // one set, the reader of the call before is this node's
+                // only rank, which finished it before posting this take.
                 unsafe { self.mem.lend(self.direct_at(parity, q), bytes) }
             })
             .collect();
