@@ -1,4 +1,4 @@
-/* Two ranks allreduce (sum) N bytes of doubles, four ways, in alternated
+/* Two ranks allreduce (sum) N bytes of doubles, six ways, in alternated
  * rounds of the same run: the ways the MPI engine's large calls of nodes
  * of one rank each chose between (src/collectives/hierarchical/scatter.rs).
  *   mpi             MPI_Allreduce (the MPI's own choice of algorithm);
@@ -13,7 +13,12 @@
  *                   the peer, whose half lands there too (each message a
  *                   head and pieces, as in full);
  *   halves-private  halves, then the result copied into the caller's
- *                   buffer (a private result).
+ *                   buffer (a private result);
+ *   halves-whole    halves with each chunk one message, its receive posted
+ *                   before the send (no head);
+ *   halves-preposted  halves with the pieces' receives posted before the
+ *                   sends (no head): what the engine's receives posted
+ *                   before the head do (2026-12-01, twentieth session).
  * Every result is checked. Prints round,bytes,way,median_us on rank 0.
  *
  *   mpicc -O2 -o allreduce_halves scripts/mpi/allreduce_halves.c
@@ -27,8 +32,8 @@
 #define PIECE (512 * 1024)
 #define MAXN (4L << 20)
 
-enum { MPI_WAY, FULL, HALVES, HALVES_PRIVATE, WAYS };
-static const char *names[] = {"mpi", "full", "halves", "halves-private"};
+enum { MPI_WAY, FULL, HALVES, HALVES_PRIVATE, WHOLE, PREPOSTED, WAYS };
+static const char *names[] = {"mpi", "full", "halves", "halves-private", "halves-whole", "halves-preposted"};
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -64,6 +69,28 @@ static void exchange(const char *s, char *r, size_t n, int peer, int tag) {
     MPI_Waitall(np + 1, sq, MPI_STATUSES_IGNORE);
 }
 
+/* one message, receive posted first */
+static void whole(const char *s, char *r, size_t n, int peer, int tag) {
+    MPI_Request q[2];
+    MPI_Irecv(r, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &q[0]);
+    MPI_Isend(s, (int)n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &q[1]);
+    MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+}
+/* pieces, receives posted before the sends (no head) */
+static void preposted(const char *s, char *r, size_t n, int peer, int tag) {
+    int np = (int)((n + PIECE - 1) / PIECE);
+    MPI_Request q[2 * (MAXN / PIECE)];
+    for (int i = 0; i < np; i++) {
+        size_t at = (size_t)i * PIECE, len = n - at < PIECE ? n - at : PIECE;
+        MPI_Irecv(r + at, (int)len, MPI_BYTE, peer, tag + 1, MPI_COMM_WORLD, &q[i]);
+    }
+    for (int i = 0; i < np; i++) {
+        size_t at = (size_t)i * PIECE, len = n - at < PIECE ? n - at : PIECE;
+        MPI_Isend(s + at, (int)len, MPI_BYTE, peer, tag + 1, MPI_COMM_WORLD, &q[np + i]);
+    }
+    MPI_Waitall(2 * np, q, MPI_STATUSES_IGNORE);
+}
+
 int main(int argc, char **argv) {
     int provided, me, size;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -97,6 +124,15 @@ int main(int argc, char **argv) {
                         memcpy(window, in, n);
                         exchange(window, landed, n, peer, 10);
                         reduce(out, (double *)window, (double *)landed, len, me);
+                    } else if (way >= WHOLE) {
+                        void (*ex)(const char *, char *, size_t, int, int) = way == WHOLE ? whole : preposted;
+                        size_t h = n / 2, mine = me * h, other = (1 - me) * h;
+                        memcpy(window + other, (char *)in + other, h);
+                        ex(window + other, landed + mine, h, peer, 40);
+                        reduce((double *)(result + mine), (double *)((char *)in + mine),
+                               (double *)(landed + mine), h / 8, me);
+                        ex(result + mine, result + other, h, peer, 50);
+                        res = (double *)result;
                     } else {
                         size_t h = n / 2, mine = me * h, other = (1 - me) * h;
                         memcpy(window + other, (char *)in + other, h);

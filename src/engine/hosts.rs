@@ -110,6 +110,14 @@ impl Native {
         }
     }
 
+    /// Object `object` with keyed messages was made by every rank
+    /// ([`Transport::keyed_made`](super::transport::Transport::keyed_made)).
+    pub(crate) fn host_keyed_made(&self, object: u64) {
+        if let Some(t) = self.across_hosts() {
+            t.keyed_made(object);
+        }
+    }
+
     fn hosts(&self) -> Result<&dyn super::transport::Transport> {
         self.across_hosts()
             .ok_or_else(|| Error::Environment("a group spans hosts in a job of one host".into()))

@@ -319,6 +319,11 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// (their memory is the lender's again), and the rest of the messages
     /// it began to send goes (from memory the transport keeps mapped).
     fn keyed_forget(&self, _object: u64) {}
+    /// Object `object`, which sends and takes keyed messages, was made by
+    /// every rank of the job (objects' numbers only grow): while no two
+    /// objects share their tags, a receiver may post a message's receives
+    /// before its head comes.
+    fn keyed_made(&self, _object: u64) {}
 
     // --- the end --------------------------------------------------------
 

@@ -170,6 +170,7 @@ impl NodeReduce {
         let messages = Self::partials_as_messages(ctx, &opts, nodes);
         let mut opts = opts.for_node(slots, shared, (node_partials, direct_max));
         if messages {
+            ctx.engine.host_keyed_made(id);
             // One message per pair of nodes: replicated for longer. One
             // rank reduces its node's inputs (`claim_partial`): where each
             // rank has a core of its own, the split call's node phase runs

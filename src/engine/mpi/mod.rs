@@ -390,6 +390,10 @@ impl Transport for Mpi {
         Mpi::keyed_forget(self, object)
     }
 
+    fn keyed_made(&self, object: u64) {
+        Mpi::keyed_made(self, object)
+    }
+
     fn depart(&self) {
         self.announce_departure()
     }
