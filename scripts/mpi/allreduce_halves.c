@@ -124,22 +124,15 @@ int main(int argc, char **argv) {
                         memcpy(window, in, n);
                         exchange(window, landed, n, peer, 10);
                         reduce(out, (double *)window, (double *)landed, len, me);
-                    } else if (way >= WHOLE) {
-                        void (*ex)(const char *, char *, size_t, int, int) = way == WHOLE ? whole : preposted;
-                        size_t h = n / 2, mine = me * h, other = (1 - me) * h;
-                        memcpy(window + other, (char *)in + other, h);
-                        ex(window + other, landed + mine, h, peer, 40);
-                        reduce((double *)(result + mine), (double *)((char *)in + mine),
-                               (double *)(landed + mine), h / 8, me);
-                        ex(result + mine, result + other, h, peer, 50);
-                        res = (double *)result;
                     } else {
+                        void (*ex)(const char *, char *, size_t, int, int) =
+                            way == WHOLE ? whole : way == PREPOSTED ? preposted : exchange;
                         size_t h = n / 2, mine = me * h, other = (1 - me) * h;
                         memcpy(window + other, (char *)in + other, h);
-                        exchange(window + other, landed + mine, h, peer, 20);
+                        ex(window + other, landed + mine, h, peer, 20);
                         reduce((double *)(result + mine), (double *)((char *)in + mine),
                                (double *)(landed + mine), h / 8, me);
-                        exchange(result + mine, result + other, h, peer, 30);
+                        ex(result + mine, result + other, h, peer, 30);
                         if (way == HALVES_PRIVATE)
                             memcpy(out, result, n);
                         else

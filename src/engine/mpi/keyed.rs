@@ -895,17 +895,22 @@ impl Mpi {
         Ok(want)
     }
 
-    /// Object `object` is gone: the rest of every message it began is
-    /// handed to MPI (its receivers take the next data on its tag as those
-    /// pieces), the messages it was taking are given up, and its pieces
-    /// set aside dropped. Pieces already announced still land in its
-    /// memory (kept mapped by their receives), read by the next pump of
-    /// their tag or when the rank leaves.
+    /// Object `object` with keyed messages was made by every rank: while
+    /// every object's number is below the tag pairs' count, no two share
+    /// tags and long messages' receives are posted before their heads
+    /// ([`Keyed::prepost`]).
     pub(super) fn keyed_made(&self, object: u64) {
         let mut k = lock(&self.keyed);
         k.newest = k.newest.max(object);
     }
 
+    /// Object `object` is gone: the rest of every message it began is
+    /// handed to MPI (its receivers take the next data on its tag as those
+    /// pieces), the messages it was taking are given up, and its pieces
+    /// set aside dropped. Pieces already announced still land in its
+    /// memory (kept mapped by their receives), read by the next pump of
+    /// their tag or when the rank leaves; those posted before their head
+    /// came that took nothing yet are withdrawn ([`Keyed::unpost`]).
     pub(super) fn keyed_forget(&self, object: u64) {
         let mut guard = lock(&self.keyed);
         let k = &mut *guard;
@@ -963,7 +968,7 @@ fn short(rank: usize, got: usize, want: usize) -> Error {
 fn out_of_turn(rank: usize) -> Error {
     Error::Environment(format!(
         "rank {rank} sent a message before the one this rank posted receives for \
-         (objects made in another order on different ranks?)"
+         (a message of a call this rank never made?)"
     ))
 }
 
