@@ -238,10 +238,10 @@ struct Stream {
     heads: VecDeque<ffi::Request>,
     data: VecDeque<Data>,
     owed: VecDeque<Owed>,
-    /// Long messages whose pieces' receives were posted before their
-    /// heads came ([`Keyed::prepost`]), in order: their heads announce
+    /// The long message whose pieces' receives were posted before its
+    /// head came ([`Keyed::prepost`]; one at a time): its head announces
     /// nothing more.
-    preposted: VecDeque<Key>,
+    preposted: Option<Key>,
 }
 
 /// The pieces of a long message from `next` on, announced by its head:
@@ -423,10 +423,10 @@ impl Keyed {
             return Ok(());
         }
         let st = self.streams.entry((from, slot)).or_default();
-        if !st.owed.is_empty() || !st.data.is_empty() || !st.preposted.is_empty() {
+        if !st.owed.is_empty() || !st.data.is_empty() || st.preposted.is_some() {
             return Ok(());
         }
-        st.preposted.push_back(key);
+        st.preposted = Some(key);
         let data_tag = tag(slot, true);
         for i in 0..pieces(len) {
             let (at, n) = (i * PIECE, PIECE.min(len - i * PIECE));
@@ -446,8 +446,8 @@ impl Keyed {
         Ok(())
     }
 
-    /// The object of the message preposted first on `from`'s tag slot
-    /// `slot` is forgotten before its head came: its receives that took
+    /// The object of the message preposted on `from`'s tag slot `slot`
+    /// is forgotten before its head came: its receives that took
     /// nothing are withdrawn, from the last. If all were, the message
     /// may never come (its head is read as any other's if it does);
     /// else it did begin, and those withdrawn are posted again into
@@ -456,7 +456,7 @@ impl Keyed {
         let Some(st) = self.streams.get_mut(&(from, slot)) else {
             return Ok(());
         };
-        let Some(&key) = st.preposted.front() else {
+        let Some(key) = st.preposted else {
             return Ok(());
         };
         if self.taking.contains_key(&(from, key.0)) {
@@ -478,7 +478,7 @@ impl Keyed {
             .iter()
             .any(|d| matches!(d.dest, Dest::Mine { key: k, .. } if k == key));
         if !left {
-            st.preposted.pop_front();
+            st.preposted = None;
             return Ok(());
         }
         for len in withdrawn.into_iter().rev() {
@@ -745,8 +745,8 @@ impl Mpi {
                 if head.piece().is_none() || head.at != 0 {
                     return Err(unreadable(from));
                 }
-                let preposted = st.preposted.front() == Some(&head.key);
-                if !preposted && !st.preposted.is_empty() {
+                let preposted = st.preposted == Some(head.key);
+                if !preposted && st.preposted.is_some() {
                     return Err(out_of_turn(from));
                 }
                 if let Some(t) = k.taking.get_mut(&(from, head.key.0)) {
@@ -758,7 +758,7 @@ impl Mpi {
                     }
                 }
                 if preposted {
-                    st.preposted.pop_front();
+                    st.preposted = None;
                 } else {
                     st.owed.push_back(Owed { head, next: 0 });
                 }
