@@ -55,11 +55,11 @@
 //! next, so the next data on the tag is this message's. The head still
 //! comes and must be this message's (any other long head before it is an
 //! error, never data in the wrong place unnoticed); a take ends only once
-//! it has. Allreduce calls of 128 and 256 KiB between 2 hosts of one rank
-//! over TCP took 0.86-0.88x the time (their one message each way no longer
-//! waits for its head to come before its receives are posted); scattered
-//! calls of 1 and 4 MiB 0.95-1.04x (Intel MPI 2021.18, AMD EPYC VM,
-//! 2026-12-01; docs/guide/mpi.md).
+//! it has. Allreduce calls of 128 to 512 KiB between 2 hosts of one rank
+//! over TCP took 0.87-0.95x the time (medians of 6-12 alternated rounds:
+//! their one message each way no longer waits for its head before its
+//! receives are posted); scattered calls of 1 to 4 MiB 0.93-1.04x (Intel
+//! MPI 2021.18, AMD EPYC VM, 2026-12-01; docs/guide/mpi.md).
 //!
 //! # Stale messages
 //! The tags carry the object's number (12 bits: the kind-3 tags of the
