@@ -446,20 +446,24 @@ impl Keyed {
         Ok(())
     }
 
-    /// The object of the message preposted on `from`'s tag slot `slot`
-    /// is forgotten before its head came: its receives that took
-    /// nothing are withdrawn, from the last. If all were, the message
-    /// may never come (its head is read as any other's if it does);
-    /// else it did begin, and those withdrawn are posted again into
-    /// buffers of ours, to be dropped.
-    fn unpost(&mut self, comm: ffi::Comm, from: usize, slot: u64) -> Result<()> {
+    /// `from`'s message being taken for `object`, which is being
+    /// forgotten, was preposted and its head has not come: its receives
+    /// that took nothing are withdrawn, from the last. If none took
+    /// anything, the message may never come (its head is read as any
+    /// other's if it does); else it did begin (its head comes), and those
+    /// withdrawn are posted again into buffers of ours, to be dropped.
+    /// Called before the taking is dropped: the pieces that landed and
+    /// were read already show only in its count.
+    fn unpost(&mut self, comm: ffi::Comm, from: usize, object: u64) -> Result<()> {
+        let Some(t) = self.taking.get(&(from, object)) else {
+            return Ok(());
+        };
+        let (key, landed) = (t.key, t.landed);
+        let slot = self.slot(object);
         let Some(st) = self.streams.get_mut(&(from, slot)) else {
             return Ok(());
         };
-        let Some(key) = st.preposted else {
-            return Ok(());
-        };
-        if self.taking.contains_key(&(from, key.0)) {
+        if st.preposted != Some(key) {
             return Ok(());
         }
         let mut withdrawn = Vec::new();
@@ -473,11 +477,12 @@ impl Keyed {
             st.data.pop_back();
             withdrawn.push(len);
         }
-        let left = st
-            .data
-            .iter()
-            .any(|d| matches!(d.dest, Dest::Mine { key: k, .. } if k == key));
-        if !left {
+        let began = landed > 0
+            || st
+                .data
+                .iter()
+                .any(|d| matches!(d.dest, Dest::Mine { key: k, .. } if k == key));
+        if !began {
             st.preposted = None;
             return Ok(());
         }
@@ -923,12 +928,14 @@ impl Mpi {
             .filter(|&&(_, o)| o == object)
             .map(|&(f, _)| f)
             .collect();
+        for &from in &senders {
+            let _ = k.unpost(self.coll, from, object);
+        }
         k.taking.retain(|&(_, o), _| o != object);
         for q in k.aside.values_mut() {
             q.retain(|p| p.head.key.0 != object);
         }
         for from in senders {
-            let _ = k.unpost(self.coll, from, slot);
             let _ = self.pump(k, from, slot);
         }
         k.reap();
