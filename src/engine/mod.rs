@@ -662,7 +662,14 @@ impl Native {
         }
         Inbox::unlink(self.names(), self.rank as usize);
         if let Some(t) = self.transport() {
-            t.term(failed, h.failed.load(SeqCst) > 0);
+            if t.term(failed, h.failed.load(SeqCst) > 0) {
+                // The transport stays up and a rank of another host may
+                // still write into the segments deleted above (GPI-2's
+                // device writes unchecked): their memory stays mapped
+                // until the process exits, when the kernel frees it (the
+                // names are gone already).
+                std::mem::forget(std::mem::take(&mut *lock(&self.tables.retired)));
+            }
         }
         if !self.launched {
             // This host's ranks only: other hosts' failures are marked here

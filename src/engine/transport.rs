@@ -333,8 +333,12 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn depart(&self);
 
     /// Leave: `failed` if this rank is going down abnormally,
-    /// `peers_failed` if another rank is known dead.
-    fn term(&self, failed: bool, peers_failed: bool);
+    /// `peers_failed` if another rank is known dead. Returns whether the
+    /// transport stays up until the process exits (it could not leave
+    /// together with every rank): ranks of other hosts may then still
+    /// write into memory this rank gave it, deleted segments included,
+    /// and the engine keeps that memory mapped until the process exits.
+    fn term(&self, failed: bool, peers_failed: bool) -> bool;
 }
 
 /// What a keyed message belongs to ([`Transport::keyed_send`]): a

@@ -180,9 +180,11 @@ impl Gpi2 {
     /// connections while its last writes are on their way (GPI-2's wait is
     /// local completion: a closed socket may drop them) or while its relay
     /// is still needed by the other ranks of its node.
-    pub(super) fn leave(&self, failed: bool, peers_failed: bool) {
+    ///
+    /// Returns whether GPI-2 stays up (see [`Transport::term`]).
+    pub(super) fn leave(&self, failed: bool, peers_failed: bool) -> bool {
         if self.terminated.swap(true, SeqCst) {
-            return;
+            return false;
         }
         self.shared.leaving.store(true, SeqCst);
         let dead_peer = peers_failed || states().contains(&sys::GASPI_STATE_CORRUPT);
@@ -211,7 +213,6 @@ impl Gpi2 {
         if let Some(h) = lock(&self.relay).take() {
             let _ = h.join();
         }
-        lock(&self.shared.bound).clear();
         if !met && !failed {
             // What this rank sent has completed only locally and no barrier
             // ordered it: give GPI-2's TCP device a moment to put it on the
@@ -229,12 +230,15 @@ impl Gpi2 {
             // GPI-2 stays up until the process exits, and so does the
             // memory it may write to.
             std::mem::forget(lock(&self.kept).take());
-            return;
+            std::mem::forget(std::mem::take(&mut *lock(&self.shared.bound)));
+            return true;
         }
+        lock(&self.shared.bound).clear();
         // SAFETY: plain call; nothing of ours uses GPI-2 after it, and no
         // other rank sends anything after the barrier above.
         let _ = unsafe { sys::gaspi_proc_term(10_000) };
         drop(lock(&self.kept).take());
+        false
     }
 }
 
@@ -397,7 +401,7 @@ impl Transport for Gpi2 {
         }
     }
 
-    fn term(&self, failed: bool, peers_failed: bool) {
+    fn term(&self, failed: bool, peers_failed: bool) -> bool {
         self.leave(failed, peers_failed)
     }
 }

@@ -130,9 +130,10 @@ impl Mpi {
     /// if all met, free the window and communicators (MPI is finalised at
     /// the process's exit). Otherwise everything stays up until the
     /// process exits (a peer may still reach this process).
-    fn leave(&self, failed: bool, peers_failed: bool) {
+    /// Returns whether MPI stays up (see [`Transport::term`]).
+    fn leave(&self, failed: bool, peers_failed: bool) -> bool {
         if self.terminated.swap(true, SeqCst) {
-            return;
+            return false;
         }
         self.shared.leaving.store(true, SeqCst);
         let mut met = false;
@@ -164,7 +165,7 @@ impl Mpi {
             std::mem::forget(std::mem::take(&mut *lock(&self.shared.bound)));
             std::mem::forget(std::mem::take(&mut *lock(&self.graves)));
             ffi::may_finalize(false);
-            return;
+            return true;
         }
         // Departures sent before the barrier may still wait in MPI.
         for tag in [intake::TAG_DEPART, watch::TAG_FAILED, watch::TAG_PING] {
@@ -187,6 +188,7 @@ impl Mpi {
         // MPI itself is finalised when the process exits (a process may
         // make another context; MPI starts only once per process).
         ffi::may_finalize(true);
+        false
     }
 }
 
@@ -398,7 +400,7 @@ impl Transport for Mpi {
         self.announce_departure()
     }
 
-    fn term(&self, failed: bool, peers_failed: bool) {
+    fn term(&self, failed: bool, peers_failed: bool) -> bool {
         self.leave(failed, peers_failed)
     }
 }
