@@ -859,6 +859,108 @@ fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
     });
 }
 
+/// A `run_into` that fails because a rank died, while a living rank of
+/// another node writes a piece into its offered buffer, returns only once
+/// that write is done, as after a timeout: the failure of a rank that is
+/// not writing does not end the wait for those that are. Rank 2 holds its
+/// write into rank 0's buffer (`testing_around_writes`), tells rank 5 to
+/// die, and writes once rank 0's call has returned, or after 2 s: a call
+/// that returned on the failure alone would see the piece land afterwards.
+#[test]
+fn a_call_that_fails_waits_for_the_living_writers_into_its_buffer() {
+    const HOLDING: u32 = 10;
+    const RETURNED: u32 = 11;
+    const WRITTEN: u32 = 12;
+    const DIE: u32 = 13;
+    const DYING: gaspi::Rank = 5;
+    Job::new(&[6]).ppn(2).run_and_check(
+        |ctx| {
+            segment(ctx, 0, 128);
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let counts = counts(Dist::Regular, n, 4096, 1);
+            let row = &counts[me * n..(me + 1) * n];
+            let note = |to: u16, id: u32| {
+                ctx.notify(to, 0, Notification::new(id, 1), 1, B).unwrap();
+                ctx.wait(1, B).unwrap();
+            };
+            let holding = std::sync::atomic::AtomicBool::new(false);
+            let mut a = copying_once(ctx, &counts);
+            if me == 2 {
+                a.testing_around_writes(|t, written| {
+                    if t != 0 || !holding.load(SeqCst) {
+                    } else if !written {
+                        note(0, HOLDING);
+                        note(DYING, DIE);
+                        // Not a wait: it would end at the failure.
+                        let until = std::time::Instant::now() + Duration::from_secs(2);
+                        while ctx.notify_reset(0, RETURNED).unwrap() == 0
+                            && std::time::Instant::now() < until
+                        {
+                            std::thread::yield_now();
+                        }
+                    } else {
+                        note(0, WRITTEN);
+                    }
+                });
+            }
+            let (mut send_store, mut recv_store) =
+                (vec![0u64; 4096 * n + 8], vec![0u64; 4096 * n + 8]);
+            let recv = line_aligned(&mut recv_store, 4096 * n);
+            let send = line_aligned(&mut send_store, 4096 * n);
+            // A first call: whether rank 2 writes into rank 0's buffer.
+            send.copy_from_slice(&send_of(&counts, n, me, 0));
+            a.run_into(send, row, recv, B).unwrap();
+            assert_eq!(*recv, expected(&counts, n, me, 0));
+            let mut once = [u64::from(me == 0 && a.received(2).is_err())];
+            ctx.allreduce(&once.clone(), &mut once, ReduceOp::Max, GroupId::ALL, B)
+                .unwrap();
+            if ctx.engine() == Engine::Native && a.single_copy() {
+                assert_eq!(once, [1], "rank 2 wrote into rank 0's offered buffer");
+            }
+            barrier(ctx);
+            if once == [0] {
+                // No piece goes straight into a buffer here (nodes that are
+                // hosts of their own): nothing to hold, nobody dies.
+                return;
+            }
+            if me == DYING as usize {
+                // Bounded: a rank 2 that never held would leave the others'
+                // calls failing on this rank's panic, not hanging.
+                ctx.notify_waitsome(0, DIE..DIE + 1, Timeout::ms(60_000))
+                    .expect("rank 2 held its write into rank 0's buffer");
+                std::process::exit(7);
+            }
+            holding.store(true, SeqCst);
+            send.copy_from_slice(&send_of(&counts, n, me, 1));
+            recv.fill(u64::MAX);
+            match a.run_into(send, row, recv, B) {
+                Err(Error::RankFailed { rank: DYING }) => {}
+                other => panic!("expected RankFailed({DYING}), got {other:?}"),
+            }
+            if me == 0 {
+                // Rank 5 died only once rank 2 held its writer's place.
+                assert_eq!(ctx.notify_reset(0, HOLDING).unwrap(), 1);
+                let seen = recv.to_vec();
+                note(2, RETURNED);
+                assert_eq!(ctx.acknowledge_failures(), vec![DYING]);
+                ctx.notify_waitsome(0, WRITTEN..WRITTEN + 1, Timeout::ms(60_000))
+                    .unwrap();
+                ctx.notify_reset(0, WRITTEN).unwrap();
+                assert!(*recv == seen[..], "written into after the call returned");
+            }
+            leave_together(ctx, DYING);
+        },
+        |_, report| {
+            if report.ranks.iter().all(|o| o.status.success()) {
+                // Nobody died: no piece went straight into a buffer.
+                assert!(report.left_after_cleanup.is_empty());
+            } else {
+                check_job(report, DYING as usize, |s| s.code() == Some(7));
+            }
+        },
+    );
+}
+
 /// Places for pieces of `counts` (by rank) as a code ported from MPI
 /// might have them: in reverse rank order, a gap of 0 to 2 elements (by
 /// `salt`) before each. The displacements and the buffer's length (one

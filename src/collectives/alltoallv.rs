@@ -410,11 +410,34 @@ fn kernel_copy_fast(src: u64, dst: u64) -> bool {
 /// The words of a rank's offer (see `Alltoallv::offer`), after the
 /// places: the offer itself, the address of its receive buffer, then a
 /// bit per rank of the job, set by each sender that wrote its piece
-/// straight into that buffer. (Its process is the one the job recorded
-/// for its rank, never one a word names: see `crate::engine::processes`.)
+/// straight into that buffer, then ([`offer_busy`]) a bit per rank of the
+/// job, set by each sender while it may hold a writer's place (so that a
+/// receiver whose call failed waits for the living writers, not only
+/// until some rank failed). (Its process is the one the job recorded for
+/// its rank, never one a word names: see `crate::engine::processes`.)
 const OFFER: usize = 0;
 const OFFER_ADDRESS: usize = 1;
 const OFFER_MASK: usize = 2;
+
+/// The first of the offer's words of senders at work among `ranks`
+/// ranks, after its mask.
+fn offer_busy(ranks: usize) -> usize {
+    OFFER_MASK + ranks.div_ceil(64)
+}
+
+/// Set (`on`) or clear bit `bit` of `word`, another node's, with the
+/// engine's atomics (GASPI has no atomic or).
+fn flip_bit(ctx: &Context, word: Remote, bit: u64, on: bool) -> Result<()> {
+    let mut v = ctx.atomic_fetch_add(word, 0, Timeout::Block)?;
+    while (v & bit != 0) != on {
+        let new = if on { v | bit } else { v & !bit };
+        match ctx.atomic_compare_swap(word, v, new, Timeout::Block)? {
+            now if now == v => break,
+            now => v = now,
+        }
+    }
+    Ok(())
+}
 
 /// An offer word: the call's tag in the high half, then [`OFFER_PRIVATE`],
 /// [`OFFER_REVOKED`], [`OFFER_LATER`] (no buffer in this call, as the
@@ -1051,7 +1074,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// Bytes of one rank's offer among `ranks` ranks, in whole cache lines.
     fn offer_stride(ranks: usize) -> usize {
-        (8 * (OFFER_MASK + ranks.div_ceil(64))).div_ceil(64) * 64
+        (8 * (offer_busy(ranks) + ranks.div_ceil(64))).div_ceil(64) * 64
     }
 
     /// The byte offset in every node's window of word `k` of local rank
@@ -2439,15 +2462,29 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// the window), then wait until the senders writing into the buffer
     /// have finished (each is one kernel copy under way), so that none
     /// writes there once the call has returned and the caller may drop
-    /// the buffer. A failed rank ends the wait (it writes no more).
+    /// the buffer. Writers that failed end the wait (they write no more;
+    /// a dead one never gives its place back): it ends once every sender
+    /// marked at work ([`offer_busy`]) has failed or gone, never only
+    /// because some other rank failed while a living one still writes.
     fn revoke(&self) {
         if self.offered.is_none() {
             return;
         }
-        let word = self.offer_word(self.ctx.local_rank() as usize, OFFER);
+        let (local, n) = (
+            self.ctx.local_rank() as usize,
+            self.ctx.num_ranks() as usize,
+        );
+        let word = self.offer_word(local, OFFER);
         word.fetch_or(OFFER_REVOKED, SeqCst);
+        let writers_dead = || {
+            let _ = self.ctx.engine.faults();
+            (0..n).all(|r| {
+                let busy = self.offer_word(local, offer_busy(n) + r / 64).load(SeqCst);
+                busy >> (r % 64) & 1 == 0 || !self.ctx.engine.running(r as Rank)
+            })
+        };
         let mut spins = 0u32;
-        while word.load(SeqCst) & OFFER_WRITERS != 0 && self.ctx.engine.faults().is_ok() {
+        while word.load(SeqCst) & OFFER_WRITERS != 0 && !writers_dead() {
             spins = spins.saturating_add(1);
             if spins < 64 {
                 std::hint::spin_loop();
@@ -2474,7 +2511,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         piece: &[u8],
         deadline: Deadline,
     ) -> Result<bool> {
-        let (ctx, rank) = (self.ctx, t as Rank);
+        let (ctx, rank, n) = (self.ctx, t as Rank, self.ctx.num_ranks() as usize);
         let window_until = self.window_until.get(t).map_or(0, |w| w.load(Relaxed));
         if self.calls < window_until
             || self.push_failed.load(Relaxed)
@@ -2525,37 +2562,42 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             Err(e) if e.is_timeout() => return Ok(false),
             Err(e) => return Err(e),
         };
+        // Marked at work before taking a place (`t`'s revoke waits for
+        // the living ones marked), unmarked once the place is given back.
+        let me = self.ctx.rank() as usize;
+        let (busy, bit) = (at(offer_busy(n) + me / 64), 1u64 << (me % 64));
+        flip_bit(ctx, busy, bit, true)?;
+        let unmark = || flip_bit(ctx, busy, bit, false);
         // A writer's place, while the offer stands.
         loop {
             let open = w >> 32 == tag && w & OFFER_PRIVATE != 0 && w & OFFER_REVOKED == 0;
             if !open || w & OFFER_WRITERS == OFFER_WRITERS {
+                unmark()?;
                 return Ok(false);
             }
-            match ctx.atomic_compare_swap(at(OFFER), w, w + 1, Timeout::Block)? {
-                now if now == w => break,
-                now => w = now,
+            match ctx.atomic_compare_swap(at(OFFER), w, w + 1, Timeout::Block) {
+                Ok(now) if now == w => break,
+                Ok(now) => w = now,
+                Err(e) => {
+                    let _ = unmark();
+                    return Err(e);
+                }
             }
         }
         let written = self.push_piece(t, piece, &fetch).and_then(|done| {
             if done {
                 // This rank's bit in `t`'s mask (idempotent: a call
                 // resumed may write the piece again).
-                let me = self.ctx.rank() as usize;
-                let (word, bit) = (at(OFFER_MASK + me / 64), 1u64 << (me % 64));
-                let mut v = ctx.atomic_fetch_add(word, 0, Timeout::Block)?;
-                while v & bit == 0 {
-                    match ctx.atomic_compare_swap(word, v, v | bit, Timeout::Block)? {
-                        now if now == v => break,
-                        now => v = now,
-                    }
-                }
+                flip_bit(ctx, at(OFFER_MASK + me / 64), bit, true)?;
             }
             Ok(done)
         });
         // The writer's place back (wrapping add: minus one).
         let released = ctx.atomic_fetch_add(at(OFFER), u64::MAX, Timeout::Block);
+        let unmarked = unmark();
         let written = written?;
         released?;
+        unmarked?;
         Ok(written)
     }
 

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use gaspi::launcher::Report;
 use gaspi::{Alloc, Context, Error, GroupId, Notification, SegmentId, SegmentView, Timeout};
 
 /// Byte `i` of the test pattern number `seed`: differs between seeds and
@@ -133,4 +134,69 @@ pub fn shm_objects_of(token: &str) -> Vec<String> {
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.contains(token))
         .collect()
+}
+
+/// Whether survivors may be stopped by the launcher before they learn of
+/// a failure: on the MPI engine, where a rank alone on its host is seen
+/// dead by the others only once its host stops answering pings (minutes:
+/// MPI itself tells nothing), later than `gaspi-run` stops the others of a
+/// job one rank of which died (docs/guide/mpi.md, "Differences from the
+/// native and GPI-2 engines"). The failure must still be named, and nothing
+/// left behind.
+pub fn survivors_may_be_stopped() -> bool {
+    std::env::var("GASPI_ENGINE").as_deref() == Ok("mpi")
+}
+
+/// The parent's side: the dead rank ended as expected, the others
+/// succeeded (or, see [`survivors_may_be_stopped`], were stopped), and no
+/// shared memory survived the job.
+pub fn check_job(report: &Report, dead: usize, expect: impl Fn(std::process::ExitStatus) -> bool) {
+    for o in &report.ranks {
+        if o.rank as usize == dead {
+            assert!(expect(o.status), "rank {dead} ended with {:?}", o.status);
+        } else if survivors_may_be_stopped() && o.stopped_by_launcher {
+            // Stopped while it waited for the news.
+        } else {
+            assert!(
+                o.status.success() && !o.stopped_by_launcher,
+                "survivor {} ended with {:?}",
+                o.rank,
+                o.status
+            );
+        }
+    }
+    assert_eq!(report.first_failure().map(|o| o.rank as usize), Some(dead));
+    assert!(
+        report.left_after_cleanup.is_empty(),
+        "{:?}",
+        report.left_after_cleanup
+    );
+}
+
+/// The survivors of rank `dying`'s death leave together: a survivor
+/// that finished its failing collectives must not end (and delete its
+/// segments) while another one is still inside them, or that one would
+/// see its own failure or a missing segment instead of the dead rank.
+/// Rank 0 collects one notification from every survivor on ids 64.., then
+/// releases them with id 63 (rank 0 must not be the dying rank).
+pub fn leave_together(ctx: &gaspi::Context, dying: gaspi::Rank) {
+    let n = ctx.num_ranks();
+    // Waits fail while a failure is unacknowledged.
+    assert_eq!(ctx.acknowledge_failures(), vec![dying]);
+    let survivors = (0..n).filter(|&r| r != dying && r != 0);
+    if ctx.rank() == 0 {
+        for _ in survivors.clone() {
+            ctx.notify_claim(0, 64..64 + n as u32, Timeout::Block)
+                .unwrap();
+        }
+        for r in survivors {
+            ctx.notify(r, 0, Notification::new(63, 1), 0, Timeout::Block)
+                .unwrap();
+        }
+    } else {
+        let me = Notification::new(64 + ctx.rank() as u32, 1);
+        ctx.notify(0, 0, me, 0, Timeout::Block).unwrap();
+        ctx.notify_claim(0, 63..64, Timeout::Block).unwrap();
+    }
+    ctx.wait(0, Timeout::Block).unwrap();
 }
