@@ -409,3 +409,54 @@ fn a_rank_that_never_starts_makes_init_fail_not_hang() {
         },
     );
 }
+
+/// A survivor of a failure whose engine stays up after it terminates
+/// (GPI-2: no last barrier with a dead rank, so no `gaspi_proc_term`)
+/// keeps the memory of its segments that other hosts could write into
+/// mapped until it exits, deleted ones included: GPI-2's device writes
+/// into them unchecked, and a write posted in a failed collective may
+/// land seconds later. On the other engines the memory goes with the
+/// context. Checked in `/proc/self/maps` after the context is dropped.
+#[test]
+fn a_survivor_keeps_what_other_hosts_may_write_until_it_exits() {
+    const DEAD: gaspi::Rank = 2;
+    Job::new(&[4]).ppn(2).run_raw(
+        || {
+            let ctx = gaspi::Context::init(gaspi::Config::default()).unwrap();
+            let me = ctx.rank();
+            segment(&ctx, 0, 4096);
+            // Segment 1, registered with every rank; deleted before the end.
+            segment(&ctx, 1, 1 << 16);
+            barrier(&ctx);
+            exit_when_the_others_left(&ctx, DEAD);
+            ctx.segment_delete(1).unwrap();
+            // Nobody notifies id 999: the wait ends with the failure.
+            match ctx.notify_waitsome(0, 999..1000, Timeout::Block) {
+                Err(Error::RankFailed { rank: DEAD }) => {}
+                other => panic!("expected RankFailed({DEAD}), got {other:?}"),
+            }
+            leave_together(&ctx, DEAD);
+            let engine = ctx.engine();
+            let across_hosts = (0..ctx.num_ranks()).any(|r| ctx.node_of(r) != ctx.node());
+            drop(ctx);
+            let mine = format!(".r{me}.s1.");
+            let kept = std::fs::read_to_string("/proc/self/maps")
+                .unwrap()
+                .lines()
+                .any(|l| l.contains("/dev/shm/gaspi.") && l.contains(&mine));
+            let emulated = std::env::var("GASPI_EMULATE_HOSTS").is_ok_and(|v| v == "1");
+            if engine == gaspi::Engine::Gpi2 && (emulated && across_hosts) {
+                assert!(
+                    kept,
+                    "rank {me}: segment 1's memory unmapped while GPI-2 is up"
+                );
+            } else if engine == gaspi::Engine::Native {
+                assert!(
+                    !kept,
+                    "rank {me}: segment 1's memory kept after the context"
+                );
+            }
+        },
+        |_, report| check_job(report, DEAD as usize, |s| s.code() == Some(7)),
+    );
+}
