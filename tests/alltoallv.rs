@@ -758,6 +758,31 @@ fn every_node_takes_the_ways_the_first_node_measured_faster() {
     });
 }
 
+/// A first call of `a` (pattern 0, checked) from `send` into `recv`:
+/// whether rank 2 wrote its piece straight into rank 0's offered buffer
+/// (the same answer on every rank). Where the kernel may copy between
+/// the job's processes (the nodes' ranks found they may), it did.
+fn rank_2_writes_into_rank_0(
+    ctx: &Context,
+    a: &mut Alltoallv<'_, u64>,
+    counts: &[usize],
+    send: &mut [u64],
+    recv: &mut [u64],
+) -> bool {
+    let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+    send.copy_from_slice(&send_of(counts, n, me, 0));
+    a.run_into(send, &counts[me * n..(me + 1) * n], recv, B)
+        .unwrap();
+    assert_eq!(*recv, expected(counts, n, me, 0));
+    let mut once = [u64::from(me == 0 && a.received(2).is_err())];
+    ctx.allreduce(&once.clone(), &mut once, ReduceOp::Max, GroupId::ALL, B)
+        .unwrap();
+    if ctx.engine() == Engine::Native && a.single_copy() {
+        assert_eq!(once, [1], "rank 2 wrote into rank 0's offered buffer");
+    }
+    once == [1]
+}
+
 /// A `run_into` that times out while a rank of another node is writing a
 /// piece into its offered buffer returns only once that write is done:
 /// the buffer does not change after the call returned, and the call
@@ -803,18 +828,9 @@ fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
         let (mut send_store, mut recv_store) = (vec![0u64; 4096 * n + 8], vec![0u64; 4096 * n + 8]);
         let recv = line_aligned(&mut recv_store, 4096 * n);
         let send = line_aligned(&mut send_store, 4096 * n);
-        // A first call: whether rank 2 writes into rank 0's buffer at all.
-        send.copy_from_slice(&send_of(&counts, n, me, 0));
-        a.run_into(send, row, recv, B).unwrap();
-        assert_eq!(*recv, expected(&counts, n, me, 0));
-        let mut once = [u64::from(me == 0 && a.received(2).is_err())];
-        ctx.allreduce(&once.clone(), &mut once, ReduceOp::Max, GroupId::ALL, B)
-            .unwrap();
-        // Where the kernel may copy between the job's processes (the
-        // nodes' ranks found they may), the piece went straight in.
-        if ctx.engine() == Engine::Native && a.single_copy() {
-            assert_eq!(once, [1], "rank 2 wrote into rank 0's offered buffer");
-        }
+        let once = [u64::from(rank_2_writes_into_rank_0(
+            ctx, &mut a, &counts, send, recv,
+        ))];
         let mut exercised = [0u64];
         // Rank 0 may time out before rank 2 took its writer's place (a
         // loaded machine): then again, with a longer timeout.
@@ -907,18 +923,9 @@ fn a_call_that_fails_waits_for_the_living_writers_into_its_buffer() {
                 (vec![0u64; 4096 * n + 8], vec![0u64; 4096 * n + 8]);
             let recv = line_aligned(&mut recv_store, 4096 * n);
             let send = line_aligned(&mut send_store, 4096 * n);
-            // A first call: whether rank 2 writes into rank 0's buffer.
-            send.copy_from_slice(&send_of(&counts, n, me, 0));
-            a.run_into(send, row, recv, B).unwrap();
-            assert_eq!(*recv, expected(&counts, n, me, 0));
-            let mut once = [u64::from(me == 0 && a.received(2).is_err())];
-            ctx.allreduce(&once.clone(), &mut once, ReduceOp::Max, GroupId::ALL, B)
-                .unwrap();
-            if ctx.engine() == Engine::Native && a.single_copy() {
-                assert_eq!(once, [1], "rank 2 wrote into rank 0's offered buffer");
-            }
+            let once = rank_2_writes_into_rank_0(ctx, &mut a, &counts, send, recv);
             barrier(ctx);
-            if once == [0] {
+            if !once {
                 // No piece goes straight into a buffer here (nodes that are
                 // hosts of their own): nothing to hold, nobody dies.
                 return;
