@@ -191,7 +191,11 @@ impl Context {
     /// with a 4096-byte alignment and round the size up); the memory must be
     /// heap or anonymous memory owned by the caller, not used by other
     /// threads during the call, and must stay allocated until the segment
-    /// is deleted.
+    /// is deleted. On the GPI-2 engine, across hosts, a write another rank
+    /// posted just before the deletion may still land in it after
+    /// `segment_delete` returned (GPI-2's device writes unchecked): free
+    /// it only once no rank of another host can still write to it (after
+    /// a barrier with them).
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
@@ -274,7 +278,10 @@ impl Context {
     /// another rank posted just before the deletion may still arrive: the
     /// memory stays in place for them (on the MPI engine until a barrier
     /// over every rank it was registered with, on the GPI-2 engine until
-    /// this rank terminates), so they never land in a segment made later.
+    /// this rank terminates, or until the process exits where a rank
+    /// failed), so they never land in a segment made later or in memory
+    /// given back. Memory of [`Context::segment_bind`] goes back to the
+    /// caller at once (see there).
     ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;

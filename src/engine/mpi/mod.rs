@@ -130,6 +130,7 @@ impl Mpi {
     /// if all met, free the window and communicators (MPI is finalised at
     /// the process's exit). Otherwise everything stays up until the
     /// process exits (a peer may still reach this process).
+    ///
     /// Returns whether MPI stays up (see [`Transport::term`]).
     fn leave(&self, failed: bool, peers_failed: bool) -> bool {
         if self.terminated.swap(true, SeqCst) {
