@@ -420,6 +420,12 @@ fn a_rank_that_never_starts_makes_init_fail_not_hang() {
 #[test]
 fn a_survivor_keeps_what_other_hosts_may_write_until_it_exits() {
     const DEAD: gaspi::Rank = 2;
+    if survivors_may_be_stopped() {
+        // The MPI engine: its segments are detached from MPI's window
+        // before they go (nothing here to check), and its survivors may
+        // wait minutes to learn of a failure.
+        return;
+    }
     Job::new(&[4]).ppn(2).run_raw(
         || {
             let ctx = gaspi::Context::init(gaspi::Config::default()).unwrap();
