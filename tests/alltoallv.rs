@@ -758,6 +758,18 @@ fn every_node_takes_the_ways_the_first_node_measured_faster() {
     });
 }
 
+/// Notification ids of the tests that hold a write into rank 0's buffer:
+/// rank 2 holds its writer's place, rank 0's call returned, rank 2 wrote.
+const HOLDING: u32 = 10;
+const RETURNED: u32 = 11;
+const WRITTEN: u32 = 12;
+
+/// Notify id `id` on segment 0 of rank `to` and wait until it is sent.
+fn note(ctx: &Context, to: gaspi::Rank, id: u32) {
+    ctx.notify(to, 0, Notification::new(id, 1), 1, B).unwrap();
+    ctx.wait(1, B).unwrap();
+}
+
 /// A first call of `a` (pattern 0, checked) from `send` into `recv`:
 /// whether rank 2 wrote its piece straight into rank 0's offered buffer
 /// (the same answer on every rank). Where the kernel may copy between
@@ -792,18 +804,11 @@ fn rank_2_writes_into_rank_0(
 /// without waiting for its writers would see the piece land afterwards.
 #[test]
 fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
-    const HOLDING: u32 = 10;
-    const RETURNED: u32 = 11;
-    const WRITTEN: u32 = 12;
     Job::new(&[4]).ppn(2).run(|ctx| {
         segment(ctx, 0, 64);
         let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
         let counts = counts(Dist::Regular, n, 4096, 1);
         let row = &counts[me * n..(me + 1) * n];
-        let note = |to: u16, id: u32| {
-            ctx.notify(to, 0, Notification::new(id, 1), 1, B).unwrap();
-            ctx.wait(1, B).unwrap();
-        };
         // Rank 0's timeout in ms while rank 2 holds its writes (0: not).
         let holding = AtomicU64::new(0);
         let mut a = copying_once(ctx, &counts);
@@ -812,7 +817,7 @@ fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
                 let ms = holding.load(SeqCst);
                 if t != 0 || ms == 0 {
                 } else if !written {
-                    note(0, HOLDING);
+                    note(ctx, 0, HOLDING);
                     if ctx
                         .notify_waitsome(0, RETURNED..RETURNED + 1, Timeout::ms(3 * ms))
                         .is_ok()
@@ -820,7 +825,7 @@ fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
                         ctx.notify_reset(0, RETURNED).unwrap();
                     }
                 } else {
-                    note(0, WRITTEN);
+                    note(ctx, 0, WRITTEN);
                 }
             });
         }
@@ -851,7 +856,7 @@ fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
                 if ctx.notify_reset(0, HOLDING).unwrap() != 0 {
                     held = 1;
                     let seen = recv.to_vec();
-                    note(2, RETURNED);
+                    note(ctx, 2, RETURNED);
                     ctx.notify_waitsome(0, WRITTEN..WRITTEN + 1, Timeout::ms(60_000))
                         .unwrap();
                     ctx.notify_reset(0, WRITTEN).unwrap();
@@ -884,9 +889,6 @@ fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
 /// that returned on the failure alone would see the piece land afterwards.
 #[test]
 fn a_call_that_fails_waits_for_the_living_writers_into_its_buffer() {
-    const HOLDING: u32 = 10;
-    const RETURNED: u32 = 11;
-    const WRITTEN: u32 = 12;
     const DIE: u32 = 13;
     const DYING: gaspi::Rank = 5;
     Job::new(&[6]).ppn(2).run_and_check(
@@ -895,18 +897,14 @@ fn a_call_that_fails_waits_for_the_living_writers_into_its_buffer() {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
             let counts = counts(Dist::Regular, n, 4096, 1);
             let row = &counts[me * n..(me + 1) * n];
-            let note = |to: u16, id: u32| {
-                ctx.notify(to, 0, Notification::new(id, 1), 1, B).unwrap();
-                ctx.wait(1, B).unwrap();
-            };
             let holding = std::sync::atomic::AtomicBool::new(false);
             let mut a = copying_once(ctx, &counts);
             if me == 2 {
                 a.testing_around_writes(|t, written| {
                     if t != 0 || !holding.load(SeqCst) {
                     } else if !written {
-                        note(0, HOLDING);
-                        note(DYING, DIE);
+                        note(ctx, 0, HOLDING);
+                        note(ctx, DYING, DIE);
                         // Not a wait: it would end at the failure.
                         let until = std::time::Instant::now() + Duration::from_secs(2);
                         while ctx.notify_reset(0, RETURNED).unwrap() == 0
@@ -915,7 +913,7 @@ fn a_call_that_fails_waits_for_the_living_writers_into_its_buffer() {
                             std::thread::yield_now();
                         }
                     } else {
-                        note(0, WRITTEN);
+                        note(ctx, 0, WRITTEN);
                     }
                 });
             }
@@ -948,7 +946,7 @@ fn a_call_that_fails_waits_for_the_living_writers_into_its_buffer() {
                 // Rank 5 died only once rank 2 held its writer's place.
                 assert_eq!(ctx.notify_reset(0, HOLDING).unwrap(), 1);
                 let seen = recv.to_vec();
-                note(2, RETURNED);
+                note(ctx, 2, RETURNED);
                 assert_eq!(ctx.acknowledge_failures(), vec![DYING]);
                 ctx.notify_waitsome(0, WRITTEN..WRITTEN + 1, Timeout::ms(60_000))
                     .unwrap();
