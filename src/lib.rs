@@ -73,10 +73,11 @@
 //!   handlers, and the freeing of that stack and the child's plan once it
 //!   has been reaped; libc's `signal` and `_exit`; `close_range` by its
 //!   number; rustix wraps neither).
-//! - The node reduction's window access (`collectives/hierarchical/
-//!   memory.rs`) and its callers in that folder, each naming the step of
-//!   the call protocol that keeps other writers away; in `kernels.rs`
-//!   there, the call of the reduction loop's AVX2 build, made only once
+//! - The collectives' window access (`collectives/memory.rs`) and its
+//!   callers (the node reduction in `collectives/hierarchical/`, the
+//!   allgatherv's messages between hosts), each naming the step of the
+//!   call protocol that keeps other writers away; in `hierarchical/
+//!   kernels.rs`, the call of the reduction loop's AVX2 build, made only once
 //!   the CPU is known to have AVX2.
 //! - The public `unsafe fn`s [`Context::segment_bind`],
 //!   [`Context::segment_use`], [`SegmentView::as_slice`] and

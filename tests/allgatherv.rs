@@ -102,12 +102,20 @@ fn run_dist(d: Dist) {
     for (ranks, ppn) in layouts() {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             // Small blocks so that even small contributions make many blocks
-            // and the ring pipelines and forwards.
-            let small = AllgathervOptions {
-                block_bytes: 8 * 64,
-                ..Default::default()
-            };
-            for c in [0, 1, 37, 3000] {
+            // and the ring pipelines and forwards; between hosts of the MPI
+            // engine, blocks as messages too.
+            for (c, messages) in [
+                (0, true),
+                (1, false),
+                (37, true),
+                (3000, false),
+                (3000, true),
+            ] {
+                let small = AllgathervOptions {
+                    block_bytes: 8 * 64,
+                    messages: Some(messages),
+                    ..Default::default()
+                };
                 check_dist(ctx, d, c, calls(), small);
             }
         });
@@ -209,7 +217,11 @@ fn check_result(got: &[u64], counts: &[usize], displs: &[usize], it: usize, what
 /// an ordinary one: on one node, on nodes of 2 and on nodes of 1.
 #[test]
 fn a_timed_out_call_completes_when_made_again() {
-    for (nodes, ppn) in [(1, 4), (2, 2), (3, 2), (4, 1)] {
+    let messages = [(2, 2, true), (4, 1, true)];
+    for (nodes, ppn, messages) in [(1, 4, false), (2, 2, false), (3, 2, false), (4, 1, false)]
+        .into_iter()
+        .chain(messages)
+    {
         Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
             segment(ctx, 0, 64);
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
@@ -217,13 +229,14 @@ fn a_timed_out_call_completes_when_made_again() {
             let displs = displs(&counts);
             let small = AllgathervOptions {
                 block_bytes: 8 * 64,
+                messages: Some(messages),
                 ..Default::default()
             };
             let mut ag =
                 Allgatherv::<u64>::with_options(ctx, 10, &counts, &displs, small, B).unwrap();
             let total: usize = counts.iter().sum();
             let send = |it| contribution(&counts, me, it);
-            let what = format!("{nodes}x{ppn}");
+            let what = format!("{nodes}x{ppn}, messages {}", ag.messages());
             // In the window.
             others_time_out_before_rank_0(ctx, 0, |t| ag.run(&send(0), t).map(|_| ()));
             let got = ag.run(&send(0), B).unwrap().to_vec();
@@ -271,13 +284,16 @@ fn a_timed_out_call_can_be_given_up() {
     // areas; 40,000 (320 KB per rank): larger than two areas allow, so
     // each call opens with a wait for the node's ranks (once the node's
     // barrier, where the given-up call left its arrival).
-    for (nodes, ppn, per_rank) in [
-        (1, 4, 300),
-        (2, 2, 300),
-        (4, 1, 300),
-        (1, 4, 40_000),
-        (2, 2, 40_000),
-        (4, 1, 40_000),
+    // Between hosts of the MPI engine, blocks as messages too.
+    for (nodes, ppn, per_rank, messages) in [
+        (1, 4, 300, false),
+        (2, 2, 300, false),
+        (4, 1, 300, false),
+        (1, 4, 40_000, false),
+        (2, 2, 40_000, false),
+        (4, 1, 40_000, false),
+        (2, 2, 300, true),
+        (4, 1, 40_000, true),
     ] {
         Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
             segment(ctx, 0, 64);
@@ -285,10 +301,15 @@ fn a_timed_out_call_can_be_given_up() {
             let counts = counts(Dist::Regular, n, per_rank);
             let displs = displs(&counts);
             let send = |it| contribution(&counts, me, it);
-            let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
+            let opts = AllgathervOptions {
+                messages: Some(messages),
+                ..Default::default()
+            };
+            let make = || Allgatherv::<u64>::with_options(ctx, 10, &counts, &displs, opts, B);
+            let mut ag = make().unwrap();
             others_give_up_before_rank_0(ctx, 0, |t| ag.run(&send(0), t).map(|_| ()));
             drop(ag);
-            let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
+            let mut ag = make().unwrap();
             let mut got = vec![u64::MAX; n * per_rank];
             for it in 1..4 {
                 ag.run_into(&send(it), &mut got, B).unwrap();
@@ -315,13 +336,25 @@ fn a_timed_out_call_can_be_given_up() {
 
 #[test]
 fn inter_node_messages_match_the_cost_model() {
-    for (nodes, ppn) in [(2, 2), (3, 2), (4, 2), (5, 1), (3, 3)] {
+    // (Between hosts of the MPI engine, blocks as messages too.)
+    let messages = [(2, 2, true), (3, 2, true), (5, 1, true)];
+    for (nodes, ppn, messages) in [
+        (2, 2, false),
+        (3, 2, false),
+        (4, 2, false),
+        (5, 1, false),
+        (3, 3, false),
+    ]
+    .into_iter()
+    .chain(messages)
+    {
         Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
             let n = ctx.num_ranks() as usize;
             let counts = counts(Dist::Decreasing, n, 700);
             let displs = displs(&counts);
             let options = AllgathervOptions {
                 block_bytes: 8 * 100,
+                messages: Some(messages),
                 ..Default::default()
             };
             let mut ag =
@@ -343,17 +376,66 @@ fn inter_node_messages_match_the_cost_model() {
             )
             .unwrap();
             let plan = ag.plan();
-            // Every block crosses every node boundary once; one credit per node.
-            let blocks = plan.inter_node_messages() as u64;
+            // Every byte crosses into every other node once.
             let bytes: u64 =
                 plan.blocks.iter().map(|b| 8 * b.len as u64).sum::<u64>() * (nodes as u64 - 1);
+            let expected = if ag.messages() {
+                // One message (a notified write) from every node that
+                // contributes to every other node; no credits.
+                let sending = (0..nodes)
+                    .filter(|&q| plan.node_first[q] < plan.node_first[q + 1])
+                    .count() as u64;
+                let m = sending * (nodes as u64 - 1);
+                [m, m, bytes]
+            } else {
+                // Every block crosses every node boundary once; one credit
+                // per node.
+                let blocks = plan.inter_node_messages() as u64;
+                [blocks, blocks + nodes as u64, bytes]
+            };
             assert_eq!(
                 sums,
-                [blocks, blocks + nodes as u64, bytes],
-                "{}",
+                expected,
+                "messages {}: {}",
+                ag.messages(),
                 plan.table()
             );
             barrier(ctx);
         });
     }
+}
+
+/// Between hosts of the MPI engine, blocks go as messages only where
+/// every node's contributions lie side by side in the result; here node
+/// 0's ranks 0 and 1 lie apart (ranks 0, 2, 1, 3 in the result): the ring
+/// carries them, and the result is right.
+#[test]
+fn contributions_of_a_node_apart_take_the_ring() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let me = ctx.rank() as usize;
+        let counts = vec![100; 4];
+        let displs = vec![0, 200, 100, 300];
+        let options = AllgathervOptions {
+            messages: Some(true),
+            ..Default::default()
+        };
+        let mut ag =
+            Allgatherv::<u64>::with_options(ctx, 10, &counts, &displs, options, B).unwrap();
+        assert!(!ag.messages());
+        let mut got = vec![u64::MAX; 400];
+        for it in 0..3 {
+            ag.run_into(&contribution(&counts, me, it), &mut got, B)
+                .unwrap();
+            check_result(&got, &counts, &displs, it, &format!("call {it}"));
+        }
+        // Side by side, in any order of the node's ranks: messages.
+        drop(ag);
+        let displs = vec![100, 0, 300, 200];
+        let ag = Allgatherv::<u64>::with_options(ctx, 10, &counts, &displs, options, B).unwrap();
+        let expect = ctx.num_nodes() > 1
+            && gaspi::testing::through_transport()
+            && std::env::var(gaspi::env::ENGINE).is_ok_and(|e| e == "mpi");
+        assert_eq!(ag.messages(), expect);
+        barrier(ctx);
+    });
 }

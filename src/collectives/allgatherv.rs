@@ -37,6 +37,16 @@
 //! inter-node writes per call, plus one credit per node
 //! ([`AllgathervPlan::inter_node_messages`]).
 //!
+//! Between hosts of an engine whose transport has messages (the MPI
+//! engine's, where its one-sided calls cross a network: over TCP a
+//! notified write costs round trips that a message does not), steps 4 and
+//! 5 are one message per pair of nodes instead ([`Messages`]): each node's
+//! first rank sends its node's contributions to every other node's first
+//! rank and takes theirs straight into the window (copying them into the
+//! caller's buffer as they land); the node's other ranks wait for its
+//! word. No credits are needed: a message lands only where its receiver
+//! asked for it. See [`AllgathervOptions::messages`].
+//!
 //! Block ids are the window's notification ids. `mSize` is chosen from
 //! the total so that the blocks fit the ids (at most
 //! `NOTIFICATION_LIMIT - 1` blocks): the window's table has one id per
@@ -44,9 +54,12 @@
 //! of a call is claimed before the call ends, and no node starts writing
 //! the next call before its next node's credit, so calls cannot mix.
 
+use super::memory::NodeMemory;
 use super::plan::{AllgathervPlan, Layout};
 use super::{await_control, control_word};
 use crate::context::Context;
+use crate::context::traffic::Op;
+use crate::engine::lent::Lent;
 use crate::error::{Error, Result};
 use crate::extent;
 use crate::segments::SegmentView;
@@ -56,6 +69,7 @@ use bytemuck::Pod;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
 
 /// Options of an [`Allgatherv`].
 ///
@@ -64,7 +78,7 @@ use std::sync::atomic::Ordering::SeqCst;
 /// let ctx = Context::init(Config::default())?;
 /// let n = ctx.num_ranks() as usize;
 /// // 4 KiB blocks (512 u64s) on queue 1.
-/// let opts = AllgathervOptions { block_bytes: 4096, queue: 1 };
+/// let opts = AllgathervOptions { block_bytes: 4096, queue: 1, ..Default::default() };
 /// let counts = vec![1000; n];
 /// let displs = gaspi::plan::displacements(&counts);
 /// let ag = Allgatherv::<u64>::with_options(&ctx, 0, &counts, &displs, opts, Timeout::Block)?;
@@ -85,6 +99,15 @@ pub struct AllgathervOptions {
     pub block_bytes: usize,
     /// The queue the collective posts on (default 0).
     pub queue: QueueId,
+    /// Whether blocks cross hosts as one message per pair of nodes and
+    /// call, among the nodes' first ranks, instead of the ring's notified
+    /// writes: `None` (the default), the engine's choice: messages where
+    /// the transport between hosts has them and its one-sided calls cross
+    /// a network (the MPI engine between hosts that MPI sees; over TCP a
+    /// notified write costs round trips a message does not). Only where
+    /// every node's contributions lie side by side in the result; the
+    /// same on every rank.
+    pub messages: Option<bool>,
 }
 
 impl AllgathervOptions {
@@ -113,6 +136,10 @@ const OPENED: usize = 0;
 /// The word of a rank's control line that counts the calls in which it
 /// has copied its contribution into the window (step 3).
 const COPIED: usize = 1;
+/// The word of the first local rank's control line that counts the calls
+/// whose blocks from other nodes it has taken, where they come as messages
+/// ([`Messages`]).
+const RECEIVED: usize = 2;
 
 /// Where a call stopped (to resume after a timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +155,59 @@ enum Phase {
     Sending { next: usize },
     /// Step 5: claiming and forwarding.
     Receiving,
+    /// Steps 4 and 5 as messages ([`Messages`]).
+    Exchanging,
+}
+
+/// Blocks between hosts as messages: where the engine's transport between
+/// hosts has keyed messages, each node's first rank sends its node's
+/// contributions (side by side in the result) to every other node's first
+/// rank as one message per call, and takes theirs straight into the
+/// window; the node's other ranks wait for its word ([`RECEIVED`]). No
+/// credits (a message lands only where its receiver asked, once its node
+/// no longer reads that area) and no claims; the same bytes cross hosts
+/// as on the ring (every node's data to every other node once), in
+/// `nodes - 1` messages per node and call instead of a notified write per
+/// block and node boundary.
+#[derive(Debug)]
+struct Messages {
+    /// The object's number in the keys of its messages.
+    id: u64,
+    /// Each node's contributions in the result (elements), side by side;
+    /// empty for a node that contributes nothing (no message).
+    spans: Vec<Range<usize>>,
+    mem: NodeMemory,
+}
+
+/// How far a node's message came in the call in progress, on its node's
+/// first rank ([`Allgatherv::exchange`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Moved {
+    /// Elements that landed and were copied into the caller's buffer (if
+    /// there is one).
+    landed: usize,
+    /// Taken whole (this node's: sent to every other node).
+    done: bool,
+}
+
+/// Each node's contributions as one range of the result, if every node's
+/// lie side by side (in any order of its ranks).
+fn node_spans(plan: &AllgathervPlan) -> Option<Vec<Range<usize>>> {
+    let layout = plan.layout;
+    (0..layout.nodes())
+        .map(|q| {
+            let mut parts: Vec<Range<usize>> = layout
+                .node_ranks(q)
+                .filter(|&r| plan.counts[r] > 0)
+                .map(|r| plan.displs[r]..plan.displs[r] + plan.counts[r])
+                .collect();
+            parts.sort_unstable_by_key(|p| p.start);
+            let first = parts.first().map_or(0, |p| p.start);
+            parts.iter().try_fold(first..first, |span, p| {
+                (p.start == span.end).then_some(span.start..p.end)
+            })
+        })
+        .collect()
 }
 
 /// An allgatherv over all ranks with fixed counts and displacements, run
@@ -171,6 +251,11 @@ pub struct Allgatherv<'a, T> {
     /// `run_into`: the blocks this rank has copied into the caller's
     /// buffer in the call in progress (by block id).
     copied: Vec<bool>,
+    /// Blocks between hosts as messages, where they are.
+    messages: Option<Messages>,
+    /// With messages, on the node's first rank, in the call in progress:
+    /// by node, how far its message came.
+    moved: Vec<Moved>,
     _t: PhantomData<T>,
 }
 
@@ -266,6 +351,21 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let window = ctx.window_create_with(segment, bytes, GroupId::ALL, opts, timeout)?;
         let words = control_at / 8;
         let control = window.view::<u64>().sub(words..words + lines / 8);
+        let messages = match node_spans(&plan) {
+            Some(spans)
+                if layout.nodes() > 1
+                    && ctx.engine.host_keyed()
+                    && options
+                        .messages
+                        .unwrap_or(!ctx.engine.host_one_sided_in_memory()) =>
+            {
+                let id = super::keyed_object_id(ctx, &mut [], timeout)?;
+                ctx.engine.host_keyed_made(id);
+                let mem = NodeMemory::new(&window);
+                Some(Messages { id, spans, mem })
+            }
+            _ => None,
+        };
         Ok(Allgatherv {
             ctx,
             segment,
@@ -278,6 +378,8 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             control,
             areas,
             copied: Vec::new(),
+            messages,
+            moved: Vec::new(),
             _t: PhantomData,
         })
     }
@@ -516,10 +618,15 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         if phase == Phase::Start {
             self.copied.clear();
             self.copied.resize(self.plan.total_blocks(), false);
+            self.moved.clear();
+            self.moved
+                .resize(self.plan.layout.nodes(), Moved::default());
         }
         let mut copied = std::mem::take(&mut self.copied);
-        let result = self.advance(&mut phase, send, recv, &mut copied, deadline);
+        let mut moved = std::mem::take(&mut self.moved);
+        let result = self.advance(&mut phase, send, recv, (&mut copied, &mut moved), deadline);
         self.copied = copied;
+        self.moved = moved;
         match result {
             Ok(()) => {
                 self.calls += 1;
@@ -576,13 +683,13 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
 
     /// Run the call's phases from `phase` on, updating it as they finish;
     /// with `recv`, copy the result into it on the way (`copied`: the
-    /// blocks already there).
+    /// blocks already there; `moved`: the messages, [`Allgatherv::exchange`]).
     fn advance(
         &self,
         phase: &mut Phase,
         send: &[T],
         mut recv: Option<&mut [T]>,
-        copied: &mut [bool],
+        (copied, moved): (&mut [bool], &mut [Moved]),
         deadline: Deadline,
     ) -> Result<()> {
         let ctx = self.ctx;
@@ -609,7 +716,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                 }
                 Phase::Opened => {
                     // Tell the previous node: this node may be written.
-                    if nodes > 1 && ctx.local_rank() == 0 {
+                    if nodes > 1 && ctx.local_rank() == 0 && self.messages.is_none() {
                         self.send_credit(self.calls, deadline)?;
                     }
                     self.window
@@ -623,8 +730,11 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         copy_rest(&mut recv, copied);
                         return Ok(());
                     }
-                    *phase = Phase::Sending {
-                        next: plan.sends(me).start,
+                    *phase = match self.messages {
+                        Some(_) => Phase::Exchanging,
+                        None => Phase::Sending {
+                            next: plan.sends(me).start,
+                        },
                     };
                 }
                 Phase::Sending { next } => {
@@ -671,8 +781,148 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     copy_rest(&mut recv, copied);
                     return Ok(());
                 }
+                Phase::Exchanging => {
+                    let call = self.calls + 1;
+                    if ctx.local_rank() == 0 {
+                        self.exchange(moved, &mut recv, deadline)?;
+                        control_word(&self.control, 0, RECEIVED).store(call, SeqCst);
+                        self.window.object().notifications().ww.wake();
+                        // The other nodes' blocks are in `recv` already.
+                        for q in (0..nodes).filter(|&q| q != node) {
+                            copied[plan.node_first[q]..plan.node_first[q + 1]].fill(true);
+                        }
+                    } else {
+                        // The node's blocks while the others' come.
+                        let node_blocks = plan.node_first[node]..plan.node_first[node + 1];
+                        self.copy_blocks(node_blocks, &mut recv, copied);
+                        let lines = (&self.window, &self.control);
+                        await_control::<RECEIVED>(ctx, lines, 0..1, call, deadline)?;
+                        ctx.engine.faults()?;
+                    }
+                    copy_rest(&mut recv, copied);
+                    return Ok(());
+                }
             }
         }
+    }
+
+    /// The node's first rank's messages of this call ([`Messages`]): this
+    /// node's contributions to every other node's first rank, theirs taken
+    /// into the window and copied into `recv` (if there is one) as they
+    /// land, until all went and came (`moved`, by node, kept across a
+    /// timeout).
+    fn exchange(
+        &self,
+        moved: &mut [Moved],
+        recv: &mut Option<&mut [T]>,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let ctx = self.ctx;
+        let m = self.messages.as_ref().expect("an exchange has messages");
+        let layout = self.plan.layout;
+        let (me, nodes) = (ctx.node(), layout.nodes());
+        let elem = std::mem::size_of::<T>();
+        let area = self.area(self.calls);
+        let key = (m.id, self.calls);
+        let first = |q: usize| layout.node_ranks(q).start as Rank;
+        let lent: Vec<Option<Lent>> = m
+            .spans
+            .iter()
+            .map(|s| {
+                let (at, len) = ((area + s.start) * elem, s.len() * elem);
+                // SAFETY: a node's contributions (`s`) in this call's area. This
+                // node's (sent from): its ranks wrote them in step 2 and said so
+                // (step 3, passed); they write them again only in the next call
+                // of this area, which they enter after this rank finished this
+                // call (one area: step 1 waits for this rank; two: they finish
+                // the call in between only after this rank's word for it, which
+                // it writes after finishing this call), and this rank finishes
+                // only once its sends went. Another node's (taken into): only the
+                // transport writes them, until the message is taken or the object
+                // is dropped (`keyed_forget`); the node's ranks read them only
+                // after this rank's word for this call, and stopped reading this
+                // area's previous result before they passed step 3 of this call
+                // (one area) or of the call before (two).
+                (!s.is_empty()).then(|| unsafe { m.mem.lend(at, len) })
+            })
+            .collect();
+        let others = || (0..nodes).filter(move |&q| q != me);
+        let view = self.window.view::<T>();
+        let mut step = || -> Result<bool> {
+            match &lent[me] {
+                Some(data) if !moved[me].done => {
+                    let mut all = true;
+                    for q in others() {
+                        all &= ctx.engine.host_keyed_send(first(q), key, data)?;
+                    }
+                    if all {
+                        // Each counted as the notified write it stands for.
+                        let n = others().count() as u64;
+                        ctx.traffic.count(true, Op::Write, n, data.len() as u64 * n);
+                        ctx.traffic.count(true, Op::Notify, n, 0);
+                    }
+                    moved[me].done = all;
+                }
+                Some(_) => {}
+                None => moved[me].done = true,
+            }
+            let mut all = moved[me].done;
+            for q in others() {
+                let span = &m.spans[q];
+                let Some(into) = lent[q].as_ref().filter(|_| !moved[q].done) else {
+                    moved[q].done = true; // (nothing comes from an empty node)
+                    continue;
+                };
+                // (The message is taken only once its head came too.)
+                moved[q].done = ctx.engine.host_keyed_take(first(q), key, into)?;
+                let landed = if moved[q].done {
+                    span.len()
+                } else {
+                    (ctx.engine.host_keyed_landed(first(q), key) / elem).min(span.len())
+                };
+                if landed > moved[q].landed {
+                    // What landed, while the rest comes.
+                    if let Some(recv) = recv.as_deref_mut() {
+                        let part = span.start + moved[q].landed..span.start + landed;
+                        view.copy_to_slice(area + part.start, &mut recv[part]);
+                    }
+                    moved[q].landed = landed;
+                }
+                all &= moved[q].done;
+            }
+            Ok(all)
+        };
+        let poll = || match step() {
+            Ok(false) => None,
+            done => Some(done.map(|_| ())),
+        };
+        let longest = Duration::from_micros(50);
+        let ww = m.mem.table().ww;
+        let check = || ctx.engine.faults();
+        ctx.engine
+            .patience()
+            .wait_or_poll(ww, deadline, longest, poll, check)?
+    }
+
+    /// Whether this allgatherv's blocks cross hosts as one message per
+    /// pair of nodes and call ([`AllgathervOptions::messages`]) rather
+    /// than as the ring's notified writes.
+    ///
+    /// ```
+    /// # use gaspi::{Allgatherv, AllgathervOptions, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// let counts = vec![8; ctx.num_ranks() as usize];
+    /// let displs = gaspi::plan::displacements(&counts);
+    /// let opts = AllgathervOptions { messages: Some(true), ..Default::default() };
+    /// let ag = Allgatherv::<u8>::with_options(&ctx, 0, &counts, &displs, opts, Timeout::Block)?;
+    /// // Only between hosts of an engine with messages (the MPI engine's).
+    /// if ctx.num_nodes() == 1 {
+    ///     assert!(!ag.messages());
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn messages(&self) -> bool {
+        self.messages.is_some()
     }
 
     /// The segment id of the result window.
@@ -728,6 +978,11 @@ impl<T> Drop for Allgatherv<'_, T> {
     /// more writes come in (after a call given up, see
     /// [`Context::segment_create`] for why a new one is still safe).
     fn drop(&mut self) {
+        if let Some(m) = &self.messages {
+            // Its messages being taken are given up (the window's memory
+            // is kept mapped while the transport still writes it).
+            self.ctx.engine.host_keyed_forget(m.id);
+        }
         super::release(self.ctx, self.segment, self.options.queue);
     }
 }

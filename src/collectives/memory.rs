@@ -1,12 +1,13 @@
-//! The node reduction's window memory: the only place where the
-//! collectives touch a window's bytes directly, outside the engine's
+//! A node's window memory as the allreduce and the allgatherv use it: the
+//! only place where the collectives touch a window's bytes directly (or
+//! lend them to the engine's keyed messages), outside the engine's
 //! one-sided operations.
 //!
 //! Every rank of a node maps the same window, and ranks of other nodes
 //! write into it through the engine, so a slice of it is a promise about
 //! what the others do meanwhile. [`NodeMemory::read`] and
-//! [`NodeMemory::write`] are therefore `unsafe`; each call in this folder
-//! states, in its `SAFETY` comment, the step of the call protocol that
+//! [`NodeMemory::write`] (and [`NodeMemory::lend`]) are therefore `unsafe`;
+//! each caller states, in its `SAFETY` comment, the step of the call protocol that
 //! keeps writers away (slots alternating by call parity, claims on call
 //! numbers, notifications seen before a read). Words and copies need no
 //! such promise: they are atomics, and copies that no reference covers.
@@ -19,37 +20,37 @@ use bytemuck::Pod;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-/// A node's window, as the node reduction uses it.
+/// A node's window, as the node reduction and the allgatherv use it.
 #[derive(Debug)]
-pub(super) struct NodeMemory {
+pub(crate) struct NodeMemory {
     obj: Arc<SegmentObject>,
 }
 
 impl NodeMemory {
-    pub(super) fn new(window: &Window) -> NodeMemory {
+    pub(crate) fn new(window: &Window) -> NodeMemory {
         NodeMemory {
             obj: window.object().clone(),
         }
     }
 
     /// The object, for the engine's calls on it (relaying notifications).
-    pub(super) fn object(&self) -> &SegmentObject {
+    pub(crate) fn object(&self) -> &SegmentObject {
         &self.obj
     }
 
     /// The window's notification table.
-    pub(super) fn table(&self) -> NotificationTable<'_> {
+    pub(crate) fn table(&self) -> NotificationTable<'_> {
         self.obj.notifications()
     }
 
     /// The 8-byte word at byte `at` (8-byte aligned), as an atomic.
-    pub(super) fn word(&self, at: usize) -> &AtomicU64 {
+    pub(crate) fn word(&self, at: usize) -> &AtomicU64 {
         self.obj.atomic_u64(at)
     }
 
     /// Copy `bytes` to byte `at`; with `streaming`, by non-temporal stores
     /// (see `stream_choice.rs`).
-    pub(super) fn put(&self, at: usize, bytes: &[u8], streaming: bool) {
+    pub(crate) fn put(&self, at: usize, bytes: &[u8], streaming: bool) {
         self.obj.write_from(at, bytes, streaming)
     }
 
@@ -58,7 +59,7 @@ impl NodeMemory {
     /// # Safety
     /// No rank of any node, and no other thread, writes these bytes while
     /// the slice lives.
-    pub(super) unsafe fn read<T: Pod>(&self, at: usize, len: usize) -> &[T] {
+    pub(crate) unsafe fn read<T: Pod>(&self, at: usize, len: usize) -> &[T] {
         // SAFETY: forwarded to the caller; bounds and alignment are checked
         // by the object (a panic, never an access outside the window).
         unsafe { self.obj.as_slice(at, len) }
@@ -75,7 +76,7 @@ impl NodeMemory {
     ///
     /// [`Transport::keyed_send`]: crate::engine::transport::Transport::keyed_send
     /// [`Transport::keyed_take`]: crate::engine::transport::Transport::keyed_take
-    pub(super) unsafe fn lend(&self, at: usize, len: usize) -> Lent {
+    pub(crate) unsafe fn lend(&self, at: usize, len: usize) -> Lent {
         let ptr = Span {
             obj: &self.obj,
             off: at,
@@ -95,7 +96,7 @@ impl NodeMemory {
     /// Nothing else (any rank, any thread, any other slice) reads or
     /// writes these bytes while the slice lives.
     #[allow(clippy::mut_from_ref)]
-    pub(super) unsafe fn write<T: Pod>(&self, at: usize, len: usize) -> &mut [T] {
+    pub(crate) unsafe fn write<T: Pod>(&self, at: usize, len: usize) -> &mut [T] {
         // SAFETY: as `read`, with exclusivity promised by the caller.
         unsafe { self.obj.as_mut_slice(at, len) }
     }

@@ -21,6 +21,7 @@ mod group_allreduce;
 mod groups;
 mod hierarchical;
 mod layout;
+mod memory;
 pub mod model;
 pub mod plan;
 mod reduce_op;
@@ -34,7 +35,9 @@ pub use reduce_op::{ReduceOp, Reducible};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
-use crate::types::{Deadline, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
+use crate::types::{
+    Deadline, GroupId, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout,
+};
 use crate::windows::Window;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
@@ -74,6 +77,32 @@ pub(crate) fn await_control<const K: usize>(
         },
         || ctx.engine.faults(),
     )
+}
+
+/// The number the next collective object with keyed messages made in
+/// this process proposes ([`keyed_object_id`]).
+static NEXT_KEYED_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Agree on the number of a collective object with keyed messages
+/// ([`Transport::keyed_send`](crate::engine::transport::Transport::keyed_send)),
+/// made by every rank: the largest of the ranks' proposals, so that no two
+/// objects of the job share one. `more` are further words the ranks agree
+/// on by their maximum in the same allreduce over all ranks (written over
+/// with the agreed values). Numbers only grow in a process.
+pub(crate) fn keyed_object_id(ctx: &Context, more: &mut [u64], timeout: Timeout) -> Result<u64> {
+    let next = NEXT_KEYED_ID.load(SeqCst);
+    let id = if ctx.num_ranks() < 2 {
+        next
+    } else {
+        let mut mine = vec![next];
+        mine.extend_from_slice(more);
+        let mut all = vec![0u64; mine.len()];
+        ctx.allreduce(&mine, &mut all, ReduceOp::Max, GroupId::ALL, timeout)?;
+        more.copy_from_slice(&all[1..]);
+        all[0]
+    };
+    NEXT_KEYED_ID.fetch_max(id.saturating_add(1), SeqCst);
+    Ok(id)
 }
 
 /// The notification value that tags call `call` of a collective object:

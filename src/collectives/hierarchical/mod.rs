@@ -131,7 +131,6 @@ mod areas;
 mod call_plan;
 mod dissemination;
 mod kernels;
-mod memory;
 mod node_reduce;
 mod options;
 mod pipeline;

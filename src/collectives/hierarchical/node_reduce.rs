@@ -6,14 +6,13 @@ use super::call_plan::{
     CallPlan, Instance, PipeCursor, SCATTER_MIN_BYTES, ScatterCursor, split_range,
 };
 use super::kernels::tag;
-use super::memory::NodeMemory;
 use super::options::{
     AllreduceAlgorithm, AllreduceOptions, Choice, Inter, auto_direct_max, choose,
 };
 use super::stream_choice::{self, Kinds, StreamChoices};
+use crate::collectives::memory::NodeMemory;
 use crate::collectives::plan::{Dissemination, Layout};
 use crate::collectives::post;
-use crate::collectives::reduce_op::ReduceOp;
 use crate::config::NOTIFICATION_LIMIT;
 use crate::context::Context;
 use crate::engine::caches::last_level_cache_bytes;
@@ -77,9 +76,6 @@ fn run_choice(
     }
     (choice, by_messages)
 }
-
-/// The number of the next [`NodeReduce`] made in this process.
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The node-aware reduction engine: a window, its areas, and the call
 /// counter. Untyped; each call brings its element type and operation.
@@ -406,23 +402,16 @@ impl NodeReduce {
         ask: bool,
         timeout: Timeout,
     ) -> Result<(bool, u64)> {
-        let next = NEXT_ID.load(SeqCst);
-        let agreed = if ctx.num_ranks() < 2 {
-            (false, next)
-        } else {
-            let host = ctx.engine.host_ranks().min(u32::MAX as usize) as u32;
-            let share = ask
-                && opts
-                    .share_reduction
-                    .unwrap_or_else(|| ctx.engine.patience().shares_cores(host));
-            // The largest "does not share" is 0 only where every rank shares.
-            let mut all = [0u64; 2];
-            let mine = [u64::from(!share), next];
-            ctx.allreduce(&mine, &mut all, ReduceOp::Max, GroupId::ALL, timeout)?;
-            (ask && all[0] == 0, all[1])
-        };
-        NEXT_ID.fetch_max(agreed.1.saturating_add(1), SeqCst);
-        Ok(agreed)
+        let host = ctx.engine.host_ranks().min(u32::MAX as usize) as u32;
+        let share = ask
+            && opts
+                .share_reduction
+                .unwrap_or_else(|| ctx.engine.patience().shares_cores(host));
+        // The largest "does not share" is 0 only where every rank shares.
+        let mut not_shared = [u64::from(!share)];
+        let id = crate::collectives::keyed_object_id(ctx, &mut not_shared, timeout)?;
+        let shared = ask && not_shared[0] == 0 && ctx.num_ranks() >= 2;
+        Ok((shared, id))
     }
 
     /// Collectively find the local ranks that may run on this rank's CPU:
