@@ -69,7 +69,6 @@ use bytemuck::Pod;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::Ordering::SeqCst;
-use std::time::Duration;
 
 /// Options of an [`Allgatherv`].
 ///
@@ -848,7 +847,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             .collect();
         let others = || (0..nodes).filter(move |&q| q != me);
         let view = self.window.view::<T>();
-        let mut step = || -> Result<bool> {
+        let step = || -> Result<bool> {
             match &lent[me] {
                 Some(data) if !moved[me].done => {
                     let mut all = true;
@@ -892,16 +891,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             }
             Ok(all)
         };
-        let poll = || match step() {
-            Ok(false) => None,
-            done => Some(done.map(|_| ())),
-        };
-        let longest = Duration::from_micros(50);
-        let ww = m.mem.table().ww;
-        let check = || ctx.engine.faults();
-        ctx.engine
-            .patience()
-            .wait_or_poll(ww, deadline, longest, poll, check)?
+        super::poll_keyed(ctx, m.mem.table().ww, deadline, step)
     }
 
     /// Whether this allgatherv's blocks cross hosts as one message per

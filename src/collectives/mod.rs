@@ -33,6 +33,7 @@ pub use hierarchical::{Allreduce, AllreduceAlgorithm, AllreduceOptions};
 pub use reduce_op::{ReduceOp, Reducible};
 
 use crate::context::Context;
+use crate::engine::wait::WaitWord;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
 use crate::types::{
@@ -41,6 +42,7 @@ use crate::types::{
 use crate::windows::Window;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::time::Duration;
 
 /// Word `k` of local rank `local`'s control line in `control`: a
 /// collective's progress words, a cache line (eight words) per local rank
@@ -103,6 +105,27 @@ pub(crate) fn keyed_object_id(ctx: &Context, more: &mut [u64], timeout: Timeout)
     };
     NEXT_KEYED_ID.fetch_max(id.saturating_add(1), SeqCst);
     Ok(id)
+}
+
+/// Run `step` until it says that the keyed messages it moves are done
+/// (`Ok(true)`) or fails, in the rhythm of a wait: woken through `ww` (a
+/// window's table, where the local ranks wake each other), and in naps of
+/// at most 50 us for the messages, which wake nobody.
+pub(crate) fn poll_keyed(
+    ctx: &Context,
+    ww: &WaitWord,
+    deadline: Deadline,
+    mut step: impl FnMut() -> Result<bool>,
+) -> Result<()> {
+    let longest = Duration::from_micros(50);
+    let poll = || match step() {
+        Ok(false) => None,
+        done => Some(done.map(|_| ())),
+    };
+    let check = || ctx.engine.faults();
+    ctx.engine
+        .patience()
+        .wait_or_poll(ww, deadline, longest, poll, check)?
 }
 
 /// The notification value that tags call `call` of a collective object:

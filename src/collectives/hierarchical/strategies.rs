@@ -18,7 +18,6 @@ use crate::types::{Deadline, Notification, Rank};
 use bytemuck::Pod;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-use std::time::Duration;
 
 impl NodeReduce {
     /// Direct exchange: write the call's message at `from` into every other
@@ -339,25 +338,15 @@ impl NodeReduce {
         self.poll_messages(ctx, deadline, step)
     }
 
-    /// Run `step` until it says that the keyed messages it moves are done
-    /// (`Ok(true)`) or fails, in the rhythm of a wait: woken by the local
-    /// ranks through the window's table (a partial made ready), and in
-    /// naps of at most 50 us for the messages, which wake nobody.
+    /// [`poll_keyed`](crate::collectives::poll_keyed) on this window's
+    /// table.
     pub(super) fn poll_messages(
         &self,
         ctx: &Context,
         deadline: Deadline,
-        mut step: impl FnMut() -> Result<bool>,
+        step: impl FnMut() -> Result<bool>,
     ) -> Result<()> {
-        let longest = Duration::from_micros(50);
-        let poll = || match step() {
-            Ok(false) => None,
-            done => Some(done.map(|_| ())),
-        };
-        let check = || ctx.engine.faults();
-        ctx.engine
-            .patience()
-            .wait_or_poll(self.mem.table().ww, deadline, longest, poll, check)?
+        crate::collectives::poll_keyed(ctx, self.mem.table().ww, deadline, step)
     }
 
     /// Node partials: once this node's partial is ready and every other
