@@ -139,10 +139,20 @@ fn broadcast_distribution_on_every_layout() {
 
 #[test]
 fn contributions_of_4_mib() {
-    for (nodes, ppn) in [(2, 2), (3, 1), (1, 4)] {
+    // Between hosts of the MPI engine, the ring and messages of many
+    // pieces (copied into the caller's buffer as they land).
+    let messages = [(2, 2, true), (3, 1, true)];
+    for (nodes, ppn, messages) in [(2, 2, false), (3, 1, false), (1, 4, false)]
+        .into_iter()
+        .chain(messages)
+    {
         Job::new(&[nodes * ppn]).ppn(ppn).run(|ctx| {
+            let options = AllgathervOptions {
+                messages: Some(messages),
+                ..Default::default()
+            };
             for d in [Dist::Regular, Dist::Decreasing, Dist::Broadcast] {
-                check_dist(ctx, d, 512 << 10, 3, AllgathervOptions::default());
+                check_dist(ctx, d, 512 << 10, 3, options);
             }
         });
     }
