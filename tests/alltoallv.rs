@@ -1300,7 +1300,7 @@ fn bad_arguments_are_refused() {
 
 #[test]
 fn inter_node_messages_match_the_plan() {
-    for (ranks, ppn) in [(4, 2), (6, 2), (6, 3), (5, 1), (8, 4)] {
+    for (ranks, ppn) in gaspi::testing::layouts(&[(4, 2), (6, 2), (6, 3), (5, 1), (8, 4)]) {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
             let nodes = ctx.num_nodes() as u64;

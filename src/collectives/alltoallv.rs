@@ -957,18 +957,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     fn single_min(&self) -> usize {
         self.options
             .single_copy_min
-            .unwrap_or(if self.shares_cores() {
+            .unwrap_or(if self.ctx.engine.host_shares_cores() {
                 AlltoallvOptions::DEFAULT_SHARED_SINGLE_COPY_MIN
             } else {
                 AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN
             })
-    }
-
-    /// Whether the ranks of this host share cores (then waiting for
-    /// another rank costs wake-ups).
-    fn shares_cores(&self) -> bool {
-        let host = u32::try_from(self.ctx.engine.host_ranks()).unwrap_or(u32::MAX);
-        self.ctx.engine.patience().shares_cores(host)
     }
 
     /// Find out whether the ranks of this node copy large pieces once

@@ -461,6 +461,13 @@ impl Native {
         self.host.len()
     }
 
+    /// Whether this host's ranks, all awake, would be more than there are
+    /// cores for spinning ([`Patience::shares_cores`]).
+    pub(crate) fn host_shares_cores(&self) -> bool {
+        let ranks = u32::try_from(self.host_ranks()).unwrap_or(u32::MAX);
+        self.patience().shares_cores(ranks)
+    }
+
     /// Whether no other rank of this machine may run on this rank's CPUs
     /// (as they were when it joined).
     pub(crate) fn own_cpus(&self) -> bool {

@@ -402,11 +402,10 @@ impl NodeReduce {
         ask: bool,
         timeout: Timeout,
     ) -> Result<(bool, u64)> {
-        let host = ctx.engine.host_ranks().min(u32::MAX as usize) as u32;
         let share = ask
             && opts
                 .share_reduction
-                .unwrap_or_else(|| ctx.engine.patience().shares_cores(host));
+                .unwrap_or_else(|| ctx.engine.host_shares_cores());
         // The largest "does not share" is 0 only where every rank shares.
         let mut not_shared = [u64::from(!share)];
         let id = crate::collectives::keyed_object_id(ctx, &mut not_shared, timeout)?;
