@@ -43,9 +43,10 @@
 //! 5 are one message per pair of nodes instead ([`Messages`]): each node's
 //! first rank sends its node's contributions to every other node's first
 //! rank and takes theirs straight into the window (copying them into the
-//! caller's buffer as they land); the node's other ranks wait for its
-//! word. No credits are needed: a message lands only where its receiver
-//! asked for it. See [`AllgathervOptions::messages`].
+//! caller's buffer as they land); the node's other ranks copy what it
+//! saw land as it lands (`run_into`) and wait for its word. No credits
+//! are needed: a message lands only where its receiver asked for it. See
+//! [`AllgathervOptions::messages`].
 //!
 //! Block ids are the window's notification ids. `mSize` is chosen from
 //! the total so that the blocks fit the ids (at most
@@ -68,6 +69,7 @@ use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::SeqCst;
 
 /// Options of an [`Allgatherv`].
@@ -140,6 +142,28 @@ const COPIED: usize = 1;
 /// ([`Messages`]).
 const RECEIVED: usize = 2;
 
+/// Bits of a landed word ([`Allgatherv::exchange`]) that count elements;
+/// the bits above hold the call's number (its low 16 bits). A window holds
+/// far fewer than 2^48 elements.
+const LANDED_BITS: u32 = 48;
+
+/// A landed word: `landed` elements of a node's message in call `call`.
+fn landed_word(call: u64, landed: usize) -> u64 {
+    debug_assert!((landed as u64) < 1 << LANDED_BITS);
+    (call << LANDED_BITS) | landed as u64
+}
+
+/// The elements a landed word counts for call `call` (0 if it is
+/// another call's: the previous one's, not yet written over).
+fn landed_in(word: u64, call: u64) -> usize {
+    let tag_mask = u64::MAX >> LANDED_BITS;
+    if (word >> LANDED_BITS) == (call & tag_mask) {
+        (word & ((1 << LANDED_BITS) - 1)) as usize
+    } else {
+        0
+    }
+}
+
 /// Where a call stopped (to resume after a timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -162,7 +186,8 @@ enum Phase {
 /// hosts has keyed messages, each node's first rank sends its node's
 /// contributions (side by side in the result) to every other node's first
 /// rank as one message per call, and takes theirs straight into the
-/// window; the node's other ranks wait for its word ([`RECEIVED`]). No
+/// window; the node's other ranks copy what it saw land ([`landed_word`])
+/// and wait for its word ([`RECEIVED`]). No
 /// credits (a message lands only where its receiver asked, once its node
 /// no longer reads that area) and no claims; the same bytes cross hosts
 /// as on the ring (every node's data to every other node once), in
@@ -252,6 +277,11 @@ pub struct Allgatherv<'a, T> {
     copied: Vec<bool>,
     /// Blocks between hosts as messages, where they are.
     messages: Option<Messages>,
+    /// After the control lines, a word per node: with messages, how much
+    /// of that node's message the node's first rank has seen land in the
+    /// call in progress ([`landed_word`]), so that the node's other ranks
+    /// copy it into their buffers while the rest comes.
+    landed: SegmentView<u64>,
     /// With messages, on the node's first rank, in the call in progress:
     /// by node, how far its message came.
     moved: Vec<Moved>,
@@ -346,10 +376,13 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         // The control lines, 64-byte aligned after the areas.
         let control_at = extent::end("allgatherv result areas", bytes, 63)? / 64 * 64;
         let lines = extent::mul("allgatherv control lines", layout.ppn, 64)?;
-        let bytes = extent::end("allgatherv window", control_at, lines)?;
+        let landed_at = extent::end("allgatherv control lines", control_at, lines)?;
+        let landed_len = extent::mul("allgatherv landed words", layout.nodes(), 8)?;
+        let bytes = extent::end("allgatherv window", landed_at, landed_len)?;
         let window = ctx.window_create_with(segment, bytes, GroupId::ALL, opts, timeout)?;
         let words = control_at / 8;
         let control = window.view::<u64>().sub(words..words + lines / 8);
+        let landed = window.view::<u64>().sub(landed_at / 8..bytes / 8);
         let messages = match node_spans(&plan) {
             Some(spans)
                 if layout.nodes() > 1
@@ -378,6 +411,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             areas,
             copied: Vec::new(),
             messages,
+            landed,
             moved: Vec::new(),
             _t: PhantomData,
         })
@@ -794,8 +828,12 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         // The node's blocks while the others' come.
                         let node_blocks = plan.node_first[node]..plan.node_first[node + 1];
                         self.copy_blocks(node_blocks, &mut recv, copied);
-                        let lines = (&self.window, &self.control);
-                        await_control::<RECEIVED>(ctx, lines, 0..1, call, deadline)?;
+                        if recv.is_some() {
+                            self.follow(moved, &mut recv, copied, deadline)?;
+                        } else {
+                            let lines = (&self.window, &self.control);
+                            await_control::<RECEIVED>(ctx, lines, 0..1, call, deadline)?;
+                        }
                         ctx.engine.faults()?;
                     }
                     copy_rest(&mut recv, copied);
@@ -838,15 +876,16 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                 // it writes after finishing this call), and this rank finishes
                 // only once its sends went. Another node's (taken into): only the
                 // transport writes them, until the message is taken or the object
-                // is dropped (`keyed_forget`); the node's ranks read them only
-                // after this rank's word for this call, and stopped reading this
+                // is dropped (`keyed_forget`); the node's ranks read only what
+                // this rank saw land (its landed word for this call, or its word
+                // for the call, each stored after the bytes it counts landed,
+                // which the transport no longer writes), and stopped reading this
                 // area's previous result before they passed step 3 of this call
                 // (one area) or of the call before (two).
                 (!s.is_empty()).then(|| unsafe { m.mem.lend(at, len) })
             })
             .collect();
         let others = || (0..nodes).filter(move |&q| q != me);
-        let view = self.window.view::<T>();
         let step = || -> Result<bool> {
             match &lent[me] {
                 Some(data) if !moved[me].done => {
@@ -880,18 +919,81 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     (ctx.engine.host_keyed_landed(first(q), key) / elem).min(span.len())
                 };
                 if landed > moved[q].landed {
-                    // What landed, while the rest comes.
-                    if let Some(recv) = recv.as_deref_mut() {
-                        let part = span.start + moved[q].landed..span.start + landed;
-                        view.copy_to_slice(area + part.start, &mut recv[part]);
-                    }
-                    moved[q].landed = landed;
+                    // What landed, while the rest comes; the node's other
+                    // ranks copy it too (the word after the data: they
+                    // read the data after the word).
+                    self.copy_landed(span, &mut moved[q], landed, recv);
+                    self.landed_at(q)
+                        .store(landed_word(self.calls, landed), SeqCst);
                 }
                 all &= moved[q].done;
             }
             Ok(all)
         };
         super::poll_keyed(ctx, m.mem.table().ww, deadline, step)
+    }
+
+    /// Node `q`'s landed word ([`Allgatherv::landed`]).
+    fn landed_at(&self, q: usize) -> &AtomicU64 {
+        self.landed
+            .atomic_u64(8 * q)
+            .expect("the landed words lie 8-byte aligned in the window")
+    }
+
+    /// Copy the elements of `span` (a node's message) that landed since
+    /// `moved.landed`, up to `landed`, from this call's area into `recv`
+    /// (if there is one).
+    fn copy_landed(
+        &self,
+        span: &Range<usize>,
+        moved: &mut Moved,
+        landed: usize,
+        recv: &mut Option<&mut [T]>,
+    ) {
+        if let Some(recv) = recv.as_deref_mut() {
+            let part = span.start + moved.landed..span.start + landed;
+            let area = self.area(self.calls);
+            self.window
+                .view::<T>()
+                .copy_to_slice(area + part.start, &mut recv[part]);
+        }
+        moved.landed = moved.landed.max(landed);
+    }
+
+    /// On a node's other ranks, with messages: copy the other nodes'
+    /// messages into `recv` as the node's first rank sees them land (its
+    /// landed words), until its word for this call ([`RECEIVED`]) says all
+    /// came; then the other nodes' blocks are all in `recv` (`copied`).
+    fn follow(
+        &self,
+        moved: &mut [Moved],
+        recv: &mut Option<&mut [T]>,
+        copied: &mut [bool],
+        deadline: Deadline,
+    ) -> Result<()> {
+        let ctx = self.ctx;
+        let m = self.messages.as_ref().expect("following needs messages");
+        let (node, call) = (ctx.node(), self.calls + 1);
+        let step = || -> Result<bool> {
+            // The word first: once it is there, every message came whole.
+            let all = control_word(&self.control, 0, RECEIVED).load(SeqCst) >= call;
+            for (q, span) in m.spans.iter().enumerate().filter(|&(q, _)| q != node) {
+                let landed = match all {
+                    true => span.len(),
+                    false => landed_in(self.landed_at(q).load(SeqCst), self.calls),
+                };
+                if landed > moved[q].landed {
+                    self.copy_landed(span, &mut moved[q], landed, recv);
+                }
+            }
+            Ok(all)
+        };
+        super::poll_keyed(ctx, self.window.object().notifications().ww, deadline, step)?;
+        let plan = &self.plan;
+        for q in (0..m.spans.len()).filter(|&q| q != node) {
+            copied[plan.node_first[q]..plan.node_first[q + 1]].fill(true);
+        }
+        Ok(())
     }
 
     /// Whether this allgatherv's blocks cross hosts as one message per
