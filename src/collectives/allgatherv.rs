@@ -203,8 +203,9 @@ struct Messages {
     mem: NodeMemory,
 }
 
-/// How far a node's message came in the call in progress, on its node's
-/// first rank ([`Allgatherv::exchange`]).
+/// How far a node's message came in the call in progress, on the node's
+/// first rank ([`Allgatherv::exchange`]), or how far a node's other rank
+/// copied it ([`Allgatherv::follow`]).
 #[derive(Clone, Copy, Debug, Default)]
 struct Moved {
     /// Elements that landed and were copied into the caller's buffer (if
@@ -282,8 +283,9 @@ pub struct Allgatherv<'a, T> {
     /// call in progress ([`landed_word`]), so that the node's other ranks
     /// copy it into their buffers while the rest comes.
     landed: SegmentView<u64>,
-    /// With messages, on the node's first rank, in the call in progress:
-    /// by node, how far its message came.
+    /// With messages, in the call in progress: by node, how far its
+    /// message came (on the node's first rank) or was copied into the
+    /// caller's buffer (on its other ranks, [`Allgatherv::follow`]).
     moved: Vec<Moved>,
     _t: PhantomData<T>,
 }
