@@ -822,21 +822,21 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         self.exchange(moved, &mut recv, deadline)?;
                         control_word(&self.control, 0, RECEIVED).store(call, SeqCst);
                         self.window.object().notifications().ww.wake();
-                        // The other nodes' blocks are in `recv` already.
-                        for q in (0..nodes).filter(|&q| q != node) {
-                            copied[plan.node_first[q]..plan.node_first[q + 1]].fill(true);
-                        }
                     } else {
                         // The node's blocks while the others' come.
                         let node_blocks = plan.node_first[node]..plan.node_first[node + 1];
                         self.copy_blocks(node_blocks, &mut recv, copied);
                         if recv.is_some() {
-                            self.follow(moved, &mut recv, copied, deadline)?;
+                            self.follow(moved, &mut recv, deadline)?;
                         } else {
                             let lines = (&self.window, &self.control);
                             await_control::<RECEIVED>(ctx, lines, 0..1, call, deadline)?;
                         }
                         ctx.engine.faults()?;
+                    }
+                    // The other nodes' blocks are in `recv` (if any) already.
+                    for q in (0..nodes).filter(|&q| q != node) {
+                        copied[plan.node_first[q]..plan.node_first[q + 1]].fill(true);
                     }
                     copy_rest(&mut recv, copied);
                     return Ok(());
@@ -965,12 +965,11 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     /// On a node's other ranks, with messages: copy the other nodes'
     /// messages into `recv` as the node's first rank sees them land (its
     /// landed words), until its word for this call ([`RECEIVED`]) says all
-    /// came; then the other nodes' blocks are all in `recv` (`copied`).
+    /// came; then the other nodes' blocks are all in `recv`.
     fn follow(
         &self,
         moved: &mut [Moved],
         recv: &mut Option<&mut [T]>,
-        copied: &mut [bool],
         deadline: Deadline,
     ) -> Result<()> {
         let ctx = self.ctx;
@@ -990,12 +989,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             }
             Ok(all)
         };
-        super::poll_keyed(ctx, self.window.object().notifications().ww, deadline, step)?;
-        let plan = &self.plan;
-        for q in (0..m.spans.len()).filter(|&q| q != node) {
-            copied[plan.node_first[q]..plan.node_first[q + 1]].fill(true);
-        }
-        Ok(())
+        super::poll_keyed(ctx, self.window.object().notifications().ww, deadline, step)
     }
 
     /// Whether this allgatherv's blocks cross hosts as one message per
