@@ -288,12 +288,17 @@ impl Gpi2 {
                 Some(left) if left.is_zero() => sys::GASPI_TEST,
                 left => ms(Timeout::After(left.unwrap_or(READ_WATCH).min(READ_WATCH))),
             });
-            if code != sys::GASPI_TIMEOUT || deadline.expired() {
+            if code != sys::GASPI_TIMEOUT {
                 break code;
             }
+            // A dead target before the deadline: a short timeout must not
+            // turn a read that can never complete into a mere timeout.
             if let Some(&rank) = from.iter().find(|&&r| !alive(r)) {
                 lock(&self.reading)[q as usize].stuck = true;
                 return Err(Error::RankFailed { rank });
+            }
+            if deadline.expired() {
+                break code;
             }
         };
         if code == sys::GASPI_SUCCESS {
