@@ -5,7 +5,9 @@
 #    MPI and started by mpirun runs Intel's operation beside ours, size by
 #    size alternately (allreduce, allgatherv regular/decreasing/bcast,
 #    bcast, barrier, fence, lock, put + flush) at -n 2, -n 4 and -n 4 in 2
-#    emulated nodes (GASPI_PPN=2); Intel MPI uses its default algorithms.
+#    emulated nodes (GASPI_PPN=2); Intel MPI uses its default algorithms
+#    and its default wait mode (polling, even where ranks outnumber CPUs:
+#    step 2 gives its best, both wait modes included).
 # 2. Best Intel algorithm: scripts/impi-collectives.sh runs every
 #    I_MPI_ADJUST_ALLREDUCE (1-11) and I_MPI_ADJUST_ALLGATHERV (1-4) with
 #    scripts/mpi/coll_bench.c at 4 ranks and keeps the best per size, as
@@ -30,18 +32,26 @@ CARGO_TARGET_DIR=target/impi cargo build --release --features mpi --bin gaspi-be
 twin=target/impi/release/gaspi-bench
 
 # IMB-MPI1 Allreduce (I_MPI_ADJUST_ALLREDUCE 1-11) and Allgatherv (1-4) at
-# 4 ranks: the lowest t_avg per size and the algorithm that gave it.
+# 4 ranks: the lowest t_avg per size and the algorithm that gave it. With
+# more ranks than CPUs every algorithm runs in both of Intel MPI's wait
+# modes (I_MPI_WAIT_MODE 0 polls, 1 waits: its setting for
+# oversubscription, up to 37x faster there; see impi-collectives.sh), the
+# algorithm column then "A/w1" for the waiting one.
+if [ 4 -gt "$(nproc)" ]; then imb_wait_modes=${IMPI_WAIT_MODES:-0 1}; else imb_wait_modes=${IMPI_WAIT_MODES:-0}; fi
 imb_best() {
-    local a
+    local a w tag
     echo "bench,bytes,imb_best_us,algo"
     {
-        for a in $(seq 1 11); do
-            I_MPI_ADJUST_ALLREDUCE=$a mpirun -n 4 IMB-MPI1 Allreduce -npmin 4 -msglog 3:20 -iter 500 -time 2 2>/dev/null |
-                awk -v a="$a" 'NF == 5 && $1 ~ /^[0-9]+$/ && $1 > 0 {print "allreduce," $1 "," $5 "," a}'
-        done
-        for a in 1 2 3 4; do
-            I_MPI_ADJUST_ALLGATHERV=$a mpirun -n 4 IMB-MPI1 Allgatherv -npmin 4 -msglog 16:22 -iter 200 -time 2 2>/dev/null |
-                awk -v a="$a" 'NF == 5 && $1 ~ /^[0-9]+$/ && $1 > 0 {print "allgatherv-regular," $1 "," $5 "," a}'
+        for w in $imb_wait_modes; do
+            tag=$([ "$w" = 0 ] || echo "/w$w")
+            for a in $(seq 1 11); do
+                I_MPI_WAIT_MODE=$w I_MPI_ADJUST_ALLREDUCE=$a mpirun -n 4 IMB-MPI1 Allreduce -npmin 4 -msglog 3:20 -iter 500 -time 2 2>/dev/null |
+                    awk -v a="$a$tag" 'NF == 5 && $1 ~ /^[0-9]+$/ && $1 > 0 {print "allreduce," $1 "," $5 "," a}'
+            done
+            for a in 1 2 3 4; do
+                I_MPI_WAIT_MODE=$w I_MPI_ADJUST_ALLGATHERV=$a mpirun -n 4 IMB-MPI1 Allgatherv -npmin 4 -msglog 16:22 -iter 200 -time 2 2>/dev/null |
+                    awk -v a="$a$tag" 'NF == 5 && $1 ~ /^[0-9]+$/ && $1 > 0 {print "allgatherv-regular," $1 "," $5 "," a}'
+            done
         done
     } | sort -t, -k1,1 -k2,2n -k3,3g | awk -F, '!seen[$1 "," $2]++'
 }
