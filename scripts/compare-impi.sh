@@ -35,7 +35,8 @@ twin=target/impi/release/gaspi-bench
 # 4 ranks: the lowest t_avg per size and the algorithm that gave it. With
 # more ranks than CPUs every algorithm runs in both of Intel MPI's wait
 # modes (I_MPI_WAIT_MODE 0 polls, 1 waits: its setting for
-# oversubscription, up to 37x faster there; see impi-collectives.sh), the
+# oversubscription, 3-300x faster there on the AMD VM; see
+# impi-collectives.sh and docs/guide/benchmarking.md), the
 # algorithm column then "A/w1" for the waiting one.
 if [ 4 -gt "$(nproc)" ]; then imb_wait_modes=${IMPI_WAIT_MODES:-0 1}; else imb_wait_modes=${IMPI_WAIT_MODES:-0}; fi
 imb_best() {
