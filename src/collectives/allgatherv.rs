@@ -1074,3 +1074,25 @@ impl<T> Drop for Allgatherv<'_, T> {
         super::release(self.ctx, self.segment, self.options.queue);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{LANDED_BITS, landed_in, landed_word};
+
+    /// A landed word says its count to its own call only: the previous
+    /// call's word, still in place when a follower looks, counts nothing,
+    /// and the tag keeps only the call number's low 16 bits.
+    #[test]
+    fn landed_words_count_for_their_own_call_only() {
+        let most = (1usize << LANDED_BITS) - 1;
+        for (call, landed) in [(0, 0), (1, 4096), (7, most), (65_535, 12), (65_536, 3)] {
+            let word = landed_word(call, landed);
+            assert_eq!(landed_in(word, call), landed, "call {call}");
+            assert_eq!(landed_in(word, call + 1), 0, "the next call, {}", call + 1);
+        }
+        // Call 65,536 carries call 0's tag (only a word one call old is
+        // ever read, so the wrap never meets a live word).
+        assert_eq!(landed_in(landed_word(65_536, 5), 0), 5);
+        assert_eq!(landed_in(landed_word(65_536, 5), 65_535), 0);
+    }
+}
