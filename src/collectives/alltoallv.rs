@@ -30,10 +30,15 @@
 //!    (64 KiB by default), the node's last rank to stage (a counter in the
 //!    window tells) writes all the node's chunks instead, and no rank waits
 //!    for the others' staging. Then the rank copies its pieces for ranks of
-//!    its own node straight into the receive area while the chunks travel;
+//!    its own node straight into the receive area while the chunks travel,
+//!    and says so in its word;
 //! 4. the node's ranks claim the node's incoming chunks from its one table
 //!    until all have come; the rank says it is done in its word and waits
-//!    until every rank of the node is: every piece is in place.
+//!    until every rank of the node has placed its pieces for the node:
+//!    every piece is in place. It need not wait for the others to see the chunks
+//!    too, which costs a hand-off of the cores where ranks share them
+//!    (where ranks read each other's send buffers, below, it waits until
+//!    every rank is done, so that no buffer goes while read).
 //!
 //! The waits on the progress words are one-sided: a rank that arrives
 //! last does not wait for a release, unlike a barrier's. On one node a
@@ -1145,8 +1150,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// once; bit 1 set, streaming stores; and the [`LEARNED`] bits of
     /// [`Alltoallv::next_choice_word`]), after
     /// [`Alltoallv::staged_count`]: a word per parity of the call. The node's first rank writes the next
-    /// call's during a call, before it says it is done (its step 3 of
-    /// `Alltoallv::publish`), and every rank reads its call's at staging:
+    /// call's during a call, before it says its pieces for the node are
+    /// placed (its step 3 of `Alltoallv::publish`), and every rank reads its call's at staging:
     /// so all read the same value (no rank starts the next call before the
     /// first rank's step 3, nor does the first rank write this parity's
     /// word again before every rank's step 3 of the next call). That
@@ -1171,10 +1176,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// first node) because each node's ways change the others' calls: its
     /// ranks' single copies land in their buffers, and the timing of its
     /// chunks sets when they can scatter theirs. The first node wrote its
-    /// word for this call before its ranks staged their pieces of this
-    /// call, which this node has received; where the two nodes exchange
-    /// nothing the word may be a call older or newer, which costs speed
-    /// only (each node's own word keeps its ranks alike).
+    /// word for this call in its previous call, just after it sent its
+    /// chunks of that call, which this node has received (it is in this
+    /// call); the first node's rank may not have stored it yet, and where
+    /// the two nodes exchange nothing the word may be a call older or
+    /// newer, which costs speed only (each node's own word keeps its ranks
+    /// alike).
     fn next_choice_word(&self) -> u64 {
         let [a, b] = self.choice.learned();
         let own = self.choice.word() | (u64::from(a) | u64::from(b) << 1) << LEARNED;
@@ -2106,9 +2113,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let tag = super::call_tag(self.calls);
         let parity = (self.calls % 2) as usize;
         // What each rank's progress word says in this call: rows written,
-        // pieces staged, done (see `publish`).
+        // pieces staged, pieces for the node placed, done (see `publish`).
         let calls = self.calls;
-        let step = |j: u64| 3 * calls + j;
+        let step = |j: u64| 4 * calls + j;
         loop {
             match *phase {
                 Phase::Start => {
@@ -2155,7 +2162,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     if let Err(refused) = self.count(parity, deadline)? {
                         // Every rank ends here alike; the words still say
                         // this call is over.
-                        self.publish(step(3));
+                        self.publish(step(4));
                         return Ok(Some(refused));
                     }
                     *phase = Phase::Staging;
@@ -2232,6 +2239,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     if !self.in_window {
                         self.stage(send, send_counts, true, parity);
                     }
+                    if local == 0 {
+                        let word = self.next_choice_word();
+                        self.choice_word(self.calls + 1).store(word, SeqCst);
+                    }
+                    // Placed: this rank's pieces for its node's ranks are in
+                    // place (or announced for them to read).
+                    self.publish(step(3));
                     *phase = Phase::Receiving;
                 }
                 Phase::Receiving => {
@@ -2255,18 +2269,22 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // Sends complete locally before staging is rewritten.
                     ctx.wait(self.options.queue, Timeout::Block)?;
                     self.claimed += expect as u64;
-                    if local == 0 {
-                        let word = self.next_choice_word();
-                        self.choice_word(self.calls + 1).store(word, SeqCst);
-                    }
                     // Done: this node's chunks have all come (the claims
-                    // counted them), this rank's pieces are in place and its
-                    // sends have left.
-                    self.publish(step(3));
+                    // counted them), this rank has read what it reads and
+                    // its sends have left.
+                    self.publish(step(4));
                     *phase = Phase::Closing;
                 }
                 Phase::Closing => {
-                    self.gather(step(3), deadline)?;
+                    // Every piece for this rank is in place once its node's
+                    // chunks have come (this rank's claims saw them all) and
+                    // every local rank has placed its pieces: no need to
+                    // wait for the others to see the chunks too (a hand-off
+                    // of the cores each, where ranks share them). Where
+                    // ranks read pieces out of each other's send buffers
+                    // (single copies: the whole node alike), every buffer
+                    // stays until all are done.
+                    self.gather(step(if self.once { 4 } else { 3 }), deadline)?;
                     return Ok(None);
                 }
             }
@@ -2299,9 +2317,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.await_words::<K>(0..self.ctx.local_num() as usize, at_least, deadline)
     }
 
-    /// Say that this rank has reached `step` of its calls (`3 * call + j`:
-    /// 1 its row of counts written, 2 its pieces staged, 3 done with the
-    /// call), and wake the node's waiters. A rank reaches a step of a call
+    /// Say that this rank has reached `step` of its calls (`4 * call + j`:
+    /// 1 its row of counts written, 2 its pieces staged, 3 its pieces for
+    /// its node's ranks placed, 4 done with the call), and wake the node's
+    /// waiters. A rank reaches a step of a call
     /// only after it is done with the previous call, so a word at a step
     /// also says that.
     fn publish(&self, step: u64) {
