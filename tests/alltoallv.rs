@@ -1455,71 +1455,83 @@ const LAGGING: u32 = 20;
 const AHEAD: u32 = 21;
 
 /// A rank's call returns once its node's chunks have come and every rank
-/// of its node has placed its pieces for the node's ranks, without waiting
-/// for the others to see the chunks too: in 2 nodes of 2, rank 1's call
-/// times out waiting for node 1's chunk (node 1 has not called yet), node
-/// 1 calls, and rank 0's call returns with its whole result while rank 1
-/// is out of its call; rank 1 then continues its call, which completes
-/// with its own. In place and into private buffers (no single copies:
-/// with them every rank waits until all have read each other's send
-/// buffers), in the steady state (from the third call on), and the calls
-/// after it are right.
+/// of its node has placed its pieces for the node's ranks (and read what
+/// it reads out of their send buffers), without waiting for the others to
+/// see the chunks too: in 2 nodes of 2, rank 1's call times out waiting
+/// for node 1's chunk (node 1 has not called yet), node 1 calls, and rank
+/// 0's call returns with its whole result while rank 1 is out of its call;
+/// rank 1 then continues its call, which completes with its own. In place
+/// and into private buffers, without single copies and with them (pieces
+/// of 32 KiB; rank 1's first try then waits long enough for rank 0's
+/// announcements), in the steady state (from the third call on), and the
+/// calls after it are right.
 #[test]
 fn a_rank_returns_while_a_rank_of_its_node_still_waits_for_chunks() {
     Job::new(&[4]).ppn(2).run(|ctx| {
         segment(ctx, 0, 64);
         let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
-        // Data both ways between the nodes: no credit to wait for.
-        let counts = counts(Dist::Regular, n, 20, 0);
-        let row = &counts[me * n..(me + 1) * n];
-        let opts = AlltoallvOptions {
+        let never = AlltoallvOptions {
             single_copy_min: Some(usize::MAX),
             ..Default::default()
         };
-        let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, opts, B).unwrap();
-        for it in 0..8 {
-            let send = send_of(&counts, n, me, it);
-            let private = it % 2 == 1;
-            let mut recv = vec![u64::MAX; expected(&counts, n, me, it).len()];
-            let mut call = |t: Timeout| {
+        let once = AlltoallvOptions {
+            single_copy_min: Some(16 << 10),
+            ..Default::default()
+        };
+        // Data both ways between the nodes: no credit to wait for.
+        for (c, opts, first_try) in [(20, never, 20), (4096, once, 500)] {
+            let counts = counts(Dist::Regular, n, c, 0);
+            let row = &counts[me * n..(me + 1) * n];
+            let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, opts, B).unwrap();
+            for it in 0..6 {
+                let send = send_of(&counts, n, me, it);
+                let private = it % 2 == 1;
+                let mut recv = vec![u64::MAX; expected(&counts, n, me, it).len()];
+                let mut call = |t: Timeout| {
+                    if private {
+                        a.run_into(&send, row, &mut recv, t)
+                    } else {
+                        a.run(&send, row, t)
+                    }
+                };
+                match (it, me) {
+                    (0..=2, _) => call(B).unwrap(),
+                    (_, 0) => {
+                        call(B).unwrap();
+                        note(ctx, 1, AHEAD);
+                    }
+                    (_, 1) => {
+                        let e = call(Timeout::ms(first_try)).unwrap_err();
+                        assert!(e.is_timeout(), "{c}, call {it}: {e}");
+                        note(ctx, 2, LAGGING);
+                        note(ctx, 3, LAGGING);
+                        let ahead = ctx.notify_waitsome(0, AHEAD..AHEAD + 1, Timeout::ms(20_000));
+                        assert!(
+                            ahead.is_ok(),
+                            "{c}, call {it}: rank 0's call waited for rank 1's ({ahead:?})"
+                        );
+                        ctx.notify_reset(0, AHEAD).unwrap();
+                        call(B).unwrap();
+                    }
+                    _ => {
+                        ctx.notify_waitsome(0, LAGGING..LAGGING + 1, B).unwrap();
+                        ctx.notify_reset(0, LAGGING).unwrap();
+                        call(B).unwrap();
+                    }
+                }
                 if private {
-                    a.run_into(&send, row, &mut recv, t)
-                } else {
-                    a.run(&send, row, t)
-                }
-            };
-            match (it, me) {
-                (0..=2, _) => call(B).unwrap(),
-                (_, 0) => {
-                    call(B).unwrap();
-                    note(ctx, 1, AHEAD);
-                }
-                (_, 1) => {
-                    let e = call(Timeout::ms(20)).unwrap_err();
-                    assert!(e.is_timeout(), "call {it}: {e}");
-                    note(ctx, 2, LAGGING);
-                    note(ctx, 3, LAGGING);
-                    let ahead = ctx.notify_waitsome(0, AHEAD..AHEAD + 1, Timeout::ms(20_000));
-                    assert!(
-                        ahead.is_ok(),
-                        "call {it}: rank 0's call waited for rank 1's ({ahead:?})"
+                    assert_eq!(
+                        recv,
+                        expected(&counts, n, me, it),
+                        "{c}, call {it}, rank {me}"
                     );
-                    ctx.notify_reset(0, AHEAD).unwrap();
-                    call(B).unwrap();
-                }
-                _ => {
-                    ctx.notify_waitsome(0, LAGGING..LAGGING + 1, B).unwrap();
-                    ctx.notify_reset(0, LAGGING).unwrap();
-                    call(B).unwrap();
+                } else {
+                    check_in_place(&a, &counts, n, me, it);
                 }
             }
-            if private {
-                assert_eq!(recv, expected(&counts, n, me, it), "call {it}");
-            } else {
-                check_in_place(&a, &counts, n, me, it);
-            }
+            drop(a);
+            barrier(ctx);
         }
-        barrier(ctx);
     });
 }
 

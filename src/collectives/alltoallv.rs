@@ -33,12 +33,13 @@
 //!    its own node straight into the receive area while the chunks travel,
 //!    and says so in its word;
 //! 4. the node's ranks claim the node's incoming chunks from its one table
-//!    until all have come; the rank says it is done in its word and waits
-//!    until every rank of the node has placed its pieces for the node:
-//!    every piece is in place. It need not wait for the others to see the chunks
-//!    too, which costs a hand-off of the cores where ranks share them
-//!    (where ranks read each other's send buffers, below, it waits until
-//!    every rank is done, so that no buffer goes while read).
+//!    until all have come; the rank waits until every rank of the node has
+//!    placed its pieces for the node: every piece is in place. It need not
+//!    wait for the others to see the chunks too, which costs a hand-off of
+//!    the cores where ranks share them. (Where ranks read pieces out of
+//!    each other's send buffers, below, each says when it has, before it
+//!    claims chunks, and the wait is for that too: no buffer goes while
+//!    read.)
 //!
 //! The waits on the progress words are one-sided: a rank that arrives
 //! last does not wait for a release, unlike a barrier's. On one node a
@@ -554,9 +555,14 @@ enum Phase {
     /// Writing the node's chunks `next..end` (`wait`: once the node's
     /// ranks have staged), then copying the pieces for this node.
     Sending { next: usize, end: usize, wait: bool },
-    /// Claiming the node's incoming chunks.
+    /// Reading this rank's pieces out of its node's send buffers (single
+    /// copies), then saying it has.
+    Reading,
+    /// Claiming the node's incoming chunks (not reading again: a sender
+    /// may have returned once this rank said it had read).
     Receiving,
-    /// Waiting until every rank of the node is done.
+    /// Waiting until every rank of the node has placed and read its
+    /// pieces.
     Closing,
 }
 
@@ -1149,9 +1155,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// call number `call` (as [`ChoicePair::word`]: bit 0 set, copies
     /// once; bit 1 set, streaming stores; and the [`LEARNED`] bits of
     /// [`Alltoallv::next_choice_word`]), after
-    /// [`Alltoallv::staged_count`]: a word per parity of the call. The node's first rank writes the next
-    /// call's during a call, before it says its pieces for the node are
-    /// placed (its step 3 of `Alltoallv::publish`), and every rank reads its call's at staging:
+    /// [`Alltoallv::staged_count`]: a word per parity of the call. The
+    /// node's first rank writes the next call's during a call, before it
+    /// says its pieces for the node are placed (its step 3 of
+    /// `Alltoallv::publish`), and every rank reads its call's at staging:
     /// so all read the same value (no rank starts the next call before the
     /// first rank's step 3, nor does the first rank write this parity's
     /// word again before every rank's step 3 of the next call). That
@@ -2113,7 +2120,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let tag = super::call_tag(self.calls);
         let parity = (self.calls % 2) as usize;
         // What each rank's progress word says in this call: rows written,
-        // pieces staged, pieces for the node placed, done (see `publish`).
+        // pieces staged, pieces for the node placed, pieces read out of the
+        // node's send buffers (see `publish`).
         let calls = self.calls;
         let step = |j: u64| 4 * calls + j;
         loop {
@@ -2246,12 +2254,18 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // Placed: this rank's pieces for its node's ranks are in
                     // place (or announced for them to read).
                     self.publish(step(3));
-                    *phase = Phase::Receiving;
+                    *phase = Phase::Reading;
                 }
-                Phase::Receiving => {
+                Phase::Reading => {
                     if let (true, Some(recv)) = (self.pull, recv.as_deref_mut()) {
                         self.pull_pieces(recv, deadline)?;
                     }
+                    // Read: this rank reads nothing more out of its node's
+                    // send buffers in this call.
+                    self.publish(step(4));
+                    *phase = Phase::Receiving;
+                }
+                Phase::Receiving => {
                     let expect = self.plan().expect("planned").in_chunks(node);
                     if expect > 0 {
                         let first = self.chunk_ids(node, parity) as u32;
@@ -2266,25 +2280,22 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                             debug_assert_eq!(v, tag);
                         }
                     }
-                    // Sends complete locally before staging is rewritten.
+                    // Sends complete locally before staging is rewritten
+                    // (in the call after next, once every rank of the node
+                    // has said it reached a step of the next call).
                     ctx.wait(self.options.queue, Timeout::Block)?;
                     self.claimed += expect as u64;
-                    // Done: this node's chunks have all come (the claims
-                    // counted them), this rank has read what it reads and
-                    // its sends have left.
-                    self.publish(step(4));
                     *phase = Phase::Closing;
                 }
                 Phase::Closing => {
                     // Every piece for this rank is in place once its node's
                     // chunks have come (this rank's claims saw them all) and
-                    // every local rank has placed its pieces: no need to
-                    // wait for the others to see the chunks too (a hand-off
-                    // of the cores each, where ranks share them). Where
-                    // ranks read pieces out of each other's send buffers
-                    // (single copies: the whole node alike), every buffer
-                    // stays until all are done.
-                    self.gather(step(if self.once { 4 } else { 3 }), deadline)?;
+                    // every local rank has placed its pieces, and every send
+                    // buffer of the node may go once every local rank has
+                    // read what it reads out of them (single copies): no
+                    // need to wait for the others to see the chunks too (a
+                    // hand-off of the cores each, where ranks share them).
+                    self.gather(step(4), deadline)?;
                     return Ok(None);
                 }
             }
@@ -2319,8 +2330,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// Say that this rank has reached `step` of its calls (`4 * call + j`:
     /// 1 its row of counts written, 2 its pieces staged, 3 its pieces for
-    /// its node's ranks placed, 4 done with the call), and wake the node's
-    /// waiters. A rank reaches a step of a call
+    /// its node's ranks placed, 4 done reading pieces out of its node's
+    /// send buffers), and wake the node's waiters. A rank reaches a step of a call
     /// only after it is done with the previous call, so a word at a step
     /// also says that.
     fn publish(&self, step: u64) {
