@@ -2331,9 +2331,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// Say that this rank has reached `step` of its calls (`4 * call + j`:
     /// 1 its row of counts written, 2 its pieces staged, 3 its pieces for
     /// its node's ranks placed, 4 done reading pieces out of its node's
-    /// send buffers), and wake the node's waiters. A rank reaches a step of a call
-    /// only after it is done with the previous call, so a word at a step
-    /// also says that.
+    /// send buffers), and wake the node's waiters. A rank reaches a step
+    /// of a call only after it is done with the previous call (its claims
+    /// and sends included), so a word at a step also says that.
     fn publish(&self, step: u64) {
         self.line(self.ctx.local_rank() as usize, PROGRESS)
             .store(step, SeqCst);
