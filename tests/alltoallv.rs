@@ -1536,6 +1536,129 @@ fn a_rank_returns_while_a_rank_of_its_node_still_waits_for_chunks() {
     });
 }
 
+/// Notification ids of the test of a call that takes its send buffer
+/// back: rank 1 holds its read out of rank 0's send buffer; rank 0's call
+/// returned.
+const READ_HELD: u32 = 22;
+const BACK: u32 = 23;
+
+/// Assert that `got` is `right`, saying how many elements differ (not
+/// printing thousands of them).
+fn same(got: &[u64], right: &[u64], how: &str) {
+    let wrong = got.iter().zip(right).filter(|(a, b)| a != b).count();
+    assert!(
+        got.len() == right.len() && wrong == 0,
+        "{how}: {wrong} of {} elements wrong (first: {:?})",
+        right.len(),
+        got.iter().zip(right).find(|(a, b)| a != b)
+    );
+}
+
+/// A call that times out while a rank of its node reads its piece out of
+/// its send buffer (single copies) returns only once that read is done,
+/// and takes the buffer back: nobody reads it once the call has returned,
+/// and its caller may free or reuse it. On one node of 2 with pieces of
+/// 32 KiB, rank 1 holds its read out of rank 0's buffer
+/// (`testing_around_reads`) until rank 0's call has returned, or three
+/// times rank 0's timeout; rank 0 then overwrites its buffer. Retried
+/// (rank 0 goes on from a copy of its pieces in another buffer): both
+/// results are right, rank 1's without a trace of what rank 0 wrote (a
+/// call that returned while rank 1 read would have let it read that).
+/// Given up (rank 0 drops the alltoallv): rank 1's call times out rather
+/// than complete with what rank 0 wrote. Where ranks do not read each
+/// other's memory, there is nothing to hold.
+#[test]
+fn a_call_that_times_out_takes_its_send_buffer_back() {
+    Job::new(&[2]).ppn(2).run(|ctx| {
+        segment(ctx, 0, 64);
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let counts = counts(Dist::Regular, n, 4096, 0);
+        let row = &counts[me * n..(me + 1) * n];
+        let opts = AlltoallvOptions {
+            single_copy_min: Some(16 << 10),
+            ..Default::default()
+        };
+        // Rank 0's timeout in ms while rank 1 holds its read (0: not).
+        let holding = AtomicU64::new(0);
+        for give_up in [false, true] {
+            let (mut exercised, mut possible) = ([0u64], [0u64]);
+            // Rank 0 may time out before rank 1 began its read (a loaded
+            // machine): then again, with a longer timeout.
+            for (it, ms) in [(0, 300), (1, 1000), (2, 3000)] {
+                if exercised[0] == 1 {
+                    break;
+                }
+                barrier(ctx);
+                ctx.notify_reset(0, READ_HELD).unwrap();
+                ctx.notify_reset(0, BACK).unwrap();
+                let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, opts, B).unwrap();
+                possible = [u64::from(a.single_copy() && ctx.local_num() == 2)];
+                if possible[0] == 0 {
+                    break;
+                }
+                // (On rank 0 too: its call waits for rank 1's announcement.)
+                a.testing_around_reads(|s, read| {
+                    if me == 1 && s == 0 && !read && holding.swap(0, SeqCst) != 0 {
+                        note(ctx, 0, READ_HELD);
+                        if ctx
+                            .notify_waitsome(0, BACK..BACK + 1, Timeout::ms(3 * ms))
+                            .is_ok()
+                        {
+                            ctx.notify_reset(0, BACK).unwrap();
+                        }
+                    }
+                });
+                holding.store(ms, SeqCst);
+                let mut send = send_of(&counts, n, me, it);
+                let right = expected(&counts, n, me, it);
+                let mut recv = vec![u64::MAX; right.len()];
+                let how = format!("give up {give_up}, timeout {ms} ms, rank {me}");
+                let mut held = [0u64];
+                let outcome = if me == 0 {
+                    let outcome = match a.run_into(&send, row, &mut recv, Timeout::ms(ms)) {
+                        Err(e) if ctx.notify_reset(0, READ_HELD).unwrap() != 0 => {
+                            assert!(e.is_timeout(), "{how}: {e}");
+                            held[0] = 1;
+                            // Taken back: the buffer is the caller's.
+                            let kept = send.clone();
+                            send.fill(u64::MAX - 1);
+                            note(ctx, 1, BACK);
+                            match give_up {
+                                true => Err(e),
+                                false => a.run_into(&kept, row, &mut recv, B),
+                            }
+                        }
+                        Err(e) => {
+                            assert!(e.is_timeout(), "{how}: {e}");
+                            a.run_into(&send, row, &mut recv, B)
+                        }
+                        Ok(()) => Ok(()),
+                    };
+                    drop(a);
+                    outcome
+                } else {
+                    let t = if give_up { Timeout::ms(6 * ms) } else { B };
+                    let outcome = a.run_into(&send, row, &mut recv, t);
+                    drop(a);
+                    outcome
+                };
+                ctx.allreduce(&held.clone(), &mut held, ReduceOp::Max, GroupId::ALL, B)
+                    .unwrap();
+                match outcome {
+                    Ok(()) => {
+                        assert!(held[0] == 0 || !give_up, "{how}: completed");
+                        same(&recv, &right, &how);
+                    }
+                    Err(e) => assert!(give_up && held[0] == 1 && e.is_timeout(), "{how}: {e}"),
+                }
+                exercised = held;
+            }
+            assert_eq!(exercised, possible, "give up {give_up}: the read was held");
+        }
+        barrier(ctx);
+    });
+}
+
 /// Ranks that give up on a timed-out call (rank 0 never came) and drop the
 /// alltoallv make a new one on the same segment id with rank 0, and its
 /// calls are right, with counts fixed or learned in the call, on one node,

@@ -31,15 +31,15 @@
 //!    window tells) writes all the node's chunks instead, and no rank waits
 //!    for the others' staging. Then the rank copies its pieces for ranks of
 //!    its own node straight into the receive area while the chunks travel,
-//!    and says so in its word;
+//!    and says so in its word (where ranks read pieces out of each other's
+//!    send buffers, below, once it has also read its own: before it claims
+//!    chunks);
 //! 4. the node's ranks claim the node's incoming chunks from its one table
 //!    until all have come; the rank waits until every rank of the node has
-//!    placed its pieces for the node: every piece is in place. It need not
-//!    wait for the others to see the chunks too, which costs a hand-off of
-//!    the cores where ranks share them. (Where ranks read pieces out of
-//!    each other's send buffers, below, each says when it has, before it
-//!    claims chunks, and the wait is for that too: no buffer goes while
-//!    read.)
+//!    placed its pieces for the node: every piece is in place, and no send
+//!    buffer of the node is still read. It need not wait for the others to
+//!    see the chunks too, which costs a hand-off of the cores where ranks
+//!    share them.
 //!
 //! The waits on the progress words are one-sided: a rank that arrives
 //! last does not wait for a release, unlike a barrier's. On one node a
@@ -87,7 +87,11 @@
 //! or their buffers lie at offsets where the kernel's copy is slow). A
 //! receiver reads the mask of each sender, in turn from the next rank on,
 //! and reads the pieces not pushed; the closing wait keeps every send
-//! buffer in place until all have read it.
+//! buffer in place until all have read it. A rank whose call fails takes
+//! its announcement back and waits for the readers at work (a count in
+//! its control line) before it returns, so nothing is read out of its
+//! buffer once the call has returned; a reader that finds the
+//! announcement taken back waits for the call to go on.
 //!
 //! **Single copies between nodes**, for private results where the other
 //! nodes' windows are mapped here (the native engine's emulated nodes):
@@ -316,9 +320,11 @@ impl AlltoallvOptions {
 /// from this node's ranks itself), the address of its send buffer in that
 /// call, the state of the probe made at creation, the
 /// address of its receive buffer in the call, the call (`2 * (call + 1)`)
-/// whose push mask it has written (see `Alltoallv::decide`), and the
+/// whose push mask it has written (see `Alltoallv::decide`), the
 /// smallest piece it copies once with [`MEASURED`] set where it measures
-/// which calls do (the same on the whole node, or no single copies).
+/// which calls do (the same on the whole node, or no single copies), and
+/// how many ranks of the node are reading out of its send buffer (the
+/// one word that other ranks write: see `Alltoallv::withdraw`).
 const PROGRESS: usize = 0;
 const ANNOUNCE: usize = 1;
 const ADDRESS: usize = 2;
@@ -326,6 +332,12 @@ const PROBE: usize = 3;
 const RECV_ADDRESS: usize = 4;
 const DECIDED: usize = 5;
 const THRESHOLD: usize = 6;
+const READERS: usize = 7;
+
+/// The bit of a rank's [`ANNOUNCE`] word that says its call failed and
+/// took the announcement back (`Alltoallv::withdraw`): its send buffer may
+/// be gone.
+const WITHDRAWN: u64 = 1 << 63;
 
 /// Calls in which a rank sends fewer bytes make their stores into the
 /// windows and the caller's buffer ordinary (cached); from this size on,
@@ -375,12 +387,13 @@ const OFFER_NAP: std::time::Duration = std::time::Duration::from_micros(50);
 const WINDOW_CALLS: u64 = 8;
 
 /// A hook run around each write into another rank's offered buffer
-/// ([`Alltoallv::testing_around_writes`]).
-struct AroundWrites<'a>(Box<dyn Fn(Rank, bool) + Send + Sync + 'a>);
+/// ([`Alltoallv::testing_around_writes`]) or each read out of a local
+/// rank's send buffer ([`Alltoallv::testing_around_reads`]).
+struct AroundCopies<'a>(Box<dyn Fn(Rank, bool) + Send + Sync + 'a>);
 
-impl std::fmt::Debug for AroundWrites<'_> {
+impl std::fmt::Debug for AroundCopies<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AroundWrites")
+        f.write_str("AroundCopies")
     }
 }
 
@@ -395,6 +408,21 @@ impl std::fmt::Debug for CallTimes<'_> {
 }
 
 /// The end of a brief wait (at most `most`) within `deadline`.
+/// Wait while `busy` says that ranks are copying into or out of this
+/// rank's buffer, unless `failed` says they failed: kernel copies of a
+/// piece each, short, so a brief spin, then yields.
+fn wait_out(mut busy: impl FnMut() -> bool, mut failed: impl FnMut() -> bool) {
+    let mut spins = 0u32;
+    while busy() && !failed() {
+        spins = spins.saturating_add(1);
+        if spins < 64 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
 fn brief(deadline: Deadline, most: std::time::Duration) -> Deadline {
     match (deadline.remaining(), most) {
         (Some(left), most) if left < most => deadline,
@@ -556,7 +584,7 @@ enum Phase {
     /// ranks have staged), then copying the pieces for this node.
     Sending { next: usize, end: usize, wait: bool },
     /// Reading this rank's pieces out of its node's send buffers (single
-    /// copies), then saying it has.
+    /// copies), then saying its pieces are placed and read.
     Reading,
     /// Claiming the node's incoming chunks (not reading again: a sender
     /// may have returned once this rank said it had read).
@@ -631,6 +659,12 @@ pub struct Alltoallv<'a, T> {
     /// The sources whose pieces that call read so (by rank; empty if
     /// none).
     pulled_from: Vec<bool>,
+    /// The receive buffer (address, elements) that the call in progress
+    /// has read pieces into out of its node's send buffers, once it has.
+    pulled_into: Option<(usize, usize)>,
+    /// The call in progress failed and took back its announcement (see
+    /// `Alltoallv::withdraw`): it makes it again when it goes on.
+    withdrawn: bool,
     /// The call in progress (or the last one) sends what the caller wrote
     /// into the window ([`Alltoallv::run_in_window`]), copying nothing in.
     in_window: bool,
@@ -648,7 +682,9 @@ pub struct Alltoallv<'a, T> {
     /// them, so that an `Alltoallv` may be shared between threads.)
     window_until: Vec<AtomicU64>,
     /// The testing aid of [`Alltoallv::testing_around_writes`], if set.
-    around_writes: Option<AroundWrites<'a>>,
+    around_writes: Option<AroundCopies<'a>>,
+    /// The testing aid of [`Alltoallv::testing_around_reads`], if set.
+    around_reads: Option<AroundCopies<'a>>,
     /// Test aid: the times of measured calls (`testing_call_times`).
     call_times: Option<CallTimes<'a>>,
     /// Where each target's piece starts in the send buffer of the call in
@@ -885,12 +921,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             pull: false,
             own_direct: false,
             pulled_from: Vec::new(),
+            pulled_into: None,
+            withdrawn: false,
             in_window: false,
             offer_made: false,
             offered: None,
             push_failed: AtomicBool::new(false),
             window_until: (0..ctx.num_ranks()).map(|_| AtomicU64::new(0)).collect(),
             around_writes: None,
+            around_reads: None,
             call_times: None,
             send_at: Vec::new(),
             send_packed: false,
@@ -1157,7 +1196,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// [`Alltoallv::next_choice_word`]), after
     /// [`Alltoallv::staged_count`]: a word per parity of the call. The
     /// node's first rank writes the next call's during a call, before it
-    /// says its pieces for the node are placed (its step 3 of
+    /// says its pieces for the node are placed and read (its step 3 of
     /// `Alltoallv::publish`), and every rank reads its call's at staging:
     /// so all read the same value (no rank starts the next call before the
     /// first rank's step 3, nor does the first rank write this parity's
@@ -1311,7 +1350,33 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// ```
     #[doc(hidden)]
     pub fn testing_around_writes(&mut self, hook: impl Fn(Rank, bool) + Send + Sync + 'a) {
-        self.around_writes = Some(AroundWrites(Box::new(hook)));
+        self.around_writes = Some(AroundCopies(Box::new(hook)));
+    }
+
+    /// Testing aid, not part of the API (it may change in any release):
+    /// `hook(s, read)` runs on this rank just before (`read` false) and
+    /// just after (true) each read of one of its pieces straight out of
+    /// the send buffer of rank `s` of its node (see
+    /// [`AlltoallvOptions::single_copy_min`]), while this rank is counted
+    /// among that buffer's readers, so that `s`'s call cannot return in
+    /// between; a read found the buffer taken back (`s`'s call failed)
+    /// if the second run does not come. While a hook is set, this rank
+    /// waits for its node's ranks to announce their calls as long as the
+    /// call's deadline allows, not only briefly, so that a test knows
+    /// which pieces take that way. For tests of a call that fails while
+    /// ranks of its node read out of its buffer.
+    ///
+    /// ```no_run
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let counts = vec![4096; (ctx.num_ranks() as usize).pow(2)];
+    /// let mut a = Alltoallv::<u64>::new(&ctx, 1, &counts, Timeout::Block)?;
+    /// a.testing_around_reads(|s, read| println!("out of rank {s}: read {read}"));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn testing_around_reads(&mut self, hook: impl Fn(Rank, bool) + Send + Sync + 'a) {
+        self.around_reads = Some(AroundCopies(Box::new(hook)));
     }
 
     /// Test aid: `times(call, [once, streaming])` is taken for the time of
@@ -1674,12 +1739,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 "a call of this alltoallv timed out and is unfinished: continue it with {how}"
             )));
         }
-        if let (Some(_), Some(offered)) = (self.phase, self.offered) {
+        if let (Some(_), Some(written)) = (self.phase, self.offered.or(self.pulled_into)) {
             let given = recv.as_deref().map(|r| (r.as_ptr() as usize, r.len()));
-            if given != Some(offered) {
+            if given != Some(written) {
                 return Err(Error::InvalidArgument(
-                    "a call of this alltoallv timed out after ranks of other nodes may have \
-                     written into its receive buffer: continue it with the same buffer"
+                    "a call of this alltoallv timed out after pieces may have been written \
+                     into its receive buffer: continue it with the same buffer"
                         .into(),
                 ));
             }
@@ -1776,6 +1841,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             self.pull = false;
             self.own_direct = false;
             self.pulled_from.clear();
+            self.pulled_into = None;
             (self.offer_made, self.offered) = (false, None);
             self.stream_measured = self.options.stream_stores.is_none()
                 && total.saturating_mul(std::mem::size_of::<T>()) >= STREAM_MIN_BYTES;
@@ -1785,6 +1851,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
         }
         let mut recv = recv;
+        if self.withdrawn {
+            self.announce_send(send);
+        }
         let result = self.advance(&mut phase, send, send_counts, recv.as_deref_mut(), deadline);
         match result {
             Ok(Some(refused)) => {
@@ -1828,6 +1897,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             Err(e) => {
                 self.phase = Some(phase);
                 self.revoke();
+                self.withdraw();
                 Err(e)
             }
         }
@@ -1919,23 +1989,67 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.pull = pull;
         let ranks = self.ctx.node_ranks(self.ctx.node());
         let first = ranks.start as usize;
+        if pull {
+            for j in 0..ranks.len() {
+                let at = self.recv_at[first + j] as u64;
+                self.place_word(local, true, j).store(at, SeqCst);
+            }
+        }
+        let recv = recv.map_or(0, |r| r.as_ptr() as usize as u64);
+        self.line(local, RECV_ADDRESS).store(recv, SeqCst);
+        self.announce_send(send);
+        self.line(local, ANNOUNCE)
+            .store(2 * (self.calls + 1) + u64::from(pull), SeqCst);
+        self.wake();
+    }
+
+    /// Say where this rank's pieces for its node's ranks lie: its send
+    /// buffer's address and their places in it. A call that goes on after
+    /// it took its announcement back ([`Alltoallv::withdraw`]) says so
+    /// again (its caller may give the same pieces in another buffer) and
+    /// makes the announcement valid again.
+    fn announce_send(&mut self, send: &[T]) {
+        let local = self.ctx.local_rank() as usize;
+        let ranks = self.ctx.node_ranks(self.ctx.node());
         for (j, t) in ranks.map(usize::from).enumerate() {
             // (In the window there is no send buffer: all is pushed.)
             if let Some(&at) = self.send_at.get(t).filter(|_| !self.in_window) {
                 self.place_word(local, false, j).store(at as u64, SeqCst);
             }
-            if pull {
-                let at = self.recv_at[first + j] as u64;
-                self.place_word(local, true, j).store(at, SeqCst);
-            }
         }
         self.line(local, ADDRESS)
             .store(send.as_ptr() as usize as u64, SeqCst);
-        let recv = recv.map_or(0, |r| r.as_ptr() as usize as u64);
-        self.line(local, RECV_ADDRESS).store(recv, SeqCst);
-        self.line(local, ANNOUNCE)
-            .store(2 * (self.calls + 1) + u64::from(pull), SeqCst);
-        self.wake();
+        if std::mem::take(&mut self.withdrawn) {
+            self.line(local, ANNOUNCE).fetch_and(!WITHDRAWN, SeqCst);
+            self.wake();
+        }
+    }
+
+    /// Take back this rank's announcement of the call in progress, if it
+    /// made one (single copies), and wait until no rank of its node reads
+    /// out of its send buffer any more: a call that fails returns only
+    /// then, and its caller may free the buffer or give up the call. A
+    /// reader counts itself in the sender's [`READERS`] word before it
+    /// looks at the announcement and out after its copy
+    /// (`Alltoallv::pull_piece`): so either it sees the announcement taken
+    /// back, or this rank sees it counted until its copy is done. A reader
+    /// that finds the announcement taken back waits for it to be made
+    /// again ([`Alltoallv::announce_send`], when the call goes on).
+    fn withdraw(&mut self) {
+        let local = self.ctx.local_rank() as usize;
+        let word = self.line(local, ANNOUNCE);
+        if word.load(SeqCst) & !WITHDRAWN < 2 * (self.calls + 1) {
+            return; // not announced in this call
+        }
+        word.fetch_or(WITHDRAWN, SeqCst);
+        self.withdrawn = true;
+        let readers = self.line(local, READERS);
+        let ranks = self.ctx.node_ranks(self.ctx.node());
+        let failed = || {
+            let _ = self.ctx.engine.faults();
+            ranks.clone().any(|r| !self.ctx.engine.running(r))
+        };
+        wait_out(|| readers.load(SeqCst) != 0, failed);
     }
 
     /// Decide, once per call, which of its large pieces for this node's
@@ -1966,7 +2080,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let announced = |t: usize| self.line(t - first, ANNOUNCE).load(SeqCst) >= tag;
         let patience = ctx.engine.patience();
         if self.pull {
-            let until = brief(deadline, SINGLE_COPY_PATIENCE);
+            let until = match self.around_reads {
+                Some(_) => deadline,
+                None => brief(deadline, SINGLE_COPY_PATIENCE),
+            };
             let all = || targets.iter().all(|&t| announced(t)).then_some(());
             let waited = patience.wait(self.window.object().notifications().ww, until, all, || {
                 ctx.engine.faults()
@@ -2052,28 +2169,66 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 // The sender's decision says whether it copied the piece
                 // into the window.
                 if !self.pushes(l, me - first) {
-                    pulled_from[s] = true;
                     let dst = &mut recv[at[s]..at[s] + p.count(s, me)];
-                    result = self.pull_piece(p, s, dst);
+                    match self.pull_piece(p, s, dst) {
+                        Ok(true) => pulled_from[s] = true,
+                        Ok(false) => return true, // taken back for now
+                        Err(e) => result = Err(e),
+                    }
                 }
                 false
             });
             result?;
             if pending.len() == before {
                 let l = pending[0] - first;
-                self.await_words::<DECIDED>(l..l + 1, tag, deadline)?;
+                if self.line(l, DECIDED).load(SeqCst) < tag {
+                    self.await_words::<DECIDED>(l..l + 1, tag, deadline)?;
+                } else {
+                    // Its call failed: wait until it goes on.
+                    let ctx = self.ctx;
+                    let back =
+                        || (self.line(l, ANNOUNCE).load(SeqCst) & WITHDRAWN == 0).then_some(());
+                    let ww = self.window.object().notifications().ww;
+                    ctx.engine
+                        .patience()
+                        .wait(ww, deadline, back, || ctx.engine.faults())?;
+                }
             }
         }
         self.pulled_from = pulled_from;
+        self.pulled_into = Some((recv.as_ptr() as usize, recv.len()));
         Ok(())
     }
 
     /// Read rank `s`'s piece for this rank out of its send buffer into
-    /// `dst`.
-    fn pull_piece(&self, p: &AlltoallvPlan, s: usize, dst: &mut [T]) -> Result<()> {
+    /// `dst`: `Ok(false)` if `s` took its announcement back (its call
+    /// failed: [`Alltoallv::withdraw`]), and nothing was read.
+    fn pull_piece(&self, p: &AlltoallvPlan, s: usize, dst: &mut [T]) -> Result<bool> {
+        let first = p.layout.node_ranks(p.layout.node_of(s)).start;
+        let readers = self.line(s - first, READERS);
+        let around = |read| {
+            if let Some(AroundCopies(hook)) = &self.around_reads {
+                hook(s as Rank, read);
+            }
+        };
+        readers.fetch_add(1, SeqCst);
+        around(false);
+        let read = self.read_piece(p, s, dst);
+        if let Ok(true) = read {
+            around(true);
+        }
+        readers.fetch_sub(1, SeqCst);
+        read
+    }
+
+    /// [`Alltoallv::pull_piece`], once counted among `s`'s readers.
+    fn read_piece(&self, p: &AlltoallvPlan, s: usize, dst: &mut [T]) -> Result<bool> {
         let me = self.ctx.rank() as usize;
         let first = p.layout.node_ranks(p.layout.node_of(s)).start;
         let l = s - first;
+        if self.line(l, ANNOUNCE).load(SeqCst) & WITHDRAWN != 0 {
+            return Ok(false);
+        }
         // Where the piece starts in the sender's buffer.
         let before = self.place_word(l, false, me - first).load(SeqCst);
         let base = self.line(l, ADDRESS).load(SeqCst);
@@ -2092,7 +2247,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .or_else(|e| {
                 self.ctx.engine.faults()?;
                 Err(e)
-            })
+            })?;
+        Ok(true)
     }
 
     /// The rank of node `node` this rank writes to: the same local rank,
@@ -2120,10 +2276,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let tag = super::call_tag(self.calls);
         let parity = (self.calls % 2) as usize;
         // What each rank's progress word says in this call: rows written,
-        // pieces staged, pieces for the node placed, pieces read out of the
-        // node's send buffers (see `publish`).
+        // pieces staged, pieces for the node placed and pieces read out of
+        // the node's send buffers (see `publish`).
         let calls = self.calls;
-        let step = |j: u64| 4 * calls + j;
+        let step = |j: u64| 3 * calls + j;
         loop {
             match *phase {
                 Phase::Start => {
@@ -2170,7 +2326,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     if let Err(refused) = self.count(parity, deadline)? {
                         // Every rank ends here alike; the words still say
                         // this call is over.
-                        self.publish(step(4));
+                        self.publish(step(3));
                         return Ok(Some(refused));
                     }
                     *phase = Phase::Staging;
@@ -2251,18 +2407,17 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         let word = self.next_choice_word();
                         self.choice_word(self.calls + 1).store(word, SeqCst);
                     }
-                    // Placed: this rank's pieces for its node's ranks are in
-                    // place (or announced for them to read).
-                    self.publish(step(3));
                     *phase = Phase::Reading;
                 }
                 Phase::Reading => {
                     if let (true, Some(recv)) = (self.pull, recv.as_deref_mut()) {
                         self.pull_pieces(recv, deadline)?;
                     }
-                    // Read: this rank reads nothing more out of its node's
-                    // send buffers in this call.
-                    self.publish(step(4));
+                    // Placed and read: this rank's pieces for its node's
+                    // ranks are in place (or announced for them to read),
+                    // and it reads nothing more out of its node's send
+                    // buffers in this call.
+                    self.publish(step(3));
                     *phase = Phase::Receiving;
                 }
                 Phase::Receiving => {
@@ -2295,7 +2450,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // read what it reads out of them (single copies): no
                     // need to wait for the others to see the chunks too (a
                     // hand-off of the cores each, where ranks share them).
-                    self.gather(step(4), deadline)?;
+                    self.gather(step(3), deadline)?;
                     return Ok(None);
                 }
             }
@@ -2328,10 +2483,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.await_words::<K>(0..self.ctx.local_num() as usize, at_least, deadline)
     }
 
-    /// Say that this rank has reached `step` of its calls (`4 * call + j`:
+    /// Say that this rank has reached `step` of its calls (`3 * call + j`:
     /// 1 its row of counts written, 2 its pieces staged, 3 its pieces for
-    /// its node's ranks placed, 4 done reading pieces out of its node's
-    /// send buffers), and wake the node's waiters. A rank reaches a step
+    /// its node's ranks placed and its reads out of its node's send
+    /// buffers done), and wake the node's waiters. A rank reaches a step
     /// of a call only after it is done with the previous call (its claims
     /// and sends included), so a word at a step also says that.
     fn publish(&self, step: u64) {
@@ -2506,15 +2661,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 busy >> (r % 64) & 1 == 0 || !self.ctx.engine.running(r as Rank)
             })
         };
-        let mut spins = 0u32;
-        while word.load(SeqCst) & OFFER_WRITERS != 0 && !writers_dead() {
-            spins = spins.saturating_add(1);
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
+        wait_out(|| word.load(SeqCst) & OFFER_WRITERS != 0, writers_dead);
     }
 
     /// Write `piece`, this rank's for rank `t` of another node, straight
@@ -2650,7 +2797,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             return Ok(false);
         }
         let around = |written| {
-            if let Some(AroundWrites(hook)) = &self.around_writes {
+            if let Some(AroundCopies(hook)) = &self.around_writes {
                 hook(t as Rank, written);
             }
         };
