@@ -1488,22 +1488,35 @@ fn a_rank_returns_while_a_rank_of_its_node_still_waits_for_chunks() {
                 let send = send_of(&counts, n, me, it);
                 let private = it % 2 == 1;
                 let mut recv = vec![u64::MAX; expected(&counts, n, me, it).len()];
-                let mut call = |t: Timeout| {
-                    if private {
+                let reads = private && a.single_copy() && ctx.local_num() == 2;
+                // (`elsewhere`: into another buffer than the call's.)
+                let mut call = |t: Timeout, elsewhere: bool| {
+                    if elsewhere {
+                        a.run_into(&send, row, &mut vec![u64::MAX; recv.len()], t)
+                    } else if private {
                         a.run_into(&send, row, &mut recv, t)
                     } else {
                         a.run(&send, row, t)
                     }
                 };
                 match (it, me) {
-                    (0..=2, _) => call(B).unwrap(),
+                    (0..=2, _) => call(B, false).unwrap(),
                     (_, 0) => {
-                        call(B).unwrap();
+                        call(B, false).unwrap();
                         note(ctx, 1, AHEAD);
                     }
                     (_, 1) => {
-                        let e = call(Timeout::ms(first_try)).unwrap_err();
+                        let e = call(Timeout::ms(first_try), false).unwrap_err();
                         assert!(e.is_timeout(), "{c}, call {it}: {e}");
+                        if reads {
+                            // It read pieces into `recv`: going on with
+                            // another buffer is refused.
+                            let e = call(B, true).unwrap_err();
+                            assert!(
+                                matches!(e, Error::InvalidArgument(_)),
+                                "{c}, call {it}: {e}"
+                            );
+                        }
                         note(ctx, 2, LAGGING);
                         note(ctx, 3, LAGGING);
                         let ahead = ctx.notify_waitsome(0, AHEAD..AHEAD + 1, Timeout::ms(20_000));
@@ -1512,12 +1525,12 @@ fn a_rank_returns_while_a_rank_of_its_node_still_waits_for_chunks() {
                             "{c}, call {it}: rank 0's call waited for rank 1's ({ahead:?})"
                         );
                         ctx.notify_reset(0, AHEAD).unwrap();
-                        call(B).unwrap();
+                        call(B, false).unwrap();
                     }
                     _ => {
                         ctx.notify_waitsome(0, LAGGING..LAGGING + 1, B).unwrap();
                         ctx.notify_reset(0, LAGGING).unwrap();
-                        call(B).unwrap();
+                        call(B, false).unwrap();
                     }
                 }
                 if private {
@@ -1623,6 +1636,14 @@ fn a_call_that_times_out_takes_its_send_buffer_back() {
                             let kept = send.clone();
                             send.fill(u64::MAX - 1);
                             note(ctx, 1, BACK);
+                            // It read rank 1's piece into `recv`: going on
+                            // with another receive buffer is refused.
+                            let mut other = vec![u64::MAX; recv.len()];
+                            let refused = a.run_into(&kept, row, &mut other, B).unwrap_err();
+                            assert!(
+                                matches!(refused, Error::InvalidArgument(_)),
+                                "{how}: {refused}"
+                            );
                             match give_up {
                                 true => Err(e),
                                 false => a.run_into(&kept, row, &mut recv, B),
