@@ -662,9 +662,6 @@ pub struct Alltoallv<'a, T> {
     /// The receive buffer (address, elements) that the call in progress
     /// has read pieces into out of its node's send buffers, once it has.
     pulled_into: Option<(usize, usize)>,
-    /// The call in progress failed and took back its announcement (see
-    /// `Alltoallv::withdraw`): it makes it again when it goes on.
-    withdrawn: bool,
     /// The call in progress (or the last one) sends what the caller wrote
     /// into the window ([`Alltoallv::run_in_window`]), copying nothing in.
     in_window: bool,
@@ -922,7 +919,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             own_direct: false,
             pulled_from: Vec::new(),
             pulled_into: None,
-            withdrawn: false,
             in_window: false,
             offer_made: false,
             offered: None,
@@ -1851,7 +1847,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
         }
         let mut recv = recv;
-        if self.withdrawn {
+        if self.withdrawn() {
             self.announce_send(send);
         }
         let result = self.advance(&mut phase, send, send_counts, recv.as_deref_mut(), deadline);
@@ -2008,7 +2004,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// it took its announcement back ([`Alltoallv::withdraw`]) says so
     /// again (its caller may give the same pieces in another buffer) and
     /// makes the announcement valid again.
-    fn announce_send(&mut self, send: &[T]) {
+    fn announce_send(&self, send: &[T]) {
         let local = self.ctx.local_rank() as usize;
         let ranks = self.ctx.node_ranks(self.ctx.node());
         for (j, t) in ranks.map(usize::from).enumerate() {
@@ -2019,10 +2015,18 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
         self.line(local, ADDRESS)
             .store(send.as_ptr() as usize as u64, SeqCst);
-        if std::mem::take(&mut self.withdrawn) {
+        if self.withdrawn() {
             self.line(local, ANNOUNCE).fetch_and(!WITHDRAWN, SeqCst);
             self.wake();
         }
+    }
+
+    /// Whether this rank's call in progress failed and took its
+    /// announcement back ([`Alltoallv::withdraw`]): it makes it again
+    /// when it goes on. (A new call's announcement clears the bit.)
+    fn withdrawn(&self) -> bool {
+        let local = self.ctx.local_rank() as usize;
+        self.line(local, ANNOUNCE).load(SeqCst) & WITHDRAWN != 0
     }
 
     /// Take back this rank's announcement of the call in progress, if it
@@ -2035,14 +2039,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// back, or this rank sees it counted until its copy is done. A reader
     /// that finds the announcement taken back waits for it to be made
     /// again ([`Alltoallv::announce_send`], when the call goes on).
-    fn withdraw(&mut self) {
+    fn withdraw(&self) {
         let local = self.ctx.local_rank() as usize;
         let word = self.line(local, ANNOUNCE);
         if word.load(SeqCst) & !WITHDRAWN < 2 * (self.calls + 1) {
             return; // not announced in this call
         }
         word.fetch_or(WITHDRAWN, SeqCst);
-        self.withdrawn = true;
         let readers = self.line(local, READERS);
         let ranks = self.ctx.node_ranks(self.ctx.node());
         let failed = || {
