@@ -1517,13 +1517,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// nodes written by them straight into `recv`
     /// ([`AlltoallvOptions::single_copy_min`]); so until the call has
     /// returned `Ok`, a call retried after a timeout must be given the same
-    /// `send` buffer, unchanged, and the same `recv`, untouched (another is
-    /// refused with [`Error::InvalidArgument`] where pieces may have been
-    /// written into the first; nothing is written there once the call has
-    /// returned, whatever it returned: a call that fails waits, before it
-    /// returns, for the senders writing into `recv` at that moment, each
-    /// one kernel copy, which a sender process stopped by a signal in
-    /// between holds until it runs again, and a failed sender ends). With
+    /// pieces in `send` (in the same buffer or another) and the same
+    /// `recv`, untouched (another is refused with
+    /// [`Error::InvalidArgument`] where pieces may have been written into
+    /// the first). Once the call has returned, whatever it returned,
+    /// nothing is written into `recv` and nothing is read out of `send`: a
+    /// call that fails waits, before it returns, for the senders writing
+    /// into `recv` and the ranks of its node reading out of `send` at that
+    /// moment, each one kernel copy, which a process stopped by a signal
+    /// in between holds until it runs again, and a failed one ends. With
     /// fixed counts, a `recv` too small is refused before the call; with
     /// unknown sizes it is found once the counts are known: the call
     /// completes (the result is in the window) and returns
