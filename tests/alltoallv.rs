@@ -1575,13 +1575,15 @@ fn same(got: &[u64], right: &[u64], how: &str) {
 /// (`testing_around_reads`) until rank 0's call has returned, or three
 /// times rank 0's timeout; rank 0 then overwrites its buffer, and going
 /// on with another receive buffer than the one it read rank 1's piece
-/// into is refused. Retried (rank 0 goes on from a copy of its pieces in
-/// another buffer): both results are right, rank 1's without a trace of
-/// what rank 0 wrote (a call that returned while rank 1 read would have
-/// let it read that).
-/// Given up (rank 0 drops the alltoallv): rank 1's call times out rather
-/// than complete with what rank 0 wrote. Where ranks do not read each
-/// other's memory, there is nothing to hold.
+/// into is refused. Given up (rank 0 drops the alltoallv): rank 1's call
+/// completes with its result right, without a trace of what rank 0 wrote
+/// (a call that returned while rank 1 read would have let it read that;
+/// rank 0's failed call moved the piece into the window, so rank 1 need
+/// not wait for it to go on). Retried: both ranks go on polling with
+/// `Timeout::Test` in turns, rank 0 from a copy of its pieces in another
+/// buffer, and both results are right (a piece left to be read out of a
+/// buffer only while its sender is in its call would never be read).
+/// Where ranks do not read each other's memory, there is nothing to hold.
 #[test]
 fn a_call_that_times_out_takes_its_send_buffer_back() {
     Job::new(&[2]).ppn(2).run(|ctx| {
@@ -1634,56 +1636,141 @@ fn a_call_that_times_out_takes_its_send_buffer_back() {
                 let recv = line_aligned(&mut recv_store, len);
                 let how = format!("give up {give_up}, timeout {ms} ms, rank {me}");
                 let mut held = [0u64];
-                let outcome = if me == 0 {
-                    let outcome = match a.run_into(send, row, recv, Timeout::ms(ms)) {
-                        Err(e) if ctx.notify_reset(0, READ_HELD).unwrap() != 0 => {
-                            assert!(e.is_timeout(), "{how}: {e}");
-                            held[0] = 1;
-                            // Taken back: the buffer is the caller's.
-                            let kept = send.to_vec();
-                            send.fill(u64::MAX - 1);
-                            note(ctx, 1, BACK);
-                            // It read rank 1's piece into `recv`: going on
-                            // with another receive buffer is refused.
-                            let mut other = vec![u64::MAX; len];
-                            let refused = a.run_into(&kept, row, &mut other, B).unwrap_err();
-                            assert!(
-                                matches!(refused, Error::InvalidArgument(_)),
-                                "{how}: {refused}"
-                            );
-                            match give_up {
-                                true => Err(e),
-                                false => a.run_into(&kept, row, recv, B),
-                            }
-                        }
-                        Err(e) => {
-                            assert!(e.is_timeout(), "{how}: {e}");
-                            a.run_into(send, row, recv, B)
-                        }
-                        Ok(()) => Ok(()),
-                    };
-                    drop(a);
-                    outcome
+                let mut kept = None;
+                let first = if me == 0 {
+                    let first = a.run_into(send, row, recv, Timeout::ms(ms));
+                    if let Err(e) = &first {
+                        assert!(e.is_timeout(), "{how}: {e}");
+                    }
+                    if first.is_err() && ctx.notify_reset(0, READ_HELD).unwrap() != 0 {
+                        held[0] = 1;
+                        // Taken back: the buffer is the caller's.
+                        kept = Some(send.to_vec());
+                        send.fill(u64::MAX - 1);
+                        note(ctx, 1, BACK);
+                        // It read rank 1's piece into `recv`: going on with
+                        // another receive buffer is refused.
+                        let mut other = vec![u64::MAX; len];
+                        let from = kept.as_deref().unwrap_or_default();
+                        let refused = a.run_into(from, row, &mut other, B).unwrap_err();
+                        assert!(
+                            matches!(refused, Error::InvalidArgument(_)),
+                            "{how}: {refused}"
+                        );
+                    }
+                    first
                 } else {
-                    let t = if give_up { Timeout::ms(6 * ms) } else { B };
-                    let outcome = a.run_into(send, row, recv, t);
-                    drop(a);
-                    outcome
+                    a.run_into(send, row, recv, Timeout::ms(6 * ms))
                 };
                 ctx.allreduce(&held.clone(), &mut held, ReduceOp::Max, GroupId::ALL, B)
                     .unwrap();
-                match outcome {
-                    Ok(()) => {
-                        assert!(held[0] == 0 || !give_up, "{how}: completed");
-                        same(recv, &right, &how);
-                    }
-                    Err(e) => assert!(give_up && held[0] == 1 && e.is_timeout(), "{how}: {e}"),
+                if give_up && held[0] == 1 {
+                    // Rank 0 gave up; rank 1's call completed without it.
+                    assert!(me == 0 || first.is_ok(), "{how}: {first:?}");
+                } else {
+                    // Both go on, each only while the other is out of its
+                    // call (rank 1 begins), rank 0 from its copy.
+                    let from: &[u64] = match &kept {
+                        Some(k) => k,
+                        None => send,
+                    };
+                    let call = || a.run_into(from, row, recv, Timeout::Test);
+                    poll_in_turn(ctx, me == 1, first.is_ok(), call, &how);
                 }
+                if me == 1 || !(give_up && held[0] == 1) {
+                    same(recv, &right, &how);
+                }
+                drop(a);
                 exercised = held;
             }
             assert_eq!(exercised, possible, "give up {give_up}: the read was held");
         }
         barrier(ctx);
+    });
+}
+
+/// Notification id of the test of ranks that poll in turn: the turn
+/// passes, with 1 + whether the passing rank's call has completed.
+const TURN: u32 = 24;
+
+/// Poll `call` (with `Timeout::Test`) in a job of 2 ranks in turns with
+/// the other rank, each only while the other is out of its call, until
+/// both calls have completed (`done`: this rank's already has): `begins`
+/// takes the first turn. At most 100 turns.
+fn poll_in_turn(
+    ctx: &Context,
+    begins: bool,
+    mut done: bool,
+    mut call: impl FnMut() -> gaspi::Result<()>,
+    how: &str,
+) {
+    let other = 1 - ctx.rank();
+    // (`told`: the other knows this rank is done.)
+    let (mut other_done, mut told) = (false, false);
+    let mut turns = 0;
+    // A turn ends by passing it, until both are done and each knows it.
+    loop {
+        if !begins || turns > 0 {
+            let id = ctx.notify_waitsome(0, TURN..TURN + 1, B).unwrap();
+            other_done = ctx.notify_reset(0, id).unwrap() == 2;
+        }
+        if !done {
+            match call() {
+                Ok(()) => done = true,
+                Err(e) => assert!(e.is_timeout(), "{how}: {e}"),
+            }
+        }
+        turns += 1;
+        assert!(turns <= 100, "{how}: no end in {turns} turns");
+        if done && other_done && told {
+            return;
+        }
+        ctx.notify(other, 0, Notification::new(TURN, 1 + u32::from(done)), 1, B)
+            .unwrap();
+        ctx.wait(1, B).unwrap();
+        told = done;
+        if done && other_done {
+            return;
+        }
+    }
+}
+
+/// Ranks that poll their calls with `Timeout::Test`, each only while the
+/// other is out of its call (they pass a turn), complete them: a call
+/// that fails does not leave its node's ranks waiting for it to go on
+/// (with single copies, its pieces that they were to read go into the
+/// window). One node of 2, pieces of 32 KiB in line-aligned buffers,
+/// without and with single copies, three calls each; at most 100 turns a
+/// call.
+#[test]
+fn ranks_that_poll_in_turn_complete() {
+    Job::new(&[2]).ppn(2).run(|ctx| {
+        segment(ctx, 0, 64);
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let counts = counts(Dist::Regular, n, 4096, 0);
+        let row = &counts[me * n..(me + 1) * n];
+        for once in [usize::MAX, 16 << 10] {
+            let opts = AlltoallvOptions {
+                single_copy_min: Some(once),
+                ..Default::default()
+            };
+            let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, opts, B).unwrap();
+            for it in 0..3 {
+                let right = expected(&counts, n, me, it);
+                let len = right.len();
+                let (mut send_store, mut recv_store) = (vec![0; len + 8], vec![u64::MAX; len + 8]);
+                let send = line_aligned(&mut send_store, len);
+                send.copy_from_slice(&send_of(&counts, n, me, it));
+                let recv = line_aligned(&mut recv_store, len);
+                let how = format!("single copies from {once}, call {it}, rank {me}");
+                let call = || a.run_into(send, row, recv, Timeout::Test);
+                poll_in_turn(ctx, me == 0, false, call, &how);
+                same(recv, &right, &how);
+                // Neither begins the next call's turns before the other saw
+                // this one end.
+                barrier(ctx);
+            }
+        }
     });
 }
 

@@ -88,10 +88,12 @@
 //! receiver reads the mask of each sender, in turn from the next rank on,
 //! and reads the pieces not pushed; the closing wait keeps every send
 //! buffer in place until all have read it. A rank whose call fails takes
-//! its announcement back and waits for the readers at work (a count in
-//! its control line) before it returns, so nothing is read out of its
-//! buffer once the call has returned; a reader that finds the
-//! announcement taken back waits for the call to go on.
+//! its announcement back, waits for the readers at work (a count in its
+//! control line) and copies the pieces still to be read into the window,
+//! as it copies the others, before it returns: nothing is read out of its
+//! buffer once the call has returned, and its node's ranks need not wait
+//! for the call to go on (a caller that polls with short timeouts is out
+//! of its call most of the time).
 //!
 //! **Single copies between nodes**, for private results where the other
 //! nodes' windows are mapped here (the native engine's emulated nodes):
@@ -338,6 +340,38 @@ const READERS: usize = 7;
 /// took the announcement back (`Alltoallv::withdraw`): its send buffer may
 /// be gone.
 const WITHDRAWN: u64 = 1 << 63;
+
+/// The bit of a rank's [`ANNOUNCE`] word, beside [`WITHDRAWN`], that says
+/// it copied the pieces that its node's ranks were to read out of its send
+/// buffer into the window instead: they take them from there.
+const MOVED: u64 = 1 << 62;
+
+/// Which of its pieces a rank copies into its node's window
+/// (`Alltoallv::stage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Staged {
+    /// Those for other nodes, into the staging area.
+    Out,
+    /// Those for this node's ranks that they do not read themselves, into
+    /// the receive area.
+    Node,
+    /// Those that this node's ranks were to read themselves, into the
+    /// receive area.
+    Read,
+}
+
+/// What a reader found of a sender's announcement
+/// (`Alltoallv::pull_piece`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pulled {
+    /// The piece was read.
+    Read,
+    /// The sender's call failed and moved the piece into the window.
+    Moved,
+    /// The sender's call failed and is moving it, or took back an
+    /// announcement not yet decided on: wait.
+    NotNow,
+}
 
 /// Calls in which a rank sends fewer bytes make their stores into the
 /// windows and the caller's buffer ordinary (cached); from this size on,
@@ -1849,7 +1883,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
         }
         let mut recv = recv;
-        if self.withdrawn() {
+        if self.withdrawn() == (true, false) {
             self.announce_send(send);
         }
         let result = self.advance(&mut phase, send, send_counts, recv.as_deref_mut(), deadline);
@@ -1895,7 +1929,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             Err(e) => {
                 self.phase = Some(phase);
                 self.revoke();
-                self.withdraw();
+                self.withdraw(send, send_counts);
                 Err(e)
             }
         }
@@ -2003,9 +2037,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// Say where this rank's pieces for its node's ranks lie: its send
     /// buffer's address and their places in it. A call that goes on after
-    /// it took its announcement back ([`Alltoallv::withdraw`]) says so
-    /// again (its caller may give the same pieces in another buffer) and
-    /// makes the announcement valid again.
+    /// it took back an announcement not yet decided on
+    /// ([`Alltoallv::withdraw`]) says so again (its caller may give the
+    /// same pieces in another buffer) and makes the announcement valid
+    /// again.
     fn announce_send(&self, send: &[T]) {
         let local = self.ctx.local_rank() as usize;
         let ranks = self.ctx.node_ranks(self.ctx.node());
@@ -2017,18 +2052,20 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
         self.line(local, ADDRESS)
             .store(send.as_ptr() as usize as u64, SeqCst);
-        if self.withdrawn() {
+        if self.withdrawn() == (true, false) {
             self.line(local, ANNOUNCE).fetch_and(!WITHDRAWN, SeqCst);
             self.wake();
         }
     }
 
     /// Whether this rank's call in progress failed and took its
-    /// announcement back ([`Alltoallv::withdraw`]): it makes it again
-    /// when it goes on. (A new call's announcement clears the bit.)
-    fn withdrawn(&self) -> bool {
+    /// announcement back, and whether it moved the pieces to be read into
+    /// the window ([`Alltoallv::withdraw`]). (A new call's announcement
+    /// clears both.)
+    fn withdrawn(&self) -> (bool, bool) {
         let local = self.ctx.local_rank() as usize;
-        self.line(local, ANNOUNCE).load(SeqCst) & WITHDRAWN != 0
+        let word = self.line(local, ANNOUNCE).load(SeqCst);
+        (word & WITHDRAWN != 0, word & MOVED != 0)
     }
 
     /// Take back this rank's announcement of the call in progress, if it
@@ -2038,14 +2075,21 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// reader counts itself in the sender's [`READERS`] word before it
     /// looks at the announcement and out after its copy
     /// (`Alltoallv::pull_piece`): so either it sees the announcement taken
-    /// back, or this rank sees it counted until its copy is done. A reader
-    /// that finds the announcement taken back waits for it to be made
-    /// again ([`Alltoallv::announce_send`], when the call goes on).
-    fn withdraw(&self) {
+    /// back, or this rank sees it counted until its copy is done. Where
+    /// the rank has decided its push mask (its node's ranks may read), it
+    /// then copies the pieces they were to read into the window, as it
+    /// copies the others, and says so ([`MOVED`]): a reader that finds
+    /// that takes its piece from the window, whether or not the call ever
+    /// goes on (a caller that polls with short timeouts, out of the call
+    /// most of the time, does not hold its node's ranks up). Before its
+    /// decision nobody reads: a reader waits for the announcement to be
+    /// made again ([`Alltoallv::announce_send`], when the call goes on).
+    fn withdraw(&self, send: &[T], send_counts: &[usize]) {
         let local = self.ctx.local_rank() as usize;
         let word = self.line(local, ANNOUNCE);
-        if word.load(SeqCst) & !WITHDRAWN < 2 * (self.calls + 1) {
-            return; // not announced in this call
+        let tag = 2 * (self.calls + 1);
+        if word.load(SeqCst) & !(WITHDRAWN | MOVED) < tag || self.withdrawn().1 {
+            return; // not announced in this call, or moved already
         }
         word.fetch_or(WITHDRAWN, SeqCst);
         let readers = self.line(local, READERS);
@@ -2055,6 +2099,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             ranks.clone().any(|r| !self.ctx.engine.running(r))
         };
         wait_out(|| readers.load(SeqCst) != 0, failed);
+        if self.line(local, DECIDED).load(SeqCst) == tag {
+            self.stage(send, send_counts, Staged::Read, (self.calls % 2) as usize);
+            word.fetch_or(MOVED, SeqCst);
+            self.wake();
+        }
     }
 
     /// Decide, once per call, which of its large pieces for this node's
@@ -2102,7 +2151,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let mut mask = vec![0u64; ctx.ranks_per_node().div_ceil(64)];
         for t in targets {
             let lt = t - first;
-            let word = self.line(lt, ANNOUNCE).load(SeqCst);
+            // (A rank whose call failed still reads its pieces itself when
+            // it goes on: the bits of `withdraw` concern its send buffer.)
+            let word = self.line(lt, ANNOUNCE).load(SeqCst) & !(WITHDRAWN | MOVED);
             let dst = self.line(lt, RECV_ADDRESS).load(SeqCst);
             // In the window, every piece for this node is in place.
             if self.in_window || word != tag + 1 || !self.aligned(lt, src, dst) {
@@ -2176,8 +2227,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 if !self.pushes(l, me - first) {
                     let dst = &mut recv[at[s]..at[s] + p.count(s, me)];
                     match self.pull_piece(p, s, dst) {
-                        Ok(true) => pulled_from[s] = true,
-                        Ok(false) => return true, // taken back for now
+                        Ok(Pulled::Read) => pulled_from[s] = true,
+                        Ok(Pulled::Moved) => {} // in the window
+                        Ok(Pulled::NotNow) => return true,
                         Err(e) => result = Err(e),
                     }
                 }
@@ -2189,10 +2241,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 if self.line(l, DECIDED).load(SeqCst) < tag {
                     self.await_words::<DECIDED>(l..l + 1, tag, deadline)?;
                 } else {
-                    // Its call failed: wait until it goes on.
+                    // Its call failed: wait until it has moved its piece
+                    // into the window.
                     let ctx = self.ctx;
-                    let back =
-                        || (self.line(l, ANNOUNCE).load(SeqCst) & WITHDRAWN == 0).then_some(());
+                    let back = || {
+                        let word = self.line(l, ANNOUNCE).load(SeqCst);
+                        (word & WITHDRAWN == 0 || word & MOVED != 0).then_some(())
+                    };
                     let ww = self.window.object().notifications().ww;
                     ctx.engine
                         .patience()
@@ -2206,9 +2261,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Read rank `s`'s piece for this rank out of its send buffer into
-    /// `dst`: `Ok(false)` if `s` took its announcement back (its call
-    /// failed: [`Alltoallv::withdraw`]), and nothing was read.
-    fn pull_piece(&self, p: &AlltoallvPlan, s: usize, dst: &mut [T]) -> Result<bool> {
+    /// `dst`, unless `s` took its announcement back (its call failed:
+    /// [`Alltoallv::withdraw`]) and nothing was read.
+    fn pull_piece(&self, p: &AlltoallvPlan, s: usize, dst: &mut [T]) -> Result<Pulled> {
         let first = p.layout.node_ranks(p.layout.node_of(s)).start;
         let readers = self.line(s - first, READERS);
         let around = |read| {
@@ -2219,7 +2274,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         readers.fetch_add(1, SeqCst);
         around(false);
         let read = self.read_piece(p, s, dst);
-        if let Ok(true) = read {
+        if let Ok(Pulled::Read) = read {
             around(true);
         }
         readers.fetch_sub(1, SeqCst);
@@ -2227,12 +2282,16 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// [`Alltoallv::pull_piece`], once counted among `s`'s readers.
-    fn read_piece(&self, p: &AlltoallvPlan, s: usize, dst: &mut [T]) -> Result<bool> {
+    fn read_piece(&self, p: &AlltoallvPlan, s: usize, dst: &mut [T]) -> Result<Pulled> {
         let me = self.ctx.rank() as usize;
         let first = p.layout.node_ranks(p.layout.node_of(s)).start;
         let l = s - first;
-        if self.line(l, ANNOUNCE).load(SeqCst) & WITHDRAWN != 0 {
-            return Ok(false);
+        let word = self.line(l, ANNOUNCE).load(SeqCst);
+        if word & MOVED != 0 {
+            return Ok(Pulled::Moved);
+        }
+        if word & WITHDRAWN != 0 {
+            return Ok(Pulled::NotNow);
         }
         // Where the piece starts in the sender's buffer.
         let before = self.place_word(l, false, me - first).load(SeqCst);
@@ -2253,7 +2312,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 self.ctx.engine.faults()?;
                 Err(e)
             })?;
-        Ok(true)
+        Ok(Pulled::Read)
     }
 
     /// The rank of node `node` this rank writes to: the same local rank,
@@ -2363,7 +2422,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         self.announce(send, recv.as_deref(), fits);
                     }
                     if !self.in_window {
-                        self.stage(send, send_counts, false, parity);
+                        self.stage(send, send_counts, Staged::Out, parity);
                     }
                     self.publish(step(2));
                     self.stagings += 1;
@@ -2406,7 +2465,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         self.decide(send, deadline)?;
                     }
                     if !self.in_window {
-                        self.stage(send, send_counts, true, parity);
+                        self.stage(send, send_counts, Staged::Node, parity);
                     }
                     if local == 0 {
                         let word = self.next_choice_word();
@@ -2506,10 +2565,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Copy this rank's pieces from `send` into copy `parity` of the data
-    /// area: those for other nodes into the staging area (`own_node`
-    /// false), or those for this node's ranks into the receive area
-    /// (`own_node` true), but those that their receivers read themselves.
-    fn stage(&self, send: &[T], send_counts: &[usize], own_node: bool, parity: usize) {
+    /// area: those for other nodes into the staging area (`Staged::Out`),
+    /// or those for this node's ranks into the receive area
+    /// (`Staged::Node`), but those that their receivers read themselves,
+    /// or only those (`Staged::Read`: a call that failed moves them, see
+    /// [`Alltoallv::withdraw`]).
+    fn stage(&self, send: &[T], send_counts: &[usize], which: Staged, parity: usize) {
         let p = self.plan.as_ref().expect("planned");
         let (me, local) = (self.ctx.rank() as usize, self.ctx.local_rank() as usize);
         let first = p.layout.node_ranks(p.layout.node_of(me)).start;
@@ -2520,16 +2581,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 continue;
             }
             let piece = &send[self.send_at[t]..self.send_at[t] + c];
-            let to = match (p.stage_at(me, t), own_node) {
-                (Some(_), false) if self.direct_to[p.layout.node_of(t)] => continue,
-                (Some(staged), false) => staged,
-                (None, true) if t == me && self.own_direct => continue,
-                (None, true)
-                    if self.once && self.single(p, me, t) && !self.pushes(local, t - first) =>
-                {
-                    continue;
-                }
-                (None, true) => p.recv_at(me, t),
+            let read =
+                |t: usize| self.once && self.single(p, me, t) && !self.pushes(local, t - first);
+            let to = match (p.stage_at(me, t), which) {
+                (Some(_), Staged::Out) if self.direct_to[p.layout.node_of(t)] => continue,
+                (Some(staged), Staged::Out) => staged,
+                (None, Staged::Node) if t == me && self.own_direct => continue,
+                (None, Staged::Node) if read(t) => continue,
+                (None, Staged::Node) => p.recv_at(me, t),
+                (None, Staged::Read) if read(t) => p.recv_at(me, t),
                 _ => continue,
             };
             view.copy_from_slice_with(base + to, piece, self.streaming);
