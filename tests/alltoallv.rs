@@ -366,7 +366,8 @@ fn pieces_made_in_the_window_beside_send_buffers() {
 
 /// Pieces in the window need fixed counts; their places are refused for a
 /// rank that does not exist and while a call is unfinished; a timed-out
-/// `run_in_window` continues only as `run_in_window`.
+/// `run_in_window` continues only as `run_in_window`, also where pieces are
+/// large enough for single copies.
 #[test]
 fn pieces_in_the_window_refuse_misuse() {
     Job::new(&[4]).ppn(2).run(|ctx| {
@@ -406,6 +407,16 @@ fn pieces_in_the_window_refuse_misuse() {
         let send = send_of(&counts, n, me, 4);
         a.run(&send, row, B).unwrap();
         check_in_place(&a, &counts, n, me, 4);
+        drop(a);
+        // The same where pieces are large enough for single copies (a
+        // call in the window has no send buffer to read them out of: its
+        // failure moves nothing).
+        let big = crate::counts(Dist::Regular, n, 4096, 0);
+        let mut a = copying_once(ctx, &big);
+        write_outgoing(&a, &big, n, me, 5, 0);
+        others_time_out_before_rank_0(ctx, 0, |t| a.run_in_window(t));
+        a.run_in_window(B).unwrap();
+        check_in_place(&a, &big, n, me, 5);
         barrier(ctx);
     });
 }

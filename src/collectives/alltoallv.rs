@@ -2099,7 +2099,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             ranks.clone().any(|r| !self.ctx.engine.running(r))
         };
         wait_out(|| readers.load(SeqCst) != 0, failed);
-        if self.line(local, DECIDED).load(SeqCst) == tag {
+        // (In the window nothing is read: every piece was pushed.)
+        if self.line(local, DECIDED).load(SeqCst) == tag && !self.in_window {
             self.stage(send, send_counts, Staged::Read, (self.calls % 2) as usize);
             word.fetch_or(MOVED, SeqCst);
             self.wake();
@@ -2580,7 +2581,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             if c == 0 {
                 continue;
             }
-            let piece = &send[self.send_at[t]..self.send_at[t] + c];
             let read =
                 |t: usize| self.once && self.single(p, me, t) && !self.pushes(local, t - first);
             let to = match (p.stage_at(me, t), which) {
@@ -2592,6 +2592,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 (None, Staged::Read) if read(t) => p.recv_at(me, t),
                 _ => continue,
             };
+            let piece = &send[self.send_at[t]..self.send_at[t] + c];
             view.copy_from_slice_with(base + to, piece, self.streaming);
         }
     }
