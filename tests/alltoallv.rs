@@ -781,6 +781,18 @@ fn note(ctx: &Context, to: gaspi::Rank, id: u32) {
     ctx.wait(1, B).unwrap();
 }
 
+/// Hold a copy in a test hook: tell rank `to` (notification `held`), then
+/// wait for its answer (`back`) at most `ms` milliseconds.
+fn hold(ctx: &Context, to: gaspi::Rank, held: u32, back: u32, ms: u64) {
+    note(ctx, to, held);
+    if ctx
+        .notify_waitsome(0, back..back + 1, Timeout::ms(ms))
+        .is_ok()
+    {
+        ctx.notify_reset(0, back).unwrap();
+    }
+}
+
 /// A first call of `a` (pattern 0, checked) from `send` into `recv`:
 /// whether rank 2 wrote its piece straight into rank 0's offered buffer
 /// (the same answer on every rank). Where the kernel may copy between
@@ -828,13 +840,7 @@ fn a_call_that_times_out_waits_for_the_writes_into_its_buffer() {
                 let ms = holding.load(SeqCst);
                 if t != 0 || ms == 0 {
                 } else if !written {
-                    note(ctx, 0, HOLDING);
-                    if ctx
-                        .notify_waitsome(0, RETURNED..RETURNED + 1, Timeout::ms(3 * ms))
-                        .is_ok()
-                    {
-                        ctx.notify_reset(0, RETURNED).unwrap();
-                    }
+                    hold(ctx, 0, HOLDING, RETURNED, 3 * ms);
                 } else {
                     note(ctx, 0, WRITTEN);
                 }
@@ -1602,10 +1608,6 @@ fn a_call_that_times_out_takes_its_send_buffer_back() {
         let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
         let counts = counts(Dist::Regular, n, 4096, 0);
         let row = &counts[me * n..(me + 1) * n];
-        let opts = AlltoallvOptions {
-            single_copy_min: Some(16 << 10),
-            ..Default::default()
-        };
         // Rank 0's timeout in ms while rank 1 holds its read (0: not).
         let holding = AtomicU64::new(0);
         for give_up in [false, true] {
@@ -1619,7 +1621,7 @@ fn a_call_that_times_out_takes_its_send_buffer_back() {
                 barrier(ctx);
                 ctx.notify_reset(0, READ_HELD).unwrap();
                 ctx.notify_reset(0, BACK).unwrap();
-                let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, opts, B).unwrap();
+                let mut a = copying_once(ctx, &counts);
                 possible = [u64::from(a.single_copy() && ctx.local_num() == 2)];
                 if possible[0] == 0 {
                     break;
@@ -1627,13 +1629,7 @@ fn a_call_that_times_out_takes_its_send_buffer_back() {
                 // (On rank 0 too: its call waits for rank 1's announcement.)
                 a.testing_around_reads(|s, read| {
                     if me == 1 && s == 0 && !read && holding.swap(0, SeqCst) != 0 {
-                        note(ctx, 0, READ_HELD);
-                        if ctx
-                            .notify_waitsome(0, BACK..BACK + 1, Timeout::ms(3 * ms))
-                            .is_ok()
-                        {
-                            ctx.notify_reset(0, BACK).unwrap();
-                        }
+                        hold(ctx, 0, READ_HELD, BACK, 3 * ms);
                     }
                 });
                 holding.store(ms, SeqCst);
