@@ -368,8 +368,8 @@ enum Pulled {
     Read,
     /// The sender's call failed and moved the piece into the window.
     Moved,
-    /// The sender's call failed and is moving it, or took back an
-    /// announcement not yet decided on: wait.
+    /// The sender's call failed and is moving it into the window: wait
+    /// (a moment).
     NotNow,
 }
 
@@ -1883,7 +1883,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
         }
         let mut recv = recv;
-        if self.withdrawn() == (true, false) {
+        if self.withdrawn() == WITHDRAWN {
             self.announce_send(send);
         }
         let result = self.advance(&mut phase, send, send_counts, recv.as_deref_mut(), deadline);
@@ -2052,20 +2052,19 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
         self.line(local, ADDRESS)
             .store(send.as_ptr() as usize as u64, SeqCst);
-        if self.withdrawn() == (true, false) {
+        if self.withdrawn() == WITHDRAWN {
             self.line(local, ANNOUNCE).fetch_and(!WITHDRAWN, SeqCst);
             self.wake();
         }
     }
 
-    /// Whether this rank's call in progress failed and took its
-    /// announcement back, and whether it moved the pieces to be read into
-    /// the window ([`Alltoallv::withdraw`]). (A new call's announcement
-    /// clears both.)
-    fn withdrawn(&self) -> (bool, bool) {
+    /// The bits of this rank's announcement that say its call in progress
+    /// failed and took it back ([`WITHDRAWN`]) and moved the pieces to be
+    /// read into the window ([`MOVED`]; see [`Alltoallv::withdraw`]). A new
+    /// call's announcement clears both.
+    fn withdrawn(&self) -> u64 {
         let local = self.ctx.local_rank() as usize;
-        let word = self.line(local, ANNOUNCE).load(SeqCst);
-        (word & WITHDRAWN != 0, word & MOVED != 0)
+        self.line(local, ANNOUNCE).load(SeqCst) & (WITHDRAWN | MOVED)
     }
 
     /// Take back this rank's announcement of the call in progress, if it
@@ -2082,13 +2081,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// that takes its piece from the window, whether or not the call ever
     /// goes on (a caller that polls with short timeouts, out of the call
     /// most of the time, does not hold its node's ranks up). Before its
-    /// decision nobody reads: a reader waits for the announcement to be
-    /// made again ([`Alltoallv::announce_send`], when the call goes on).
+    /// decision nobody reads (readers wait for it); the call, when it goes
+    /// on, announces again ([`Alltoallv::announce_send`]: its caller may
+    /// give its pieces in another buffer) before it decides.
     fn withdraw(&self, send: &[T], send_counts: &[usize]) {
         let local = self.ctx.local_rank() as usize;
         let word = self.line(local, ANNOUNCE);
         let tag = 2 * (self.calls + 1);
-        if word.load(SeqCst) & !(WITHDRAWN | MOVED) < tag || self.withdrawn().1 {
+        if word.load(SeqCst) & !(WITHDRAWN | MOVED) < tag || self.withdrawn() & MOVED != 0 {
             return; // not announced in this call, or moved already
         }
         word.fetch_or(WITHDRAWN, SeqCst);
@@ -2577,12 +2577,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let first = p.layout.node_ranks(p.layout.node_of(me)).start;
         let base = self.area(self.ctx.node(), parity);
         let view = self.window.view::<T>();
+        // Whether `t` reads this rank's piece for it out of `send` itself.
+        let read = |t: usize| self.once && self.single(p, me, t) && !self.pushes(local, t - first);
         for (t, &c) in send_counts.iter().enumerate() {
             if c == 0 {
                 continue;
             }
-            let read =
-                |t: usize| self.once && self.single(p, me, t) && !self.pushes(local, t - first);
             let to = match (p.stage_at(me, t), which) {
                 (Some(_), Staged::Out) if self.direct_to[p.layout.node_of(t)] => continue,
                 (Some(staged), Staged::Out) => staged,
