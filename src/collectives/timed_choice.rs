@@ -2,7 +2,7 @@
 //! calls done each way: which stores an allreduce puts its inputs in with
 //! and copies a pipelined result out with (`hierarchical/stream_choice.rs`),
 //! and whether an alltoallv copies the pieces inside a node once or twice
-//! where its ranks share cores (`alltoallv.rs`). Which way is faster
+//! where its ranks share cores (`alltoallv/`). Which way is faster
 //! depends on the machine (the two VMs of the workplace disagree on both)
 //! and, on virtual machines, on stretches of time; nothing the program can
 //! read says which, so the calls measure it.
@@ -223,7 +223,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// [`TimedChoice::staggered`] one (it tries its ways in other calls). The
 /// allreduce's stores for its inputs and for its private copies
 /// (`hierarchical/stream_choice.rs`); the alltoallv's single copies
-/// inside a node and its stores into the windows (`alltoallv.rs`).
+/// inside a node and its stores into the windows (`alltoallv/`).
 #[derive(Clone, Debug)]
 pub(crate) struct ChoicePair {
     pub(crate) first: TimedChoice,

@@ -1,0 +1,158 @@
+//! [`AlltoallvOptions`]: chunk size, queue, the one-sender limit, and the
+//! thresholds of single copies, unstaged pieces and streaming stores, with
+//! the measurements behind their defaults.
+
+use crate::types::QueueId;
+
+/// Options of an [`Alltoallv`](crate::Alltoallv).
+///
+/// ```
+/// use gaspi::{Alltoallv, AlltoallvOptions, Config, Context, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let n = ctx.num_ranks() as usize;
+/// // Chunks of 4 KiB on queue 1.
+/// let opts = AlltoallvOptions { block_bytes: 4096, queue: 1, ..Default::default() };
+/// let a = Alltoallv::<u64>::with_options(&ctx, 0, &vec![1000; n * n], opts, Timeout::Block)?;
+/// assert_eq!(a.plan().unwrap().block_elems, 512);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AlltoallvOptions {
+    /// The most bytes in one notified write between nodes: larger sections
+    /// are cut into chunks that the node's ranks share out. 0 (the
+    /// default): the engine's choice, as for the allgatherv's blocks.
+    pub block_bytes: usize,
+    /// The queue the collective posts on (default 0).
+    pub queue: QueueId,
+    /// Up to this many bytes going out of a node per call, the node's last
+    /// rank to stage its pieces writes all the node's chunks, and no rank
+    /// waits for the others to stage; above, the node's ranks share the
+    /// chunks out by bytes and each waits until all have staged. 0: always
+    /// share. Default [`AlltoallvOptions::DEFAULT_ONE_SENDER_MAX`].
+    pub one_sender_max: usize,
+    /// With private results
+    /// ([`Alltoallv::run_into`](crate::Alltoallv::run_into)), a piece of
+    /// at least this many bytes between two ranks of one node is copied once,
+    /// straight from the sender's buffer into the receiver's, by the
+    /// kernel (Linux cross-memory attach, `process_vm_readv`), instead of
+    /// twice through the node's window. `None` (the default):
+    /// [`AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN`] where the ranks have
+    /// a core each, [`AlltoallvOptions::DEFAULT_SHARED_SINGLE_COPY_MIN`]
+    /// where they share cores, in the calls whose way the job's calls
+    /// have measured faster (once or twice: on a 2-core AMD EPYC VM two
+    /// copies won, on a 2-core Intel Xeon VM one; on a 16-core Xeon with
+    /// a core per rank, where every such piece went in one copy, a private
+    /// call of 2 nodes of 2 took 3.5 times the in-place one at 16 KiB per
+    /// pair; see the guide's alltoallv figures, docs/guide/benchmarking.md; the
+    /// measuring is that of the allreduce's stores,
+    /// [`AllreduceOptions::stream_inputs`](crate::AllreduceOptions::stream_inputs)).
+    /// `Some(bytes)`: in every call; `Some(usize::MAX)`: never. In every
+    /// case only where all ranks of the node may read each other's memory
+    /// (tried when the alltoallv is made: same user, and no Yama
+    /// `ptrace_scope` or seccomp rule against it) and chose the same value.
+    ///
+    /// Pieces of at least this many bytes (the default as above, in the
+    /// same calls) from ranks of other nodes that reach this node unstaged
+    /// ([`AlltoallvOptions::direct_min`]) and whose windows are mapped here
+    /// (the native engine) go in one copy too: their senders write them
+    /// straight into the receiver's buffer (`process_vm_writev`) where it
+    /// offered it (a `run_into` without displacements), and where they may;
+    /// the others come through the window.
+    pub single_copy_min: Option<usize>,
+    /// Pieces between two nodes that average at least this many bytes
+    /// (over the non-empty pieces of the node pair) are not aggregated:
+    /// every rank writes its pieces for the other node straight from its
+    /// send buffer into that node's receive area, one copy where staging
+    /// and the aggregated write make two, and the node's chunks carry only
+    /// their notifications. Only to nodes the engine can write to from any
+    /// memory (the native engine's mapped windows, and MPI; not GPI-2,
+    /// which writes only from registered segments: with the GPI-2 engine,
+    /// through which every operation between nodes goes, the pieces are
+    /// staged whatever this says). `None` (the default):
+    /// [`AlltoallvOptions::DEFAULT_DIRECT_MIN`] on the native engine,
+    /// [`AlltoallvOptions::DEFAULT_TRANSPORT_DIRECT_MIN`] through MPI (the
+    /// MPI engine's other nodes); `Some(usize::MAX)`: never. Every rank of
+    /// a node must choose the same.
+    pub direct_min: Option<usize>,
+    /// Whether a call copies the pieces it stages in its node's window,
+    /// those it writes unstaged into other nodes' windows (where this
+    /// process makes that copy: the native engine) and, with private
+    /// results ([`Alltoallv::run_into`](crate::Alltoallv::run_into)),
+    /// those it copies from the window into the caller's buffer with non-temporal stores (`Some(true)`:
+    /// the lines go to memory, not into this core's cache), with ordinary
+    /// ones (`Some(false)`), or, `None` (the default), whichever the
+    /// job's calls have measured faster, in calls where this rank sends
+    /// 4 MiB or more (smaller calls take ordinary stores): the first
+    /// node's first rank times each kind, keeps the faster by a margin of
+    /// 10% and tells the ranks, which try the other kind in 4 calls of
+    /// every 256, as
+    /// [`AllreduceOptions::stream_inputs`](crate::AllreduceOptions::stream_inputs)
+    /// does. Where a call's data outgrow the caches, streaming stores save
+    /// reading each line before writing it (on a 2-core Xeon VM, 8 ranks
+    /// at 1 MiB per pair took 0.64 of the time in place, 0.82-0.93 with
+    /// private results); below, the receivers read the pieces from the
+    /// cache instead of memory. The result is the same either way.
+    ///
+    /// ```
+    /// use gaspi::{Alltoallv, AlltoallvOptions, Config, Context, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let cached = AlltoallvOptions { stream_stores: Some(false), ..Default::default() };
+    /// let mut a = Alltoallv::<u64>::alltoall(&ctx, 2, 4, cached, Timeout::Block)?;
+    /// a.run(&vec![ctx.rank() as u64; 4 * n], &vec![4; n], Timeout::Block)?;
+    /// assert_eq!(a.received(0)?.to_vec(), [0; 4]);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub stream_stores: Option<bool>,
+}
+
+impl Default for AlltoallvOptions {
+    fn default() -> AlltoallvOptions {
+        AlltoallvOptions {
+            block_bytes: 0,
+            queue: 0,
+            one_sender_max: AlltoallvOptions::DEFAULT_ONE_SENDER_MAX,
+            single_copy_min: None,
+            direct_min: None,
+            stream_stores: None,
+        }
+    }
+}
+
+impl AlltoallvOptions {
+    /// The chunk size chosen for `block_bytes: 0` inside a host: 1 MiB
+    /// (an aggregated section is usually sent whole).
+    pub const DEFAULT_BLOCK_BYTES: usize = 1 << 20;
+    /// The default of `one_sender_max`: 64 KiB. Measured here (4 and 8
+    /// ranks on 2 cores, alternated rounds): one sender took 0.85-0.96 of
+    /// the shared-out time at 1-8 KiB per pair, 1.10 at 64-256 KiB on 2
+    /// nodes of 2 (256 KiB going out per node).
+    pub const DEFAULT_ONE_SENDER_MAX: usize = 64 << 10;
+    /// The smallest piece that may go in one copy where the ranks have a
+    /// core each (`single_copy_min: None`, the calls' way measured): 16
+    /// KiB. A model of both designs
+    /// (`scripts/alltoall_model.c`) put the crossover between 1 and 16 KiB
+    /// per piece on a 16-core Xeon (8 and 16 ranks), where the single copy
+    /// took 0.2-0.7 of the time of two from 16 KiB to 1 MiB per piece.
+    pub const DEFAULT_SINGLE_COPY_MIN: usize = 16 << 10;
+    /// The smallest piece that may go in one copy where the ranks share
+    /// cores (`single_copy_min: None`, the calls' way measured): 32 KiB.
+    /// On a 2-core Intel Xeon VM, 4 ranks, one copy took 1.12-1.25 of the
+    /// time of two at 16 KiB per pair, about the same at 32 KiB, 0.75 at
+    /// 64 KiB; near a tie, measuring costs more than it finds.
+    pub const DEFAULT_SHARED_SINGLE_COPY_MIN: usize = 32 << 10;
+    /// The smallest piece (on average) written unstaged to a node whose
+    /// window this process maps (`direct_min: None`; the native engine):
+    /// 16 KiB. On a 2-core Intel Xeon VM, 4 and 8 ranks in nodes of 2,
+    /// unstaged took 0.62-0.86 of the staged time at 16 KiB per pair and
+    /// 0.50-0.61 from 64 KiB to 1 MiB (results in place; private
+    /// 0.68-0.93 from 16 KiB), the same at 1 KiB (see the guide's
+    /// alltoallv figures, docs/guide/benchmarking.md).
+    pub const DEFAULT_DIRECT_MIN: usize = 16 << 10;
+    /// The same through a transport (the MPI engine's other nodes;
+    /// `direct_min: None`): 256 KiB. Every piece is then a put of its
+    /// own, and a node's pieces one flush: through MPICH between emulated
+    /// hosts, unstaged was slower at 16 KiB per pair, mixed at 64-256 KiB,
+    /// 0.7-0.9 of the staged time at 1 MiB.
+    pub const DEFAULT_TRANSPORT_DIRECT_MIN: usize = 256 << 10;
+}

@@ -1,0 +1,549 @@
+//! The collective's state ([`Alltoallv`]'s fields) and where its words lie
+//! in the node's window: each local rank's control line (progress,
+//! announcements of single copies, the probe, the count of readers), the
+//! offers, places and push masks after them, the node's counters and
+//! choice words, and the count matrices of unknown sizes; the phases a
+//! call resumes from. Every other file of the collective adds methods on
+//! top of this one.
+
+use super::options::AlltoallvOptions;
+use crate::collectives::alltoallv_plan::AlltoallvPlan;
+use crate::collectives::control_word;
+use crate::collectives::timed_choice::ChoicePair;
+use crate::context::Context;
+use crate::segments::SegmentView;
+use crate::types::{Rank, SegmentId};
+use crate::windows::Window;
+use bytemuck::Pod;
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+
+/// The words of a rank's control line (a cache line per local rank at the
+/// window's start, written only by its rank): its progress (see
+/// `Alltoallv::publish`), then for single copies its announcement of a
+/// call (`2 * (call + 1) + pull`, where `pull` says it reads its pieces
+/// from this node's ranks itself), the address of its send buffer in that
+/// call, the state of the probe made at creation, the
+/// address of its receive buffer in the call, the call (`2 * (call + 1)`)
+/// whose push mask it has written (see `Alltoallv::decide`), the
+/// smallest piece it copies once with [`MEASURED`] set where it measures
+/// which calls do (the same on the whole node, or no single copies), and
+/// how many ranks of the node are reading out of its send buffer (the
+/// one word that other ranks write: see `Alltoallv::withdraw`).
+pub(super) const PROGRESS: usize = 0;
+pub(super) const ANNOUNCE: usize = 1;
+pub(super) const ADDRESS: usize = 2;
+pub(super) const PROBE: usize = 3;
+pub(super) const RECV_ADDRESS: usize = 4;
+pub(super) const DECIDED: usize = 5;
+pub(super) const THRESHOLD: usize = 6;
+pub(super) const READERS: usize = 7;
+
+/// The bit of a rank's [`ANNOUNCE`] word that says its call failed and
+/// took the announcement back (`Alltoallv::withdraw`): its send buffer may
+/// be gone.
+pub(super) const WITHDRAWN: u64 = 1 << 63;
+
+/// The bit of a rank's [`ANNOUNCE`] word, beside [`WITHDRAWN`], that says
+/// it copied the pieces that its node's ranks were to read out of its send
+/// buffer into the window instead: they take them from there.
+pub(super) const MOVED: u64 = 1 << 62;
+
+/// The bits of a node's choice word ([`Alltoallv::choice_word`]) that say
+/// which of its two choices its first rank has measured (the first's bit,
+/// then the second's; shifted by [`LEARNED`]).
+pub(super) const LEARNED: u32 = 2;
+
+/// The bit of a rank's [`THRESHOLD`] word that says it measures which
+/// calls copy once (see [`AlltoallvOptions::single_copy_min`]).
+pub(super) const MEASURED: u64 = 1 << 63;
+
+/// A hook run around each write into another rank's offered buffer
+/// ([`Alltoallv::testing_around_writes`]) or each read out of a local
+/// rank's send buffer ([`Alltoallv::testing_around_reads`]).
+pub(super) struct AroundCopies<'a>(pub(super) Box<dyn Fn(Rank, bool) + Send + Sync + 'a>);
+
+impl std::fmt::Debug for AroundCopies<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AroundCopies")
+    }
+}
+
+/// A hook that gives the time of each call the node's first rank measures
+/// ([`Alltoallv::testing_call_times`]).
+pub(super) struct CallTimes<'a>(
+    pub(super) Box<dyn Fn(u64, [bool; 2]) -> std::time::Duration + Send + Sync + 'a>,
+);
+
+impl std::fmt::Debug for CallTimes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallTimes")
+    }
+}
+
+/// The words of a rank's offer (see `Alltoallv::offer`), after the
+/// places: the offer itself, the address of its receive buffer, then a
+/// bit per rank of the job, set by each sender that wrote its piece
+/// straight into that buffer, then ([`offer_busy`]) a bit per rank of the
+/// job, set by each sender while it may hold a writer's place (so that a
+/// receiver whose call failed waits for the living writers, not only
+/// until some rank failed). (Its process is the one the job recorded for
+/// its rank, never one a word names: see `crate::engine::processes`.)
+pub(super) const OFFER: usize = 0;
+pub(super) const OFFER_ADDRESS: usize = 1;
+pub(super) const OFFER_MASK: usize = 2;
+
+/// The first of the offer's words of senders at work among `ranks`
+/// ranks, after its mask.
+pub(super) fn offer_busy(ranks: usize) -> usize {
+    OFFER_MASK + ranks.div_ceil(64)
+}
+
+/// Counts fixed at creation, or learned in every call.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Sizes {
+    Fixed,
+    /// At most `capacity` elements sent and received per rank and call;
+    /// `data_ids` notification ids for chunks, then two sets of `nodes`
+    /// for the count rows; `copy` elements per copy of the data area.
+    Unknown {
+        capacity: usize,
+        data_ids: usize,
+        copy: usize,
+    },
+}
+
+/// Where a call stopped (to resume after a timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Unknown sizes: writing the rank's row of counts.
+    Start,
+    /// Unknown sizes: waiting until the node's ranks have written theirs.
+    Rows,
+    /// Sending credits (fixed) or count rows (unknown), from the `next`th.
+    Opening { next: usize },
+    /// Unknown sizes: waiting for the other nodes' rows.
+    Counting,
+    /// Copying into the staging area.
+    Staging,
+    /// Writing the node's chunks `next..end` (`wait`: once the node's
+    /// ranks have staged), then copying the pieces for this node.
+    Sending { next: usize, end: usize, wait: bool },
+    /// Reading this rank's pieces out of its node's send buffers (single
+    /// copies), then saying its pieces are placed and read.
+    Reading,
+    /// Claiming the node's incoming chunks (not reading again: a sender
+    /// may have returned once this rank said it had read).
+    Receiving,
+    /// Waiting until every rank of the node has placed and read its
+    /// pieces.
+    Closing,
+}
+
+/// An alltoallv over all ranks with node-level aggregation, created once
+/// and run as often as needed (see the module documentation).
+///
+/// Rank `s` sends `counts[s * ranks + t]` elements to rank `t`; its send
+/// buffer holds its pieces packed in target order, and a private receive
+/// buffer holds the received pieces packed in source order (the
+/// displacements are the prefix sums, [`crate::plan::displacements`]).
+///
+/// ```
+/// use gaspi::{Alltoallv, Config, Context, Timeout};
+/// let ctx = Context::init(Config::default())?;
+/// let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+/// // Rank s sends s + 1 elements to every rank.
+/// let counts: Vec<usize> = (0..n * n).map(|i| i / n + 1).collect();
+/// let mut a = Alltoallv::<u32>::new(&ctx, 3, &counts, Timeout::Block)?;
+/// let row = &counts[me * n..(me + 1) * n];
+/// let send = vec![me as u32; row.iter().sum()];
+/// a.run(&send, row, Timeout::Block)?;
+/// // In place, in the node's window: what rank 0 sent me.
+/// assert_eq!(a.received(0)?.to_vec(), [0]);
+/// # Ok::<(), gaspi::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Alltoallv<'a, T> {
+    pub(super) ctx: &'a Context,
+    pub(super) segment: SegmentId,
+    pub(super) window: Window,
+    pub(super) options: AlltoallvOptions,
+    pub(super) sizes: Sizes,
+    /// The plan of every call (fixed counts) or of the last call started.
+    pub(super) plan: Option<AlltoallvPlan>,
+    /// The window as words: the progress words, then (unknown sizes) the
+    /// two count matrices.
+    pub(super) control: SegmentView<u64>,
+    /// Elements of `T` before the data areas.
+    pub(super) data_base: usize,
+    /// The copy of the data area that holds the last result.
+    pub(super) last: usize,
+    /// Calls completed.
+    pub(super) calls: u64,
+    /// Claims on the node's table in the calls completed.
+    pub(super) claimed: u64,
+    /// Calls that staged (all but those refused for their sizes).
+    pub(super) stagings: u64,
+    /// The call in progress, if one timed out.
+    pub(super) phase: Option<Phase>,
+    /// The smallest piece copied once inside the node (see
+    /// [`AlltoallvOptions::single_copy_min`]); `usize::MAX` where the
+    /// node's ranks do not (cannot read each other's memory, or chose
+    /// otherwise).
+    pub(super) once_min: usize,
+    /// The call in progress (or the last one) copies large pieces once:
+    /// its ranks announce it, decide their push masks and read pieces from
+    /// each other (every rank of the node alike).
+    pub(super) once: bool,
+    /// The call in progress (or the last one) reads its large pieces from
+    /// this node's ranks straight into the caller's buffer.
+    pub(super) pull: bool,
+    /// The call in progress (or the last one) copies this rank's piece for
+    /// itself straight from its send buffer into its receive buffer, not
+    /// through the window (a `run_into` whose buffer holds the result).
+    pub(super) own_direct: bool,
+    /// The sources whose pieces that call read so (by rank; empty if
+    /// none).
+    pub(super) pulled_from: Vec<bool>,
+    /// The receive buffer (address, elements) that the call in progress
+    /// has read pieces into out of its node's send buffers, once it has.
+    pub(super) pulled_into: Option<(usize, usize)>,
+    /// The call in progress (or the last one) sends what the caller wrote
+    /// into the window ([`Alltoallv::run_in_window`]), copying nothing in.
+    pub(super) in_window: bool,
+    /// Whether the call in progress has made its offer, and the receive
+    /// buffer (address, elements) it offered to senders of other nodes, if
+    /// it did (see `Alltoallv::offer`).
+    pub(super) offer_made: bool,
+    pub(super) offered: Option<(usize, usize)>,
+    /// A write into another rank's buffer failed (no right to): this rank
+    /// writes its pieces through the window from then on.
+    pub(super) push_failed: AtomicBool,
+    /// By rank: the call up to which this rank writes its pieces for that
+    /// rank into the window without looking at its offer
+    /// (`offers::WINDOW_CALLS`). (Atomics, though only this rank's calls use
+    /// them, so that an `Alltoallv` may be shared between threads.)
+    pub(super) window_until: Vec<AtomicU64>,
+    /// The testing aid of [`Alltoallv::testing_around_writes`], if set.
+    pub(super) around_writes: Option<AroundCopies<'a>>,
+    /// The testing aid of [`Alltoallv::testing_around_reads`], if set.
+    pub(super) around_reads: Option<AroundCopies<'a>>,
+    /// Test aid: the times of measured calls (`testing_call_times`).
+    pub(super) call_times: Option<CallTimes<'a>>,
+    /// Where each target's piece starts in the send buffer of the call in
+    /// progress, and whether these are the packed places of the fixed
+    /// counts (kept from call to call).
+    pub(super) send_at: Vec<usize>,
+    pub(super) send_packed: bool,
+    /// The receive displacements given to the call in progress (by
+    /// source; `None`: packed), and where each source's piece goes in its
+    /// receive buffer once the counts are known and the buffer holds them.
+    pub(super) recv_displs: Option<Vec<usize>>,
+    pub(super) recv_at: Vec<usize>,
+    /// Whether `recv_at` holds the places of the call in progress, and
+    /// where they end if these are the packed places of the fixed counts
+    /// (kept from call to call).
+    pub(super) recv_placed: bool,
+    pub(super) recv_packed: Option<usize>,
+    /// By target node: whether this node's ranks write their pieces there
+    /// themselves, unstaged (see [`AlltoallvOptions::direct_min`]), for
+    /// the plan in use; and the elements this node stages in all.
+    pub(super) direct_to: Vec<bool>,
+    pub(super) staged_len: usize,
+    /// By target rank, for the plan in use: where this rank's piece starts
+    /// in the target's receive buffer when it holds its pieces packed (in
+    /// elements; see `Alltoallv::push_into`).
+    pub(super) push_at: Vec<usize>,
+    /// Whether each call copies large pieces once or twice by the node's
+    /// measurements (`single_copy_min: None`): inside the node, and into
+    /// offered buffers from other nodes.
+    pub(super) measured: bool,
+    /// The way of single copies that the call in progress takes: where
+    /// `measured`, the node's pick (then its ranks copy the node's large
+    /// pieces once and offer their buffers to other nodes), else `true`.
+    pub(super) once_way: bool,
+    /// Whether the call in progress copies its result into the caller's
+    /// buffer (`run_into`).
+    pub(super) private: bool,
+    /// Whether the call in progress is large enough for its stores into
+    /// the windows to be measured (`calls::STREAM_MIN_BYTES`), and whether it
+    /// makes them streaming (non-temporal).
+    pub(super) stream_measured: bool,
+    pub(super) streaming: bool,
+    /// The node's measurements, timed by its first rank: the first of the
+    /// pair whether calls copy once (`true`) inside the node (where
+    /// `measured`), the second whether their stores into the windows and
+    /// the caller's buffer stream (where `stream_measured`). The first
+    /// node's are the job's (`Alltoallv::next_choice_word`).
+    pub(super) choice: ChoicePair,
+    pub(super) _t: PhantomData<T>,
+}
+
+impl<'a, T: Pod> Alltoallv<'a, T> {
+    /// The collective on its new `window`, before its first call.
+    pub(super) fn made(
+        ctx: &'a Context,
+        segment: SegmentId,
+        window: Window,
+        options: AlltoallvOptions,
+        sizes: Sizes,
+        plan: Option<AlltoallvPlan>,
+        data_base: usize,
+    ) -> Alltoallv<'a, T> {
+        let mut a = Alltoallv {
+            ctx,
+            segment,
+            control: window.view(),
+            window,
+            options,
+            sizes,
+            plan,
+            data_base,
+            last: 0,
+            calls: 0,
+            claimed: 0,
+            stagings: 0,
+            phase: None,
+            once_min: usize::MAX,
+            once: false,
+            pull: false,
+            own_direct: false,
+            pulled_from: Vec::new(),
+            pulled_into: None,
+            in_window: false,
+            offer_made: false,
+            offered: None,
+            push_failed: AtomicBool::new(false),
+            window_until: (0..ctx.num_ranks()).map(|_| AtomicU64::new(0)).collect(),
+            around_writes: None,
+            around_reads: None,
+            call_times: None,
+            send_at: Vec::new(),
+            send_packed: false,
+            recv_displs: None,
+            recv_at: Vec::new(),
+            recv_placed: false,
+            recv_packed: None,
+            direct_to: Vec::new(),
+            staged_len: 0,
+            push_at: Vec::new(),
+            measured: false,
+            once_way: true,
+            private: false,
+            stream_measured: false,
+            streaming: false,
+            choice: ChoicePair::default(),
+            _t: PhantomData,
+        };
+        a.plan_direct();
+        a
+    }
+
+    /// The smallest piece this rank would copy once (`usize::MAX`: none),
+    /// from its options.
+    pub(super) fn single_min(&self) -> usize {
+        self.options
+            .single_copy_min
+            .unwrap_or(if self.ctx.engine.host_shares_cores() {
+                AlltoallvOptions::DEFAULT_SHARED_SINGLE_COPY_MIN
+            } else {
+                AlltoallvOptions::DEFAULT_SINGLE_COPY_MIN
+            })
+    }
+
+    /// Whether the piece from rank `s` to rank `t` goes in one copy when
+    /// its receiver asks for that (same node, large enough).
+    pub(super) fn single(&self, p: &AlltoallvPlan, s: usize, t: usize) -> bool {
+        let bytes = p.count(s, t).saturating_mul(std::mem::size_of::<T>());
+        s != t && p.layout.node_of(s) == p.layout.node_of(t) && bytes >= self.once_min
+    }
+
+    /// The first notification id of `node`'s chunks in a call of
+    /// `parity`. Fixed counts: a set per parity, since with no barrier
+    /// opening a call a node may write the next call's chunks before the
+    /// target has claimed this call's; unknown sizes: one set (a node
+    /// writes only after the target's count rows for that call).
+    pub(super) fn chunk_ids(&self, node: usize, parity: usize) -> usize {
+        match (self.sizes, &self.plan) {
+            (Sizes::Fixed, Some(p)) => parity * p.in_chunks(node),
+            _ => 0,
+        }
+    }
+
+    /// Where copy `parity` of `node`'s data area starts in its window.
+    pub(super) fn area(&self, node: usize, parity: usize) -> usize {
+        let len = match (self.sizes, &self.plan) {
+            (Sizes::Fixed, Some(p)) => p.window_len(node),
+            (Sizes::Unknown { copy, .. }, _) => copy,
+            (Sizes::Fixed, None) => unreachable!("fixed counts have a plan"),
+        };
+        self.data_base + parity * len
+    }
+
+    /// Bytes of the control words at the window's start: a cache line per
+    /// local rank, one for the node's count of stagings and its way of
+    /// copying, then each local rank's push mask (see
+    /// [`Alltoallv::mask_word`]), places and offer
+    /// ([`Alltoallv::offer_at`]).
+    pub(super) fn control_bytes(ctx: &Context) -> usize {
+        let (rpn, n) = (ctx.ranks_per_node(), ctx.num_ranks() as usize);
+        Self::offers_at(rpn) + rpn * Self::offer_stride(n)
+    }
+
+    /// Where the offers start: after the places.
+    fn offers_at(rpn: usize) -> usize {
+        64 * (rpn + 1) + rpn * (Self::mask_stride(rpn) + Self::places_stride(rpn))
+    }
+
+    /// Bytes of one rank's offer among `ranks` ranks, in whole cache lines.
+    fn offer_stride(ranks: usize) -> usize {
+        (8 * (offer_busy(ranks) + ranks.div_ceil(64))).div_ceil(64) * 64
+    }
+
+    /// The byte offset in every node's window of word `k` of local rank
+    /// `local`'s offer ([`OFFER`] and the words after it).
+    pub(super) fn offer_at(&self, local: usize, k: usize) -> usize {
+        let (rpn, n) = (self.ctx.ranks_per_node(), self.ctx.num_ranks() as usize);
+        Self::offers_at(rpn) + local * Self::offer_stride(n) + 8 * k
+    }
+
+    /// Word `k` of this node's local rank `local`'s offer.
+    pub(super) fn offer_word(&self, local: usize, k: usize) -> &AtomicU64 {
+        self.control
+            .atomic_u64(self.offer_at(local, k))
+            .expect("the offers lie in the control words")
+    }
+
+    /// Bytes of one rank's places (see [`Alltoallv::place_word`]), in
+    /// whole cache lines.
+    fn places_stride(rpn: usize) -> usize {
+        (16 * rpn).div_ceil(64) * 64
+    }
+
+    /// Local rank `local`'s word for local rank `j` in a call with single
+    /// copies, after the push masks: where (in elements) its piece for `j`
+    /// starts in its send buffer, or (`recv`) where the piece from `j` goes
+    /// in its receive buffer. Written only by `local`, before its
+    /// announcement, so that the node's ranks find pieces at any
+    /// displacements ([`Alltoallv::run_into_displaced`]).
+    pub(super) fn place_word(&self, local: usize, recv: bool, j: usize) -> &AtomicU64 {
+        let rpn = self.ctx.ranks_per_node();
+        let at = 64 * (rpn + 1)
+            + rpn * Self::mask_stride(rpn)
+            + local * Self::places_stride(rpn)
+            + 8 * (usize::from(recv) * rpn + j);
+        self.control
+            .atomic_u64(at)
+            .expect("the places lie in the control lines")
+    }
+
+    /// Bytes of one rank's push mask: a bit per local rank, in whole
+    /// cache lines.
+    fn mask_stride(rpn: usize) -> usize {
+        rpn.div_ceil(64).div_ceil(8) * 64
+    }
+
+    /// Word `k` of local rank `local`'s push mask in a call with single
+    /// copies: bit `t % 64` of word `t / 64` set says that `local` copies
+    /// its piece for local rank `t` into the window (`t` does not read it
+    /// itself). Written only by `local`, before its announcement.
+    pub(super) fn mask_word(&self, local: usize, k: usize) -> &AtomicU64 {
+        let rpn = self.ctx.ranks_per_node();
+        let at = 64 * (rpn + 1) + local * Self::mask_stride(rpn) + 8 * k;
+        self.control
+            .atomic_u64(at)
+            .expect("the push masks lie in the control lines")
+    }
+
+    /// Whether local rank `s` copies its piece for local rank `t` into the
+    /// window (its mask says so).
+    pub(super) fn pushes(&self, s: usize, t: usize) -> bool {
+        self.mask_word(s, t / 64).load(SeqCst) >> (t % 64) & 1 == 1
+    }
+
+    /// How many times the node's ranks have staged, in all (see
+    /// [`AlltoallvOptions::one_sender_max`]): the cache line after the
+    /// progress words.
+    pub(super) fn staged_count(&self) -> &AtomicU64 {
+        self.control
+            .atomic_u64(64 * self.ctx.ranks_per_node())
+            .expect("the control lines lie at the window's aligned start")
+    }
+
+    /// Where the ways of a call are measured, the node's ways in use for
+    /// call number `call` (as [`ChoicePair::word`]: bit 0 set, copies
+    /// once; bit 1 set, streaming stores; and the [`LEARNED`] bits of
+    /// [`Alltoallv::next_choice_word`]), after
+    /// [`Alltoallv::staged_count`]: a word per parity of the call. The
+    /// node's first rank writes the next call's during a call, before it
+    /// says its pieces for the node are placed and read (its step 3 of
+    /// `Alltoallv::publish`), and every rank reads its call's at staging:
+    /// so all read the same value (no rank starts the next call before the
+    /// first rank's step 3, nor does the first rank write this parity's
+    /// word again before every rank's step 3 of the next call). That
+    /// every rank takes the same way keeps a call from waiting for an
+    /// announcement or a push mask that a rank copying twice never makes.
+    pub(super) fn choice_word(&self, call: u64) -> &AtomicU64 {
+        self.control
+            .atomic_u64(self.choice_at(call))
+            .expect("the control lines lie at the window's aligned start")
+    }
+
+    /// Where [`Alltoallv::choice_word`] of `call` lies in a node's window.
+    pub(super) fn choice_at(&self, call: u64) -> usize {
+        64 * self.ctx.ranks_per_node() + 8 * (1 + (call % 2) as usize)
+    }
+
+    /// Whether a call planned as `p` has a piece between two ranks of this
+    /// node that may go in one copy (none where the node copies nothing
+    /// once: [`Alltoallv::single_copy`]).
+    pub(super) fn has_single(&self, p: &AlltoallvPlan) -> bool {
+        let ranks = p.layout.node_ranks(self.ctx.node());
+        ranks
+            .clone()
+            .any(|s| ranks.clone().any(|t| self.single(p, s, t)))
+    }
+
+    /// Unknown sizes: the word index of count matrix `parity` (row `s`,
+    /// column `t` at `s * ranks + t` from there).
+    pub(super) fn matrix_at(&self, parity: usize) -> usize {
+        let n = self.ctx.num_ranks() as usize;
+        Self::control_bytes(self.ctx) / 8 + parity * n * n
+    }
+
+    pub(super) fn block_elems(ctx: &Context, options: AlltoallvOptions) -> usize {
+        let bytes = ctx
+            .engine
+            .block_bytes(options.block_bytes, AlltoallvOptions::DEFAULT_BLOCK_BYTES);
+        (bytes / std::mem::size_of::<T>().max(1)).max(1)
+    }
+
+    /// The rank of node `node` this rank writes to: the same local rank,
+    /// or fewer if the node has fewer ranks.
+    pub(super) fn peer(&self, node: usize) -> Rank {
+        let ranks = self.ctx.node_ranks(node);
+        let local = self.ctx.local_rank() as usize % ranks.len();
+        ranks.start + local as Rank
+    }
+
+    /// Word `k` of local rank `local`'s control line (see [`PROGRESS`]).
+    pub(super) fn line(&self, local: usize, k: usize) -> &AtomicU64 {
+        control_word(&self.control, local, k)
+    }
+
+    /// Wake the node's ranks waiting on a control line.
+    pub(super) fn wake(&self) {
+        self.window.object().notifications().ww.wake();
+    }
+}
+
+impl<T> Drop for Alltoallv<'_, T> {
+    /// Deletes this rank's window segment, once its queue is done. When a
+    /// call returns, every chunk for this node has arrived, so no more
+    /// writes come in (after a call given up, see
+    /// [`Context::segment_create`] for why a new one is still safe).
+    fn drop(&mut self) {
+        crate::collectives::release(self.ctx, self.segment, self.options.queue);
+    }
+}

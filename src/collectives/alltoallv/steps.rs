@@ -1,0 +1,505 @@
+//! The steps of a call, in order (`Alltoallv::advance`): credits or count
+//! rows to the other nodes, staging, the node's chunks, the pieces for this
+//! node, claims of the incoming chunks and the closing wait; the progress
+//! words that tell the node's ranks how far each is, and the choice word
+//! by which the node's first rank tells them the way of the next calls.
+
+use super::state::{Alltoallv, LEARNED, PROGRESS, Phase, Sizes};
+use crate::collectives::alltoallv_plan::{AlltoallvPlan, Chunk};
+use crate::collectives::await_control;
+use crate::collectives::layout::Layout;
+use crate::error::{Error, Result};
+use crate::types::{Deadline, Notification, Remote, Timeout};
+use bytemuck::Pod;
+use std::sync::atomic::Ordering::SeqCst;
+
+/// Which of its pieces a rank copies into its node's window
+/// (`Alltoallv::stage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Staged {
+    /// Those for other nodes, into the staging area.
+    Out,
+    /// Those for this node's ranks that they do not read themselves, into
+    /// the receive area.
+    Node,
+    /// Those that this node's ranks were to read themselves, into the
+    /// receive area.
+    Read,
+}
+
+impl<'a, T: Pod> Alltoallv<'a, T> {
+    /// The ways in use that the node's first rank writes, during the call
+    /// in progress, for the call after it ([`Alltoallv::choice_word`]):
+    /// for each choice, the way that the job's first node uses in this
+    /// call where it has measured that choice (its [`LEARNED`] bit), else
+    /// this node's own. The nodes take the same ways (a call later than the
+    /// first node) because each node's ways change the others' calls: its
+    /// ranks' single copies land in their buffers, and the timing of its
+    /// chunks sets when they can scatter theirs. The first node wrote its
+    /// word for this call in its previous call, just after it sent its
+    /// chunks of that call, which this node has received (it is in this
+    /// call); the first node's rank may not have stored it yet, and where
+    /// the two nodes exchange nothing the word may be a call older or
+    /// newer, which costs speed only (each node's own word keeps its ranks
+    /// alike).
+    fn next_choice_word(&self) -> u64 {
+        let [a, b] = self.choice.learned();
+        let own = self.choice.word() | (u64::from(a) | u64::from(b) << 1) << LEARNED;
+        // Where this call measured no way, the next one likely measures
+        // none either and takes no way from the word: no remote atomic
+        // (through a transport, a round trip per call).
+        let once = self.plan.as_ref().is_some_and(|p| self.measures_once(p));
+        if self.ctx.node() == 0 || !(once || self.stream_measured) {
+            return own;
+        }
+        let first = self.ctx.node_ranks(0).start;
+        let at = Remote::new(first, self.segment, self.choice_at(self.calls));
+        // Where node 0 could not be read, this node goes its own way.
+        let theirs = self
+            .ctx
+            .atomic_fetch_add(at, 0, Timeout::Block)
+            .unwrap_or(0);
+        let taken = theirs >> LEARNED & 0b11;
+        (own & !taken) | (theirs & (taken | taken << LEARNED))
+    }
+
+    /// Whether the call in progress, planned as `p`, has its way of single
+    /// copies measured: by default, with private results, where some piece
+    /// may go in one copy (inside the node, or into an offered buffer).
+    pub(super) fn measures_once(&self, p: &AlltoallvPlan) -> bool {
+        self.measured && self.private && (self.has_single(p) || self.has_offered(p))
+    }
+
+    /// Run the call's phases from `phase` on, updating it as they finish.
+    /// `Ok(Some(e))`: the call ended on every rank with error `e` (unknown
+    /// sizes beyond the capacity).
+    pub(super) fn advance(
+        &mut self,
+        phase: &mut Phase,
+        send: &[T],
+        send_counts: &[usize],
+        mut recv: Option<&mut [T]>,
+        deadline: Deadline,
+    ) -> Result<Option<Error>> {
+        let ctx = self.ctx;
+        let (node, nodes) = (ctx.node(), ctx.num_nodes());
+        let (local, local_num) = (ctx.local_rank() as usize, ctx.local_num() as usize);
+        let tag = crate::collectives::call_tag(self.calls);
+        let parity = (self.calls % 2) as usize;
+        // What each rank's progress word says in this call: rows written,
+        // pieces staged, pieces for the node placed and pieces read out of
+        // the node's send buffers (see `publish`).
+        let calls = self.calls;
+        let step = |j: u64| 3 * calls + j;
+        loop {
+            match *phase {
+                Phase::Start => {
+                    if let Sizes::Unknown { .. } = self.sizes {
+                        self.write_row(parity, send_counts);
+                        self.publish(step(1));
+                        *phase = Phase::Rows;
+                    } else {
+                        *phase = Phase::Opening { next: 0 };
+                    }
+                }
+                Phase::Rows => {
+                    self.gather(step(1), deadline)?;
+                    *phase = Phase::Opening { next: 0 };
+                }
+                Phase::Opening { next } => {
+                    // Fixed: a credit to each node that sends here. Unknown:
+                    // this node's count rows to every node. Shared out: the
+                    // k-th such message is local rank k's (mod the node's).
+                    let targets: Vec<usize> = match self.sizes {
+                        // The first two calls use copies never written.
+                        Sizes::Fixed if self.calls < 2 => Vec::new(),
+                        Sizes::Fixed => {
+                            let p = self.plan().expect("fixed");
+                            p.senders_to(node)
+                                .filter(|&m| p.needs_credit(m, node))
+                                .collect()
+                        }
+                        Sizes::Unknown { .. } => (1..nodes).map(|k| (node + k) % nodes).collect(),
+                    };
+                    for (k, &to) in targets.iter().enumerate().skip(next) {
+                        if k % local_num != local {
+                            continue;
+                        }
+                        *phase = Phase::Opening { next: k };
+                        self.open_to(to, parity, tag, deadline)?;
+                    }
+                    *phase = match self.sizes {
+                        Sizes::Fixed => Phase::Staging,
+                        Sizes::Unknown { .. } => Phase::Counting,
+                    };
+                }
+                Phase::Counting => {
+                    if let Err(refused) = self.count(parity, deadline)? {
+                        // Every rank ends here alike; the words still say
+                        // this call is over.
+                        self.publish(step(3));
+                        return Ok(Some(refused));
+                    }
+                    *phase = Phase::Staging;
+                }
+                Phase::Staging => {
+                    // Where the pieces go in `recv`, if it holds them.
+                    let fits = recv
+                        .as_ref()
+                        .is_some_and(|r| self.place_recv(r.len()).is_ok());
+                    // Measured: every rank of the node picks alike.
+                    let word = self.choice_word(self.calls).load(SeqCst);
+                    let [once, streaming] = self.choice.pick(self.calls, word);
+                    self.once_way = once || !self.measured;
+                    if !self.offer_made {
+                        self.offer(tag, recv.as_deref(), fits, self.once_way);
+                    }
+                    self.streaming = match self.options.stream_stores {
+                        Some(fixed) => fixed,
+                        None => self.stream_measured && streaming,
+                    };
+                    // First what goes straight to other nodes (it may wait
+                    // for credits: a call resumed redoes only this).
+                    self.write_direct(send, send_counts, parity, deadline)?;
+                    let p = self.plan.as_ref().expect("planned");
+                    let once = self.has_single(p) && self.once_way;
+                    // (In the window there is no `recv`: nothing to read.)
+                    (self.once, self.own_direct) = (once, fits);
+                    if self.once {
+                        self.announce(send, recv.as_deref(), fits);
+                    }
+                    if !self.in_window {
+                        self.stage(send, send_counts, Staged::Out, parity);
+                    }
+                    self.publish(step(2));
+                    self.stagings += 1;
+                    let p = self.plan().expect("planned");
+                    let elem = std::mem::size_of::<T>();
+                    let outgoing = self.staged_len.saturating_mul(elem);
+                    *phase = if outgoing <= self.options.one_sender_max {
+                        // The node's last rank to stage sends it all, at
+                        // once: nobody waits for the others to stage.
+                        let arrived = self.staged_count().fetch_add(1, SeqCst) + 1;
+                        let last = arrived == self.stagings * local_num as u64;
+                        let all = if last { p.chunks(node).len() } else { 0 };
+                        Phase::Sending {
+                            next: 0,
+                            end: all,
+                            wait: false,
+                        }
+                    } else {
+                        let share = p.sends(ctx.rank() as usize);
+                        Phase::Sending {
+                            next: share.start,
+                            end: share.end,
+                            wait: true,
+                        }
+                    };
+                }
+                Phase::Sending { next, end, wait } => {
+                    let p = self.plan.as_ref().expect("planned");
+                    if wait && next < end {
+                        // A chunk holds pieces of every local rank.
+                        self.gather(step(2), deadline)?;
+                    }
+                    for i in next..end {
+                        *phase = Phase::Sending { next: i, end, wait };
+                        let c = p.chunks(node)[i];
+                        self.send_chunk(p, &c, parity, deadline)?;
+                    }
+                    // The pieces for this node's ranks, while chunks travel.
+                    if self.once {
+                        self.decide(send, deadline)?;
+                    }
+                    if !self.in_window {
+                        self.stage(send, send_counts, Staged::Node, parity);
+                    }
+                    if local == 0 {
+                        let word = self.next_choice_word();
+                        self.choice_word(self.calls + 1).store(word, SeqCst);
+                    }
+                    *phase = Phase::Reading;
+                }
+                Phase::Reading => {
+                    if let (true, Some(recv)) = (self.pull, recv.as_deref_mut()) {
+                        self.pull_pieces(recv, deadline)?;
+                    }
+                    // Placed and read: this rank's pieces for its node's
+                    // ranks are in place (or announced for them to read),
+                    // and it reads nothing more out of its node's send
+                    // buffers in this call.
+                    self.publish(step(3));
+                    *phase = Phase::Receiving;
+                }
+                Phase::Receiving => {
+                    let expect = self.plan().expect("planned").in_chunks(node);
+                    if expect > 0 {
+                        let first = self.chunk_ids(node, parity) as u32;
+                        let ids = first..first + expect as u32;
+                        let until = self.claimed + expect as u64;
+                        while let Some((_, v)) = ctx.notify_claim_until(
+                            self.segment,
+                            ids.clone(),
+                            until,
+                            deadline.timeout(),
+                        )? {
+                            debug_assert_eq!(v, tag);
+                        }
+                    }
+                    // Sends complete locally before staging is rewritten
+                    // (in the call after next, once every rank of the node
+                    // has said it reached a step of the next call).
+                    ctx.wait(self.options.queue, Timeout::Block)?;
+                    self.claimed += expect as u64;
+                    *phase = Phase::Closing;
+                }
+                Phase::Closing => {
+                    // Every piece for this rank is in place once its node's
+                    // chunks have come (this rank's claims saw them all) and
+                    // every local rank has placed its pieces, and every send
+                    // buffer of the node may go once every local rank has
+                    // read what it reads out of them (single copies): no
+                    // need to wait for the others to see the chunks too (a
+                    // hand-off of the cores each, where ranks share them).
+                    self.gather(step(3), deadline)?;
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// [`await_control`] on this alltoallv's control lines.
+    pub(super) fn await_words<const K: usize>(
+        &self,
+        locals: std::ops::Range<usize>,
+        at_least: u64,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let lines = (&self.window, &self.control);
+        await_control::<K>(self.ctx, lines, locals, at_least, deadline)
+    }
+
+    /// [`Alltoallv::await_words`] for every local rank.
+    pub(super) fn await_lines<const K: usize>(
+        &self,
+        at_least: u64,
+        deadline: Deadline,
+    ) -> Result<()> {
+        self.await_words::<K>(0..self.ctx.local_num() as usize, at_least, deadline)
+    }
+
+    /// Say that this rank has reached `step` of its calls (`3 * call + j`:
+    /// 1 its row of counts written, 2 its pieces staged, 3 its pieces for
+    /// its node's ranks placed and its reads out of its node's send
+    /// buffers done), and wake the node's waiters. A rank reaches a step
+    /// of a call only after it is done with the previous call (its claims
+    /// and sends included), so a word at a step also says that.
+    fn publish(&self, step: u64) {
+        self.line(self.ctx.local_rank() as usize, PROGRESS)
+            .store(step, SeqCst);
+        self.wake();
+    }
+
+    /// Wait until every rank of the node has reached `step`.
+    fn gather(&self, step: u64, deadline: Deadline) -> Result<()> {
+        self.await_lines::<PROGRESS>(step, deadline)
+    }
+
+    /// Copy this rank's pieces from `send` into copy `parity` of the data
+    /// area: those for other nodes into the staging area (`Staged::Out`),
+    /// or those for this node's ranks into the receive area
+    /// (`Staged::Node`), but those that their receivers read themselves,
+    /// or only those (`Staged::Read`: a call that failed moves them, see
+    /// [`Alltoallv::withdraw`]).
+    pub(super) fn stage(&self, send: &[T], send_counts: &[usize], which: Staged, parity: usize) {
+        let p = self.plan.as_ref().expect("planned");
+        let (me, local) = (self.ctx.rank() as usize, self.ctx.local_rank() as usize);
+        let first = p.layout.node_ranks(p.layout.node_of(me)).start;
+        let base = self.area(self.ctx.node(), parity);
+        let view = self.window.view::<T>();
+        // Whether `t` reads this rank's piece for it out of `send` itself.
+        let read = |t: usize| self.once && self.single(p, me, t) && !self.pushes(local, t - first);
+        for (t, &c) in send_counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let to = match (p.stage_at(me, t), which) {
+                (Some(_), Staged::Out) if self.direct_to[p.layout.node_of(t)] => continue,
+                (Some(staged), Staged::Out) => staged,
+                (None, Staged::Node) if t == me && self.own_direct => continue,
+                (None, Staged::Node) if read(t) => continue,
+                (None, Staged::Node) => p.recv_at(me, t),
+                (None, Staged::Read) if read(t) => p.recv_at(me, t),
+                _ => continue,
+            };
+            let piece = &send[self.send_at[t]..self.send_at[t] + c];
+            view.copy_from_slice_with(base + to, piece, self.streaming);
+        }
+    }
+
+    /// Write chunk `c` of plan `p` from and to copy `parity` of the data
+    /// areas, with its notification (the call's tag).
+    fn send_chunk(
+        &self,
+        p: &AlltoallvPlan,
+        c: &Chunk,
+        parity: usize,
+        deadline: Deadline,
+    ) -> Result<()> {
+        self.await_credit(p, c.to, deadline)?;
+        self.post_chunk(
+            p,
+            c,
+            parity,
+            crate::collectives::call_tag(self.calls),
+            deadline,
+        )
+    }
+
+    /// From the third call on, node `to`'s credit for this call (or a
+    /// later one) to write into its receive area, unless its chunks of the
+    /// previous call said it.
+    pub(super) fn await_credit(
+        &self,
+        p: &AlltoallvPlan,
+        to: usize,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let node = self.ctx.node();
+        if let (Sizes::Fixed, 2..) = (self.sizes, self.calls) {
+            if p.needs_credit(node, to) {
+                let credit = (2 * p.in_chunks(node) + to) as u32;
+                let tag = crate::collectives::call_tag(self.calls);
+                self.ctx
+                    .await_notification_tag(self.segment, credit, tag, deadline)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Post chunk `c` (see `send_chunk`).
+    fn post_chunk(
+        &self,
+        p: &AlltoallvPlan,
+        c: &Chunk,
+        parity: usize,
+        tag: u32,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let elem = std::mem::size_of::<T>();
+        let (from, to) = p.chunk_at(c);
+        let from = (self.area(self.ctx.node(), parity) + from) * elem;
+        let to = (self.area(c.to, parity) + to) * elem;
+        // A section written unstaged: only the notification.
+        let len = if self.direct_to[c.to] {
+            0
+        } else {
+            c.len * elem
+        };
+        crate::collectives::post(
+            self.ctx,
+            self.segment,
+            self.options.queue,
+            self.peer(c.to),
+            (from, to, len),
+            Notification::new((self.chunk_ids(c.to, parity) + c.id) as u32, tag),
+            deadline,
+        )
+    }
+
+    /// Fixed counts: node `to` may write here (a credit). Unknown sizes:
+    /// this node's rows of count matrix `parity` to node `to`.
+    fn open_to(&self, to: usize, parity: usize, tag: u32, deadline: Deadline) -> Result<()> {
+        let (ctx, node) = (self.ctx, self.ctx.node());
+        let (id, bytes) = match self.sizes {
+            Sizes::Fixed => {
+                let id = 2 * self.plan().expect("fixed").in_chunks(to) + node;
+                (id, (0, 0, 0))
+            }
+            Sizes::Unknown { data_ids, .. } => {
+                let n = ctx.num_ranks() as usize;
+                let rows = ctx.node_ranks(node);
+                let at = 8 * (self.matrix_at(parity) + rows.start as usize * n);
+                (
+                    data_ids + parity * ctx.num_nodes() + node,
+                    (at, at, 8 * rows.len() * n),
+                )
+            }
+        };
+        crate::collectives::post(
+            ctx,
+            self.segment,
+            self.options.queue,
+            self.peer(to),
+            bytes,
+            Notification::new(id as u32, tag),
+            deadline,
+        )
+    }
+
+    /// Unknown sizes: this rank's row of count matrix `parity`.
+    fn write_row(&self, parity: usize, send_counts: &[usize]) {
+        let n = send_counts.len();
+        let me = self.ctx.rank() as usize;
+        let row: Vec<u64> = send_counts.iter().map(|&c| c as u64).collect();
+        self.control
+            .copy_from_slice(self.matrix_at(parity) + me * n, &row);
+    }
+
+    /// Unknown sizes: wait for every other node's count rows, then plan the
+    /// call from the whole matrix. Every rank computes the same plan, so a
+    /// capacity exceeded ends the call on all alike (`Ok(Err(_))`).
+    fn count(&mut self, parity: usize, deadline: Deadline) -> Result<Result<()>> {
+        let Sizes::Unknown {
+            capacity, data_ids, ..
+        } = self.sizes
+        else {
+            return Ok(Ok(()));
+        };
+        let ctx = self.ctx;
+        let (n, nodes) = (ctx.num_ranks() as usize, ctx.num_nodes());
+        if nodes > 1 {
+            let first = (data_ids + parity * nodes) as u32;
+            let until = self.claimed + nodes as u64 - 1;
+            while ctx
+                .notify_claim_until(
+                    self.segment,
+                    first..first + nodes as u32,
+                    until,
+                    deadline.timeout(),
+                )?
+                .is_some()
+            {}
+            self.claimed = until;
+        }
+        let mut matrix = vec![0u64; n * n];
+        self.control
+            .copy_to_slice(self.matrix_at(parity), &mut matrix);
+        let counts: Vec<usize> = matrix.iter().map(|&c| c as usize).collect();
+        let elem = std::mem::size_of::<T>().max(1);
+        let block = Self::block_elems(ctx, self.options);
+        let plan = AlltoallvPlan::new(Layout::of(ctx), &counts, elem, block, data_ids);
+        let over = |what: &str, r: usize, total: usize| {
+            Error::InvalidArgument(format!(
+                "rank {r} {what} {total} elements in this call, the alltoallv's capacity is {capacity}"
+            ))
+        };
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(e) => return Ok(Err(e)),
+        };
+        for r in 0..n {
+            let sent: usize = (0..n).map(|t| plan.count(r, t)).sum();
+            let got: usize = (0..n).map(|s| plan.count(s, r)).sum();
+            if sent > capacity {
+                return Ok(Err(over("sends", r, sent)));
+            }
+            if got > capacity {
+                return Ok(Err(over("receives", r, got)));
+            }
+        }
+        self.plan = Some(plan);
+        self.plan_direct();
+        Ok(Ok(()))
+    }
+}
