@@ -172,7 +172,8 @@ fn every_layout(sizes: &[usize], iterations: usize) {
 fn small_messages_on_every_layout() {
     // 400 u64s (3,200 bytes) lie between the replicated thresholds of one
     // node (2 KiB; 8 KiB when its ranks share cores) and of several (4 KiB).
-    every_layout(&[1, 7, 100, 400], 10);
+    // Across hosts 4 calls: each parity of the alternating slots twice.
+    every_layout(&[1, 7, 100, 400], repeats(10, 4));
 }
 
 #[test]
@@ -372,7 +373,8 @@ fn identical(ctx: &Context, bits: &[u64]) -> (bool, bool) {
 
 #[test]
 fn floating_point_tolerance_and_bit_identity() {
-    for (ranks, ppn) in [(7, 1), (8, 2), (6, 3), (5, 2), (11, 1), (4, 4)] {
+    for (ranks, ppn) in gaspi::testing::layouts(&[(7, 1), (8, 2), (6, 3), (5, 2), (11, 1), (4, 4)])
+    {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let n = ctx.num_ranks() as usize;
             let me = ctx.rank() as usize;
@@ -427,7 +429,7 @@ fn floating_point_tolerance_and_bit_identity() {
 /// the caller's buffer, call after call.
 #[test]
 fn shared_and_own_reductions_match_their_order_bit_for_bit() {
-    for (ranks, ppn) in [(4, 2), (8, 4), (6, 3), (3, 3), (5, 2), (7, 3)] {
+    for (ranks, ppn) in gaspi::testing::layouts(&[(4, 2), (8, 4), (6, 3), (3, 3), (5, 2), (7, 3)]) {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let me = ctx.rank() as usize;
             let len = 300;
@@ -908,7 +910,9 @@ fn user_closures_on_any_plain_data() {
 
 #[test]
 fn inter_node_messages_match_the_cost_model() {
-    for (ranks, ppn) in [(4, 2), (6, 2), (8, 2), (7, 1), (11, 1), (9, 3), (5, 2)] {
+    for (ranks, ppn) in
+        gaspi::testing::layouts(&[(4, 2), (6, 2), (8, 2), (7, 1), (11, 1), (9, 3), (5, 2)])
+    {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             for (name, opts) in option_sets() {
                 for len in [1, 300, 2000] {

@@ -129,13 +129,15 @@ fn check_fixed(ctx: &Context, d: Dist, c: usize, iterations: usize, options: All
 fn run_dist(d: Dist) {
     for (ranks, ppn) in layouts() {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
-            // Small chunks, so that sections are cut and shared out.
+            // Small chunks, so that sections are cut and shared out; across
+            // hosts 8 calls (credits from the third).
+            let calls = repeats(20, 8);
             let small = AlltoallvOptions {
                 block_bytes: 8 * 16,
                 ..Default::default()
             };
             for c in [0, 1, 37] {
-                check_fixed(ctx, d, c, 20, small);
+                check_fixed(ctx, d, c, calls, small);
             }
             // The node's ranks share its chunks out (and wait for each
             // other's staging) instead of its last rank sending them all.
@@ -143,7 +145,7 @@ fn run_dist(d: Dist) {
                 one_sender_max: 0,
                 ..small
             };
-            check_fixed(ctx, d, 37, 20, shared_out);
+            check_fixed(ctx, d, 37, calls, shared_out);
             check_fixed(ctx, d, 300, 4, AlltoallvOptions::default());
             // Every piece between nodes written straight from its
             // sender's buffer, the chunks only notifications, with one
@@ -153,7 +155,7 @@ fn run_dist(d: Dist) {
                     direct_min: Some(1),
                     ..opts
                 };
-                check_fixed(ctx, d, 37, 20, direct);
+                check_fixed(ctx, d, 37, calls, direct);
             }
         });
     }
@@ -1045,7 +1047,7 @@ fn check_displaced(
 /// from packed and scattered send buffers alike.
 #[test]
 fn mpi_displacements_on_every_layout() {
-    for (ranks, ppn) in [(1, 1), (4, 4), (4, 2), (5, 2), (3, 1)] {
+    for (ranks, ppn) in gaspi::testing::layouts(&[(1, 1), (4, 4), (4, 2), (5, 2), (3, 1)]) {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
             let direct = AlltoallvOptions {
@@ -1209,9 +1211,11 @@ fn unknown_sizes_change_every_call_on_every_layout() {
             let mut a = Alltoallv::<u64>::with_unknown_sizes(ctx, 11, capacity, staged, B).unwrap();
             let mut b = Alltoallv::<u64>::with_unknown_sizes(ctx, 12, capacity, direct, B).unwrap();
             let mut recv = vec![0u64; capacity];
-            for it in 0..60 {
+            // Across hosts 36 calls: each half two rounds of its sizes.
+            let calls = repeats(60, 36);
+            for it in 0..calls {
                 // Both: staged, and the larger pieces written straight.
-                let a = if it < 30 { &mut a } else { &mut b };
+                let a = if it < calls / 2 { &mut a } else { &mut b };
                 let d = [Dist::Regular, Dist::Random, Dist::Sparse][it % 3];
                 let counts = counts(d, n, [0, 1, 40][(it / 3) % 3], it as u64);
                 let row = &counts[me * n..(me + 1) * n];
@@ -1891,7 +1895,7 @@ fn one_way_sections_wait_for_credits() {
             let plan = a.plan().unwrap();
             assert!(plan.needs_credit(0, ctx.num_nodes() - 1));
             let row = counts[me * n..(me + 1) * n].to_vec();
-            for it in 0..30 {
+            for it in 0..repeats(30, 10) {
                 a.run(&send_of(&counts, n, me, it), &row, B).unwrap();
                 check_in_place(&a, &counts, n, me, it);
             }

@@ -10,13 +10,14 @@ use gaspi::{Error, Local, Remote, Timeout};
 #[test]
 fn fetch_add_from_every_rank_sums_exactly() {
     Job::new(&[2, 4, 8]).run(|ctx| {
-        const ADDS: u64 = 2000;
+        // Across hosts every add is a round trip through the transport.
+        let adds = repeats(2000, 400) as u64;
         let seg = segment(ctx, 0, 4096);
         let n = ctx.num_ranks() as u64;
         let me = ctx.rank() as u64;
         // Every rank adds to word 0 of every rank; word 8 collects old values' sum.
         let mut olds = Vec::new();
-        for k in 0..ADDS {
+        for k in 0..adds {
             let target = ((k + me) % n) as u16;
             olds.push(
                 ctx.atomic_fetch_add(Remote::new(target, 0, 0), me + 1, Timeout::Block)
@@ -24,8 +25,8 @@ fn fetch_add_from_every_rank_sums_exactly() {
             );
         }
         barrier(ctx);
-        // Each rank received ADDS/n adds from each rank r of value r+1 (ADDS divisible by n).
-        let expect = (ADDS / n) * (1..=n).sum::<u64>();
+        // Each rank received adds/n adds from each rank r of value r+1 (adds divisible by n).
+        let expect = (adds / n) * (1..=n).sum::<u64>();
         assert_eq!(
             seg.atomic_u64(0)
                 .unwrap()
@@ -43,14 +44,16 @@ fn fetch_add_from_every_rank_sums_exactly() {
 #[test]
 fn compare_swap_spin_lock_protects_a_plain_counter() {
     Job::new(&[2, 4, 8]).run(|ctx| {
-        const ITERS: u64 = 300;
+        // Across hosts, where every atomic is a round trip through the
+        // transport, fewer rounds of the same contention.
+        let iters = repeats(300, 60) as u64;
         // Rank 0 holds the lock word (offset 0) and a non-atomic counter (offset 64).
         let seg = segment(ctx, 0, 4096);
         segment(ctx, 1, 64); // scratch for reading/writing the counter
         let scratch = ctx.segment::<u64>(1).unwrap();
         let me = ctx.rank() as u64 + 1;
         let lock = Remote::new(0, 0, 0);
-        for _ in 0..ITERS {
+        for _ in 0..iters {
             while ctx
                 .atomic_compare_swap(lock, 0, me, Timeout::Block)
                 .unwrap()
@@ -88,7 +91,7 @@ fn compare_swap_spin_lock_protects_a_plain_counter() {
         barrier(ctx);
         if ctx.rank() == 0 {
             let counter = ctx.segment::<u64>(0).unwrap().get(8);
-            assert_eq!(counter, ITERS * ctx.num_ranks() as u64);
+            assert_eq!(counter, iters * ctx.num_ranks() as u64);
         }
         let _ = seg;
         barrier(ctx);

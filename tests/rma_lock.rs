@@ -32,7 +32,7 @@ const WRITER: u64 = 1 << 32;
 /// writer, and the writers' non-atomic counters are exact.
 #[test]
 fn locks_exclude_and_share_as_mpi_says_in_both_designs() {
-    for (n, ppn) in [(4, 4), (8, 2), (5, 5), (6, 3)] {
+    for (n, ppn) in gaspi::testing::layouts(&[(4, 4), (8, 2), (5, 5), (6, 3)]) {
         Job::new(&[n]).ppn(ppn).run(|ctx| {
             for design in DESIGNS {
                 let win = window(ctx, 1, 4, design);

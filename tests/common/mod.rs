@@ -4,6 +4,19 @@
 use gaspi::launcher::Report;
 use gaspi::{Alloc, Context, Error, GroupId, Notification, SegmentId, SegmentView, Timeout};
 
+/// How many times a test repeats its calls or rounds: `native` on the
+/// native engine, `across` on an engine with a transport between hosts
+/// ([`gaspi::testing::through_transport`]), where every job and every
+/// message between emulated hosts costs far more (CI runs whole files
+/// there on 2 cores).
+pub fn repeats(native: usize, across: usize) -> usize {
+    if gaspi::testing::through_transport() {
+        across
+    } else {
+        native
+    }
+}
+
 /// Byte `i` of the test pattern number `seed`: differs between seeds and
 /// along the buffer, so misplaced or stale bytes show.
 pub fn pattern(seed: u64, i: usize) -> u8 {
