@@ -146,17 +146,17 @@
 //! The files, bottom-up: `options.rs`, `state.rs` (the fields and the
 //! window's words), `steps.rs` (a call's steps), `single_copy.rs` (reads
 //! inside a node), `offers.rs` (writes between nodes), then what callers
-//! use: `create.rs`, `calls.rs`, `results.rs` and `testing.rs`.
+//! use: `create.rs`, `calls.rs`, `results.rs` and `hooks.rs` (for tests).
 
 mod calls;
 mod create;
+mod hooks;
 mod offers;
 mod options;
 mod results;
 mod single_copy;
 mod state;
 mod steps;
-mod testing;
 
 pub use options::AlltoallvOptions;
 pub use state::Alltoallv;
