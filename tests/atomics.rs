@@ -9,7 +9,7 @@ use gaspi::{Error, Local, Remote, Timeout};
 
 #[test]
 fn fetch_add_from_every_rank_sums_exactly() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    Job::new(&job_sizes(&[2, 4, 8])).run(|ctx| {
         // Across hosts every add is a round trip through the transport.
         let adds = repeats(2000, 400) as u64;
         let seg = segment(ctx, 0, 4096);
@@ -43,7 +43,7 @@ fn fetch_add_from_every_rank_sums_exactly() {
 
 #[test]
 fn compare_swap_spin_lock_protects_a_plain_counter() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    Job::new(&job_sizes(&[2, 4, 8])).run(|ctx| {
         // Across hosts, where every atomic is a round trip through the
         // transport, fewer rounds of the same contention.
         let iters = repeats(300, 60) as u64;

@@ -232,13 +232,7 @@ fn group(ctx: &Context, members: impl IntoIterator<Item = Rank>) -> GroupId {
 
 #[test]
 fn groups_with_holes_run_their_own_collectives_and_segments() {
-    // Across hosts (seconds per job, a group per culprit) 3 and 4 ranks.
-    let sizes: &[usize] = if gaspi::testing::through_transport() {
-        &[3, 4]
-    } else {
-        &[3, 4, 8]
-    };
-    Job::new(sizes).run(|ctx| {
+    Job::new(&job_sizes(&[3, 4, 8])).run(|ctx| {
         let n = ctx.num_ranks();
         let me = ctx.rank();
         for culprit in 0..n {
@@ -439,7 +433,7 @@ fn allreduce_matches_reference<T: Sample>(ctx: &Context) {
 
 #[test]
 fn allreduce_every_type_and_op_matches_a_sequential_reference() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    Job::new(&job_sizes(&[2, 4, 8])).run(|ctx| {
         allreduce_matches_reference::<i32>(ctx);
         allreduce_matches_reference::<u32>(ctx);
         allreduce_matches_reference::<i64>(ctx);
@@ -451,7 +445,7 @@ fn allreduce_every_type_and_op_matches_a_sequential_reference() {
 
 #[test]
 fn allreduce_results_are_identical_on_every_rank_and_every_run() {
-    Job::new(&[4, 8]).run(|ctx| {
+    Job::new(&job_sizes(&[4, 8])).run(|ctx| {
         // Sums of values of very different magnitude depend on the order of
         // the additions: every rank and every repetition must agree.
         let send: Vec<f64> = (0..64)

@@ -68,12 +68,7 @@ fn survive(ctx: &gaspi::Context, dead: u16) {
 fn a_rank_killed_with_sigkill_is_reported_and_cleaned_up() {
     // (Jobs of 8 ranks, 8 hosts across a transport, took most of this
     // test's 44 s on the MPI engine in CI: 2 and 4 there.)
-    let sizes: &[usize] = if gaspi::testing::through_transport() {
-        &[2, 4]
-    } else {
-        &[2, 4, 8]
-    };
-    Job::new(sizes).run_and_check(
+    Job::new(&job_sizes(&[2, 4, 8])).run_and_check(
         |ctx| {
             segment(ctx, 0, 1 << 20);
             barrier(ctx);

@@ -77,7 +77,7 @@ fn waitsome_over_ranges_with_test_finite_and_blocking_timeouts() {
 
 #[test]
 fn a_blocked_waitsome_wakes_for_a_later_notification() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    Job::new(&job_sizes(&[2, 4, 8])).run(|ctx| {
         segment(ctx, 0, 64);
         let (right, left) = neighbours(ctx);
         // Round-trip tokens so that every rank blocks before its notification comes.
@@ -175,7 +175,7 @@ fn threads_racing_to_reset_one_notification_have_exactly_one_winner() {
 
 #[test]
 fn many_writers_to_one_target_every_notification_is_seen_once() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    Job::new(&job_sizes(&[2, 4, 8])).run(|ctx| {
         const PER_RANK: u32 = 1000;
         segment(ctx, 0, 64);
         let n = ctx.num_ranks() as u32;

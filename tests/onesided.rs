@@ -11,7 +11,7 @@ const SIZES: [usize; 8] = [1, 7, 64, 4095, 65_537, 1 << 20, 3 << 20, 16 << 20];
 
 #[test]
 fn write_notify_payload_is_complete_when_the_notification_is_seen() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    Job::new(&job_sizes(&[2, 4, 8])).run(|ctx| {
         let seg = segment(ctx, 0, 2 * (16 << 20));
         let (right, left) = neighbours(ctx);
         let me = ctx.rank() as u64;
@@ -47,7 +47,7 @@ fn write_notify_payload_is_complete_when_the_notification_is_seen() {
 
 #[test]
 fn write_then_read_back_all_to_all() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    Job::new(&job_sizes(&[2, 4, 8])).run(|ctx| {
         let n = ctx.num_ranks() as usize;
         let block = 4096 + 17;
         let seg = segment(ctx, 1, block * (n + 1));
@@ -112,7 +112,7 @@ fn read_notify_sets_a_local_notification_after_the_data() {
 
 #[test]
 fn write_list_notify_delivers_every_element_before_the_notification() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    Job::new(&job_sizes(&[2, 4, 8])).run(|ctx| {
         // Segment 0 holds the sources, segment 1 receives, segment 2 only
         // carries the notification.
         let src = segment(ctx, 0, 64 * 1024);

@@ -16,7 +16,8 @@ fn many_senders_one_receiver_in_order_per_sender() {
     };
     // Nodes of two: under the GPI-2 engine with emulated hosts, rank 0
     // gets messages from its host (rank 1) and from other hosts at once.
-    Job::new(&[2, 4, 8]).ppn(2).config(cfg).run(|ctx| {
+    let sizes = job_sizes(&[2, 4, 8]);
+    Job::new(&sizes).ppn(2).config(cfg).run(|ctx| {
         const MSGS: u64 = 100;
         let seg = segment(ctx, 0, 1 << 16);
         let n = ctx.num_ranks() as u64;

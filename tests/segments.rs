@@ -47,7 +47,7 @@ fn alloc_register_is_needed_before_a_peer_may_access() {
 
 #[test]
 fn segments_of_different_sizes_and_ids_per_rank() {
-    Job::new(&[2, 4, 8]).run(|ctx| {
+    Job::new(&job_sizes(&[2, 4, 8])).run(|ctx| {
         let me = ctx.rank() as usize;
         let n = ctx.num_ranks();
         // Rank r has segments 0..=r, segment s of size (s+1)*1000 + r.

@@ -17,6 +17,23 @@ pub fn repeats(native: usize, across: usize) -> usize {
     }
 }
 
+/// The job sizes of a test that runs several: all of `native` on the
+/// native engine; across hosts ([`gaspi::testing::through_transport`])
+/// those of at most 4 ranks (the smallest if none is), where every rank
+/// costs a start through the transport (about a second of CPU on GPI-2
+/// 1.6, whose start samples the clock in a busy loop).
+pub fn job_sizes(native: &[usize]) -> Vec<usize> {
+    if !gaspi::testing::through_transport() {
+        return native.to_vec();
+    }
+    let few: Vec<usize> = native.iter().copied().filter(|&n| n <= 4).collect();
+    if few.is_empty() {
+        native.iter().copied().min().into_iter().collect()
+    } else {
+        few
+    }
+}
+
 /// Byte `i` of the test pattern number `seed`: differs between seeds and
 /// along the buffer, so misplaced or stale bytes show.
 pub fn pattern(seed: u64, i: usize) -> u8 {
