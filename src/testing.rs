@@ -96,16 +96,11 @@ fn default_ppn() -> Option<usize> {
 }
 
 /// The layouts `(ranks, ranks per node)` a test that tries many runs its
-/// jobs on: all of `all` on the native engine, but on an engine with a
-/// transport between hosts ([`through_transport`]) a covering few: the
-/// first layout, the one with the most nodes (of at most
+/// jobs on: all of `all`, or where the tests are [`trimmed`] a covering
+/// few: the first layout, the one with the most nodes (of at most
 /// [`WIDEST_NODES_MAX`]) and the first whose last node is partly filled.
-/// Every job there costs seconds (GPI-2 1.6's `gaspi_proc_init` samples
-/// the CPU clock for 1.3 s in every rank; over MPI each notified write
-/// between emulated hosts waits for its target to be scheduled, a fraction
-/// of a millisecond when the ranks share a few cores). `GASPI_TEST_LAYOUTS=all` runs every layout there too. The choice
-/// depends on the environment only, so the ranks of a test see the same
-/// jobs as its parent.
+/// The choice depends on the environment only, so the ranks of a test see
+/// the same jobs as its parent.
 ///
 /// ```no_run
 /// // in a test: every layout on the native engine, three across hosts.
@@ -116,10 +111,32 @@ fn default_ppn() -> Option<usize> {
 /// }
 /// ```
 pub fn layouts(all: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    match !through_transport() || std::env::var(LAYOUTS_VAR).is_ok_and(|v| v == "all") {
-        true => all.to_vec(),
-        false => covering(all),
+    match trimmed() {
+        false => all.to_vec(),
+        true => covering(all),
     }
+}
+
+/// Whether tests trim what they try to a covering few: on an engine with
+/// a transport between hosts ([`through_transport`]), unless
+/// `GASPI_TEST_LAYOUTS=all` asks for everything there too. Every job
+/// there costs seconds (GPI-2 1.6's `gaspi_proc_init` samples the clock
+/// for about a second of CPU in every rank; over MPI each notified write
+/// between emulated hosts waits for its target to be scheduled, a
+/// fraction of a millisecond when the ranks share a few cores), so
+/// [`layouts`] keeps three layouts, and the crate's own tests run fewer
+/// calls and jobs of fewer ranks.
+///
+/// ```
+/// // A test that repeats a call 100 times, 10 where trimmed.
+/// let calls = if gaspi::testing::trimmed() { 10 } else { 100 };
+/// // On the native engine nothing is trimmed.
+/// if std::env::var(gaspi::env::ENGINE).is_err() {
+///     assert_eq!(calls, 100);
+/// }
+/// ```
+pub fn trimmed() -> bool {
+    through_transport() && !std::env::var(LAYOUTS_VAR).is_ok_and(|v| v == "all")
 }
 
 /// Whether the tests run on an engine with a transport between hosts

@@ -148,10 +148,10 @@ fn node_aware_barrier_sends_one_message_per_node_and_step_or_pair() {
     // The automatic wait mode, and the yielding one, in which ranks always
     // count as sharing cores (`GASPI_WAIT` in the environment overrides
     // both).
-    // Across hosts (seconds per job) each layout runs in one of the two
-    // modes, in turn.
+    // Across hosts (seconds per job; where trimmed) each layout runs in one
+    // of the two modes, in turn.
     let env = std::env::var(gaspi::env::WAIT).ok();
-    let across = gaspi::testing::through_transport();
+    let across = gaspi::testing::trimmed();
     for (m, mode) in [WaitMode::Auto, WaitMode::Yield].into_iter().enumerate() {
         let effective = env.as_deref().and_then(WaitMode::parse).unwrap_or(mode);
         let shared = matches!(effective, WaitMode::Yield | WaitMode::Block);

@@ -4,26 +4,26 @@
 use gaspi::launcher::Report;
 use gaspi::{Alloc, Context, Error, GroupId, Notification, SegmentId, SegmentView, Timeout};
 
-/// How many times a test repeats its calls or rounds: `native` on the
-/// native engine, `across` on an engine with a transport between hosts
-/// ([`gaspi::testing::through_transport`]), where every job and every
-/// message between emulated hosts costs far more (CI runs whole files
+/// How many times a test repeats its calls or rounds: `native`, or
+/// `across` where the tests are trimmed ([`gaspi::testing::trimmed`]: on an
+/// engine with a transport between hosts, where every job and every
+/// message between emulated hosts costs far more; CI runs whole files
 /// there on 2 cores).
 pub fn repeats(native: usize, across: usize) -> usize {
-    if gaspi::testing::through_transport() {
+    if gaspi::testing::trimmed() {
         across
     } else {
         native
     }
 }
 
-/// The job sizes of a test that runs several: all of `native` on the
-/// native engine; across hosts ([`gaspi::testing::through_transport`])
-/// those of at most 4 ranks (the smallest if none is), where every rank
-/// costs a start through the transport (about a second of CPU on GPI-2
-/// 1.6, whose start samples the clock in a busy loop).
+/// The job sizes of a test that runs several: all of `native`, or where
+/// the tests are trimmed ([`gaspi::testing::trimmed`]) those of at most 4
+/// ranks (the smallest if none is): across hosts every rank costs a start
+/// through the transport (about a second of CPU on GPI-2 1.6, whose start
+/// samples the clock in a busy loop).
 pub fn job_sizes(native: &[usize]) -> Vec<usize> {
-    if !gaspi::testing::through_transport() {
+    if !gaspi::testing::trimmed() {
         return native.to_vec();
     }
     let few: Vec<usize> = native.iter().copied().filter(|&n| n <= 4).collect();
