@@ -8,16 +8,23 @@
 # counter (/proc/stat ctxt: every CPU, every process; keep the machine
 # otherwise idle) and of the wall time, so that the job's start and end
 # drop out. Prints, per round: switches per call (all ranks together),
-# per rank, and us per call.
+# per rank (the ranks of ARGS' -n), and wall us per call.
 #
-#   scripts/switches-per-call.sh ROUNDS RANKS ARGS...
-#   e.g. scripts/switches-per-call.sh 5 8 alltoallv -n 8 --ppn 2 --sizes 1K --impl aggregated
+#   scripts/switches-per-call.sh ROUNDS ARGS...
+#   e.g. scripts/switches-per-call.sh 5 alltoallv -n 8 --ppn 2 --sizes 1K --impl aggregated
 #
 # GASPI_BENCH (default target/release/gaspi-bench), FEW (200), MANY (2200).
 set -euo pipefail
-[ $# -ge 3 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
-rounds=$1 ranks=$2
-shift 2
+[ $# -ge 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
+rounds=$1
+shift
+ranks=
+prev=
+for a in "$@"; do
+    case "$prev" in -n | -np | --np) ranks=$a ;; esac
+    prev=$a
+done
+[ -n "$ranks" ] || { echo "ARGS must name the ranks with -n N" >&2; exit 2; }
 bench=${GASPI_BENCH:-target/release/gaspi-bench}
 few=${FEW:-200} many=${MANY:-2200}
 [ "$many" -gt "$few" ] || { echo "MANY must exceed FEW" >&2; exit 2; }
