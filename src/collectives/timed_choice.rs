@@ -7,23 +7,29 @@
 //! and, on virtual machines, on stretches of time; nothing the program can
 //! read says which, so the calls measure it.
 //!
-//! [`TimedChoice`] first tries the two ways in turn ([`PROBES`] calls) and
-//! takes the other way if, in the median of its pairs of probes, it is
-//! faster by a margin; a pair is two calls that differ in this choice's
-//! way only, the other choice timed by the same calls taking the same way
-//! in both, so neither choice's tries blur the other's comparison, and one
-//! call slowed by a descheduled rank moves one ratio of four, not the
-//! decision. From then on it keeps a moving average of the time per byte
-//! of each way, takes the other way when it is faster by the margin, and
-//! tries the way not in use in a burst of a few calls out of every
-//! [`EXPLORE`]. The
-//! node's first local rank times the calls and publishes the way in use in
-//! a word of the node's window; every rank of the node picks by that word
-//! and the call number, so that all take the same way in the same call.
-//! Two choices timed by the same calls try their ways in different calls:
-//! a [`TimedChoice::staggered`] one changes way every second call in its
-//! probes where a default one changes every call (each combination of ways
-//! twice), and its bursts come half a period later. Either way gives the
+//! [`TimedChoice`] first tries the two ways in turn ([`PROBES`] calls, in
+//! runs of [`RUN`] calls each way) and takes the other way if, in the
+//! median of its pairs of probes, it is faster by a margin; a pair is two
+//! calls that differ in this choice's way only, the other choice timed by
+//! the same calls taking the same way in both, so neither choice's tries
+//! blur the other's comparison, and one call slowed by a descheduled rank
+//! moves one ratio of eight, not the decision. From then on it keeps a
+//! moving average of the time per byte of each way, takes the other way
+//! when it is faster by the margin, and tries the way not in use in a
+//! burst of a few calls out of every [`EXPLORE`].
+//!
+//! Only settled calls are timed ([`ChoicePair`]): the first [`SETTLE`]
+//! calls after the ways changed pay for the change, not for their ways.
+//! A call that starts while the ranks still finish the last one's copies
+//! out of the window, or whose buffers' lines lie in the caches where the
+//! other way left them, takes longer than the calls after it: on a 2-core
+//! Xeon VM, 4 ranks, 1 MiB per pair, single copies took 1.4-2x their
+//! settled time (880 us) in the first two calls after calls that copied
+//! twice. Probes that changed way every call charged every single-copy
+//! probe with the two copies before it, and the job settled on two
+//! copies (1,300-1,500 us a call) in most runs.
+//!
+//! The
 //! same result: only the speed depends on it. [`ChoicePair`] is two
 //! such choices timed by the same calls.
 
@@ -49,10 +55,21 @@ const CLAMP: f64 = 3.0;
 const MARGIN: f64 = 0.1;
 
 /// Calls after a reset that are not timed (the first touch of the window's
-/// pages and cold caches), then calls that try the two ways in turn
-/// before the faster is chosen.
-pub(crate) const WARMUP: u64 = 2;
-pub(crate) const PROBES: u64 = 8;
+/// pages and cold caches: on a 2-core Xeon VM, 4 ranks at 1 MiB per pair
+/// took 15, 5 and 4 times a settled call's time in the first three calls),
+/// then calls that try the two ways in turn, in runs of [`RUN`] calls,
+/// before the faster is chosen: for each choice 8 pairs of settled calls
+/// ([`SETTLE`]).
+pub(crate) const WARMUP: u64 = 4;
+pub(crate) const PROBES: u64 = 32;
+
+/// A default choice's probes take each way for this many calls in turn (a
+/// staggered one for twice as many).
+pub(crate) const RUN: u64 = 4;
+
+/// Calls after a change of ways that are not timed ([`ChoicePair::record`];
+/// see the module documentation).
+pub(crate) const SETTLE: u64 = 2;
 
 /// The measured choice between the usual way (`false`) and the other
 /// (`true`) of one collective (see the module documentation). Each rank
@@ -75,8 +92,9 @@ pub(crate) struct TimedChoice {
 
 impl TimedChoice {
     /// A choice timed by the same calls as a default one, trying its ways
-    /// in other calls: its probes take each way for two calls in turn,
-    /// its bursts come [`EXPLORE`]` / 2` calls after the default one's.
+    /// in other calls: its probes take each way for `2 * RUN` calls in
+    /// turn, its bursts come [`EXPLORE`]` / 2` calls after the default
+    /// one's.
     pub(crate) fn staggered() -> TimedChoice {
         TimedChoice {
             phase: 1,
@@ -88,7 +106,8 @@ impl TimedChoice {
     /// way in use is `in_use`: the usual way while warming up, then the
     /// two in turn (two calls each for a staggered choice), then the way in
     /// use, and the other one in a burst of [`BURST`] calls of every
-    /// [`EXPLORE`].
+    /// [`EXPLORE`]. (Runs of [`RUN`] calls, or `2 * RUN` for a staggered
+    /// choice.)
     pub(crate) fn pick(&self, call: u64, in_use: bool) -> bool {
         match call.saturating_sub(self.since) {
             k if k < WARMUP => false,
@@ -150,21 +169,26 @@ impl TimedChoice {
         }
     }
 
-    /// Whether probe number `i` (from 0) takes the other way: every call
-    /// in turn, or every second call for a staggered choice.
+    /// Whether probe number `i` (from 0) takes the other way: in runs of
+    /// [`RUN`] calls in turn, of `2 * RUN` for a staggered choice.
     fn probe_takes_other(&self, i: usize) -> bool {
-        (i >> self.phase) % 2 == 1
+        (i / self.run()) % 2 == 1
+    }
+
+    /// The length of this choice's runs of probes.
+    fn run(&self) -> usize {
+        (RUN as usize) << self.phase
     }
 
     /// The probes' verdict: the median over the pairs of probes of the
-    /// other way's time / the usual way's, each pair two calls
-    /// `1 << phase` apart in a block of `2 << phase` (where a choice timed
-    /// by the same calls takes the same way twice); the other way if that
-    /// median is below `1 - MARGIN`. The averages start from the usual
-    /// way's median probe and that ratio. Probes not timed leave their
-    /// pairs out; with no whole pair, the medians of each way's probes.
+    /// other way's time / the usual way's, each pair two calls a run apart
+    /// (in which a choice timed by the same calls takes the same way);
+    /// the other way if that median is below `1 - MARGIN`. The averages
+    /// start from the usual way's median probe and that ratio. Probes not
+    /// timed (not settled, for one) leave their pairs out; with no whole
+    /// pair, the medians of each way's probes.
     fn decide(&mut self) {
-        let step = 1usize << self.phase;
+        let step = self.run();
         let ratios: Vec<f64> = (0..self.probes.len())
             .filter(|&i| !self.probe_takes_other(i))
             .filter_map(|i| match (self.probes[i], self.probes.get(i + step)) {
@@ -223,11 +247,17 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// [`TimedChoice::staggered`] one (it tries its ways in other calls). The
 /// allreduce's stores for its inputs and for its private copies
 /// (`hierarchical/stream_choice.rs`); the alltoallv's single copies
-/// inside a node and its stores into the windows (`alltoallv/`).
+/// inside a node and its stores into the windows (`alltoallv/`). It times
+/// only settled calls: those whose ways were taken by the [`SETTLE`] calls
+/// recorded before them, one after the other.
 #[derive(Clone, Debug)]
 pub(crate) struct ChoicePair {
     pub(crate) first: TimedChoice,
     pub(crate) second: TimedChoice,
+    /// The last call recorded and its ways.
+    last: Option<(u64, [bool; 2])>,
+    /// How many calls in a row, up to the last, took its ways.
+    streak: u64,
 }
 
 impl Default for ChoicePair {
@@ -235,6 +265,8 @@ impl Default for ChoicePair {
         ChoicePair {
             first: TimedChoice::default(),
             second: TimedChoice::staggered(),
+            last: None,
+            streak: 0,
         }
     }
 }
@@ -267,7 +299,10 @@ impl ChoicePair {
     /// others were fixed, and that choice learns nothing). A choice does
     /// not learn from a call in which the other measured choice tries its
     /// way not in use: the time says more about that way than about this
-    /// choice's.
+    /// choice's. Neither learns from a call that is not settled: fewer
+    /// than [`SETTLE`] calls before it, each recorded right after the
+    /// other, took its ways (a call not recorded, one refused or timed out
+    /// for one, starts the count over).
     pub(crate) fn record(
         &mut self,
         call: u64,
@@ -275,6 +310,18 @@ impl ChoicePair {
         bytes: usize,
         time: Duration,
     ) {
+        let follows = self
+            .last
+            .is_some_and(|(last, before)| before == ways && last.checked_add(1) == Some(call));
+        self.streak = if follows {
+            self.streak.saturating_add(1)
+        } else {
+            1
+        };
+        self.last = Some((call, ways));
+        if self.streak <= SETTLE {
+            return;
+        }
         if measured[0] && !(measured[1] && self.second.exploring(call)) {
             self.first.record(call, ways[0], bytes, time);
         }
@@ -287,6 +334,7 @@ impl ChoicePair {
     pub(crate) fn reset(&mut self, call: u64) {
         self.first.reset(call);
         self.second.reset(call);
+        (self.last, self.streak) = (None, 0);
     }
 }
 
@@ -296,6 +344,12 @@ mod tests {
 
     fn us(n: u64) -> Duration {
         Duration::from_micros(n)
+    }
+
+    /// The ways of the probes of a choice whose runs are `run` calls long.
+    fn runs(run: u64) -> Vec<bool> {
+        let block = [vec![false; run as usize], vec![true; run as usize]].concat();
+        block.repeat((PROBES / (2 * run)) as usize)
     }
 
     /// A choice past its warm-up and probes, where calls the usual way took
@@ -324,10 +378,10 @@ mod tests {
                 s
             })
             .collect();
-        assert_eq!(ways, [false, true].repeat(PROBES as usize / 2));
+        assert_eq!(ways, runs(RUN));
         assert!(!c.in_use());
         // The usual way is faster: kept, except in the bursts of tries.
-        let tried: Vec<u64> = (10..2 * EXPLORE)
+        let tried: Vec<u64> = (WARMUP + PROBES..2 * EXPLORE)
             .filter(|&k| c.pick(k, c.in_use()))
             .collect();
         let burst = |e: u64| (e - BURST..e).collect::<Vec<_>>();
@@ -381,7 +435,7 @@ mod tests {
         for call in 0..WARMUP + PROBES {
             let s = c.pick(call, c.in_use());
             let t = match (s, call) {
-                (true, k) if k == WARMUP + 1 => 10_000,
+                (true, k) if k == WARMUP + RUN => 10_000,
                 (true, _) => 80,
                 (false, _) => 100,
             };
@@ -438,26 +492,20 @@ mod tests {
         let ways: Vec<bool> = (100..100 + WARMUP + PROBES)
             .map(|k| c.pick(k, true))
             .collect();
-        assert_eq!(ways[..WARMUP as usize], [false, false]);
-        assert_eq!(
-            ways[WARMUP as usize..],
-            [false, true].repeat(PROBES as usize / 2)
-        );
+        assert_eq!(ways[..WARMUP as usize], [false; WARMUP as usize]);
+        assert_eq!(ways[WARMUP as usize..], runs(RUN));
     }
 
     #[test]
-    fn staggered_probes_change_way_every_second_call_and_bursts_come_half_a_period_later() {
+    fn staggered_probes_take_runs_twice_as_long_and_bursts_come_half_a_period_later() {
         let (plain, staggered) = (TimedChoice::default(), TimedChoice::staggered());
         let probes = |c: &TimedChoice| -> Vec<bool> {
             (WARMUP..WARMUP + PROBES)
                 .map(|k| c.pick(k, false))
                 .collect()
         };
-        assert_eq!(probes(&plain), [false, true].repeat(PROBES as usize / 2));
-        assert_eq!(
-            probes(&staggered),
-            [false, false, true, true].repeat(PROBES as usize / 4)
-        );
+        assert_eq!(probes(&plain), runs(RUN));
+        assert_eq!(probes(&staggered), runs(2 * RUN));
         let bursts = |c: &TimedChoice| -> Vec<u64> {
             (WARMUP + PROBES..2 * EXPLORE)
                 .filter(|&k| c.exploring(k))
@@ -489,5 +537,58 @@ mod tests {
         assert_eq!(pair.word(), 0b10);
         pair.reset(WARMUP + PROBES);
         assert_eq!(pair.learned(), [false, false]);
+    }
+
+    #[test]
+    fn a_pair_times_only_settled_calls() {
+        // The other way of the first choice is 20% faster once settled,
+        // but the first two calls after a change to it take 1 ms more (as
+        // single copies after calls that copied twice: the ranks still
+        // finish the calls before, the caches hold what the other way
+        // left). Probes that counted those calls would find the other way
+        // slower (the median of their ratios 1.3), and each return to it
+        // after a burst of tries would move it back.
+        let time = |ways: [bool; 2], fresh: bool| {
+            us(if ways[0] {
+                800 + 1_000 * u64::from(fresh)
+            } else {
+                1_000
+            })
+        };
+        let mut pair = ChoicePair::default();
+        let mut before = None;
+        let mut streak = 0;
+        for call in 0..2 * EXPLORE {
+            // The second choice is fixed (not measured): its usual way.
+            let ways = [pair.pick(call, pair.word())[0], false];
+            streak = if before == Some(ways) { streak + 1 } else { 1 };
+            before = Some(ways);
+            pair.record(
+                call,
+                (ways, [true, false]),
+                1 << 20,
+                time(ways, streak <= 2),
+            );
+            if call >= WARMUP + PROBES {
+                assert_eq!(pair.word() & 1, 1, "call {call}");
+            }
+        }
+        assert_eq!(pair.first.means().map(|m| m.is_some()), [true, true]);
+    }
+
+    #[test]
+    fn a_call_not_recorded_starts_the_settling_over() {
+        let mut pair = ChoicePair::default();
+        let ways = [false, false];
+        // Calls 0 and 1 recorded, 2 not (refused, say), 3 and 4 recorded:
+        // call 4 is not settled, call 5 is.
+        for call in [0, 1, 3, 4] {
+            pair.record(call, (ways, [true, true]), 1, us(1));
+            assert!(pair.streak <= SETTLE, "call {call}");
+        }
+        pair.record(5, (ways, [true, true]), 1, us(1));
+        assert_eq!(pair.streak, SETTLE + 1);
+        pair.reset(6);
+        assert_eq!((pair.last, pair.streak), (None, 0));
     }
 }
