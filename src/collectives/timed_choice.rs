@@ -29,9 +29,15 @@
 //! probe with the two copies before it, and the job settled on two
 //! copies (1,300-1,500 us a call) in most runs.
 //!
-//! The
-//! same result: only the speed depends on it. [`ChoicePair`] is two
-//! such choices timed by the same calls.
+//! The node's first local rank times the calls and publishes the way in
+//! use in a word of the node's window; every rank of the node picks by
+//! that word and the call number, so that all take the same way in the
+//! same call. Two choices timed by the same calls try their ways in
+//! different calls: a [`TimedChoice::staggered`] one changes way every
+//! `2 * RUN` calls in its probes where a default one changes every
+//! [`RUN`] (each combination of ways in turn), and its bursts come half a
+//! period later. Either way gives the same result: only the speed depends
+//! on it. [`ChoicePair`] is two such choices timed by the same calls.
 
 use std::time::Duration;
 
@@ -39,10 +45,12 @@ use std::time::Duration;
 pub(crate) const EXPLORE: u64 = 256;
 pub(crate) const BURST: u64 = 4;
 
-/// Weight of a new sample in the moving averages: high enough that one
-/// burst of tries brings the other way's average most of the way to its
-/// present speed; a burst that misleads is undone within a few calls (the
-/// way in use is timed in every call).
+/// Weight of a new sample in the moving averages: high enough that the
+/// settled calls of one burst of tries (two in a [`ChoicePair`]) bring the
+/// other way's average half of the way to its present speed (a way much
+/// faster than its average says is taken after one burst, one a little
+/// faster after a few); a burst that misleads is undone within a few
+/// calls (the way in use is timed in every settled call).
 const ALPHA: f64 = 0.3;
 
 /// A sample counts at most this many times the average it updates (a call
@@ -104,10 +112,9 @@ impl TimedChoice {
 
     /// Whether call number `call` takes the other way, where the node's
     /// way in use is `in_use`: the usual way while warming up, then the
-    /// two in turn (two calls each for a staggered choice), then the way in
-    /// use, and the other one in a burst of [`BURST`] calls of every
-    /// [`EXPLORE`]. (Runs of [`RUN`] calls, or `2 * RUN` for a staggered
-    /// choice.)
+    /// two in turn (runs of [`RUN`] calls each, `2 * RUN` for a staggered
+    /// choice), then the way in use, and the other one in a burst of
+    /// [`BURST`] calls of every [`EXPLORE`].
     pub(crate) fn pick(&self, call: u64, in_use: bool) -> bool {
         match call.saturating_sub(self.since) {
             k if k < WARMUP => false,
