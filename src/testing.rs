@@ -111,9 +111,10 @@ fn default_ppn() -> Option<usize> {
 /// }
 /// ```
 pub fn layouts(all: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    match trimmed() {
-        false => all.to_vec(),
-        true => covering(all),
+    if trimmed() {
+        covering(all)
+    } else {
+        all.to_vec()
     }
 }
 
