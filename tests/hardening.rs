@@ -875,3 +875,80 @@ mod property {
         });
     }
 }
+
+/// Notifications sent to a segment after its owner deleted it harm
+/// nobody: on one host the sender sees the deletion (`SegmentNotFound`);
+/// across hosts (GPI-2, which cannot see it) they land nowhere that
+/// matters, and the owner lives on, its next segment of the same id
+/// clean. Rank 0 makes segment 1, rank 1 registers it, rank 0 deletes it
+/// and makes segment 2 (other memory the freed one may become), then rank
+/// 1 notifies and writes into the deleted one; rank 0 checks segment 2
+/// and a new segment 1.
+#[test]
+fn notifications_to_a_deleted_segment_harm_nobody() {
+    Job::new(&[2]).run(|ctx| {
+        let t = Timeout::Block;
+        segment(ctx, 0, 4096);
+        for round in 1..=20u32 {
+            if ctx.rank() == 0 {
+                ctx.segment_alloc(1, 1 << 20, Alloc::Initialized).unwrap();
+                ctx.segment_register(1, 1, t).unwrap();
+                ctx.notify(1, 0, Notification::new(0, round), 0, t).unwrap();
+                ctx.wait(0, t).unwrap();
+                ctx.notify_waitsome(0, 1..2, t).unwrap();
+                assert_eq!(ctx.notify_reset(0, 1).unwrap(), round);
+                ctx.segment_delete(1).unwrap();
+                ctx.segment_alloc(2, 1 << 20, Alloc::Initialized).unwrap();
+                ctx.notify(1, 0, Notification::new(2, round), 0, t).unwrap();
+                ctx.wait(0, t).unwrap();
+                // Rank 1 has notified the deleted segment (or was refused).
+                ctx.notify_waitsome(0, 3..4, t).unwrap();
+                assert_eq!(ctx.notify_reset(0, 3).unwrap(), round);
+                let fresh = ctx.segment::<u8>(2).unwrap();
+                let mut got = vec![0u8; 1 << 20];
+                fresh.copy_to_slice(0, &mut got);
+                assert!(
+                    got.iter().all(|&b| b == 0),
+                    "round {round}: segment 2 written"
+                );
+                assert!(
+                    ctx.notify_waitsome(2, 0..65_000, Timeout::Test)
+                        .unwrap_err()
+                        .is_timeout(),
+                    "round {round}: a notification in segment 2"
+                );
+                ctx.segment_delete(2).unwrap();
+            } else {
+                ctx.notify_waitsome(0, 0..1, t).unwrap();
+                assert_eq!(ctx.notify_reset(0, 0).unwrap(), round);
+                ctx.notify(0, 0, Notification::new(1, round), 0, t).unwrap();
+                ctx.wait(0, t).unwrap();
+                ctx.notify_waitsome(0, 2..3, t).unwrap();
+                assert_eq!(ctx.notify_reset(0, 2).unwrap(), round);
+                for id in [0, 1, 100, 4095, 60_000] {
+                    let sent = ctx
+                        .notify(0, 1, Notification::new(id, 7), 0, t)
+                        .and_then(|()| ctx.wait(0, t));
+                    if let Err(e) = sent {
+                        assert!(
+                            matches!(
+                                e,
+                                Error::SegmentNotFound {
+                                    rank: 0,
+                                    segment: 1
+                                } | Error::SegmentNotRegistered {
+                                    rank: 0,
+                                    segment: 1
+                                }
+                            ),
+                            "round {round}: a notification to a deleted segment: {e:?}"
+                        );
+                    }
+                }
+                ctx.notify(0, 0, Notification::new(3, round), 0, t).unwrap();
+                ctx.wait(0, t).unwrap();
+            }
+        }
+        barrier(ctx);
+    });
+}

@@ -145,6 +145,10 @@ pub(crate) struct Gpi2 {
     /// GPI-2 segment ids whose table of remote descriptions exists in this
     /// process (see `remote_size`); taken by binds too.
     described: Mutex<[u64; 4]>,
+    /// GPI-2 segment ids this rank deleted but GPI-2 still binds (see
+    /// `Gpi2::unbind`): deleted in GPI-2 when the id is bound again, or
+    /// with everything at `gaspi_proc_term`.
+    parked: Mutex<[u64; 4]>,
     /// The reserved segment once this rank deleted it: still bound in
     /// GPI-2 until `gaspi_proc_term`, because other hosts notify it until
     /// they leave too (failures, departures), and GPI-2's device writes to

@@ -25,11 +25,19 @@ impl Gpi2 {
         // accessed (every range is checked against our size first).
         let size = obj.size().max(1) as u64;
         let mut described = lock(&self.described);
+        let id = sid(segment);
+        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        let mut parked = lock(&self.parked);
+        if parked[word] & bit != 0 {
+            // SAFETY: plain call on an id GPI-2 binds (parked by `unbind`).
+            let _ = unsafe { sys::gaspi_segment_delete(id) };
+            parked[word] &= !bit;
+        }
+        drop(parked);
         // SAFETY: the memory is the object's mapping, which stays mapped
         // until `unbind` (called before the object is dropped).
-        let code = unsafe { sys::gaspi_segment_bind(sid(segment), obj.data().cast(), size, 0) };
+        let code = unsafe { sys::gaspi_segment_bind(id, obj.data().cast(), size, 0) };
         check("gaspi_segment_bind", code, None)?;
-        let id = sid(segment);
         described[id as usize / 64] |= 1 << (id % 64);
         drop(described);
         lock(&self.shared.bound).push(Bound {
@@ -40,7 +48,18 @@ impl Gpi2 {
         Ok(())
     }
 
-    /// Undo [`Gpi2::bind`].
+    /// Undo [`Gpi2::bind`] as far as this rank can see: the relay stops
+    /// watching the segment, and the id is *parked*, still bound in GPI-2
+    /// until it is bound again ([`Gpi2::bind`]) or GPI-2 ends. Ranks of
+    /// other hosts keep their registration and cannot see the deletion:
+    /// what they still send lands through GPI-2's device at the addresses
+    /// they registered, the data in memory the engine keeps mapped (see
+    /// `Directory::remove_segment`), the notifications in GPI-2's table of
+    /// the segment, which `gaspi_segment_delete` would free (`free`: such
+    /// a notification was seen to land in the memory of a segment made
+    /// next, or to kill the process with SIGSEGV once the table was
+    /// unmapped; tests/hardening.rs
+    /// `notifications_to_a_deleted_segment_harm_nobody`).
     pub(crate) fn unbind(&self, segment: SegmentId) {
         let mut bound = lock(&self.shared.bound);
         if segment == RESERVED_SEGMENT {
@@ -55,8 +74,8 @@ impl Gpi2 {
         }
         bound.retain(|r| r.segment != segment);
         drop(bound);
-        // SAFETY: plain call; a segment that is not bound gives an error.
-        let _ = unsafe { sys::gaspi_segment_delete(sid(segment)) };
+        let id = sid(segment);
+        lock(&self.parked)[id as usize / 64] |= 1 << (id % 64);
     }
 
     /// Let `rank` (on another node) access segment `segment`.

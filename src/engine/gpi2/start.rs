@@ -278,6 +278,7 @@ impl Gpi2 {
             flush_reads: Mutex::default(),
             reading: Mutex::new(vec![Reading::default(); QUEUES as usize]),
             described: Mutex::new([0; 4]),
+            parked: Mutex::new([0; 4]),
             kept: Mutex::new(None),
             page: page as usize,
             twins: Mutex::new(BTreeMap::new()),
