@@ -315,3 +315,46 @@ fn waiters_that_sleep_or_yield_are_woken_for_every_notified_write() {
         });
     }
 }
+
+/// A rank that deleted its own segment still notifies the others' segment
+/// of the same id: a notification needs no local segment (GPI-2's
+/// tests/notifications/notify_after_delete.c). Rank 0 deletes segment 0
+/// and sends every id (every 64th where tests are trimmed) to each other
+/// rank, value = the target's rank, waiting on its queue whenever it
+/// fills; each target claims exactly those, each with its own value.
+#[test]
+fn a_rank_without_the_segment_still_notifies_the_others() {
+    Job::new(&job_sizes(&[2, 4])).run(|ctx| {
+        let num = ctx.notification_num();
+        let step = repeats(1, 64) as u32;
+        let ids: Vec<u32> = (0..num).step_by(step as usize).collect();
+        segment(ctx, 0, 1024);
+        barrier(ctx);
+        if ctx.rank() == 0 {
+            ctx.segment_delete(0).unwrap();
+            let room = ctx.queue_size_max();
+            for &id in &ids {
+                for r in 1..ctx.num_ranks() {
+                    if ctx.queue_size(0).unwrap() >= room {
+                        ctx.wait(0, Timeout::Block).unwrap();
+                    }
+                    ctx.notify(r, 0, Notification::new(id, r as u32), 0, Timeout::Block)
+                        .unwrap();
+                }
+            }
+            ctx.wait(0, Timeout::Block).unwrap();
+        } else {
+            let mut seen = vec![false; num as usize];
+            for _ in 0..ids.len() {
+                let id = ctx.notify_waitsome(0, 0..num, Timeout::Block).unwrap();
+                assert_eq!(ctx.notify_reset(0, id).unwrap(), ctx.rank() as u32);
+                assert!(
+                    id % step == 0 && !seen[id as usize],
+                    "id {id} unexpected or twice"
+                );
+                seen[id as usize] = true;
+            }
+        }
+        barrier(ctx);
+    });
+}

@@ -4,7 +4,8 @@
 //! The result lives in a node-shared window: every rank of a node reads it
 //! in place, nobody copies it at the end ([`Allgatherv::run`]);
 //! [`Allgatherv::run_into`] also copies it into a private buffer, which
-//! costs one read of the whole result per rank: with several nodes, the
+//! costs one read of the whole result per rank: on one node, each block
+//! as soon as its rank has copied it in (step 3); with several nodes, the
 //! node's own blocks once the rank has sent its share (while the first
 //! blocks of other nodes are on their way), the others when all have
 //! come; adjacent blocks in one piece.
@@ -19,11 +20,17 @@
 //!    results of up to 256 KiB, calls take turns between two result areas
 //!    (each with its block ids and credit) instead, and this wait is left
 //!    out (see `Allgatherv::area`);
-//! 2. local allgatherv: the rank copies its contribution into the window;
+//! 2. local allgatherv: the rank copies its contribution into the window
+//!    (on a job of one node, block by block, counting them in its
+//!    progress word);
 //! 3. the rank says so in its copied word (in its control line) and
 //!    waits until every rank of the node has:
 //!    the node's data is all in the window (a wait of this collective's
-//!    own, so that a given-up call of another leaves nothing in it);
+//!    own, so that a given-up call of another leaves nothing in it). On a
+//!    job of one node, a rank with a private result copies the others'
+//!    blocks out as their progress words count them meanwhile, so that a
+//!    rank that contributes much more than the others does not hold them
+//!    up for the whole of its copy;
 //! 4. once the next node's credit for this call has arrived, the rank
 //!    writes its share of the node's blocks (see [`AllgathervPlan`]) with
 //!    `write_notify` to the rank with the same local rank on the next node
@@ -141,6 +148,16 @@ const COPIED: usize = 1;
 /// whose blocks from other nodes it has taken, where they come as messages
 /// ([`Messages`]).
 const RECEIVED: usize = 2;
+/// The word of a rank's control line that counts the blocks of its
+/// contribution it has copied into the window in the call ([`landed_word`]:
+/// the call's number above the count), on a job of one node: the node's
+/// ranks with private results copy each block out as it lands instead of
+/// waiting for the whole contribution ([`Allgatherv::copy_as_they_land`]).
+const PROGRESS: usize = 3;
+
+/// How many bytes of its contribution a rank copies into the window
+/// between two wake-ups of the node's sleeping ranks ([`PROGRESS`]).
+const PROGRESS_WAKE_BYTES: usize = 1 << 20;
 
 /// Bits of a landed word ([`Allgatherv::exchange`]) that count elements;
 /// the bits above hold the call's number (its low 16 bits). A window holds
@@ -716,6 +733,88 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         }
     }
 
+    /// Step 2: copy this rank's contribution `send` into the window. On a
+    /// job of one node, a contribution of several blocks goes block by
+    /// block, each counted in the [`PROGRESS`] word as it lands, so that
+    /// the node's ranks with private results copy it out meanwhile
+    /// ([`Allgatherv::copy_as_they_land`]): a rank that contributes much
+    /// more than the others (a broadcast-like distribution) no longer
+    /// holds them all up for the whole of its copy.
+    fn copy_in(&self, send: &[T]) {
+        let plan = &self.plan;
+        let me = self.ctx.rank() as usize;
+        let view = self.window.view::<T>();
+        let at = self.area(self.calls);
+        let blocks = plan.first_block[me]..plan.first_block[me + 1];
+        if self.ctx.num_nodes() > 1 || blocks.len() < 2 {
+            view.copy_from_slice(at + plan.displs[me], send);
+            return;
+        }
+        let word = control_word(&self.control, self.ctx.local_rank() as usize, PROGRESS);
+        let ww = &self.window.object().notifications().ww;
+        let call = self.calls + 1;
+        let elem = std::mem::size_of::<T>();
+        let mut unwoken = 0;
+        for (k, id) in blocks.enumerate() {
+            let b = plan.blocks[id];
+            let from = b.offset - plan.displs[me];
+            view.copy_from_slice(at + b.offset, &send[from..from + b.len]);
+            word.store(landed_word(call, k + 1), SeqCst);
+            // Sleepers woken every PROGRESS_WAKE_BYTES (the ones that
+            // poll see every block): a wake per block cost more than
+            // the copies it let start early.
+            unwoken += b.len * elem;
+            if unwoken >= PROGRESS_WAKE_BYTES {
+                ww.wake();
+                unwoken = 0;
+            }
+        }
+    }
+
+    /// Step 3 on a job of one node, for a rank with a private result
+    /// `recv`: say that this rank's contribution is in the window, then,
+    /// until every rank of the node has said so, copy into `recv` the
+    /// blocks of the others' contributions as they land (their
+    /// [`PROGRESS`] words; `copied`: the blocks already there).
+    fn copy_as_they_land(
+        &self,
+        recv: &mut Option<&mut [T]>,
+        copied: &mut [bool],
+        deadline: Deadline,
+    ) -> Result<()> {
+        let ctx = self.ctx;
+        let plan = &self.plan;
+        let call = self.calls + 1;
+        let ww = &self.window.object().notifications().ww;
+        control_word(&self.control, ctx.local_rank() as usize, COPIED).store(call, SeqCst);
+        ww.wake();
+        let node = plan.layout.node_ranks(ctx.node());
+        ctx.engine.patience().wait(
+            ww,
+            deadline,
+            || {
+                let mut all = true;
+                for (l, r) in node.clone().enumerate() {
+                    let blocks = plan.first_block[r]..plan.first_block[r + 1];
+                    let done = control_word(&self.control, l, COPIED).load(SeqCst) >= call;
+                    let landed = if done {
+                        blocks.len()
+                    } else {
+                        let word = control_word(&self.control, l, PROGRESS).load(SeqCst);
+                        landed_in(word, call).min(blocks.len())
+                    };
+                    self.copy_blocks(blocks.start..blocks.start + landed, recv, copied);
+                    all &= done;
+                }
+                all.then_some(())
+            },
+            || ctx.engine.faults(),
+        )?;
+        // As after the node's barrier in a collective over all ranks: a
+        // failure anywhere fails the call even where its wait was met.
+        ctx.engine.faults()
+    }
+
     /// Run the call's phases from `phase` on, updating it as they finish;
     /// with `recv`, copy the result into it on the way (`copied`: the
     /// blocks already there; `moved`: the messages, [`Allgatherv::exchange`]).
@@ -754,12 +853,15 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     if nodes > 1 && ctx.local_rank() == 0 && self.messages.is_none() {
                         self.send_credit(self.calls, deadline)?;
                     }
-                    self.window
-                        .view::<T>()
-                        .copy_from_slice(self.area(self.calls) + plan.displs[me], send);
+                    self.copy_in(send);
                     *phase = Phase::Copied;
                 }
                 Phase::Copied => {
+                    if nodes == 1 && recv.is_some() {
+                        self.copy_as_they_land(&mut recv, copied, deadline)?;
+                        copy_rest(&mut recv, copied);
+                        return Ok(());
+                    }
                     self.node_reached::<COPIED>(deadline)?;
                     if nodes == 1 {
                         copy_rest(&mut recv, copied);
