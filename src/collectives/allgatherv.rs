@@ -155,6 +155,18 @@ const RECEIVED: usize = 2;
 /// waiting for the whole contribution ([`Allgatherv::copy_as_they_land`]).
 const PROGRESS: usize = 3;
 
+/// The smallest result (over all ranks) whose copies into the caller's
+/// buffer take non-temporal stores: such a copy outgrows the caches, and
+/// streaming it to memory spares the reads of the lines it overwrites.
+/// 4 ranks on one node, 2 cores, B (streaming) / A (ordinary), alternated
+/// rounds: Intel Xeon VM (model 207, 2026-12-02) 0.66-0.97 at 16 MiB of
+/// result (0.65 in 2 nodes of 2), 0.96-1.06 at 8 MiB, 0.99-1.07 at 4 MiB,
+/// 1.05 at 1 MiB; another Xeon VM (2026-11-27) 0.88-0.92 at 16 MiB, 0.93
+/// at 8 MiB, 0.99-1.12 at 4 MiB, 1.22-1.25 at 256 KiB-1 MiB
+/// (benchmarking.md, "Larger results" and "The allgatherv's private
+/// copies as the blocks land").
+const STREAM_OUT_MIN_BYTES: usize = 16 << 20;
+
 /// How many bytes of its contribution a rank copies into the window
 /// between two wake-ups of the node's sleeping ranks ([`PROGRESS`]).
 const PROGRESS_WAKE_BYTES: usize = 1 << 20;
@@ -650,7 +662,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             }
             result
                 .sub(start..end)
-                .copy_to_slice(0, &mut buf[start..end]);
+                .copy_to_slice_with(0, &mut buf[start..end], self.stream_out());
         }
         Ok(())
     }
@@ -729,8 +741,14 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                 copied[id] = true;
                 id += 1;
             }
-            view.copy_to_slice(at + start, &mut recv[start..end]);
+            view.copy_to_slice_with(at + start, &mut recv[start..end], self.stream_out());
         }
+    }
+
+    /// Whether the copies of the result into the caller's buffer take
+    /// non-temporal stores: from [`STREAM_OUT_MIN_BYTES`] of result.
+    fn stream_out(&self) -> bool {
+        self.len.saturating_mul(std::mem::size_of::<T>()) >= STREAM_OUT_MIN_BYTES
     }
 
     /// Step 2: copy this rank's contribution `send` into the window. On a
