@@ -12,6 +12,12 @@ use crate::types::{Rank, SegmentId, Timeout};
 use gpi2_sys as sys;
 use std::sync::Arc;
 
+/// The word and bit of GPI-2 segment id `id` in a set of ids
+/// (`Gpi2::described`, `Gpi2::parked`).
+fn id_bit(id: sys::gaspi_segment_id_t) -> (usize, u64) {
+    (id as usize / 64, 1 << (id % 64))
+}
+
 impl Gpi2 {
     /// Bind `obj`, this rank's segment or its node's window `segment`, as
     /// GPI-2 segment `segment`; a window's table is relayed.
@@ -26,7 +32,7 @@ impl Gpi2 {
         let size = obj.size().max(1) as u64;
         let mut described = lock(&self.described);
         let id = sid(segment);
-        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        let (word, bit) = id_bit(id);
         let mut parked = lock(&self.parked);
         if parked[word] & bit != 0 {
             // SAFETY: plain call on an id GPI-2 binds (parked by `unbind`).
@@ -34,11 +40,15 @@ impl Gpi2 {
             parked[word] &= !bit;
         }
         drop(parked);
-        // SAFETY: the memory is the object's mapping, which stays mapped
-        // until `unbind` (called before the object is dropped).
+        // SAFETY: the memory is the object's mapping. This process
+        // reaches it through GPI-2 only while the segment exists (every
+        // call checks our table first); GPI-2's device writes what other
+        // hosts send into it until the id is bound again or GPI-2 ends,
+        // and the engine keeps it mapped that long wherever a rank of
+        // another host registered it (`Directory::remove_segment`).
         let code = unsafe { sys::gaspi_segment_bind(id, obj.data().cast(), size, 0) };
         check("gaspi_segment_bind", code, None)?;
-        described[id as usize / 64] |= 1 << (id % 64);
+        described[word] |= bit;
         drop(described);
         lock(&self.shared.bound).push(Bound {
             segment,
@@ -74,8 +84,8 @@ impl Gpi2 {
         }
         bound.retain(|r| r.segment != segment);
         drop(bound);
-        let id = sid(segment);
-        lock(&self.parked)[id as usize / 64] |= 1 << (id % 64);
+        let (word, bit) = id_bit(sid(segment));
+        lock(&self.parked)[word] |= bit;
     }
 
     /// Let `rank` (on another node) access segment `segment`.
@@ -103,7 +113,7 @@ impl Gpi2 {
     /// table stays after the delete. Nothing is sent to other ranks.
     fn describe(&self, segment: SegmentId) -> Result<()> {
         let id = sid(segment);
-        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        let (word, bit) = id_bit(id);
         let mut described = lock(&self.described);
         if described[word] & bit != 0 {
             return Ok(());
