@@ -67,9 +67,9 @@ impl Gpi2 {
     /// `Directory::remove_segment`), the notifications in GPI-2's table of
     /// the segment, which `gaspi_segment_delete` would free (`free`: such
     /// a notification was seen to land in the memory of a segment made
-    /// next, or to kill the process with SIGSEGV once the table was
-    /// unmapped; tests/hardening.rs
-    /// `notifications_to_a_deleted_segment_harm_nobody`).
+    /// next, tests/hardening.rs
+    /// `notifications_to_a_deleted_segment_harm_nobody`; where the table's
+    /// pages are unmapped it kills the process with SIGSEGV).
     pub(crate) fn unbind(&self, segment: SegmentId) {
         let mut bound = lock(&self.shared.bound);
         if segment == RESERVED_SEGMENT {
