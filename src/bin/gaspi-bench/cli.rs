@@ -134,7 +134,7 @@ pub struct Cli {
 
     /// Alltoallv: pieces between two nodes averaging at least this many
     /// bytes go straight from the sender's buffer into the target node's
-    /// window, unstaged; `off`: always staged and aggregated [default: 16K
+    /// window, unstaged; `off`: always staged and aggregated [default: 8K
     /// on the native engine, 256K through MPI].
     #[arg(long, value_name = "B", value_parser = parse_size_or_off, help_heading = "Alltoallv")]
     pub direct_min: Option<usize>,

@@ -143,12 +143,15 @@ impl AlltoallvOptions {
     pub const DEFAULT_SHARED_SINGLE_COPY_MIN: usize = 32 << 10;
     /// The smallest piece (on average) written unstaged to a node whose
     /// window this process maps (`direct_min: None`; the native engine):
-    /// 16 KiB. On a 2-core Intel Xeon VM, 4 and 8 ranks in nodes of 2,
+    /// 8 KiB. On a 2-core Intel Xeon VM, 4 and 8 ranks in nodes of 2,
     /// unstaged took 0.62-0.86 of the staged time at 16 KiB per pair and
     /// 0.50-0.61 from 64 KiB to 1 MiB (results in place; private
-    /// 0.68-0.93 from 16 KiB), the same at 1 KiB (see the guide's
+    /// 0.68-0.93 from 16 KiB), the same at 1 KiB; on a 2-core AMD EPYC
+    /// (Zen 5) VM, 8 and 16 ranks in nodes of 2 and 4, 0.67-0.74 at 8-12
+    /// KiB (private 0.72-0.81), the same at 4 KiB, 1.06-1.11 at 1 KiB; 4
+    /// ranks in nodes of 2 the same at 8-12 KiB (see the guide's
     /// alltoallv figures, docs/guide/benchmarking.md).
-    pub const DEFAULT_DIRECT_MIN: usize = 16 << 10;
+    pub const DEFAULT_DIRECT_MIN: usize = 8 << 10;
     /// The same through a transport (the MPI engine's other nodes;
     /// `direct_min: None`): 256 KiB. Every piece is then a put of its
     /// own, and a node's pieces one flush: through MPICH between emulated
