@@ -157,14 +157,22 @@ impl<'a> Words<'a> {
     }
 
     /// A store that the protocol's invariants say replaces `old`; another
-    /// value means the words were corrupted (misuse).
+    /// value means the words were corrupted (misuse). The error says what
+    /// the word holds when read again: the same value says the word was
+    /// wrong, another one that the compare-and-swap's answer was.
     pub(super) fn replace(&self, w: Word, old: u64, new: u64) -> Result<()> {
         match self.compare_swap(w, old, new)? {
             v if v == old => Ok(()),
-            v => Err(Error::RmaSync(format!(
-                "protocol word of rank {} at {} holds {v}, expected {old}: the window was misused",
-                w.rank, w.at
-            ))),
+            v => {
+                let again = self
+                    .load(w)
+                    .map_or_else(|e| format!("unreadable: {e}"), |a| a.to_string());
+                Err(Error::RmaSync(format!(
+                    "protocol word of rank {} at {} holds {v} (read again: {again}), expected \
+                     {old}: the window was misused",
+                    w.rank, w.at
+                )))
+            }
         }
     }
 
