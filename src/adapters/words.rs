@@ -157,9 +157,10 @@ impl<'a> Words<'a> {
     }
 
     /// A store that the protocol's invariants say replaces `old`; another
-    /// value means the words were corrupted (misuse). The error says what
-    /// the word holds when read again: the same value says the word was
-    /// wrong, another one that the compare-and-swap's answer was.
+    /// value means the words were corrupted (misuse). The error also says
+    /// what the word holds when read again: the same value says the word
+    /// itself was wrong; another says that the compare-and-swap's answer
+    /// was, or that the word changed in between.
     pub(super) fn replace(&self, w: Word, old: u64, new: u64) -> Result<()> {
         match self.compare_swap(w, old, new)? {
             v if v == old => Ok(()),
