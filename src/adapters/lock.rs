@@ -520,8 +520,19 @@ impl<T: RmaElem> RmaWindow<'_, T> {
         self.word(rank, QNODE_LINE + m.qnode, 0)
     }
 
-    fn qnode_of(&self, ptr: u64, m: Mcs) -> Word {
-        self.qnode((ptr - 1) as Rank, m)
+    /// The queue node a queue pointer (`rank + 1`) names; a pointer that
+    /// names no member says the lock words were corrupted.
+    fn qnode_of(&self, ptr: u64, m: Mcs) -> Result<Word> {
+        ptr.checked_sub(1)
+            .and_then(|r| Rank::try_from(r).ok())
+            .filter(|r| self.members.binary_search(r).is_ok())
+            .map(|r| self.qnode(r, m))
+            .ok_or_else(|| {
+                Error::RmaSync(format!(
+                    "lock queue pointer {ptr} names no member of the window: the lock \
+                     words were corrupted"
+                ))
+            })
     }
 
     // ---- MCS-RW-RP ----
@@ -562,7 +573,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                     // Readers are in: the last one hands the lock over.
                 } else {
                     self.words
-                        .fetch_add(self.qnode_of(pred, m).plus(NEXT), me)?;
+                        .fetch_add(self.qnode_of(pred, m)?.plus(NEXT), me)?;
                 }
                 Ok(LockStep::Queued {
                     lock: m,
@@ -582,7 +593,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
             let next = self.words.load(q.plus(NEXT))?;
             if next != 0 {
                 self.words
-                    .replace(self.qnode_of(next, m).plus(BLOCKED), 1, 0)?;
+                    .replace(self.qnode_of(next, m)?.plus(BLOCKED), 1, 0)?;
             }
         }
         Ok(())
@@ -593,7 +604,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
         let head = self.words.swap(self.lock_words(m).plus(R_HD), 0, 0)?;
         if head != 0 {
             self.words
-                .replace(self.qnode_of(head, m).plus(BLOCKED), 1, 0)?;
+                .replace(self.qnode_of(head, m)?.plus(BLOCKED), 1, 0)?;
         }
         Ok(())
     }
@@ -610,7 +621,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                 {
                     let w = self.words.load(l.plus(W_HD))?;
                     self.words
-                        .replace(self.qnode_of(w, m).plus(BLOCKED), 1, 0)?;
+                        .replace(self.qnode_of(w, m)?.plus(BLOCKED), 1, 0)?;
                 }
                 Ok(())
             }
@@ -635,7 +646,7 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                     && self.words.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
                 {
                     self.words
-                        .replace(self.qnode_of(next, m).plus(BLOCKED), 1, 0)?;
+                        .replace(self.qnode_of(next, m)?.plus(BLOCKED), 1, 0)?;
                 }
                 Ok(())
             }
