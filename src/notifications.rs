@@ -59,11 +59,18 @@ impl Context {
     /// Large ranges cost little: the table keeps a summary bitmap, so a wait
     /// over 65,536 ids reads about 17 words, not 65,536 values.
     ///
+    /// An empty range `n..n` (GASPI's `num == 0`) returns `Ok(n)` at once,
+    /// as the GASPI standard says of `gaspi_notify_waitsome`: nothing is
+    /// waited for, and no notification stands behind that id. The segment
+    /// must exist and `n` must not exceed [`Context::notification_num`]; a
+    /// reversed range (`start > end`) is an [`Error::InvalidArgument`].
+    ///
     /// ```
     /// use gaspi::{Alloc, Config, Context, Notification, Timeout};
     /// let ctx = Context::init(Config::default())?;
     /// ctx.segment_alloc(0, 64, Alloc::Initialized)?;
     /// assert!(ctx.notify_waitsome(0, 0..100, Timeout::Test).unwrap_err().is_timeout());
+    /// assert_eq!(ctx.notify_waitsome(0, 0..0, Timeout::Block)?, 0); // nothing to wait for
     /// ctx.notify(ctx.rank(), 0, Notification::new(42, 7), 0, Timeout::Block)?;
     /// assert_eq!(ctx.notify_waitsome(0, 0..100, Timeout::Block)?, 42);
     /// # Ok::<(), gaspi::Error>(())
@@ -74,6 +81,13 @@ impl Context {
         ids: Range<NotificationId>,
         timeout: Timeout,
     ) -> Result<NotificationId> {
+        if ids.start == ids.end {
+            let obj = self.local_table(segment)?;
+            if ids.start > obj.notification_num() {
+                check_notification_id(&obj, ids.start)?;
+            }
+            return Ok(ids.start);
+        }
         let obj = self.table_of(segment, &ids)?;
         let table = obj.notifications();
         let deadline = timeout.deadline();

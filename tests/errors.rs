@@ -102,9 +102,24 @@ fn bad_arguments_return_their_errors() {
             ctx.notify_reset(0, 70_000),
             Err(Error::InvalidNotificationId { .. })
         ));
+        // An empty range waits for nothing (the GASPI standard's num == 0);
+        // a reversed one, a claim of nothing and an empty range past the
+        // table are errors.
+        assert_eq!(ctx.notify_waitsome(0, 5..5, t).unwrap(), 5);
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = 5..3;
         assert!(matches!(
-            ctx.notify_waitsome(0, 5..5, t),
+            ctx.notify_waitsome(0, reversed, t),
             Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            ctx.notify_claim(0, 5..5, t),
+            Err(Error::InvalidArgument(_))
+        ));
+        let past = ctx.notification_num() + 1;
+        assert!(matches!(
+            ctx.notify_waitsome(0, past..past, t),
+            Err(Error::InvalidNotificationId { .. })
         ));
         // Misaligned atomic.
         assert!(matches!(

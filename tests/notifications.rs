@@ -358,3 +358,33 @@ fn a_rank_without_the_segment_still_notifies_the_others() {
         barrier(ctx);
     });
 }
+
+/// Waiting for zero notifications returns at once, as the GASPI standard
+/// says of `gaspi_notify_waitsome` with `num == 0` (GPI-2's
+/// tests/notifications/not_zero_wait.c): each rank notifies itself, sees
+/// it, then waits on empty ranges (at the start, at its own set id, at the
+/// table's end) with `Timeout::Block`; none blocks, none takes the
+/// notification, and the segment goes afterwards.
+#[test]
+fn waiting_for_zero_notifications_returns_at_once() {
+    Job::new(&[2]).run(|ctx| {
+        let r = ctx.rank() as u32;
+        let num = ctx.notification_num();
+        segment(ctx, 0, 1);
+        ctx.notify(ctx.rank(), 0, Notification::new(r, 1), 0, Timeout::Block)
+            .unwrap();
+        assert_eq!(ctx.notify_waitsome(0, r..r + 1, Timeout::Block).unwrap(), r);
+        for empty in [0..0, r..r, num..num] {
+            let at = empty.start;
+            assert_eq!(ctx.notify_waitsome(0, empty, Timeout::Block).unwrap(), at);
+        }
+        assert_eq!(
+            ctx.notify_reset(0, r).unwrap(),
+            1,
+            "the set notification stays"
+        );
+        ctx.segment_delete(0).unwrap();
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+    });
+}
