@@ -8,8 +8,8 @@ mod common;
 use common::*;
 use gaspi::testing::Job;
 use gaspi::{
-    Allgatherv, Alloc, Allreduce, Config, Engine, Error, GroupId, Local, Notification, Remote,
-    RmaWindow, Timeout,
+    Allgatherv, Alloc, Allreduce, Alltoallv, AlltoallvOptions, Config, Engine, Error, GroupId,
+    Local, LockDesign, Notification, ReduceOp, Remote, RmaOptions, RmaWindow, Timeout,
 };
 use std::time::{Duration, Instant};
 
@@ -155,6 +155,103 @@ fn allgatherv_layouts_that_overflow_or_overlap_are_refused() {
         let out = ag.run(&mine, Timeout::Block).unwrap();
         assert_eq!((out.get(1), out.get(2), out.get(3)), (7, 7, 7));
     });
+}
+
+/// A collective object whose ranks were given different arguments
+/// (counts, displacements, length, element type, layout options; the
+/// allgatherv, alltoallv, allreduce and RMA window) is
+/// refused on every rank with the same `InvalidArgument`, before anything
+/// is made, instead of calls that return wrong data or hang; the queue
+/// may differ; objects made right afterwards work. (Found by probing:
+/// before the check, an alltoallv whose rank 0 said 8 elements per pair
+/// and the others 4 returned `Ok` with zeros, an allgatherv likewise, an
+/// allreduce timed out.)
+#[test]
+fn collectives_given_different_arguments_on_different_ranks_are_refused() {
+    for (ranks, ppn) in [(2, 1), (2, 2), (4, 2)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let n = ctx.num_ranks() as usize;
+            let me = ctx.rank() as usize;
+            let t = Timeout::Block;
+            let odd = |a: usize, b: usize| if me == n - 1 { b } else { a };
+            let refused = |r: gaspi::Result<()>, what: &str| match r {
+                Err(Error::InvalidArgument(m)) if m.contains("different arguments") => {}
+                other => panic!("{what}, {ranks} ranks in nodes of {ppn}: {other:?}"),
+            };
+            refused(
+                Alltoallv::<u64>::new(ctx, 1, &vec![odd(8, 4); n * n], t).map(drop),
+                "alltoallv counts",
+            );
+            let small = AlltoallvOptions {
+                block_bytes: odd(64 << 10, 4 << 10),
+                ..Default::default()
+            };
+            refused(
+                Alltoallv::<u64>::with_options(ctx, 1, &vec![4; n * n], small, t).map(drop),
+                "alltoallv options",
+            );
+            refused(
+                Alltoallv::<u64>::with_unknown_sizes(ctx, 1, odd(64, 65), Default::default(), t)
+                    .map(drop),
+                "alltoallv capacity",
+            );
+            let counts = vec![4; n];
+            let mut displs = gaspi::plan::displacements(&counts);
+            displs[0] = odd(0, 4 * n);
+            refused(
+                Allgatherv::<u64>::new(ctx, 1, &counts, &displs, t).map(drop),
+                "allgatherv displacements",
+            );
+            refused(
+                Allreduce::<u64>::new(ctx, 1, odd(1000, 10), t).map(drop),
+                "allreduce length",
+            );
+            let typed = if me == n - 1 {
+                Allreduce::<f64>::new(ctx, 1, 16, t).map(drop)
+            } else {
+                Allreduce::<u64>::new(ctx, 1, 16, t).map(drop)
+            };
+            refused(typed, "allreduce element type");
+            refused(
+                RmaWindow::<u32>::new(ctx, 1, odd(64, 65), GroupId::ALL, t).map(drop),
+                "RMA window length",
+            );
+            let lock = RmaOptions {
+                lock: if me == n - 1 {
+                    LockDesign::McsRw
+                } else {
+                    LockDesign::TwoLevel
+                },
+                ..Default::default()
+            };
+            refused(
+                RmaWindow::<u32>::with_options(ctx, 1, 64, GroupId::ALL, lock, t).map(drop),
+                "RMA window lock design",
+            );
+            assert!(ctx.segment_list().is_empty(), "nothing was made");
+            // The same arguments, queues of each rank's choosing: made, and right.
+            let queue = AlltoallvOptions {
+                queue: odd(0, 1) as u8,
+                ..Default::default()
+            };
+            let mut a = Alltoallv::<u64>::with_options(ctx, 1, &vec![2; n * n], queue, t).unwrap();
+            let send: Vec<u64> = (0..2 * n).map(|i| (100 * me + i / 2) as u64).collect();
+            let mut recv = vec![0; 2 * n];
+            a.run_into(&send, &vec![2; n], &mut recv, t).unwrap();
+            let want: Vec<u64> = (0..2 * n).map(|i| (100 * (i / 2) + me) as u64).collect();
+            assert_eq!(recv, want);
+            drop(a);
+            let mut sum = Allreduce::<u64>::new(ctx, 2, 3, t).unwrap();
+            let total = sum
+                .run(&[1, me as u64, 2], ReduceOp::Sum, t)
+                .unwrap()
+                .to_vec();
+            assert_eq!(
+                total,
+                vec![n as u64, (n * (n - 1) / 2) as u64, 2 * n as u64]
+            );
+        });
+    }
 }
 
 /// `SegmentView::atomic_u64` refuses a word outside the view (also for

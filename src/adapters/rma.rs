@@ -22,6 +22,7 @@ use super::window::{
     ACC_LINE, AccumulateOp, Assert, Deferred, Epoch, FenceDesign, FencePhase, Passive, RmaOptions,
     WindowState, lock_area_bytes,
 };
+use crate::collectives::agree::Shape;
 use crate::collectives::{ReduceOp, Reducible};
 use crate::context::Context;
 use crate::engine::memcopy::copy_slice;
@@ -177,7 +178,9 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
     }
 
     /// [`RmaWindow::new`] with options (the fence design, staging size,
-    /// queue). Every member must pass the same options.
+    /// queue). Every member must pass the same length, element type and
+    /// options (the queues aside): members that disagree all get
+    /// [`Error::InvalidArgument`], nothing made.
     ///
     /// ```
     /// use gaspi::{Config, Context, FenceDesign, GroupId, RmaOptions, RmaWindow, Timeout};
@@ -204,6 +207,12 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
                 group.0
             )));
         }
+        let deadline = timeout.deadline();
+        Shape::new("RMA window")
+            .debug(&std::any::type_name::<T>())
+            .number(len)
+            .debug(&(opts.design, opts.staging_bytes, opts.lock))
+            .agree_in(ctx, group, "RmaWindow", deadline.timeout())?;
         if opts.staging_bytes < 64 {
             return Err(Error::InvalidArgument(
                 "RmaOptions::staging_bytes must be at least 64".into(),
@@ -235,7 +244,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             size,
             group,
             WindowOptions::default().notifications(table),
-            timeout,
+            deadline.timeout(),
         )?;
         let opts = RmaOptions {
             staging_bytes,

@@ -62,6 +62,7 @@
 //! of a call is claimed before the call ends, and no node starts writing
 //! the next call before its next node's credit, so calls cannot mix.
 
+use super::agree::Shape;
 use super::memory::NodeMemory;
 use super::plan::{AllgathervPlan, Layout};
 use super::{await_control, control_word};
@@ -324,6 +325,10 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     /// `r` placed at element `displs[r]` of the result, using segment id
     /// `segment` for the node-shared result window on every rank.
     ///
+    /// Every rank must give the same counts, displacements, element type
+    /// and options (the queue aside); ranks that disagree all get
+    /// [`Error::InvalidArgument`], nothing made.
+    ///
     /// ```
     /// use gaspi::{Allgatherv, Config, Context, Timeout};
     /// let ctx = Context::init(Config::default())?;
@@ -374,6 +379,16 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         options: AllgathervOptions,
         timeout: Timeout,
     ) -> Result<Allgatherv<'a, T>> {
+        let deadline = timeout.deadline();
+        Shape::new("allgatherv")
+            .debug(&std::any::type_name::<T>())
+            .numbers(counts)
+            .numbers(displs)
+            .debug(&AllgathervOptions {
+                queue: 0,
+                ..options
+            })
+            .agree(ctx, "allgatherv", deadline.timeout())?;
         let n = ctx.num_ranks() as usize;
         if counts.len() != n || displs.len() != n {
             return Err(Error::InvalidArgument(format!(
@@ -410,7 +425,8 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let landed_at = extent::end("allgatherv control lines", control_at, lines)?;
         let landed_len = extent::mul("allgatherv landed words", layout.nodes(), 8)?;
         let bytes = extent::end("allgatherv window", landed_at, landed_len)?;
-        let window = ctx.window_create_with(segment, bytes, GroupId::ALL, opts, timeout)?;
+        let window =
+            ctx.window_create_with(segment, bytes, GroupId::ALL, opts, deadline.timeout())?;
         let words = control_at / 8;
         let control = window.view::<u64>().sub(words..words + lines / 8);
         let landed = window.view::<u64>().sub(landed_at / 8..bytes / 8);
@@ -422,7 +438,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         .messages
                         .unwrap_or(!ctx.engine.host_one_sided_in_memory()) =>
             {
-                let id = super::keyed_object_id(ctx, &mut [], timeout)?;
+                let id = super::keyed_object_id(ctx, &mut [], deadline.timeout())?;
                 ctx.engine.host_keyed_made(id);
                 let mem = NodeMemory::new(&window);
                 Some(Messages { id, spans, mem })

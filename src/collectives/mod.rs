@@ -13,6 +13,7 @@
 //! [`Error::RankFailed`] where a failed rank keeps the unfinished one from
 //! ever completing (a member; any rank, for the collectives over all ranks).
 
+pub(crate) mod agree;
 mod allgatherv;
 mod alltoallv;
 mod alltoallv_plan;

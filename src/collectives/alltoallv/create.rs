@@ -5,13 +5,14 @@
 
 use super::options::AlltoallvOptions;
 use super::state::{Alltoallv, Sizes};
+use crate::collectives::agree::Shape;
 use crate::collectives::alltoallv_plan::AlltoallvPlan;
 use crate::collectives::layout::Layout;
 use crate::context::Context;
 use crate::engine::transfer::PutFrom;
 use crate::error::{Error, Result};
 use crate::extent;
-use crate::types::{GroupId, SegmentId, Timeout};
+use crate::types::{Deadline, GroupId, SegmentId, Timeout};
 use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
 
@@ -19,6 +20,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// Collectively prepare an alltoallv with fixed `counts` (`ranks *
     /// ranks`, the same on every rank) using segment id `segment` for the
     /// node windows.
+    ///
+    /// Every rank must give the same counts (capacity), element type and
+    /// block size ([`AlltoallvOptions::block_bytes`]); ranks that disagree
+    /// all get [`Error::InvalidArgument`], nothing made.
     ///
     /// ```
     /// use gaspi::{Alltoallv, Config, Context, Timeout};
@@ -80,6 +85,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         options: AlltoallvOptions,
         timeout: Timeout,
     ) -> Result<Alltoallv<'a, T>> {
+        let deadline = timeout.deadline();
+        Self::agree(
+            ctx,
+            Shape::new("alltoallv").numbers(counts),
+            options,
+            deadline,
+        )?;
         let elem = std::mem::size_of::<T>().max(1);
         let block = Self::block_elems(ctx, options);
         // Two sets of chunk ids (by call parity), then the credits.
@@ -97,8 +109,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let data_base = Self::control_bytes(ctx).div_ceil(elem);
         let elems = extent::add("alltoallv window", data_base, two)?;
         let bytes = extent::mul("alltoallv window", elems, elem)?;
-        let deadline = timeout.deadline();
-        let window = Self::create_window(ctx, segment, bytes, table, timeout)?;
+        let window = Self::create_window(ctx, segment, bytes, table, deadline.timeout())?;
         let mut a = Self::made(
             ctx,
             segment,
@@ -117,6 +128,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// call and between ranks): no rank sends, and no rank receives, more
     /// than `capacity` elements in one call. The counts travel in the call
     /// (a size phase before the data; see the module documentation).
+    ///
+    /// Every rank must give the same counts (capacity), element type and
+    /// block size ([`AlltoallvOptions::block_bytes`]); ranks that disagree
+    /// all get [`Error::InvalidArgument`], nothing made.
     ///
     /// ```
     /// use gaspi::{Alltoallv, Config, Context, Timeout};
@@ -140,6 +155,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         options: AlltoallvOptions,
         timeout: Timeout,
     ) -> Result<Alltoallv<'a, T>> {
+        let deadline = timeout.deadline();
+        let shape = Shape::new("alltoallv of unknown sizes").number(capacity);
+        Self::agree(ctx, shape, options, deadline)?;
         let elem = std::mem::size_of::<T>().max(1);
         let (n, nodes) = (ctx.num_ranks() as usize, ctx.num_nodes());
         // Two copies of staging and receive areas of `capacity` per rank
@@ -159,8 +177,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // rows from it): from the largest node's receive area.
         let most = crate::config::NOTIFICATION_LIMIT as usize - 2 * nodes - 1;
         let data_ids = (area.div_ceil(block) + nodes).min(most);
-        let deadline = timeout.deadline();
-        let window = Self::create_window(ctx, segment, bytes, data_ids + 2 * nodes, timeout)?;
+        let window = Self::create_window(
+            ctx,
+            segment,
+            bytes,
+            data_ids + 2 * nodes,
+            deadline.timeout(),
+        )?;
         let sizes = Sizes::Unknown {
             capacity,
             data_ids,
@@ -169,6 +192,21 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let mut a = Self::made(ctx, segment, window, options, sizes, None, data_base);
         a.probe_single_copy(deadline)?;
         Ok(a)
+    }
+
+    /// [`Shape::agree`] on `shape`, the element type and the options that
+    /// lay out the chunks between nodes (the block size; the others are
+    /// each rank's own, agreed on in the calls, or the node's).
+    fn agree(
+        ctx: &Context,
+        shape: Shape,
+        options: AlltoallvOptions,
+        deadline: Deadline,
+    ) -> Result<()> {
+        shape
+            .debug(&std::any::type_name::<T>())
+            .number(options.block_bytes)
+            .agree(ctx, "alltoallv", deadline.timeout())
     }
 
     fn create_window(

@@ -2,6 +2,7 @@
 
 use super::node_reduce::{NodeReduce, ResultPlace};
 use super::options::AllreduceOptions;
+use crate::collectives::agree::Shape;
 use crate::collectives::reduce_op::{ReduceOp, Reducible, with_op};
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -35,6 +36,11 @@ pub struct Allreduce<'a, T> {
 impl<'a, T: Pod> Allreduce<'a, T> {
     /// Collectively prepare allreduces of `len` elements on every rank,
     /// with segment id `segment` for the node windows.
+    ///
+    /// Every rank must give the same length, element type and options (the
+    /// queue and the per-call choices aside: `share_reduction`,
+    /// `stream_inputs`, `stream_copies`); ranks that disagree all get
+    /// [`Error::InvalidArgument`], nothing made.
     ///
     /// ```
     /// use gaspi::{Allreduce, Config, Context, ReduceOp, Timeout};
@@ -75,6 +81,19 @@ impl<'a, T: Pod> Allreduce<'a, T> {
         options: AllreduceOptions,
         timeout: Timeout,
     ) -> Result<Allreduce<'a, T>> {
+        let deadline = timeout.deadline();
+        Shape::new("allreduce")
+            .debug(&std::any::type_name::<T>())
+            .number(len)
+            // Not the queue, nor the choices each rank makes per call.
+            .debug(&AllreduceOptions {
+                queue: 0,
+                share_reduction: None,
+                stream_inputs: None,
+                stream_copies: None,
+                ..options
+            })
+            .agree(ctx, "allreduce", deadline.timeout())?;
         let bytes = extent::mul("allreduce length * element size", len, size_of::<T>())?;
         if bytes == 0 {
             return Err(Error::InvalidArgument(format!(
@@ -82,7 +101,7 @@ impl<'a, T: Pod> Allreduce<'a, T> {
                 size_of::<T>()
             )));
         }
-        let core = NodeReduce::create(ctx, segment, bytes, true, options, timeout)?;
+        let core = NodeReduce::create(ctx, segment, bytes, true, options, deadline.timeout())?;
         Ok(Allreduce {
             ctx,
             core,

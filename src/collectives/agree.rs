@@ -1,0 +1,75 @@
+//! The arguments that every rank must give a collective object alike
+//! (counts, displacements, the element's size, the layout options),
+//! compared across ranks when the object is made: ranks that disagree
+//! would otherwise write to offsets and notification ids the others do
+//! not expect, and the calls would return wrong results, time out or
+//! hang. MPI and GASPI leave such calls undefined; here every rank gets
+//! the same [`Error::InvalidArgument`] instead, before anything is made.
+
+use crate::collectives::reduce_op::ReduceOp;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::types::{GroupId, Timeout};
+use std::fmt::Debug;
+
+/// A fingerprint (64-bit FNV-1a) of the arguments that must agree.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape(u64);
+
+impl Shape {
+    /// The fingerprint of collective `what` (its name is part of it).
+    pub(crate) fn new(what: &str) -> Shape {
+        Shape(0xcbf2_9ce4_8422_2325).bytes(what.as_bytes())
+    }
+
+    fn bytes(mut self, bytes: &[u8]) -> Shape {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self
+    }
+
+    /// Add a number.
+    pub(crate) fn number(self, v: usize) -> Shape {
+        self.bytes(&(v as u64).to_le_bytes())
+    }
+
+    /// Add a list of numbers, its length included.
+    pub(crate) fn numbers(self, vs: &[usize]) -> Shape {
+        vs.iter().fold(self.number(vs.len()), |s, &v| s.number(v))
+    }
+
+    /// Add a value by its `Debug` form (option structs).
+    pub(crate) fn debug(self, v: &impl Debug) -> Shape {
+        self.bytes(format!("{v:?}").as_bytes())
+    }
+
+    /// Compare the fingerprints of all ranks (an allreduce over
+    /// [`GroupId::ALL`]): `Ok` where every rank has this one, the same
+    /// [`Error::InvalidArgument`] on every rank where any differs. On a
+    /// timeout, make the object again with the same arguments to go on.
+    pub(crate) fn agree(self, ctx: &Context, what: &str, timeout: Timeout) -> Result<()> {
+        self.agree_in(ctx, GroupId::ALL, what, timeout)
+    }
+
+    /// [`Shape::agree`] among the members of `group`.
+    pub(crate) fn agree_in(
+        self,
+        ctx: &Context,
+        group: GroupId,
+        what: &str,
+        timeout: Timeout,
+    ) -> Result<()> {
+        let mut most = [0u64; 2];
+        ctx.allreduce(&[self.0, !self.0], &mut most, ReduceOp::Max, group, timeout)?;
+        // The largest fingerprint and the complement of the smallest.
+        if most == [self.0, !self.0] {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "{what}: the ranks were given different arguments (counts, displacements, \
+                 lengths, element type and options must be the same on every rank)"
+            )))
+        }
+    }
+}
