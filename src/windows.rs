@@ -227,7 +227,10 @@ impl Context {
     /// After it returns on all members, every member can access every
     /// node's window. Made, then registered after a barrier, then a
     /// closing barrier, as [`Context::segment_create`] (where it says why);
-    /// on a timeout of either barrier, call again.
+    /// on a timeout of either barrier, call again. The node's first member
+    /// makes the window with its `size` and table: a member of the node
+    /// that asked for another gets [`Error::InvalidArgument`] after the
+    /// barriers and holds no window (the others keep theirs).
     ///
     /// ```
     /// use gaspi::{Config, Context, GroupId, Local, Notification, Remote, Timeout};
@@ -292,6 +295,9 @@ impl Context {
         // that all fail alike instead of waiting for a window never made.
         SegmentObject::check_shape(&shape, false)
             .map_err(|e| Error::making(format!("the window of segment {segment}"), size, e))?;
+        // What the node's window turned out to be, where it is not what
+        // this rank asked for (another size or table from its leader).
+        let mut found = None;
         self.collective_segment(segment, group, &members, timeout, || {
             // Every member of the node counts the windows it made with this
             // id and these node members alike: the count names the object.
@@ -312,10 +318,25 @@ impl Context {
             } else {
                 self.engine.open_window(&key, &node, deadline)?
             };
+            if (obj.size(), obj.notification_num()) != (size, notifications) {
+                found = Some((obj.size(), obj.notification_num()));
+            }
             self.engine.add_window(segment, obj)?;
             self.groups.count_window(segment, &node);
             Ok(())
         })?;
+        if let Some((bytes, table)) = found {
+            // Through the barriers with the others, so that none waits for
+            // this rank; then out of the window, which it cannot use as
+            // asked (a smaller one would cut its writes short).
+            self.segment_delete(segment)?;
+            return Err(Error::InvalidArgument(format!(
+                "window_create of segment {segment}: this rank asked for {size} bytes and \
+                 {notifications} notifications, its node's window (made by rank {}) has {bytes} \
+                 and {table}: the ranks of a node must ask alike",
+                node[0]
+            )));
+        }
         self.window(segment)
     }
 

@@ -254,6 +254,53 @@ fn collectives_given_different_arguments_on_different_ranks_are_refused() {
     }
 }
 
+/// A group allreduce whose members give different lengths or element
+/// types fails on every member of a group of one host (it returned `Ok`
+/// with the shorter contributions' missing elements left out of the
+/// longer ranks' results), and the group works afterwards; a node window
+/// asked for with another size than its node's first member's is refused
+/// to the rank that asked (it returned a window of the first member's
+/// size), which holds no window afterwards.
+#[test]
+fn group_allreduces_and_windows_of_different_lengths_are_refused() {
+    for (ranks, ppn) in [(2, 2), (4, 4), (4, 2)] {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let n = ctx.num_ranks() as u64;
+            let me = ctx.rank();
+            let t = Timeout::Block;
+            if ctx.engine() == Engine::Native {
+                let len = if me == 0 { 4 } else { 2 };
+                let mut out = vec![0u64; len];
+                let r = ctx.allreduce(&vec![1; len], &mut out, ReduceOp::Sum, GroupId::ALL, t);
+                assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+                let mut typed = [0u32; 2];
+                let r = if me == 1 {
+                    ctx.allreduce(&[1i32, 1], &mut [0i32; 2], ReduceOp::Sum, GroupId::ALL, t)
+                } else {
+                    ctx.allreduce(&[1u32, 1], &mut typed, ReduceOp::Sum, GroupId::ALL, t)
+                };
+                assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+            }
+            let mut out = [0u64; 2];
+            ctx.allreduce(&[1, 2], &mut out, ReduceOp::Sum, GroupId::ALL, t)
+                .unwrap();
+            assert_eq!(out, [n, 2 * n]);
+            // The second rank of each node asks for another size.
+            let odd = ctx.local_rank() == 1;
+            let size = if odd { 1 << 20 } else { 4096 };
+            match ctx.window_create(3, size, GroupId::ALL, t) {
+                Ok(w) => assert!(!odd && w.len() == 4096),
+                Err(Error::InvalidArgument(m)) => {
+                    assert!(odd && m.contains("ask alike"), "{m}");
+                    assert!(ctx.window(3).is_err());
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+            barrier(ctx);
+        });
+    }
+}
+
 /// `SegmentView::atomic_u64` refuses a word outside the view (also for
 /// offsets whose end wraps around) and one that is not 8-byte aligned in
 /// its segment, as errors; `atomic_u64s` refuses a view that does not

@@ -29,6 +29,11 @@ impl Shape {
         self
     }
 
+    /// The fingerprint.
+    pub(crate) fn value(self) -> u64 {
+        self.0
+    }
+
     /// Add a number.
     pub(crate) fn number(self, v: usize) -> Shape {
         self.bytes(&(v as u64).to_le_bytes())

@@ -15,6 +15,7 @@
 //! sums are grouped differently than on one host (the operation must be
 //! associative, up to rounding, either way).
 
+use super::agree::Shape;
 use super::reduce_op::{ReduceOp, Reducible};
 use crate::context::Context;
 use crate::context::groups::{FaultScope, GroupSync, Pending};
@@ -30,7 +31,10 @@ impl Context {
     ///
     /// Results are identical on every member and deterministic (see the
     /// module documentation). On timeout, call again with the same
-    /// arguments to keep waiting.
+    /// arguments to keep waiting. Every member must give as many elements
+    /// of the same type: in a group of one host, a call where they differ
+    /// fails with [`Error::InvalidArgument`] on every member (across hosts
+    /// the transport's allreduce does not compare them).
     ///
     /// ```
     /// use gaspi::{Config, Context, GroupId, ReduceOp, Timeout};
@@ -139,10 +143,16 @@ impl Context {
                 return Ok(());
             }
         };
+        // What every member's contribution must share (checked after the
+        // barrier, so that all members fail alike where one differs).
+        let shape = Shape::new("allreduce")
+            .debug(&std::any::type_name::<T>())
+            .number(bytes)
+            .value();
         let (generation, parity) = match st.pending {
             None => {
                 let parity = (st.allreduce_calls % 2) as usize;
-                shared.put_contribution(parity, c.index, bytemuck::cast_slice(send));
+                shared.put_contribution(parity, c.index, bytemuck::cast_slice(send), shape);
                 st.allreduce_calls += 1;
                 (shared.arrive(), parity)
             }
@@ -160,6 +170,15 @@ impl Context {
         });
         self.await_generation(shared, generation, &c.members, scope, timeout.deadline())?;
         st.pending = None;
+        if let Some(m) = (0..c.members.len()).find(|&m| shared.shape_of(parity, m) != shape) {
+            return Err(Error::InvalidArgument(format!(
+                "allreduce over group {}: member rank {} gave a contribution of another length \
+                 or element type than this rank's {bytes} bytes of {}",
+                group.0,
+                c.members[m],
+                std::any::type_name::<T>()
+            )));
+        }
         shared.get_contribution(parity, 0, bytemuck::cast_slice_mut(recv));
         let mut other = vec![T::zeroed(); recv.len()];
         for member in 1..c.members.len() {

@@ -59,6 +59,9 @@ pub(crate) fn members_key(members: &[Rank]) -> u64 {
 }
 
 struct GroupLayout {
+    /// Where each call's contribution shapes start (a word per member and
+    /// parity).
+    shapes: usize,
     buffers: usize,
     /// Bytes from one member's contribution slot to the next.
     stride: usize,
@@ -79,14 +82,19 @@ fn layout(n: usize, slot_bytes: usize) -> io::Result<GroupLayout> {
     use extent::{add, align_up, mul};
     let what = "group object size";
     let members = members_offset();
-    let buffers = mul(what, 4, n)
+    let shapes = mul(what, 4, n)
         .and_then(|m| add(what, members, m))
+        .and_then(|b| align_up(what, b, 8))
+        .map_err(extent::io_error)?;
+    let buffers = mul(what, 16, n)
+        .and_then(|m| add(what, shapes, m))
         .and_then(|b| align_up(what, b, SLOT_ALIGN))
         .map_err(extent::io_error)?;
     let stride = align_up(what, slot_bytes, SLOT_ALIGN).map_err(extent::io_error)?;
     let slots = mul(what, 2, n).and_then(|s| mul(what, s, stride));
     let total = slots.and_then(|s| add(what, buffers, s));
     Ok(GroupLayout {
+        shapes,
         buffers,
         stride,
         total: total.map_err(extent::io_error)?,
@@ -101,6 +109,7 @@ pub(crate) struct GroupShared {
     n: usize,
     slot_bytes: usize,
     stride: usize,
+    shapes: usize,
     buffers: usize,
 }
 
@@ -125,6 +134,7 @@ impl GroupShared {
             n: members.len(),
             slot_bytes,
             stride: l.stride,
+            shapes: l.shapes,
             buffers: l.buffers,
         };
         for (slot, &r) in g.member_slots().iter().zip(members) {
@@ -176,6 +186,7 @@ impl GroupShared {
             n,
             slot_bytes,
             stride: l.stride,
+            shapes: l.shapes,
             buffers: l.buffers,
         };
         if g.member_slots()
@@ -237,12 +248,25 @@ impl GroupShared {
             .wrapping_add(self.buffers + (parity * self.n + member) * self.stride)
     }
 
-    /// Store `data` as `member`'s contribution to a call of parity `parity`.
-    pub(crate) fn put_contribution(&self, parity: usize, member: usize, data: &[u8]) {
+    /// Store `data` as `member`'s contribution to a call of parity
+    /// `parity`, and `shape` (what the call's members must agree on: its
+    /// length and element type) beside it.
+    pub(crate) fn put_contribution(&self, parity: usize, member: usize, data: &[u8], shape: u64) {
         let dst = self.contribution(parity, member, data.len());
         // SAFETY: dst..dst+len is inside this member's slot of the mapping
         // (asserted by `contribution`); `data` is a separate Rust buffer.
         unsafe { memcopy::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+        self.shape_word(parity, member).store(shape, SeqCst);
+    }
+
+    /// The shape `member` gave its contribution of parity `parity`.
+    pub(crate) fn shape_of(&self, parity: usize, member: usize) -> u64 {
+        self.shape_word(parity, member).load(SeqCst)
+    }
+
+    fn shape_word(&self, parity: usize, member: usize) -> &AtomicU64 {
+        assert!(parity < 2 && member < self.n);
+        &self.map.slice::<AtomicU64>(self.shapes, 2 * self.n)[parity * self.n + member]
     }
 
     /// Read `member`'s contribution of parity `parity` into `out`.
@@ -282,10 +306,10 @@ mod tests {
         // Its commit barrier is done: a member of the next commit of the
         // same members does not take it for the next one's.
         assert!(GroupShared::open(&names, &members).unwrap().is_none());
-        a.put_contribution(1, 2, &[7; 64]);
+        a.put_contribution(1, 2, &[7; 64], 99);
         let mut out = [0u8; 64];
         b.get_contribution(1, 2, &mut out);
-        assert_eq!(out, [7; 64]);
+        assert_eq!((out, b.shape_of(1, 2), b.shape_of(0, 2)), ([7; 64], 99, 0));
         a.unlink();
         assert_eq!(crate::engine::job::sweep(names.token()), 0);
     }
@@ -306,12 +330,12 @@ mod tests {
         }
         // Distinct slots keep distinct contributions.
         for m in 0..4 {
-            g.put_contribution(0, m, &[m as u8 + 1; 40]);
+            g.put_contribution(0, m, &[m as u8 + 1; 40], m as u64);
         }
         for m in 0..4 {
             let mut out = [0u8; 40];
             g.get_contribution(0, m, &mut out);
-            assert_eq!(out, [m as u8 + 1; 40]);
+            assert_eq!((out, g.shape_of(0, m)), ([m as u8 + 1; 40], m as u64));
         }
         g.unlink();
     }
