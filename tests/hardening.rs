@@ -301,6 +301,41 @@ fn group_allreduces_and_windows_of_different_lengths_are_refused() {
     }
 }
 
+/// Making a collective object is a collective call like any other: ranks
+/// whose creation timed out because rank 0 had not come yet (in the
+/// comparison of the arguments, the first step) make it again with the
+/// same arguments and get a working object.
+#[test]
+fn a_collective_creation_that_times_out_can_be_retried() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let n = ctx.num_ranks() as usize;
+        let me = ctx.rank() as usize;
+        segment(ctx, 0, 64);
+        barrier(ctx);
+        let counts = vec![2; n];
+        let displs = gaspi::plan::displacements(&counts);
+        others_time_out_before_rank_0(ctx, 0, |t| {
+            Allgatherv::<u64>::new(ctx, 1, &counts, &displs, t).map(drop)
+        });
+        let mut ag = Allgatherv::<u64>::new(ctx, 1, &counts, &displs, Timeout::Block).unwrap();
+        let all = ag.run(&[me as u64; 2], Timeout::Block).unwrap().to_vec();
+        assert_eq!(all, (0..2 * n).map(|i| (i / 2) as u64).collect::<Vec<_>>());
+        others_time_out_before_rank_0(ctx, 0, |t| Allreduce::<u64>::new(ctx, 2, 3, t).map(drop));
+        let mut ar = Allreduce::<u64>::new(ctx, 2, 3, Timeout::Block).unwrap();
+        let sum = ar
+            .run(&[1, 2, 3], ReduceOp::Sum, Timeout::Block)
+            .unwrap()
+            .to_vec();
+        assert_eq!(sum, vec![n as u64, 2 * n as u64, 3 * n as u64]);
+        others_time_out_before_rank_0(ctx, 0, |t| {
+            RmaWindow::<u32>::new(ctx, 3, 16, GroupId::ALL, t).map(drop)
+        });
+        let win = RmaWindow::<u32>::new(ctx, 3, 16, GroupId::ALL, Timeout::Block).unwrap();
+        assert_eq!(win.len(), 16);
+        barrier(ctx);
+    });
+}
+
 /// `SegmentView::atomic_u64` refuses a word outside the view (also for
 /// offsets whose end wraps around) and one that is not 8-byte aligned in
 /// its segment, as errors; `atomic_u64s` refuses a view that does not
