@@ -301,6 +301,68 @@ fn group_allreduces_and_windows_of_different_lengths_are_refused() {
     }
 }
 
+/// A creation that got past the comparison of the arguments and timed out
+/// making the window goes on from there when called again: rank 1 times
+/// out comparing (rank 0 has not come; its arrival stays), then rank 0
+/// compares with it and times out in the window's barrier (rank 1 is not
+/// there), then both call again and the allgatherv works.
+#[test]
+fn a_creation_that_timed_out_making_the_window_goes_on() {
+    for ppn in [1, 2] {
+        Job::new(&[2]).ppn(ppn).run(|ctx| {
+            let me = ctx.rank();
+            segment(ctx, 0, 64);
+            barrier(ctx);
+            let (counts, displs) = (vec![3, 3], vec![0, 3]);
+            let make = |t| Allgatherv::<u32>::new(ctx, 1, &counts, &displs, t);
+            let tell = |to, id| {
+                ctx.notify(to, 0, Notification::new(id, 1), 0, Timeout::Block)
+                    .unwrap();
+                ctx.wait(0, Timeout::Block).unwrap();
+            };
+            let hear = |id| {
+                ctx.notify_waitsome(0, id..id + 1, Timeout::Block).unwrap();
+                ctx.notify_reset(0, id).unwrap();
+            };
+            if me == 1 {
+                assert!(make(Timeout::ms(10)).unwrap_err().is_timeout());
+                tell(0, 1);
+                hear(2);
+            } else {
+                hear(1);
+                assert!(make(Timeout::ms(10)).unwrap_err().is_timeout());
+                tell(1, 2);
+            }
+            let mut ag = make(Timeout::Block).unwrap();
+            let all = ag
+                .run(&[me as u32 + 5; 3], Timeout::Block)
+                .unwrap()
+                .to_vec();
+            assert_eq!(all, vec![5, 5, 5, 6, 6, 6]);
+        });
+    }
+}
+
+/// The comparison of a collective object's arguments fits the smallest
+/// group allreduce a configuration allows (one 8-byte element).
+#[test]
+fn collective_objects_are_made_with_the_smallest_group_allreduce() {
+    let cfg = Config {
+        allreduce_elem_max: 1,
+        allreduce_buf_size: 8,
+        ..Default::default()
+    };
+    Job::new(&[3]).ppn(2).config(cfg).run(|ctx| {
+        let n = ctx.num_ranks() as usize;
+        let mut ar = Allreduce::<u32>::new(ctx, 1, 2, Timeout::Block).unwrap();
+        let sum = ar
+            .run(&[1, 2], ReduceOp::Sum, Timeout::Block)
+            .unwrap()
+            .to_vec();
+        assert_eq!(sum, vec![n as u32, 2 * n as u32]);
+    });
+}
+
 /// Making a collective object is a collective call like any other: ranks
 /// whose creation timed out because rank 0 had not come yet (in the
 /// comparison of the arguments, the first step) make it again with the

@@ -212,7 +212,7 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             .debug(&std::any::type_name::<T>())
             .number(len)
             .debug(&(opts.design, opts.staging_bytes, opts.lock))
-            .agree_in(ctx, group, "RmaWindow", deadline.timeout())?;
+            .agree_in(ctx, segment, group, "RmaWindow", deadline.timeout())?;
         if opts.staging_bytes < 64 {
             return Err(Error::InvalidArgument(
                 "RmaOptions::staging_bytes must be at least 64".into(),

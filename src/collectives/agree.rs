@@ -1,15 +1,14 @@
 //! The arguments that every rank must give a collective object alike
-//! (counts, displacements, the element's size, the layout options),
+//! (counts, displacements, the element type, the layout options),
 //! compared across ranks when the object is made: ranks that disagree
 //! would otherwise write to offsets and notification ids the others do
 //! not expect, and the calls would return wrong results, time out or
 //! hang. MPI and GASPI leave such calls undefined; here every rank gets
 //! the same [`Error::InvalidArgument`] instead, before anything is made.
 
-use crate::collectives::reduce_op::ReduceOp;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::types::{GroupId, Timeout};
+use crate::types::{GroupId, SegmentId, Timeout};
 use std::fmt::Debug;
 
 /// A fingerprint (64-bit FNV-1a) of the arguments that must agree.
@@ -49,26 +48,44 @@ impl Shape {
         self.bytes(format!("{v:?}").as_bytes())
     }
 
-    /// Compare the fingerprints of all ranks (an allreduce over
+    /// Compare the fingerprints of all ranks before they make the window
+    /// `segment` of a collective object (an allreduce of one word over
     /// [`GroupId::ALL`]): `Ok` where every rank has this one, the same
     /// [`Error::InvalidArgument`] on every rank where any differs. On a
-    /// timeout, make the object again with the same arguments to go on.
-    pub(crate) fn agree(self, ctx: &Context, what: &str, timeout: Timeout) -> Result<()> {
-        self.agree_in(ctx, GroupId::ALL, what, timeout)
+    /// timeout, make the object again with the same arguments to go on;
+    /// a creation that got past this comparison and timed out making the
+    /// window (every rank had compared) goes on there.
+    pub(crate) fn agree(
+        self,
+        ctx: &Context,
+        segment: SegmentId,
+        what: &str,
+        timeout: Timeout,
+    ) -> Result<()> {
+        self.agree_in(ctx, segment, GroupId::ALL, what, timeout)
     }
 
     /// [`Shape::agree`] among the members of `group`.
     pub(crate) fn agree_in(
         self,
         ctx: &Context,
+        segment: SegmentId,
         group: GroupId,
         what: &str,
         timeout: Timeout,
     ) -> Result<()> {
-        let mut most = [0u64; 2];
-        ctx.allreduce(&[self.0, !self.0], &mut most, ReduceOp::Max, group, timeout)?;
-        // The largest fingerprint and the complement of the smallest.
-        if most == [self.0, !self.0] {
+        if ctx.groups.creation_pending(segment, group) {
+            return Ok(());
+        }
+        // Never 0, which stands for "they differ": an associative
+        // reduction, so any order of the members gives the same answer,
+        // of one word, which fits the smallest allreduce the
+        // configuration allows.
+        let mine = self.0 | 1;
+        let mut all = [0u64];
+        let same = |a: &u64, b: &u64| if a == b { *a } else { 0 };
+        ctx.allreduce_user(&[mine], &mut all, same, group, timeout)?;
+        if all[0] == mine {
             Ok(())
         } else {
             Err(Error::InvalidArgument(format!(

@@ -388,7 +388,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                 queue: 0,
                 ..options
             })
-            .agree(ctx, "allgatherv", deadline.timeout())?;
+            .agree(ctx, segment, "allgatherv", deadline.timeout())?;
         let n = ctx.num_ranks() as usize;
         if counts.len() != n || displs.len() != n {
             return Err(Error::InvalidArgument(format!(

@@ -100,7 +100,12 @@ pub(crate) fn keyed_object_id(ctx: &Context, more: &mut [u64], timeout: Timeout)
         let mut mine = vec![next];
         mine.extend_from_slice(more);
         let mut all = vec![0u64; mine.len()];
-        ctx.allreduce(&mine, &mut all, ReduceOp::Max, GroupId::ALL, timeout)?;
+        // In one allreduce where the configuration allows as many
+        // elements (the default's 255 do), else in as few as it takes.
+        let per = (ctx.config.allreduce_elem_max as usize).max(1);
+        for (m, a) in mine.chunks(per).zip(all.chunks_mut(per)) {
+            ctx.allreduce(m, a, ReduceOp::Max, GroupId::ALL, timeout)?;
+        }
         more.copy_from_slice(&all[1..]);
         all[0]
     };

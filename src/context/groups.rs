@@ -210,6 +210,12 @@ impl Groups {
         }
     }
 
+    /// Whether a creation of `segment` over `group` timed out in one of
+    /// its barriers and waits to be resumed (not taken).
+    pub(crate) fn creation_pending(&self, segment: SegmentId, group: GroupId) -> bool {
+        matches!(*lock(&self.pending_create), Some((s, g, _)) if (s, g) == (segment, group))
+    }
+
     pub(crate) fn set_pending_create(
         &self,
         segment: SegmentId,

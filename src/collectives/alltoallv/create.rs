@@ -88,6 +88,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let deadline = timeout.deadline();
         Self::agree(
             ctx,
+            segment,
             Shape::new("alltoallv").numbers(counts),
             options,
             deadline,
@@ -157,7 +158,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     ) -> Result<Alltoallv<'a, T>> {
         let deadline = timeout.deadline();
         let shape = Shape::new("alltoallv of unknown sizes").number(capacity);
-        Self::agree(ctx, shape, options, deadline)?;
+        Self::agree(ctx, segment, shape, options, deadline)?;
         let elem = std::mem::size_of::<T>().max(1);
         let (n, nodes) = (ctx.num_ranks() as usize, ctx.num_nodes());
         // Two copies of staging and receive areas of `capacity` per rank
@@ -199,6 +200,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// each rank's own, agreed on in the calls, or the node's).
     fn agree(
         ctx: &Context,
+        segment: SegmentId,
         shape: Shape,
         options: AlltoallvOptions,
         deadline: Deadline,
@@ -206,7 +208,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         shape
             .debug(&std::any::type_name::<T>())
             .number(options.block_bytes)
-            .agree(ctx, "alltoallv", deadline.timeout())
+            .agree(ctx, segment, "alltoallv", deadline.timeout())
     }
 
     fn create_window(

@@ -93,7 +93,7 @@ impl<'a, T: Pod> Allreduce<'a, T> {
                 stream_copies: None,
                 ..options
             })
-            .agree(ctx, "allreduce", deadline.timeout())?;
+            .agree(ctx, segment, "allreduce", deadline.timeout())?;
         let bytes = extent::mul("allreduce length * element size", len, size_of::<T>())?;
         if bytes == 0 {
             return Err(Error::InvalidArgument(format!(
