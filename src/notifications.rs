@@ -82,11 +82,12 @@ impl Context {
         timeout: Timeout,
     ) -> Result<NotificationId> {
         if ids.start == ids.end {
-            let obj = self.local_table(segment)?;
-            if ids.start > obj.notification_num() {
-                check_notification_id(&obj, ids.start)?;
-            }
-            return Ok(ids.start);
+            let num = self.local_table(segment)?.notification_num();
+            return if ids.start <= num {
+                Ok(ids.start)
+            } else {
+                Err(Error::InvalidNotificationId { id: ids.start, num })
+            };
         }
         let obj = self.table_of(segment, &ids)?;
         let table = obj.notifications();

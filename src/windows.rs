@@ -295,9 +295,6 @@ impl Context {
         // that all fail alike instead of waiting for a window never made.
         SegmentObject::check_shape(&shape, false)
             .map_err(|e| Error::making(format!("the window of segment {segment}"), size, e))?;
-        // What the node's window turned out to be, where it is not what
-        // this rank asked for (another size or table from its leader).
-        let mut found = None;
         self.collective_segment(segment, group, &members, timeout, || {
             // Every member of the node counts the windows it made with this
             // id and these node members alike: the count names the object.
@@ -318,17 +315,19 @@ impl Context {
             } else {
                 self.engine.open_window(&key, &node, deadline)?
             };
-            if (obj.size(), obj.notification_num()) != (size, notifications) {
-                found = Some((obj.size(), obj.notification_num()));
-            }
             self.engine.add_window(segment, obj)?;
             self.groups.count_window(segment, &node);
             Ok(())
         })?;
-        if let Some((bytes, table)) = found {
-            // Through the barriers with the others, so that none waits for
-            // this rank; then out of the window, which it cannot use as
-            // asked (a smaller one would cut its writes short).
+        // The node's window as its first member made it, checked once the
+        // creation is through (also where a retry resumed it): a member
+        // that asked for another shape has passed the barriers with the
+        // others, so none waits for it, and leaves the window, which it
+        // cannot use as asked (a smaller one would cut its writes short).
+        let win = self.window(segment)?;
+        let (bytes, table) = (win.len(), win.object().notification_num());
+        if (bytes, table) != (size, notifications) {
+            drop(win);
             self.segment_delete(segment)?;
             return Err(Error::InvalidArgument(format!(
                 "window_create of segment {segment}: this rank asked for {size} bytes and \
@@ -337,7 +336,7 @@ impl Context {
                 node[0]
             )));
         }
-        self.window(segment)
+        Ok(win)
     }
 
     /// This rank's node window of segment `segment`.
