@@ -343,6 +343,121 @@ fn a_creation_that_timed_out_making_the_window_goes_on() {
     }
 }
 
+/// Two ranks make a collective object in turns, each call with a 10 ms
+/// timeout while the other waits for its turn (a notification on segment
+/// `seg`: id = the rank told, 1 = your turn, 2 = I am done): every call
+/// gets as far as the steps the other has reached and times out in the
+/// next, until one call completes; the other then completes blocking.
+/// Returns the object and how many of this rank's calls timed out.
+fn in_turns<O>(
+    ctx: &gaspi::Context,
+    seg: gaspi::SegmentId,
+    mut make: impl FnMut(Timeout) -> gaspi::Result<O>,
+) -> (O, usize) {
+    let (me, other) = (ctx.rank(), 1 - ctx.rank());
+    let tell = |v| {
+        ctx.notify(
+            other,
+            seg,
+            Notification::new(other.into(), v),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.wait(0, Timeout::Block).unwrap();
+    };
+    let hear = || {
+        ctx.notify_waitsome(seg, me.into()..me as u32 + 1, Timeout::Block)
+            .unwrap();
+        ctx.notify_reset(seg, me.into()).unwrap()
+    };
+    let mut timeouts = 0;
+    if me == 0 {
+        assert_eq!(hear(), 1);
+    }
+    loop {
+        match make(Timeout::ms(10)) {
+            Ok(o) => {
+                tell(2);
+                return (o, timeouts);
+            }
+            Err(e) if e.is_timeout() => timeouts += 1,
+            Err(e) => panic!("rank {me}, call {}: {e}", timeouts + 1),
+        }
+        tell(1);
+        if hear() == 2 {
+            return (make(Timeout::Block).unwrap(), timeouts);
+        }
+    }
+}
+
+/// A creation whose step after the comparison of the arguments timed out
+/// (the number of its keyed messages, the window's barriers, the node
+/// barrier of the allreduce's cores, the alltoallv's probe of single
+/// copies), called again, goes on from that step: the steps completed
+/// are not run again (a second allreduce, a window made twice), and the
+/// object works. Two ranks make each object in turns ([`in_turns`]), on
+/// one node and on two.
+#[test]
+fn a_collective_creation_resumes_from_the_step_that_timed_out() {
+    for ppn in [1, 2] {
+        Job::new(&[2]).ppn(ppn).run(|ctx| {
+            let me = ctx.rank() as usize;
+            segment(ctx, 0, 64);
+            barrier(ctx);
+            let each_timed_out = |t: usize, what: &str| {
+                // Rank 1 came first, rank 0 found it in the comparison
+                // and timed out in a later step.
+                assert!(t >= 1, "rank {me}: no call making {what} timed out");
+            };
+            let (counts, displs) = (vec![3, 3], vec![0, 3]);
+            let (mut ag, t) = in_turns(ctx, 0, |t| {
+                Allgatherv::<u32>::new(ctx, 1, &counts, &displs, t)
+            });
+            each_timed_out(t, "an allgatherv");
+            let all = ag.run(&[me as u32 + 5; 3], Timeout::Block).unwrap();
+            assert_eq!(all.to_vec(), vec![5, 5, 5, 6, 6, 6]);
+            drop(ag);
+            let (mut ar, t) = in_turns(ctx, 0, |t| Allreduce::<u64>::new(ctx, 2, 3, t));
+            each_timed_out(t, "an allreduce");
+            let sum = ar.run(&[1, 2, me as u64], ReduceOp::Sum, Timeout::Block);
+            assert_eq!(sum.unwrap().to_vec(), vec![2, 4, 1]);
+            drop(ar);
+            let (mut a, t) = in_turns(ctx, 0, |t| Alltoallv::<u16>::new(ctx, 3, &[2; 4], t));
+            each_timed_out(t, "an alltoallv");
+            let mut recv = [0u16; 4];
+            // To rank t: [10 * me + t, t + 1].
+            let me16 = me as u16;
+            let send = [10 * me16, 1, 10 * me16 + 1, 2];
+            a.run_into(&send, &[2, 2], &mut recv, Timeout::Block)
+                .unwrap();
+            assert_eq!(recv, [me16, me16 + 1, 10 + me16, me16 + 1]);
+            drop(a);
+            let (mut a, t) = in_turns(ctx, 0, |t| {
+                Alltoallv::<u8>::with_unknown_sizes(ctx, 4, 8, Default::default(), t)
+            });
+            each_timed_out(t, "an alltoallv of unknown sizes");
+            let row = if me == 0 { [0, 3] } else { [1, 0] };
+            a.run(&[me as u8 + 7; 3][..row[0] + row[1]], &row, Timeout::Block)
+                .unwrap();
+            let from = 1 - me;
+            let got = a.received(from as u16).unwrap().to_vec();
+            assert_eq!(got, vec![from as u8 + 7; [1, 3][me]]);
+            drop(a);
+            let (win, t) = in_turns(ctx, 0, |t| {
+                RmaWindow::<u32>::new(ctx, 5, 4, GroupId::ALL, t)
+            });
+            each_timed_out(t, "an RMA window");
+            win.fence(gaspi::Assert::NOPRECEDE, Timeout::Block).unwrap();
+            win.put(&[me as u32 + 40], 1 - me as u16, me).unwrap();
+            win.fence(gaspi::Assert::NOSUCCEED, Timeout::Block).unwrap();
+            assert_eq!(win.local().get(1 - me), 41 - me as u32);
+            drop(win);
+            assert_eq!(ctx.segment_list(), vec![0]);
+        });
+    }
+}
+
 /// The comparison of a collective object's arguments fits the smallest
 /// group allreduce a configuration allows (one 8-byte element).
 #[test]

@@ -23,6 +23,7 @@ use super::window::{
     WindowState, lock_area_bytes,
 };
 use crate::collectives::agree::Shape;
+use crate::collectives::creation::Creation;
 use crate::collectives::{ReduceOp, Reducible};
 use crate::context::Context;
 use crate::engine::memcopy::copy_slice;
@@ -207,12 +208,12 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
                 group.0
             )));
         }
-        let deadline = timeout.deadline();
-        Shape::new("RMA window")
+        let mut creation = Creation::begin(ctx, segment, group, "RmaWindow", timeout);
+        let shape = Shape::new("RMA window")
             .debug(&std::any::type_name::<T>())
             .number(len)
-            .debug(&(opts.design, opts.staging_bytes, opts.lock))
-            .agree_in(ctx, segment, group, "RmaWindow", deadline.timeout())?;
+            .debug(&(opts.design, opts.staging_bytes, opts.lock));
+        creation.agree(shape, "RmaWindow")?;
         if opts.staging_bytes < 64 {
             return Err(Error::InvalidArgument(
                 "RmaOptions::staging_bytes must be at least 64".into(),
@@ -239,13 +240,8 @@ impl<'a, T: RmaElem> RmaWindow<'a, T> {
             )));
         }
         let members_len = members.len();
-        let win = ctx.window_create_with(
-            segment,
-            size,
-            group,
-            WindowOptions::default().notifications(table),
-            deadline.timeout(),
-        )?;
+        let table = WindowOptions::default().notifications(table);
+        let win = creation.window(|t| ctx.window_create_with(segment, size, group, table, t))?;
         let opts = RmaOptions {
             staging_bytes,
             ..opts

@@ -8,7 +8,7 @@
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::types::{GroupId, SegmentId, Timeout};
+use crate::types::{GroupId, Timeout};
 use std::fmt::Debug;
 
 /// A fingerprint (64-bit FNV-1a) of the arguments that must agree.
@@ -48,35 +48,20 @@ impl Shape {
         self.bytes(format!("{v:?}").as_bytes())
     }
 
-    /// Compare the fingerprints of all ranks before they make the window
-    /// `segment` of a collective object (an allreduce of one word over
-    /// [`GroupId::ALL`]): `Ok` where every rank has this one, the same
-    /// [`Error::InvalidArgument`] on every rank where any differs. On a
-    /// timeout, make the object again with the same arguments to go on;
-    /// a creation that got past this comparison and timed out making the
-    /// window (every rank had compared) goes on there.
+    /// Compare the fingerprints of all members of `group` before they
+    /// make a collective object (an allreduce of one word over the
+    /// group): `Ok` where every member has this one, the same
+    /// [`Error::InvalidArgument`] on every member where any differs. The
+    /// first step of a creation
+    /// ([`Creation::agree`](super::creation::Creation::agree)): on a timeout, make
+    /// the object again with the same arguments to go on.
     pub(crate) fn agree(
         self,
         ctx: &Context,
-        segment: SegmentId,
-        what: &str,
-        timeout: Timeout,
-    ) -> Result<()> {
-        self.agree_in(ctx, segment, GroupId::ALL, what, timeout)
-    }
-
-    /// [`Shape::agree`] among the members of `group`.
-    pub(crate) fn agree_in(
-        self,
-        ctx: &Context,
-        segment: SegmentId,
         group: GroupId,
         what: &str,
         timeout: Timeout,
     ) -> Result<()> {
-        if ctx.groups.creation_pending(segment, group) {
-            return Ok(());
-        }
         // Never 0, which stands for "they differ": an associative
         // reduction, so any order of the members gives the same answer,
         // of one word, which fits the smallest allreduce the

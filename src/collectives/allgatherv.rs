@@ -63,6 +63,7 @@
 //! the next call before its next node's credit, so calls cannot mix.
 
 use super::agree::Shape;
+use super::creation::Creation;
 use super::memory::NodeMemory;
 use super::plan::{AllgathervPlan, Layout};
 use super::{await_control, control_word};
@@ -379,16 +380,16 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         options: AllgathervOptions,
         timeout: Timeout,
     ) -> Result<Allgatherv<'a, T>> {
-        let deadline = timeout.deadline();
-        Shape::new("allgatherv")
+        let mut creation = Creation::begin(ctx, segment, GroupId::ALL, "allgatherv", timeout);
+        let shape = Shape::new("allgatherv")
             .debug(&std::any::type_name::<T>())
             .numbers(counts)
             .numbers(displs)
             .debug(&AllgathervOptions {
                 queue: 0,
                 ..options
-            })
-            .agree(ctx, segment, "allgatherv", deadline.timeout())?;
+            });
+        creation.agree(shape, "allgatherv")?;
         let n = ctx.num_ranks() as usize;
         if counts.len() != n || displs.len() != n {
             return Err(Error::InvalidArgument(format!(
@@ -426,7 +427,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let landed_len = extent::mul("allgatherv landed words", layout.nodes(), 8)?;
         let bytes = extent::end("allgatherv window", landed_at, landed_len)?;
         let window =
-            ctx.window_create_with(segment, bytes, GroupId::ALL, opts, deadline.timeout())?;
+            creation.window(|t| ctx.window_create_with(segment, bytes, GroupId::ALL, opts, t))?;
         let words = control_at / 8;
         let control = window.view::<u64>().sub(words..words + lines / 8);
         let landed = window.view::<u64>().sub(landed_at / 8..bytes / 8);
@@ -438,7 +439,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         .messages
                         .unwrap_or(!ctx.engine.host_one_sided_in_memory()) =>
             {
-                let id = super::keyed_object_id(ctx, &mut [], deadline.timeout())?;
+                let id = creation.keyed_object_id(&mut [])?;
                 ctx.engine.host_keyed_made(id);
                 let mem = NodeMemory::new(&window);
                 Some(Messages { id, spans, mem })

@@ -1,6 +1,7 @@
 //! `gaspi_barrier`, flat (one shared counter per group) and node-aware
 //! (over all ranks of a job of several nodes).
 
+use super::creation::Creation;
 use super::hierarchical::{AllreduceOptions, NodeReduce};
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT, internal};
 use crate::context::groups::{CollState, Committed, FaultScope, GroupSync, Pending};
@@ -170,16 +171,12 @@ impl Context {
             ..Default::default()
         };
         let nr = internal(|| {
-            NodeReduce::create(
-                self,
-                RESERVED_SEGMENT,
-                // Calls of a byte or of nothing: the engine decides where
-                // node partials are exchanged.
-                1,
-                false,
-                opts,
-                self.config.init_timeout,
-            )
+            let timeout = self.config.init_timeout;
+            let group = GroupId::ALL;
+            let mut creation = Creation::begin(self, RESERVED_SEGMENT, group, "barrier", timeout);
+            // Calls of a byte or of nothing: the engine decides where node
+            // partials are exchanged.
+            NodeReduce::create(self, RESERVED_SEGMENT, 1, false, opts, &mut creation)
         })?;
         *lock(&self.all_nodes) = Some(Box::new(nr));
         Ok(())

@@ -18,6 +18,7 @@ mod allgatherv;
 mod alltoallv;
 mod alltoallv_plan;
 mod barrier;
+pub(crate) mod creation;
 mod group_allreduce;
 mod groups;
 mod hierarchical;

@@ -150,6 +150,26 @@ pub(crate) struct Groups {
     /// A `segment_create` (or window creation) that timed out in one of
     /// its barriers, and how far it had come.
     pending_create: Mutex<Option<(SegmentId, GroupId, CreateStage)>>,
+    /// A collective object's creation that timed out in one of its steps
+    /// (`collectives::creation`), to resume.
+    pending_object: Mutex<Option<ObjectStage>>,
+}
+
+/// How far the creation of a collective object (or of an RMA window) had
+/// come when one of its steps timed out: the steps it completed and what
+/// each gave, to resume from the one that timed out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ObjectStage {
+    /// The object's window segment.
+    pub(crate) segment: SegmentId,
+    /// The group that makes it.
+    pub(crate) group: GroupId,
+    /// What is made (`"allgatherv"`, ...).
+    pub(crate) kind: &'static str,
+    /// What each completed step gave, in order.
+    pub(crate) steps: Vec<Vec<u64>>,
+    /// Whether one of them made the window.
+    pub(crate) window_made: bool,
 }
 
 /// How far a collective segment creation had come when a barrier of it
@@ -174,6 +194,7 @@ impl Groups {
             table: Mutex::new((0..=max + 1).map(|_| None).collect()),
             windows: Mutex::new(HashMap::new()),
             pending_create: Mutex::new(None),
+            pending_object: Mutex::new(None),
         }
     }
 
@@ -210,12 +231,6 @@ impl Groups {
         }
     }
 
-    /// Whether a creation of `segment` over `group` timed out in one of
-    /// its barriers and waits to be resumed (not taken).
-    pub(crate) fn creation_pending(&self, segment: SegmentId, group: GroupId) -> bool {
-        matches!(*lock(&self.pending_create), Some((s, g, _)) if (s, g) == (segment, group))
-    }
-
     pub(crate) fn set_pending_create(
         &self,
         segment: SegmentId,
@@ -232,6 +247,30 @@ impl Groups {
         if p.is_some_and(|(s, _, _)| s == segment) {
             *p = None;
         }
+        let mut o = lock(&self.pending_object);
+        if o.as_ref().is_some_and(|o| o.segment == segment) {
+            *o = None;
+        }
+    }
+
+    /// The steps of a timed-out creation of a `kind` object on `segment`
+    /// over `group`, to resume (taken: a new timeout sets them again).
+    pub(crate) fn take_pending_object(
+        &self,
+        segment: SegmentId,
+        group: GroupId,
+        kind: &str,
+    ) -> Option<ObjectStage> {
+        let mut o = lock(&self.pending_object);
+        match &*o {
+            Some(p) if (p.segment, p.group, p.kind) == (segment, group, kind) => o.take(),
+            _ => None,
+        }
+    }
+
+    /// A creation timed out in a step after `stage`'s.
+    pub(crate) fn set_pending_object(&self, stage: ObjectStage) {
+        *lock(&self.pending_object) = Some(stage);
     }
 
     /// At term: drop every group; a leader whose commit never completed

@@ -7,12 +7,13 @@ use super::options::AlltoallvOptions;
 use super::state::{Alltoallv, Sizes};
 use crate::collectives::agree::Shape;
 use crate::collectives::alltoallv_plan::AlltoallvPlan;
+use crate::collectives::creation::Creation;
 use crate::collectives::layout::Layout;
 use crate::context::Context;
 use crate::engine::transfer::PutFrom;
 use crate::error::{Error, Result};
 use crate::extent;
-use crate::types::{Deadline, GroupId, SegmentId, Timeout};
+use crate::types::{GroupId, SegmentId, Timeout};
 use crate::windows::{Window, WindowOptions};
 use bytemuck::Pod;
 
@@ -85,14 +86,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         options: AlltoallvOptions,
         timeout: Timeout,
     ) -> Result<Alltoallv<'a, T>> {
-        let deadline = timeout.deadline();
-        Self::agree(
-            ctx,
-            segment,
-            Shape::new("alltoallv").numbers(counts),
-            options,
-            deadline,
-        )?;
+        let mut creation = Creation::begin(ctx, segment, GroupId::ALL, "alltoallv", timeout);
+        let shape = Self::shape(Shape::new("alltoallv").numbers(counts), options);
+        creation.agree(shape, "alltoallv")?;
         let elem = std::mem::size_of::<T>().max(1);
         let block = Self::block_elems(ctx, options);
         // Two sets of chunk ids (by call parity), then the credits.
@@ -110,18 +106,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let data_base = Self::control_bytes(ctx).div_ceil(elem);
         let elems = extent::add("alltoallv window", data_base, two)?;
         let bytes = extent::mul("alltoallv window", elems, elem)?;
-        let window = Self::create_window(ctx, segment, bytes, table, deadline.timeout())?;
-        let mut a = Self::made(
-            ctx,
-            segment,
-            window,
-            options,
-            Sizes::Fixed,
-            Some(plan),
-            data_base,
-        );
-        a.probe_single_copy(deadline)?;
-        Ok(a)
+        let window = Self::create_window(ctx, segment, bytes, table, &mut creation)?;
+        let plan = Some(plan);
+        let a = Self::made(ctx, segment, window, options, Sizes::Fixed, plan, data_base);
+        a.probed(&creation)
     }
 
     /// Collectively prepare an alltoallv whose counts each call brings
@@ -156,9 +144,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         options: AlltoallvOptions,
         timeout: Timeout,
     ) -> Result<Alltoallv<'a, T>> {
-        let deadline = timeout.deadline();
-        let shape = Shape::new("alltoallv of unknown sizes").number(capacity);
-        Self::agree(ctx, segment, shape, options, deadline)?;
+        let kind = "alltoallv of unknown sizes";
+        let mut creation = Creation::begin(ctx, segment, GroupId::ALL, kind, timeout);
+        let shape = Self::shape(Shape::new(kind).number(capacity), options);
+        creation.agree(shape, "alltoallv")?;
         let elem = std::mem::size_of::<T>().max(1);
         let (n, nodes) = (ctx.num_ranks() as usize, ctx.num_nodes());
         // Two copies of staging and receive areas of `capacity` per rank
@@ -178,51 +167,55 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // rows from it): from the largest node's receive area.
         let most = crate::config::NOTIFICATION_LIMIT as usize - 2 * nodes - 1;
         let data_ids = (area.div_ceil(block) + nodes).min(most);
-        let window = Self::create_window(
-            ctx,
-            segment,
-            bytes,
-            data_ids + 2 * nodes,
-            deadline.timeout(),
-        )?;
+        let table = data_ids + 2 * nodes;
+        let window = Self::create_window(ctx, segment, bytes, table, &mut creation)?;
         let sizes = Sizes::Unknown {
             capacity,
             data_ids,
             copy,
         };
-        let mut a = Self::made(ctx, segment, window, options, sizes, None, data_base);
-        a.probe_single_copy(deadline)?;
-        Ok(a)
+        let a = Self::made(ctx, segment, window, options, sizes, None, data_base);
+        a.probed(&creation)
     }
 
-    /// [`Shape::agree`] on `shape`, the element type and the options that
-    /// lay out the chunks between nodes (the block size; the others are
-    /// each rank's own, agreed on in the calls, or the node's).
-    fn agree(
-        ctx: &Context,
-        segment: SegmentId,
-        shape: Shape,
-        options: AlltoallvOptions,
-        deadline: Deadline,
-    ) -> Result<()> {
+    /// `shape` with the element type and the options that lay out the
+    /// chunks between nodes (the block size; the others are each rank's
+    /// own, agreed on in the calls, or the node's): what every rank must
+    /// give alike.
+    fn shape(shape: Shape, options: AlltoallvOptions) -> Shape {
         shape
             .debug(&std::any::type_name::<T>())
             .number(options.block_bytes)
-            .agree(ctx, segment, "alltoallv", deadline.timeout())
     }
 
+    /// The step of `creation` that makes the window.
     fn create_window(
         ctx: &Context,
         segment: SegmentId,
         bytes: usize,
         table: usize,
-        timeout: Timeout,
+        creation: &mut Creation,
     ) -> Result<Window> {
         let table = u32::try_from(table).map_err(|_| {
             Error::InvalidArgument(format!("an alltoallv needing {table} notification ids"))
         })?;
         let opts = WindowOptions::default().notifications(table);
-        ctx.window_create_with(segment, bytes.max(1), GroupId::ALL, opts, timeout)
+        creation.window(|t| ctx.window_create_with(segment, bytes.max(1), GroupId::ALL, opts, t))
+    }
+
+    /// The last step of `creation`: probe the single copies
+    /// (`Alltoallv::probe_single_copy`), which resumes where a call that
+    /// timed out left it. After a timeout the window stays for the next
+    /// call.
+    fn probed(mut self, creation: &Creation) -> Result<Self> {
+        let deadline = creation.timeout().deadline();
+        match creation.last(self.probe_single_copy(deadline)) {
+            Ok(()) => Ok(self),
+            Err(e) => {
+                self.keep_window = e.is_timeout();
+                Err(e)
+            }
+        }
     }
 
     /// Which of this node's sections go unstaged, straight from their

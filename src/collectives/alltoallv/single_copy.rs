@@ -79,8 +79,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// word holding a token, reads every other rank's
     /// token, says whether all came right and all thresholds are its own,
     /// and all agree. Every rank of the node takes part, wanting single
-    /// copies or not, so that none waits for another in vain. On an error
-    /// the alltoallv is dropped, which deletes its window.
+    /// copies or not, so that none waits for another in vain. Called again
+    /// after a timeout (the creation's next call, on the same window), it
+    /// goes on from the wait that timed out: its own word says how far it
+    /// came.
     pub(super) fn probe_single_copy(&mut self, deadline: Deadline) -> Result<()> {
         let ctx = self.ctx;
         let (local, local_num) = (ctx.local_rank() as usize, ctx.local_num() as usize);
@@ -96,16 +98,55 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // A rank that measures and one that copies once in every call
         // would not agree on each call's way: no single copies then.
         let threshold = if measured { min | MEASURED } else { min };
-        self.line(local, THRESHOLD).store(threshold, SeqCst);
         let first = ctx.node_ranks(ctx.node()).start as u64;
         let token = |local: usize| PROBE_TOKEN ^ (first + local as u64);
-        // Read by the others until they all say they are done below.
+        // Read by the others until they all say they are done below; left
+        // to them (leaked, 8 bytes) where this rank times out before.
         let probe = Box::new(token(local));
-        self.line(local, ADDRESS)
-            .store(std::ptr::from_ref::<u64>(&probe) as u64, SeqCst);
-        self.line(local, PROBE).store(1, SeqCst);
-        self.wake();
-        self.await_lines::<PROBE>(1, deadline)?;
+        let at = std::ptr::from_ref::<u64>(&probe) as u64;
+        let r = self.probe_waits((threshold, min), &token, at, deadline);
+        if r.as_ref().is_err_and(Error::is_timeout) {
+            Box::leak(probe);
+        } else {
+            drop(probe);
+        }
+        r?;
+        if (0..local_num).all(|l| self.line(l, PROBE).load(SeqCst) == 3) {
+            self.once_min = usize::try_from(min).unwrap_or(usize::MAX).max(1);
+            self.measured = measured;
+            // Measured now rather than in the first call.
+            crate::sys::cross_copy_offsets_slow();
+        }
+        Ok(())
+    }
+
+    /// The probe's two waits for the node's ranks, the first skipped where
+    /// this rank got past it in an earlier call: its token is at `at`.
+    fn probe_waits(
+        &self,
+        (threshold, min): (u64, u64),
+        token: &impl Fn(usize) -> u64,
+        at: u64,
+        deadline: Deadline,
+    ) -> Result<()> {
+        let local = self.ctx.local_rank() as usize;
+        if self.line(local, PROBE).load(SeqCst) < 2 {
+            self.line(local, THRESHOLD).store(threshold, SeqCst);
+            self.line(local, ADDRESS).store(at, SeqCst);
+            self.line(local, PROBE).store(1, SeqCst);
+            self.wake();
+            self.await_lines::<PROBE>(1, deadline)?;
+            self.judge_probe(threshold, min, token);
+        }
+        self.await_lines::<PROBE>(2, deadline)
+    }
+
+    /// Say (this rank's probe word: 3 yes, 2 no) whether every other
+    /// rank's token came right and every threshold is this rank's
+    /// `threshold` (from `min`).
+    fn judge_probe(&self, threshold: u64, min: u64, token: &impl Fn(usize) -> u64) {
+        let ctx = self.ctx;
+        let (local, local_num) = (ctx.local_rank() as usize, ctx.local_num() as usize);
         let readable = |l: usize| {
             let mut word = [0u8; 8];
             let at = usize::try_from(self.line(l, ADDRESS).load(SeqCst)).unwrap_or(0);
@@ -120,15 +161,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             && (0..local_num).filter(|&l| l != local).all(readable);
         self.line(local, PROBE).store(2 + u64::from(ok), SeqCst);
         self.wake();
-        self.await_lines::<PROBE>(2, deadline)?;
-        drop(probe);
-        if (0..local_num).all(|l| self.line(l, PROBE).load(SeqCst) == 3) {
-            self.once_min = usize::try_from(min).unwrap_or(usize::MAX).max(1);
-            self.measured = measured;
-            // Measured now rather than in the first call.
-            crate::sys::cross_copy_offsets_slow();
-        }
-        Ok(())
     }
 
     /// Announce this call: the buffers this rank sends from and receives

@@ -277,6 +277,10 @@ pub struct Alltoallv<'a, T> {
     /// the caller's buffer stream (where `stream_measured`). The first
     /// node's are the job's (`Alltoallv::next_choice_word`).
     pub(super) choice: ChoicePair,
+    /// Its creation timed out probing the single copies: the window
+    /// stays for the creation's next call (`Creation`), not deleted when
+    /// this is dropped.
+    pub(super) keep_window: bool,
     pub(super) _t: PhantomData<T>,
 }
 
@@ -334,6 +338,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             stream_measured: false,
             streaming: false,
             choice: ChoicePair::default(),
+            keep_window: false,
             _t: PhantomData,
         };
         a.plan_direct();
@@ -544,6 +549,8 @@ impl<T> Drop for Alltoallv<'_, T> {
     /// writes come in (after a call given up, see
     /// [`Context::segment_create`] for why a new one is still safe).
     fn drop(&mut self) {
-        crate::collectives::release(self.ctx, self.segment, self.options.queue);
+        if !self.keep_window {
+            crate::collectives::release(self.ctx, self.segment, self.options.queue);
+        }
     }
 }

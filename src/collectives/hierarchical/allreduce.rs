@@ -3,12 +3,13 @@
 use super::node_reduce::{NodeReduce, ResultPlace};
 use super::options::AllreduceOptions;
 use crate::collectives::agree::Shape;
+use crate::collectives::creation::Creation;
 use crate::collectives::reduce_op::{ReduceOp, Reducible, with_op};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::extent;
 use crate::segments::SegmentView;
-use crate::types::{SegmentId, Timeout};
+use crate::types::{GroupId, SegmentId, Timeout};
 use bytemuck::Pod;
 use std::marker::PhantomData;
 
@@ -81,8 +82,8 @@ impl<'a, T: Pod> Allreduce<'a, T> {
         options: AllreduceOptions,
         timeout: Timeout,
     ) -> Result<Allreduce<'a, T>> {
-        let deadline = timeout.deadline();
-        Shape::new("allreduce")
+        let mut creation = Creation::begin(ctx, segment, GroupId::ALL, "allreduce", timeout);
+        let shape = Shape::new("allreduce")
             .debug(&std::any::type_name::<T>())
             .number(len)
             // Not the queue, nor the choices each rank makes per call.
@@ -92,8 +93,8 @@ impl<'a, T: Pod> Allreduce<'a, T> {
                 stream_inputs: None,
                 stream_copies: None,
                 ..options
-            })
-            .agree(ctx, segment, "allreduce", deadline.timeout())?;
+            });
+        creation.agree(shape, "allreduce")?;
         let bytes = extent::mul("allreduce length * element size", len, size_of::<T>())?;
         if bytes == 0 {
             return Err(Error::InvalidArgument(format!(
@@ -101,7 +102,7 @@ impl<'a, T: Pod> Allreduce<'a, T> {
                 size_of::<T>()
             )));
         }
-        let core = NodeReduce::create(ctx, segment, bytes, true, options, deadline.timeout())?;
+        let core = NodeReduce::create(ctx, segment, bytes, true, options, &mut creation)?;
         Ok(Allreduce {
             ctx,
             core,

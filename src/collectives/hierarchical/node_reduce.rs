@@ -10,6 +10,7 @@ use super::options::{
     AllreduceAlgorithm, AllreduceOptions, Choice, Inter, auto_direct_max, choose,
 };
 use super::stream_choice::{self, Kinds, StreamChoices};
+use crate::collectives::creation::Creation;
 use crate::collectives::memory::NodeMemory;
 use crate::collectives::plan::{Dissemination, Layout};
 use crate::collectives::post;
@@ -138,15 +139,15 @@ impl NodeReduce {
     }
 
     /// Collectively create the engine on segment `segment` for messages of
-    /// up to `cap` bytes. With `fixed`, every call has exactly `cap` bytes
-    /// (areas for other sizes are left out).
+    /// up to `cap` bytes, as steps of `creation`. With `fixed`, every call
+    /// has exactly `cap` bytes (areas for other sizes are left out).
     pub(crate) fn create(
         ctx: &Context,
         segment: SegmentId,
         cap: usize,
         fixed: bool,
         opts: AllreduceOptions,
-        timeout: Timeout,
+        creation: &mut Creation,
     ) -> Result<NodeReduce> {
         let layout = Layout::of(ctx);
         let nodes = layout.nodes();
@@ -156,7 +157,7 @@ impl NodeReduce {
         // Ranks that share cores share the reduction: replicated calls on
         // one node, and direct exchanges of node partials between nodes,
         // then pay off up to larger sizes.
-        let (shared, id) = Self::agree(ctx, &opts, slots > 1 && cap > 0, timeout)?;
+        let (shared, id) = Self::agree(ctx, &opts, slots > 1 && cap > 0, creation)?;
         let direct_max = match opts.algorithm {
             AllreduceAlgorithm::Auto => auto_direct_max(nodes, dis_messages, shared),
             AllreduceAlgorithm::Direct => usize::MAX,
@@ -349,16 +350,12 @@ impl NodeReduce {
             direct_ids: (dis_ids + 2 * ring_blocks) as u32,
         };
         let table = (dis_ids + 2 * ring_blocks + direct_ids).max(1) as u32;
-        let window = ctx.window_create_with(
-            segment,
-            total,
-            GroupId::ALL,
-            WindowOptions::default().notifications(table),
-            timeout,
-        )?;
+        let table = WindowOptions::default().notifications(table);
+        let window =
+            creation.window(|t| ctx.window_create_with(segment, total, GroupId::ALL, table, t))?;
         let mem = NodeMemory::new(&window);
         let core_mates = if !multi && slots > 1 {
-            Some(Self::core_mates(ctx, &mem, timeout)?)
+            Some(creation.last(Self::core_mates(ctx, &mem, creation.timeout()))?)
         } else {
             None
         };
@@ -400,7 +397,7 @@ impl NodeReduce {
         ctx: &Context,
         opts: &AllreduceOptions,
         ask: bool,
-        timeout: Timeout,
+        creation: &mut Creation,
     ) -> Result<(bool, u64)> {
         let share = ask
             && opts
@@ -408,7 +405,7 @@ impl NodeReduce {
                 .unwrap_or_else(|| ctx.engine.host_shares_cores());
         // The largest "does not share" is 0 only where every rank shares.
         let mut not_shared = [u64::from(!share)];
-        let id = crate::collectives::keyed_object_id(ctx, &mut not_shared, timeout)?;
+        let id = creation.keyed_object_id(&mut not_shared)?;
         let shared = ask && not_shared[0] == 0 && ctx.num_ranks() >= 2;
         Ok((shared, id))
     }
