@@ -37,7 +37,7 @@ pub const SEGMENT_LIMIT: u32 = 255;
 pub const GROUP_LIMIT: u32 = 64;
 /// Most bytes a rank contributes to one allreduce of a group
 /// ([`Config::allreduce_buf_size`], `8 *` [`Config::allreduce_elem_max`]).
-const ALLREDUCE_BYTES_MAX: usize = 64 << 20;
+pub(crate) const ALLREDUCE_BYTES_MAX: usize = 64 << 20;
 
 /// Largest notification table a segment can have.
 ///

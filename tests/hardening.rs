@@ -255,9 +255,11 @@ fn collectives_given_different_arguments_on_different_ranks_are_refused() {
 }
 
 /// A group allreduce whose members give different lengths or element
-/// types fails on every member of a group of one host (it returned `Ok`
-/// with the shorter contributions' missing elements left out of the
-/// longer ranks' results), and the group works afterwards; a node window
+/// types fails on every member (on one host it returned `Ok` with the
+/// shorter contributions' missing elements left out of the longer ranks'
+/// results; across hosts, through MPI, the shorter ranks failed with
+/// MPI's truncation error and the others got `Ok`), and the group works
+/// afterwards; a node window
 /// asked for with another size than its node's first member's is refused
 /// to the rank that asked (it returned a window of the first member's
 /// size), which holds no window afterwards.
@@ -268,19 +270,19 @@ fn group_allreduces_and_windows_of_different_lengths_are_refused() {
             let n = ctx.num_ranks() as u64;
             let me = ctx.rank();
             let t = Timeout::Block;
-            if ctx.engine() == Engine::Native {
-                let len = if me == 0 { 4 } else { 2 };
+            for longer in [4, 3, 200] {
+                let len = if me == 0 { longer } else { 2 };
                 let mut out = vec![0u64; len];
                 let r = ctx.allreduce(&vec![1; len], &mut out, ReduceOp::Sum, GroupId::ALL, t);
                 assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
-                let mut typed = [0u32; 2];
-                let r = if me == 1 {
-                    ctx.allreduce(&[1i32, 1], &mut [0i32; 2], ReduceOp::Sum, GroupId::ALL, t)
-                } else {
-                    ctx.allreduce(&[1u32, 1], &mut typed, ReduceOp::Sum, GroupId::ALL, t)
-                };
-                assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
             }
+            let mut typed = [0u32; 2];
+            let r = if me == 1 {
+                ctx.allreduce(&[1i32, 1], &mut [0i32; 2], ReduceOp::Sum, GroupId::ALL, t)
+            } else {
+                ctx.allreduce(&[1u32, 1], &mut typed, ReduceOp::Sum, GroupId::ALL, t)
+            };
+            assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
             let mut out = [0u64; 2];
             ctx.allreduce(&[1, 2], &mut out, ReduceOp::Sum, GroupId::ALL, t)
                 .unwrap();
@@ -297,6 +299,41 @@ fn group_allreduces_and_windows_of_different_lengths_are_refused() {
                 Err(e) => panic!("{e:?}"),
             }
             barrier(ctx);
+        });
+    }
+}
+
+/// Group allreduces of contributions longer than one message of the MPI
+/// engine's (4 KiB) give the right sums, and contributions of different
+/// lengths, the longer ones beyond one message, fail on every member
+/// (across hosts a member that sent more than the others receive in one
+/// message made MPICH abort the job), after which the group works.
+#[test]
+fn long_group_allreduces_and_their_mismatches() {
+    let cfg = Config {
+        allreduce_buf_size: 1 << 16,
+        allreduce_elem_max: 8192,
+        ..Default::default()
+    };
+    for (ranks, ppn) in [(2, 1), (3, 1), (4, 2)] {
+        Job::new(&[ranks]).ppn(ppn).config(cfg.clone()).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as u64, ctx.rank() as u64);
+            let t = Timeout::Block;
+            let sum = |len: usize| {
+                let send: Vec<u64> = (0..len as u64).map(|j| j * (me + 1)).collect();
+                let mut out = vec![0u64; len];
+                ctx.allreduce(&send, &mut out, ReduceOp::Sum, GroupId::ALL, t)
+                    .map(|()| out)
+            };
+            for len in [1000, 511, 510, 8192] {
+                let want: Vec<u64> = (0..len as u64).map(|j| j * n * (n + 1) / 2).collect();
+                assert_eq!(sum(len).unwrap(), want, "{len} elements");
+            }
+            for (longer, shorter) in [(1000, 2), (1000, 600), (600, 1000), (3, 2)] {
+                let r = sum(if me == 1 { longer } else { shorter });
+                assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+            }
+            assert_eq!(sum(3).unwrap(), vec![0, n * (n + 1) / 2, n * (n + 1)]);
         });
     }
 }

@@ -19,6 +19,7 @@ use super::agree::Shape;
 use super::reduce_op::{ReduceOp, Reducible};
 use crate::context::Context;
 use crate::context::groups::{FaultScope, GroupSync, Pending};
+use crate::engine::transport::Contribution;
 use crate::error::{Error, Result};
 use crate::types::{GroupId, Timeout};
 use bytemuck::Pod;
@@ -32,9 +33,10 @@ impl Context {
     /// Results are identical on every member and deterministic (see the
     /// module documentation). On timeout, call again with the same
     /// arguments to keep waiting. Every member must give as many elements
-    /// of the same type: in a group of one host, a call where they differ
-    /// fails with [`Error::InvalidArgument`] on every member (across hosts
-    /// the transport's allreduce does not compare them).
+    /// of the same type: a call where they differ fails with
+    /// [`Error::InvalidArgument`] on every member, on one host and across
+    /// hosts (where a word standing for the length and type travels with
+    /// each contribution).
     ///
     /// ```
     /// use gaspi::{Config, Context, GroupId, ReduceOp, Timeout};
@@ -110,6 +112,12 @@ impl Context {
             )));
         }
         let mut st = c.state()?;
+        // What every member's contribution must share (checked after the
+        // exchange, so that all members fail alike where one differs).
+        let shape = Shape::new("allreduce")
+            .debug(&std::any::type_name::<T>())
+            .number(bytes)
+            .value();
         let shared = match &c.sync {
             GroupSync::Shared(shared) => shared,
             GroupSync::Hosts(id) => {
@@ -130,25 +138,26 @@ impl Context {
                     }
                     out.copy_from_slice(bytemuck::cast_slice(&a));
                 };
-                self.engine.host_allreduce(
+                let mine = Contribution {
+                    index: c.index,
+                    shape,
+                    send: bytemuck::cast_slice(send),
+                };
+                let r = self.engine.host_allreduce(
                     *id,
                     &scope.watched(&c.members, self.num_ranks()),
-                    c.index,
-                    bytemuck::cast_slice(send),
+                    mine,
                     bytemuck::cast_slice_mut(recv),
                     &mut combine,
                     timeout.deadline(),
-                )?;
-                st.pending = None;
-                return Ok(());
+                );
+                // Completed, also where the contributions did not match.
+                if matches!(r, Ok(()) | Err(Error::InvalidArgument(_))) {
+                    st.pending = None;
+                }
+                return r;
             }
         };
-        // What every member's contribution must share (checked after the
-        // barrier, so that all members fail alike where one differs).
-        let shape = Shape::new("allreduce")
-            .debug(&std::any::type_name::<T>())
-            .number(bytes)
-            .value();
         let (generation, parity) = match st.pending {
             None => {
                 let parity = (st.allreduce_calls % 2) as usize;

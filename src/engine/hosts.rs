@@ -9,7 +9,7 @@
 
 use super::Native;
 use super::lent::Lent;
-use super::transport::{Combine, Key};
+use super::transport::{Combine, Contribution, Key};
 use super::wait::poll_with_backoff;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, Timeout};
@@ -58,15 +58,15 @@ impl Native {
         self.sliced(members, deadline, true, |s| t.barrier(id, s, &patience))
     }
 
-    /// Allreduce in member order over the twin of `id` (members `members`,
-    /// this rank at `index`) until `deadline`.
-    #[allow(clippy::too_many_arguments)]
+    /// Allreduce in member order over the twin of `id` (members `members`)
+    /// until `deadline`: the same [`Error::InvalidArgument`] on every
+    /// member where their contributions' shapes differ
+    /// ([`Contribution::shape`]).
     pub(crate) fn host_allreduce(
         &self,
         id: u8,
         members: &[Rank],
-        index: usize,
-        send: &[u8],
+        mine: Contribution<'_>,
         recv: &mut [u8],
         combine: &mut Combine<'_>,
         deadline: Deadline,
@@ -74,7 +74,7 @@ impl Native {
         let t = self.hosts()?;
         let patience = self.patience();
         self.sliced(members, deadline, true, |s| {
-            t.allreduce_ordered(id, index, send, recv, combine, s, &patience)
+            t.allreduce_ordered(id, mine, recv, combine, s, &patience)
         })
     }
 

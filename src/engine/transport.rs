@@ -42,6 +42,28 @@ pub(crate) const PASSIVE_NAP: std::time::Duration = std::time::Duration::from_mi
 /// `(lower, upper, out)`, as bytes.
 pub(crate) type Combine<'a> = dyn FnMut(&[u8], &[u8], &mut [u8]) + 'a;
 
+/// This rank's contribution to an allreduce over a twin
+/// ([`Transport::allreduce_ordered`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Contribution<'a> {
+    /// This rank's position in the group.
+    pub(crate) index: usize,
+    /// What every member's contribution must share (its length and
+    /// element type), as one word: contributions that differ in it are
+    /// not combined, and every member fails alike.
+    pub(crate) shape: u64,
+    /// The bytes.
+    pub(crate) send: &'a [u8],
+}
+
+/// The error of an allreduce whose members' contributions differ in
+/// length or element type ([`Contribution::shape`]), on every member.
+pub(crate) fn contributions_differ() -> Error {
+    Error::InvalidArgument(
+        "allreduce: the members gave contributions of different lengths or element types".into(),
+    )
+}
+
 /// An atomic on an 8-byte word, as every engine offers them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AtomicOp {
@@ -258,13 +280,13 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn barrier(&self, id: u8, timeout: Timeout, patience: &Patience<'_>) -> Result<()>;
     /// Allreduce over the twin of `id` that combines contributions in
     /// member order: bit-identical on every member, `combine` need not be
-    /// commutative. `index` is this rank's position in the group.
-    #[allow(clippy::too_many_arguments)]
+    /// commutative. Where the members' shapes differ, every member gets
+    /// [`contributions_differ`] (and nothing is combined); a member whose
+    /// contribution is longer must not break the others' receives.
     fn allreduce_ordered(
         &self,
         id: u8,
-        index: usize,
-        send: &[u8],
+        mine: Contribution<'_>,
         recv: &mut [u8],
         combine: &mut Combine<'_>,
         timeout: Timeout,

@@ -4,7 +4,7 @@
 use super::Gpi2;
 use super::codes::{check, ms};
 use super::twin::Twin;
-use crate::engine::transport::Combine;
+use crate::engine::transport::{Combine, Contribution, contributions_differ};
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
 use crate::types::{Rank, Timeout};
@@ -146,24 +146,30 @@ impl Gpi2 {
     /// ranks `2i, 2i + 1` when the group size is not a power of two): each
     /// step combines two partial results of adjacent, aligned ranges of
     /// members, but passes them as (own, received), whichever is lower.
-    /// Each contribution therefore travels as one element, a header word
-    /// with the first member index it covers, then the data: the callback
-    /// puts the lower range first. `index` is this rank's position in the
-    /// group. `send` and `recv` have the same length, at most what GPI-2
-    /// was configured for (`allreduce_elem_max`, set at start).
+    /// Each contribution therefore travels as one element, a header of two
+    /// words, the first member index it covers and its shape
+    /// ([`Contribution::shape`]; 0 once two differed), then the data: the
+    /// callback puts the lower range first and combines only equal
+    /// shapes. Contributions of different lengths are elements of
+    /// different sizes, which GPI-2 writes at the same places of its
+    /// buffers (set by the step and `allreduce_elem_max`, not the size),
+    /// so the headers are read right. `send` and `recv` have the same
+    /// length, at most what GPI-2 was configured for (`allreduce_elem_max`,
+    /// set at start).
     pub(crate) fn allreduce_ordered(
         &self,
         id: u8,
-        index: usize,
-        send: &[u8],
+        contribution: Contribution<'_>,
         recv: &mut [u8],
         combine: &mut Combine<'_>,
         timeout: Timeout,
     ) -> Result<()> {
-        const HEADER: usize = 8;
+        const HEADER: usize = 16;
+        let Contribution { index, shape, send } = contribution;
         let len = send.len();
         let mut mine = vec![0u8; HEADER + len];
-        mine[..HEADER].copy_from_slice(&(index as u64).to_ne_bytes());
+        mine[..8].copy_from_slice(&(index as u64).to_ne_bytes());
+        mine[8..HEADER].copy_from_slice(&shape.to_ne_bytes());
         mine[HEADER..].copy_from_slice(send);
         let mut out = vec![0u8; HEADER + len];
         self.twin_settled(id, false);
@@ -195,13 +201,17 @@ impl Gpi2 {
                     std::slice::from_raw_parts_mut(res as *mut u8, n),
                 )
             };
-            let first = |b: &[u8]| u64::from_ne_bytes(b[..HEADER].try_into().expect("8 bytes"));
+            let first = |b: &[u8]| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"));
             let (lo, hi) = if first(one) <= first(two) {
                 (one, two)
             } else {
                 (two, one)
             };
             res[..HEADER].copy_from_slice(&lo[..HEADER]);
+            if lo[8..HEADER] != hi[8..HEADER] {
+                res[8..HEADER].fill(0);
+                return sys::GASPI_SUCCESS;
+            }
             let (lo, hi, out) = (&lo[HEADER..], &hi[HEADER..], &mut res[HEADER..]);
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 (st.combine)(lo, hi, out)
@@ -237,6 +247,9 @@ impl Gpi2 {
         }
         check("gaspi_allreduce_user", code, None)?;
         self.twin_settled(id, true);
+        if out[8..HEADER] != shape.to_ne_bytes() {
+            return Err(contributions_differ());
+        }
         crate::engine::memcopy::copy_slice(recv, &out[HEADER..]);
         Ok(())
     }

@@ -96,7 +96,7 @@ use crate::config::Engine;
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
 use crate::engine::segment::{SegmentObject, Span};
-use crate::engine::transport::{AtomicOp, Combine, Post, Transfer, Transport};
+use crate::engine::transport::{AtomicOp, Combine, Contribution, Post, Transfer, Transport};
 use crate::engine::wait::{Patience, lock};
 use crate::error::Result;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
@@ -389,14 +389,13 @@ impl Transport for Gpi2 {
     fn allreduce_ordered(
         &self,
         id: u8,
-        index: usize,
-        send: &[u8],
+        mine: Contribution<'_>,
         recv: &mut [u8],
         combine: &mut Combine<'_>,
         timeout: Timeout,
         _patience: &Patience<'_>,
     ) -> Result<()> {
-        Gpi2::allreduce_ordered(self, id, index, send, recv, combine, timeout)
+        Gpi2::allreduce_ordered(self, id, mine, recv, combine, timeout)
     }
 
     fn depart(&self) {

@@ -157,11 +157,12 @@ impl Gpi2 {
         c.segment_max = GPI2_SEGMENTS;
         // Our user groups (0: all ranks) have GPI-2 twins of the same ids
         // when they span hosts; contributions to an allreduce over them
-        // travel with one header word (see `allreduce_ordered`).
+        // travel behind two words, the shape word (`host_allreduce`) and
+        // the first member's index (see `allreduce_ordered`).
         c.group_max = config.group_max;
         c.allreduce_elem_max = c
             .allreduce_elem_max
-            .max((config.allreduce_slot_bytes() + 8).div_ceil(8) as u32);
+            .max((config.allreduce_slot_bytes() + 16).div_ceil(8) as u32);
         c.transfer_size_max = (config.transfer_size_max as u64).max(c.transfer_size_max);
         c.rw_list_elem_max = config.rw_list_elem_max.max(c.rw_list_elem_max);
         // SAFETY: a config read from GPI-2 with checked fields changed.

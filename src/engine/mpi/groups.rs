@@ -13,7 +13,7 @@
 
 use super::intake::reap;
 use super::{Mpi, ffi};
-use crate::engine::transport::Combine;
+use crate::engine::transport::{Combine, Contribution, contributions_differ};
 use crate::engine::wait::{Patience, lock};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, Timeout};
@@ -31,11 +31,100 @@ enum Step {
     Commit {
         recvs: Vec<(usize, Option<ffi::Request>)>,
     },
-    /// Contributions sent; receives from every other member.
-    Allreduce {
-        recvs: Vec<ffi::Request>,
-        mine: Vec<u8>,
+    /// Contributions sent; per other member, its contribution on its way.
+    Allreduce { incoming: Vec<Incoming> },
+}
+
+/// The first message of a contribution to an allreduce: two header words
+/// (the contribution's shape and length) and its data up to this many
+/// bytes in all; the rest, if any, follows in a second message. Every
+/// member receives the first messages into buffers of this size, so that
+/// no message is longer than its receive (MPI's truncation error, which
+/// MPICH 4.0 raises on `MPI_COMM_WORLD`, fatal there by default, whatever
+/// the communicator's handler), and receives the rest with the length the
+/// first announced: a member that gives a longer contribution than the
+/// others breaks nothing, and all see that it differs.
+const FIRST_MESSAGE: usize = 4096;
+const HEAD: usize = 16;
+
+/// One other member's contribution to an allreduce on its way.
+enum Incoming {
+    /// Its first message, into a buffer of [`FIRST_MESSAGE`] bytes.
+    First(ffi::Request),
+    /// The rest, announced by the first message (`buf`).
+    Rest {
+        shape: u64,
+        buf: Vec<u8>,
+        recv: ffi::Request,
     },
+    /// All of it: its first message's buffer, and its whole data where
+    /// it came in two messages.
+    Done {
+        shape: u64,
+        buf: Vec<u8>,
+        len: usize,
+        whole: Option<Vec<u8>>,
+    },
+}
+
+impl Incoming {
+    /// The contribution's data, once done.
+    fn data(&self) -> &[u8] {
+        match self {
+            Incoming::Done { whole: Some(w), .. } => w,
+            Incoming::Done { buf, len, .. } => &buf[HEAD..HEAD + len],
+            _ => unreachable!("read once all are done"),
+        }
+    }
+
+    /// Go on receiving from `from` with `tag`: `Ok(true)` once done.
+    fn progress(&mut self, comm: ffi::Comm, from: usize, tag: i32) -> Result<bool> {
+        loop {
+            match self {
+                Incoming::Done { .. } => return Ok(true),
+                Incoming::First(r) => {
+                    let Some(n) = r.test_count()? else {
+                        return Ok(false);
+                    };
+                    let buf = r.take_buf().expect("completed");
+                    let word = |k: usize| {
+                        u64::from_ne_bytes(buf[8 * k..8 * k + 8].try_into().expect("8 bytes"))
+                    };
+                    let (shape, len) = (word(0), usize::try_from(word(1)).unwrap_or(usize::MAX));
+                    let first = len.min(FIRST_MESSAGE - HEAD);
+                    if n < HEAD || n != HEAD + first || len > crate::config::ALLREDUCE_BYTES_MAX {
+                        return Err(contributions_differ());
+                    }
+                    *self = if len == first {
+                        Incoming::Done {
+                            shape,
+                            buf,
+                            len,
+                            whole: None,
+                        }
+                    } else {
+                        let recv = ffi::recv(comm, len - first, from, tag)?;
+                        Incoming::Rest { shape, buf, recv }
+                    };
+                }
+                Incoming::Rest { shape, buf, recv } => {
+                    if !recv.test()? {
+                        return Ok(false);
+                    }
+                    let mut whole = buf[HEAD..].to_vec();
+                    whole.extend_from_slice(recv.data());
+                    let len = whole.len();
+                    let (shape, buf) = (*shape, std::mem::take(buf));
+                    *self = Incoming::Done {
+                        shape,
+                        buf,
+                        len,
+                        whole: Some(whole),
+                    };
+                }
+            }
+        }
+    }
 }
 
 /// Our twin of one of our groups.
@@ -46,6 +135,9 @@ pub(super) struct Twin {
     commits: u32,
     step: Option<Step>,
     sends: Vec<ffi::Request>,
+    /// Receive buffers of first messages ([`FIRST_MESSAGE`]), kept for
+    /// the next allreduce.
+    buffers: Vec<Vec<u8>>,
 }
 
 const KIND_BARRIER: i32 = 0;
@@ -72,7 +164,13 @@ impl Twin {
         let recvs: Vec<ffi::Request> = match self.step.take() {
             Some(Step::Barrier { recv, .. }) => recv.into_iter().collect(),
             Some(Step::Commit { recvs }) => recvs.into_iter().filter_map(|(_, r)| r).collect(),
-            Some(Step::Allreduce { recvs, .. }) => recvs,
+            Some(Step::Allreduce { incoming }) => incoming
+                .into_iter()
+                .filter_map(|i| match i {
+                    Incoming::First(r) | Incoming::Rest { recv: r, .. } => Some(r),
+                    Incoming::Done { .. } => None,
+                })
+                .collect(),
             None => Vec::new(),
         };
         for mut r in recvs {
@@ -207,74 +305,91 @@ impl Mpi {
     }
 
     /// Allreduce over twin `id` combining contributions in member order
-    /// (resumed after a timeout with the same `send`).
-    #[allow(clippy::too_many_arguments)]
+    /// (resumed after a timeout with the same contribution): every member
+    /// sends its contribution to every other ([`FIRST_MESSAGE`]), each
+    /// folds them in member order.
     pub(super) fn allreduce_ordered(
         &self,
         id: u8,
-        index: usize,
-        send: &[u8],
+        mine: Contribution<'_>,
         recv: &mut [u8],
         combine: &mut Combine<'_>,
         timeout: Timeout,
         patience: &Patience<'_>,
     ) -> Result<()> {
+        let Contribution { index, shape, send } = mine;
         let deadline = timeout.deadline();
-        let parts = self.poll(deadline, patience, |me| {
+        let incoming = self.poll(deadline, patience, |me| {
             let mut twins = lock(&me.twins);
             let t = twins.get_mut(&id).ok_or_else(no_twin)?;
             reap(&mut t.sends);
             let tag = t.tag(id, KIND_ALLREDUCE);
             if !matches!(t.step, Some(Step::Allreduce { .. })) {
                 t.abandon();
-                let mut recvs = Vec::new();
-                for (j, &m) in t.members.iter().enumerate() {
-                    if j == index {
-                        continue;
+                let first = send.len().min(FIRST_MESSAGE - HEAD);
+                let mut incoming = Vec::new();
+                for m in others(&t.members, index) {
+                    let mut head = Vec::with_capacity(HEAD + first);
+                    head.extend_from_slice(&shape.to_ne_bytes());
+                    head.extend_from_slice(&(send.len() as u64).to_ne_bytes());
+                    head.extend_from_slice(&send[..first]);
+                    t.sends.push(ffi::send(me.coll, head, m, tag, false)?);
+                    if first < send.len() {
+                        let rest = send[first..].to_vec();
+                        t.sends.push(ffi::send(me.coll, rest, m, tag, false)?);
                     }
-                    t.sends
-                        .push(ffi::send(me.coll, send.to_vec(), m as usize, tag, false)?);
-                    recvs.push(ffi::recv(me.coll, send.len(), m as usize, tag)?);
+                    let buf = t.buffers.pop().unwrap_or_else(|| vec![0u8; FIRST_MESSAGE]);
+                    incoming.push(Incoming::First(ffi::recv_into(me.coll, buf, m, tag)?));
                 }
-                t.step = Some(Step::Allreduce {
-                    recvs,
-                    mine: send.to_vec(),
-                });
+                t.step = Some(Step::Allreduce { incoming });
             }
-            let Some(Step::Allreduce { recvs, .. }) = &mut t.step else {
+            let Some(Step::Allreduce { incoming }) = &mut t.step else {
                 unreachable!("set above")
             };
-            for r in recvs.iter_mut() {
-                if !r.test()? {
-                    return Ok(None);
-                }
+            let mut done = true;
+            for (i, m) in incoming.iter_mut().zip(others(&t.members, index)) {
+                done &= i.progress(me.coll, m, tag)?;
             }
-            let Some(Step::Allreduce { recvs, mine }) = t.step.take() else {
+            if !done {
+                return Ok(None);
+            }
+            let Some(Step::Allreduce { incoming }) = t.step.take() else {
                 unreachable!("matched above")
             };
-            Ok(Some((recvs, mine)))
-        })?;
-        // A left fold in member order, into `recv` (through a copy of it
-        // from the third member on).
-        let (recvs, mine) = parts;
-        let part = |j: usize| match j.cmp(&index) {
-            std::cmp::Ordering::Less => recvs[j].data(),
-            std::cmp::Ordering::Equal => &mine[..],
-            std::cmp::Ordering::Greater => recvs[j - 1].data(),
+            Ok(Some(incoming))
+        });
+        let incoming = match incoming {
+            // A first message that broke the protocol: the others go on.
+            Err(e @ Error::InvalidArgument(_)) => {
+                if let Some(t) = lock(&self.twins).get_mut(&id) {
+                    t.abandon();
+                }
+                return Err(e);
+            }
+            r => r?,
         };
-        let members = recvs.len() + 1;
-        if members == 1 {
-            crate::engine::memcopy::copy_slice(recv, &mine);
-            return Ok(());
+        // Every member got every contribution, so every member sees one
+        // that differs.
+        let same = incoming.iter().all(|i| {
+            matches!(i, Incoming::Done { shape: s, .. } if *s == shape)
+                && i.data().len() == send.len()
+        });
+        if same {
+            fold(index, send, &incoming, recv, combine);
         }
-        combine(part(0), part(1), recv);
-        let mut acc = Vec::new();
-        for j in 2..members {
-            acc.clear();
-            acc.extend_from_slice(recv);
-            combine(&acc, part(j), recv);
+        // The first messages' buffers serve the next call.
+        if let Some(t) = lock(&self.twins).get_mut(&id) {
+            t.buffers
+                .extend(incoming.into_iter().filter_map(|i| match i {
+                    Incoming::Done { buf, .. } => Some(buf),
+                    _ => None,
+                }));
         }
-        Ok(())
+        if same {
+            Ok(())
+        } else {
+            Err(contributions_differ())
+        }
     }
 
     /// Poll `step` (which gets the engine; its tests let MPI progress)
@@ -287,6 +402,42 @@ impl Mpi {
         mut step: impl FnMut(&Mpi) -> Result<Option<T>>,
     ) -> Result<T> {
         patience.poll(deadline, Duration::from_micros(50), || step(self))
+    }
+}
+
+/// The members of `members` but the one at `index`, as MPI ranks.
+fn others(members: &[Rank], index: usize) -> impl Iterator<Item = usize> + '_ {
+    (members.iter().enumerate())
+        .filter(move |&(j, _)| j != index)
+        .map(|(_, &m)| m as usize)
+}
+
+/// The left fold in member order of this rank's `send` (at `index`) and
+/// the others' contributions (`incoming`, in member order), into `recv`
+/// (through a copy of it from the third member on).
+fn fold(
+    index: usize,
+    send: &[u8],
+    incoming: &[Incoming],
+    recv: &mut [u8],
+    combine: &mut Combine<'_>,
+) {
+    let part = |j: usize| match j.cmp(&index) {
+        std::cmp::Ordering::Less => incoming[j].data(),
+        std::cmp::Ordering::Equal => send,
+        std::cmp::Ordering::Greater => incoming[j - 1].data(),
+    };
+    let members = incoming.len() + 1;
+    if members == 1 {
+        crate::engine::memcopy::copy_slice(recv, send);
+        return;
+    }
+    combine(part(0), part(1), recv);
+    let mut acc = Vec::new();
+    for j in 2..members {
+        acc.clear();
+        acc.extend_from_slice(recv);
+        combine(&acc, part(j), recv);
     }
 }
 

@@ -72,7 +72,7 @@ use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
 use crate::engine::lent::Lent;
 use crate::engine::segment::{SegmentObject, Span};
-use crate::engine::transport::{AtomicOp, Combine, Key, Post, Transfer, Transport};
+use crate::engine::transport::{AtomicOp, Combine, Contribution, Key, Post, Transfer, Transport};
 use crate::engine::wait::{Patience, lock};
 use crate::error::Result;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
@@ -364,14 +364,13 @@ impl Transport for Mpi {
     fn allreduce_ordered(
         &self,
         id: u8,
-        index: usize,
-        send: &[u8],
+        mine: Contribution<'_>,
         recv: &mut [u8],
         combine: &mut Combine<'_>,
         timeout: Timeout,
         patience: &Patience<'_>,
     ) -> Result<()> {
-        Mpi::allreduce_ordered(self, id, index, send, recv, combine, timeout, patience)
+        Mpi::allreduce_ordered(self, id, mine, recv, combine, timeout, patience)
     }
 
     fn keyed_messages(&self) -> bool {
