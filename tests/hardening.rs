@@ -495,6 +495,34 @@ fn a_collective_creation_resumes_from_the_step_that_timed_out() {
     }
 }
 
+/// [`a_collective_creation_resumes_from_the_step_that_timed_out`] for an
+/// allreduce made with the smallest group allreduce a configuration
+/// allows (one element): the number of its keyed messages and its choice
+/// of sharing take two allreduces, and a call after a timeout in the
+/// second resumes the second (running the first again resumed the second
+/// with the first's arguments and took its result for the number).
+#[test]
+fn a_creation_resumes_between_the_pieces_of_an_agreement() {
+    let cfg = Config {
+        allreduce_elem_max: 1,
+        allreduce_buf_size: 8,
+        ..Default::default()
+    };
+    for ppn in [1, 2] {
+        Job::new(&[2]).ppn(ppn).config(cfg.clone()).run(|ctx| {
+            let me = ctx.rank() as u64;
+            segment(ctx, 0, 64);
+            barrier(ctx);
+            for seg in 1..4 {
+                let (mut ar, t) = in_turns(ctx, 0, |t| Allreduce::<u64>::new(ctx, seg, 2, t));
+                assert!(t >= 1, "rank {me}: no call timed out");
+                let sum = ar.run(&[1, me], ReduceOp::Sum, Timeout::Block).unwrap();
+                assert_eq!(sum.to_vec(), vec![2, 1]);
+            }
+        });
+    }
+}
+
 /// The comparison of a collective object's arguments fits the smallest
 /// group allreduce a configuration allows (one 8-byte element).
 #[test]

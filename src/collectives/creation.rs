@@ -21,6 +21,7 @@
 //! (a rank failed, arguments that differ) deletes the window this rank
 //! made, so that nothing is left behind.
 
+use super::ReduceOp;
 use super::agree::Shape;
 use crate::context::Context;
 use crate::context::groups::ObjectStage;
@@ -93,15 +94,32 @@ impl<'c> Creation<'c> {
             .map(drop)
     }
 
-    /// The step that agrees on the number of the object's keyed messages
-    /// and on `more` ([`keyed_object_id`](super::keyed_object_id)).
+    /// Agree on the number of a collective object with keyed messages
+    /// ([`Transport::keyed_send`](crate::engine::transport::Transport::keyed_send)),
+    /// made by every rank: the largest of the ranks' proposals
+    /// ([`next_keyed_id`](super::next_keyed_id)), so that no two objects of
+    /// the job share one. `more` are further words the ranks agree on by
+    /// their maximum in the same allreduce over all ranks (written over
+    /// with the agreed values). In one allreduce where the configuration
+    /// allows as many elements (the default's 255 do), else in as few as
+    /// it takes, each a step of its own, so that a call after a timeout
+    /// resumes the allreduce that timed out.
     pub(crate) fn keyed_object_id(&mut self, more: &mut [u64]) -> Result<u64> {
         let ctx = self.ctx;
-        let words = self.step(|t| {
-            let mut agreed = more.to_vec();
-            let id = super::keyed_object_id(ctx, &mut agreed, t)?;
-            Ok(std::iter::once(id).chain(agreed).collect())
-        })?;
+        let mut words = vec![super::next_keyed_id()];
+        words.extend_from_slice(more);
+        if ctx.num_ranks() >= 2 {
+            let per = (ctx.config.allreduce_elem_max as usize).max(1);
+            for piece in words.chunks_mut(per) {
+                let agreed = self.step(|t| {
+                    let mut all = vec![0u64; piece.len()];
+                    ctx.allreduce(piece, &mut all, ReduceOp::Max, GroupId::ALL, t)?;
+                    Ok(all)
+                })?;
+                piece.copy_from_slice(&agreed);
+            }
+        }
+        super::keyed_id_taken(words[0]);
         more.copy_from_slice(&words[1..]);
         Ok(words[0])
     }

@@ -38,9 +38,7 @@ use crate::context::Context;
 use crate::engine::wait::WaitWord;
 use crate::error::{Error, Result};
 use crate::segments::SegmentView;
-use crate::types::{
-    Deadline, GroupId, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout,
-};
+use crate::types::{Deadline, Local, Notification, QueueId, Rank, Remote, SegmentId, Timeout};
 use crate::windows::Window;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
@@ -84,34 +82,21 @@ pub(crate) fn await_control<const K: usize>(
 }
 
 /// The number the next collective object with keyed messages made in
-/// this process proposes ([`keyed_object_id`]).
+/// this process proposes
+/// ([`Creation::keyed_object_id`](creation::Creation::keyed_object_id)).
 static NEXT_KEYED_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Agree on the number of a collective object with keyed messages
-/// ([`Transport::keyed_send`](crate::engine::transport::Transport::keyed_send)),
-/// made by every rank: the largest of the ranks' proposals, so that no two
-/// objects of the job share one. `more` are further words the ranks agree
-/// on by their maximum in the same allreduce over all ranks (written over
-/// with the agreed values). Numbers only grow in a process.
-pub(crate) fn keyed_object_id(ctx: &Context, more: &mut [u64], timeout: Timeout) -> Result<u64> {
-    let next = NEXT_KEYED_ID.load(SeqCst);
-    let id = if ctx.num_ranks() < 2 {
-        next
-    } else {
-        let mut mine = vec![next];
-        mine.extend_from_slice(more);
-        let mut all = vec![0u64; mine.len()];
-        // In one allreduce where the configuration allows as many
-        // elements (the default's 255 do), else in as few as it takes.
-        let per = (ctx.config.allreduce_elem_max as usize).max(1);
-        for (m, a) in mine.chunks(per).zip(all.chunks_mut(per)) {
-            ctx.allreduce(m, a, ReduceOp::Max, GroupId::ALL, timeout)?;
-        }
-        more.copy_from_slice(&all[1..]);
-        all[0]
-    };
+/// This process's proposal for the number of the next collective object
+/// with keyed messages.
+pub(crate) fn next_keyed_id() -> u64 {
+    NEXT_KEYED_ID.load(SeqCst)
+}
+
+/// The ranks agreed on number `id` (the largest of their proposals):
+/// numbers only grow in a process, so no two objects of the job share
+/// one.
+pub(crate) fn keyed_id_taken(id: u64) {
     NEXT_KEYED_ID.fetch_max(id.saturating_add(1), SeqCst);
-    Ok(id)
 }
 
 /// Run `step` until it says that the keyed messages it moves are done
