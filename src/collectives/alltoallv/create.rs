@@ -205,17 +205,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// The last step of `creation`: probe the single copies
     /// (`Alltoallv::probe_single_copy`), which resumes where a call that
-    /// timed out left it. After a timeout the window stays for the next
-    /// call.
+    /// timed out left it. On an error the creation keeps the window for
+    /// the next call (a timeout) or deletes it, not this alltoallv's drop.
     fn probed(mut self, creation: &Creation) -> Result<Self> {
         let deadline = creation.timeout().deadline();
-        match creation.last(self.probe_single_copy(deadline)) {
-            Ok(()) => Ok(self),
-            Err(e) => {
-                self.keep_window = e.is_timeout();
-                Err(e)
-            }
-        }
+        let r = creation.last(self.probe_single_copy(deadline));
+        self.keep_window = r.is_err();
+        r.map(|()| self)
     }
 
     /// Which of this node's sections go unstaged, straight from their

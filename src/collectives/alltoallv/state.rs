@@ -277,9 +277,9 @@ pub struct Alltoallv<'a, T> {
     /// the caller's buffer stream (where `stream_measured`). The first
     /// node's are the job's (`Alltoallv::next_choice_word`).
     pub(super) choice: ChoicePair,
-    /// Its creation timed out probing the single copies: the window
-    /// stays for the creation's next call (`Creation`), not deleted when
-    /// this is dropped.
+    /// Its creation failed probing the single copies: the creation
+    /// (`Creation`) keeps the window for its next call or deletes it, not
+    /// this alltoallv's drop.
     pub(super) keep_window: bool,
     pub(super) _t: PhantomData<T>,
 }

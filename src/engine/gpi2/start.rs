@@ -157,8 +157,8 @@ impl Gpi2 {
         c.segment_max = GPI2_SEGMENTS;
         // Our user groups (0: all ranks) have GPI-2 twins of the same ids
         // when they span hosts; contributions to an allreduce over them
-        // travel behind two words, the shape word (`host_allreduce`) and
-        // the first member's index (see `allreduce_ordered`).
+        // travel behind two words, the first member's index and the
+        // contribution's shape (see `allreduce_ordered`).
         c.group_max = config.group_max;
         c.allreduce_elem_max = c
             .allreduce_elem_max

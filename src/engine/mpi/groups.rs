@@ -40,8 +40,8 @@ enum Step {
 /// bytes in all; the rest, if any, follows in a second message. Every
 /// member receives the first messages into buffers of this size, so that
 /// no message is longer than its receive (MPI's truncation error, which
-/// MPICH 4.0 raises on `MPI_COMM_WORLD`, fatal there by default, whatever
-/// the communicator's handler), and receives the rest with the length the
+/// MPICH 4.0.2 reported through `MPI_COMM_WORLD`'s handler, fatal by
+/// default, whatever the communicator's), and receives the rest with the length the
 /// first announced: a member that gives a longer contribution than the
 /// others breaks nothing, and all see that it differs.
 const FIRST_MESSAGE: usize = 4096;
@@ -111,7 +111,7 @@ impl Incoming {
                     if !recv.test()? {
                         return Ok(false);
                     }
-                    let mut whole = buf[HEAD..].to_vec();
+                    let mut whole = buf[HEAD..FIRST_MESSAGE].to_vec();
                     whole.extend_from_slice(recv.data());
                     let len = whole.len();
                     let (shape, buf) = (*shape, std::mem::take(buf));
