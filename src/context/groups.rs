@@ -158,7 +158,7 @@ pub(crate) struct Groups {
 /// How far the creation of a collective object (or of an RMA window) had
 /// come when one of its steps timed out: the steps it completed and what
 /// each gave, to resume from the one that timed out.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(crate) struct ObjectStage {
     /// The object's window segment.
     pub(crate) segment: SegmentId,
@@ -268,7 +268,8 @@ impl Groups {
         }
     }
 
-    /// A creation timed out in a step after `stage`'s.
+    /// A creation timed out in the step after those of `stage`: keep
+    /// them for its next call.
     pub(crate) fn set_pending_object(&self, stage: ObjectStage) {
         *lock(&self.pending_object) = Some(stage);
     }
