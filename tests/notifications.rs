@@ -388,3 +388,95 @@ fn waiting_for_zero_notifications_returns_at_once() {
         barrier(ctx);
     });
 }
+
+/// GPI-2's `notify_null` and `notify_all` tests: one rank notifies every
+/// id of every other rank's table in a run (no data, waiting for its queue
+/// only when it is full), with a value per id; each target takes every id
+/// once with its value. Then runs that the origin never waits for: rank 0
+/// notifies ids in a run and waits for the target's answer, which comes
+/// only once every one of them arrived; a notified write after a run
+/// delivers its data before its notification.
+#[test]
+fn runs_of_notifications_arrive_every_one_with_its_value() {
+    // Across hosts every notification is an MPI or GPI-2 message: a
+    // smaller table there.
+    let cfg = Config {
+        notification_num: repeats(65_536, 4096) as u32,
+        ..Default::default()
+    };
+    Job::new(&job_sizes(&[2, 3, 4])).config(cfg).run(|ctx| {
+        let view = segment(ctx, 0, 4096);
+        let (me, n) = (ctx.rank(), ctx.num_ranks());
+        let num = ctx.notification_num();
+        let value = |id: u32, to: u16| (id * 3 + to as u32) % 1000 + 1;
+        if me == 0 {
+            let qmax = ctx.queue_size_max();
+            for id in 0..num {
+                for to in 1..n {
+                    if ctx.queue_size(0).unwrap() >= qmax {
+                        ctx.wait(0, Timeout::Block).unwrap();
+                    }
+                    let v = Notification::new(id, value(id, to));
+                    ctx.notify(to, 0, v, 0, Timeout::Block).unwrap();
+                }
+            }
+        } else {
+            let mut seen = vec![false; num as usize];
+            for _ in 0..num {
+                let id = ctx.notify_waitsome(0, 0..num, Timeout::Block).unwrap();
+                assert!(!seen[id as usize], "id {id} twice");
+                seen[id as usize] = true;
+                assert_eq!(ctx.notify_reset(0, id).unwrap(), value(id, me), "id {id}");
+            }
+        }
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+
+        // Runs the origin does not wait for, then a notified write.
+        let right = (me + 1) % n;
+        let left = (me + n - 1) % n;
+        for round in 0..repeats(50, 10) as u32 {
+            let len = 1 + round % 70; // across PARK_MAX-sized runs too
+            for id in 0..len {
+                ctx.notify(
+                    right,
+                    0,
+                    Notification::new(id, round + 1),
+                    1,
+                    Timeout::Block,
+                )
+                .unwrap();
+            }
+            // Every id of the left neighbour's run, before the answer.
+            for id in 0..len {
+                let got = ctx.notify_waitsome(0, id..id + 1, Timeout::Block).unwrap();
+                assert_eq!(ctx.notify_reset(0, got).unwrap(), round + 1);
+            }
+            fill(&view, 1024, 512, round as u64 * 64 + me as u64);
+            ctx.write_notify(
+                Local::new(0, 1024),
+                Remote::new(right, 0, 2048),
+                512,
+                Notification::new(num - 1, round + 1),
+                1,
+                Timeout::Block,
+            )
+            .unwrap();
+            let id = ctx
+                .notify_waitsome(0, num - 1..num, Timeout::Block)
+                .unwrap();
+            assert_eq!(ctx.notify_reset(0, id).unwrap(), round + 1);
+            check(
+                &view,
+                2048,
+                512,
+                round as u64 * 64 + left as u64,
+                "data of a notified write after a run",
+            );
+            // The next round's fill of 1024.. may not overwrite what the
+            // write is still reading (queue 1 is waited only now).
+            ctx.wait(1, Timeout::Block).unwrap();
+            barrier(ctx);
+        }
+    });
+}

@@ -22,6 +22,10 @@ use crate::error::{Error, Result, Side};
 use crate::types::{NotificationId, NotificationValue, QueueId, Rank, SegmentId, Timeout};
 use std::sync::atomic::Ordering::SeqCst;
 
+/// At most this many notifications of a run to one rank wait unflushed
+/// ([`Mpi::notify`]).
+const PARK_MAX: usize = 64;
+
 /// A transfer's offset or size, which the engine made from a `usize`.
 fn to_usize(v: u64) -> Result<usize> {
     usize::try_from(v).map_err(|_| Error::InvalidArgument(format!("{v} bytes do not fit in usize")))
@@ -61,10 +65,7 @@ impl Mpi {
                 if !list.is_empty() {
                     ffi::flush(self.win, r)?;
                 }
-                // The notification's flush completed every operation to
-                // `rank` so far: the queue's wait has nothing left to do
-                // for them (it would cost another round trip).
-                self.notify(rank, segment, id, value)?;
+                self.notify(rank, segment, id, value, !list.is_empty(), queue)?;
             }
             Post::Read(Some((segment, id))) => {
                 ffi::flush(self.win, r)?;
@@ -73,7 +74,9 @@ impl Mpi {
                 }
             }
             _ => {
-                lock(&self.unflushed).insert(queue, r);
+                let mut unflushed = lock(&self.unflushed);
+                unflushed.insert(queue, r);
+                unflushed.in_run(r, list.is_empty());
             }
         }
         Ok(())
@@ -108,14 +111,28 @@ impl Mpi {
     }
 
     /// Set notification `id` of `rank`'s `segment` to `value` (after its
-    /// data is complete there), complete there on return. The caller has
-    /// synced the window (`MPI_Win_sync`) since it began.
+    /// data is complete there). The caller has synced the window
+    /// (`MPI_Win_sync`) since it began.
+    ///
+    /// Complete there on return (one round trip), except a notification
+    /// without data that follows another to the same rank: that one is
+    /// only issued, and completes with the queue's wait, any later flush
+    /// of `rank`, or at the latest when [`PARK_MAX`] are waiting. A flush
+    /// costs least right away, while the target is likely to wait for
+    /// the notification and so to serve MPI; put off to the queue's wait
+    /// it may meet a target that computes and is served by its relay
+    /// thread only (a stencil between hosts took 2-5 times as long so);
+    /// but a rank that notifies one target over and over (GPI-2's
+    /// `notify_null` test) waited a round trip for each (docs/guide/mpi.md,
+    /// "Runs of notifications").
     fn notify(
         &self,
         rank: Rank,
         segment: SegmentId,
         id: NotificationId,
         value: NotificationValue,
+        after_data: bool,
+        queue: QueueId,
     ) -> Result<()> {
         let r = rank as usize;
         let to = self.remote_synced_of(rank, segment)?;
@@ -124,7 +141,40 @@ impl Mpi {
             to.words + Landing::summary_offset(id),
             Change::Or64(1 << (id % 64)),
         );
-        ffi::accumulate(self.win, r, &[value, bit])
+        let mut unflushed = lock(&self.unflushed);
+        match unflushed.in_run(r, !after_data) {
+            Some(n) if n + 1 < PARK_MAX => {
+                // Left to the queue's wait (first, so that even a failed
+                // issue is flushed by it).
+                unflushed.insert(queue, r);
+                let changes = unflushed.park(r, Box::new([value, bit]));
+                // SAFETY: the changes stay parked, in place, until a flush
+                // of `r` that begins after this call has returned
+                // (`Unflushed::unpark` takes them only before a flush, and
+                // the lock held here keeps any from beginning until they
+                // are issued).
+                unsafe { ffi::issue_accumulates(self.win, r, changes) }
+            }
+            Some(_) => {
+                // As many as may wait: this one's flush completes them all.
+                let parked = unflushed.unpark(r);
+                drop(unflushed);
+                let done = ffi::accumulate(self.win, r, &[value, bit]);
+                match done {
+                    Ok(()) => parked.completed(),
+                    Err(_) => lock(&self.unflushed).repark(r, parked),
+                }
+                done
+            }
+            None => {
+                drop(unflushed);
+                // This flush completes every operation to `rank` so far:
+                // the queue's wait has nothing left to do for them (it
+                // would cost another round trip, at a time the target may
+                // not serve MPI).
+                ffi::accumulate(self.win, r, &[value, bit])
+            }
+        }
     }
 
     /// Wake the waiters of `rank`'s node on window `segment`: its doorbell.
@@ -169,7 +219,7 @@ impl Mpi {
                 job::TERMINATED => continue,
                 _ => {}
             }
-            if let Err(e) = ffi::flush(self.win, r) {
+            if let Err(e) = self.flush_parked(r) {
                 lock(&self.unflushed).restore(queue, &ranks[i..]);
                 return Err(e);
             }
@@ -177,6 +227,22 @@ impl Mpi {
         match failed {
             Some(r) => Err(Error::RankFailed { rank: r as Rank }),
             None => Ok(()),
+        }
+    }
+
+    /// `MPI_Win_flush` of `rank`, then free the notifications' origin
+    /// buffers issued to it before the flush began.
+    pub(super) fn flush_parked(&self, rank: usize) -> Result<()> {
+        let parked = lock(&self.unflushed).unpark(rank);
+        match ffi::flush(self.win, rank) {
+            Ok(()) => {
+                parked.completed();
+                Ok(())
+            }
+            Err(e) => {
+                lock(&self.unflushed).repark(rank, parked);
+                Err(e)
+            }
         }
     }
 

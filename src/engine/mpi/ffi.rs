@@ -351,6 +351,26 @@ pub(super) enum Change {
 /// origin buffer would need, costs a round trip more per change with
 /// MPICH over UCX, whose local flush is a full one.)
 pub(super) fn accumulate(win: Win, rank: usize, changes: &[(u64, Change)]) -> Result<()> {
+    // SAFETY: `changes` is borrowed until the flush below, which
+    // completes every operation issued (after an error too).
+    let issued = unsafe { issue_accumulates(win, rank, changes) };
+    let flushed = flush(win, rank);
+    issued.and(flushed)
+}
+
+/// [`accumulate`] without the flush: the changes are issued, and complete
+/// at the target with the next flush of `rank` ([`flush`], or the window's
+/// unlock) that begins after this returns.
+///
+/// # Safety
+/// MPI reads each change's value from `changes` until then (after an
+/// error too, for those issued before it): the caller keeps them where
+/// they are, unchanged, until such a flush has returned.
+pub(super) unsafe fn issue_accumulates(
+    win: Win,
+    rank: usize,
+    changes: &[(u64, Change)],
+) -> Result<()> {
     for (disp, change) in changes {
         let (origin, datatype, op): (*const c_void, _, _) = match change {
             Change::Store32(v) => (
@@ -369,9 +389,9 @@ pub(super) fn accumulate(win: Win, rank: usize, changes: &[(u64, Change)]) -> Re
                 konst!(RSMPI_SUM),
             ),
         };
-        // SAFETY: one element of `changes`, which the caller keeps until
-        // this function returns; every return is after a flush, which
-        // completes the operation (and with it MPI's use of the element).
+        // SAFETY: one element of `changes`, which the caller keeps in place
+        // until a flush of `rank` completes the operation (this function's
+        // contract).
         let code = unsafe {
             ffi::MPI_Accumulate(
                 origin,
@@ -385,14 +405,9 @@ pub(super) fn accumulate(win: Win, rank: usize, changes: &[(u64, Change)]) -> Re
                 win.0,
             )
         };
-        if let Err(e) = check("MPI_Accumulate", code) {
-            // The changes issued before it may still read their elements:
-            // complete them before the caller's slice can go.
-            let _ = flush(win, rank);
-            return Err(e);
-        }
+        check("MPI_Accumulate", code)?;
     }
-    flush(win, rank)
+    Ok(())
 }
 
 /// Atomic fetch-and-add on the u64 at `disp` of `rank`; the old value.

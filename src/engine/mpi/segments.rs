@@ -203,7 +203,7 @@ impl Mpi {
     pub(super) fn flush_all(&self, alive: &dyn Fn(Rank) -> bool) -> Result<()> {
         let targets = lock(&self.unflushed).ranks();
         for r in targets.into_iter().filter(|&r| alive(r as Rank)) {
-            ffi::flush(self.win, r)?;
+            self.flush_parked(r)?;
             lock(&self.unflushed).flushed(r);
         }
         let mut graves = lock(&self.graves);
