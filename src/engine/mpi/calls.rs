@@ -76,7 +76,10 @@ impl Mpi {
             _ => {
                 let mut unflushed = lock(&self.unflushed);
                 unflushed.insert(queue, r);
-                unflushed.in_run(r, list.is_empty());
+                if !list.is_empty() {
+                    // Data ends a run of notifications to `r`.
+                    unflushed.in_run(r, false);
+                }
             }
         }
         Ok(())
@@ -121,7 +124,7 @@ impl Mpi {
     /// costs least right away, while the target is likely to wait for
     /// the notification and so to serve MPI; put off to the queue's wait
     /// it may meet a target that computes and is served by its relay
-    /// thread only (a stencil between hosts took 2-5 times as long so);
+    /// thread only (a stencil between hosts took 4-10 times as long so);
     /// but a rank that notifies one target over and over (GPI-2's
     /// `notify_null` test) waited a round trip for each (docs/guide/mpi.md,
     /// "Runs of notifications").
