@@ -160,14 +160,8 @@ impl Mpi {
             }
             Some(_) => {
                 // As many as may wait: this one's flush completes them all.
-                let parked = unflushed.unpark(r);
                 drop(unflushed);
-                let done = ffi::accumulate(self.win, r, &[value, bit]);
-                match done {
-                    Ok(()) => parked.completed(),
-                    Err(_) => lock(&self.unflushed).repark(r, parked),
-                }
-                done
+                self.completing_parked(r, || ffi::accumulate(self.win, r, &[value, bit]))
             }
             None => {
                 drop(unflushed);
@@ -236,17 +230,20 @@ impl Mpi {
     /// `MPI_Win_flush` of `rank`, then free the notifications' origin
     /// buffers issued to it before the flush began.
     pub(super) fn flush_parked(&self, rank: usize) -> Result<()> {
+        self.completing_parked(rank, || ffi::flush(self.win, rank))
+    }
+
+    /// Run `flushing`, which ends in a flush of `rank`; once it succeeded,
+    /// free the origin buffers issued to `rank` before it began (put them
+    /// back if it failed).
+    fn completing_parked(&self, rank: usize, flushing: impl FnOnce() -> Result<()>) -> Result<()> {
         let parked = lock(&self.unflushed).unpark(rank);
-        match ffi::flush(self.win, rank) {
-            Ok(()) => {
-                parked.completed();
-                Ok(())
-            }
-            Err(e) => {
-                lock(&self.unflushed).repark(rank, parked);
-                Err(e)
-            }
+        let done = flushing();
+        match done {
+            Ok(()) => parked.completed(),
+            Err(_) => lock(&self.unflushed).repark(rank, parked),
         }
+        done
     }
 
     /// `rank`'s state in this host's control block (`ABSENT` before the
