@@ -18,19 +18,12 @@
 //!   `lock_all` only the global word.
 //!
 //! # The MCS-RW-RP protocol
-//! A lock is four words: `rcnt` (reader count in units of `RC_INCR`, with
-//! the flags `WIFLAG`, a writer is interested, and `WAFLAG`, a writer is
-//! active), `r_hd` (the queue of blocked readers), `w_tail` and `w_hd`
-//! (the writers' queue). Each rank owns a queue node per lock it may wait
-//! on, in its own node's memory: `blocked` and `next`; a waiter waits on
-//! its own `blocked` word only (spinning briefly, then yielding, then
-//! sleeping on its node's futex word, which every hand-off wakes), never on
-//! a remote word. Queue node pointers are `rank + 1` (0 is nil);
-//! `fetch_and_store` is a `compare_swap` loop and `fetch_and_or(WIFLAG)` a
-//! `fetch_add`, because `WIFLAG` is clear whenever the head writer sets it.
-//! Exactly one hand-off unblocks each queued waiter, which is what makes
-//! a lock request that timed out resumable: its queue node stays queued,
-//! and calling `lock` again with the same arguments goes on waiting.
+//! In `mcs.rs` (`QueueLock`), over this window's words: a waiter waits on
+//! its own queue node only, spinning briefly, then yielding, then sleeping
+//! on its node's futex word, which every hand-off wakes. Exactly one
+//! hand-off unblocks each queued waiter, which is what makes a lock
+//! request that timed out resumable: calling `lock` again with the same
+//! arguments goes on waiting.
 //!
 //! # Completion
 //! Operations on a target of this node are complete when they return.
@@ -38,28 +31,17 @@
 //! `unlock*` wait for it, which on this engine completes them at the
 //! target as well.
 
+use super::mcs::{Acquired, QueueLock};
 use super::rma::{RmaElem, RmaWindow};
 use super::window::{
     Assert, GLOBAL_LINE, GLOBAL_WORD, Held, LOCAL_LINE, LockDesign, LockRequest, LockStep,
     LockType, Mcs, QNODE_LINE, WindowState,
 };
-use super::words::Word;
+use super::words::{Word, Words};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, Timeout};
 use std::sync::atomic::Ordering::SeqCst;
 
-/// MCS-RW-RP `rcnt` flags and reader unit.
-const WIFLAG: u64 = 1;
-const WAFLAG: u64 = 2;
-const RC_INCR: u64 = 4;
-/// Words of an MCS-RW-RP lock.
-const RCNT: usize = 0;
-const R_HD: usize = 8;
-const W_TAIL: usize = 16;
-const W_HD: usize = 24;
-/// Words of a queue node.
-const BLOCKED: usize = 0;
-const NEXT: usize = 8;
 /// The two-level global word: `lock_all` holders in the high half,
 /// exclusive holders in the low half.
 const ALL_INCR: u64 = 1 << 32;
@@ -535,122 +517,34 @@ impl<T: RmaElem> RmaWindow<'_, T> {
             })
     }
 
-    // ---- MCS-RW-RP ----
+    /// The MCS-RW-RP lock `m` as this rank sees it.
+    fn queue_lock(&self, m: Mcs) -> QueueLock<'_, Words<'_>, impl Fn(u64) -> Result<Word> + '_> {
+        QueueLock {
+            words: &self.words,
+            lock: self.lock_words(m),
+            me: self.ctx.rank() as u64 + 1,
+            qnode: self.qnode(self.ctx.rank(), m),
+            qnode_of: move |ptr| self.qnode_of(ptr, m),
+        }
+    }
 
-    /// `ReaderLock` or the first part of `WriterLock` (up to the wait).
+    /// Request `m` (`ReaderLock`, or `WriterLock` up to its wait).
     fn mcs_lock(&self, m: Mcs, kind: LockType) -> Result<LockStep> {
-        let me = self.ctx.rank() as u64 + 1;
-        let l = self.lock_words(m);
-        let q = self.qnode(self.ctx.rank(), m);
-        match kind {
-            LockType::Shared => {
-                if self.words.fetch_add(l.plus(RCNT), RC_INCR)? & WAFLAG == 0 {
-                    return Ok(LockStep::Done);
-                }
-                self.words.store_own(q.plus(BLOCKED), 1);
-                let next = self.words.swap(l.plus(R_HD), me, 0)?;
-                self.words.store_own(q.plus(NEXT), next);
-                if self.words.load(l.plus(RCNT))? & WAFLAG == 0 {
-                    // The writer left before we were queued: wake the queue.
-                    self.wake_readers(m)?;
-                }
-                Ok(LockStep::Queued {
-                    lock: m,
-                    writer: false,
-                })
-            }
-            LockType::Exclusive => {
-                self.words.store_own(q.plus(BLOCKED), 1);
-                self.words.store_own(q.plus(NEXT), 0);
-                let pred = self.words.swap(l.plus(W_TAIL), me, 0)?;
-                if pred == 0 {
-                    self.words.replace(l.plus(W_HD), 0, me)?;
-                    if self.words.fetch_add(l.plus(RCNT), WIFLAG)? == 0
-                        && self.words.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
-                    {
-                        return Ok(LockStep::Done);
-                    }
-                    // Readers are in: the last one hands the lock over.
-                } else {
-                    self.words
-                        .fetch_add(self.qnode_of(pred, m)?.plus(NEXT), me)?;
-                }
-                Ok(LockStep::Queued {
-                    lock: m,
-                    writer: true,
-                })
-            }
-        }
+        let writer = kind == LockType::Exclusive;
+        Ok(match self.queue_lock(m).lock(writer)? {
+            Acquired::Held => LockStep::Done,
+            Acquired::Queued => LockStep::Queued { lock: m, writer },
+        })
     }
 
-    /// Wait on this rank's queue node of `m` for the hand-off; a reader
-    /// then passes it on to the next queued reader.
+    /// Wait for the hand-off of `m` (see [`QueueLock::await_grant`]).
     fn await_grant(&self, m: Mcs, writer: bool, deadline: Deadline) -> Result<()> {
-        let q = self.qnode(self.ctx.rank(), m);
-        self.words
-            .await_word(q.plus(BLOCKED), |b| b == 0, deadline)?;
-        if !writer {
-            let next = self.words.load(q.plus(NEXT))?;
-            if next != 0 {
-                self.words
-                    .replace(self.qnode_of(next, m)?.plus(BLOCKED), 1, 0)?;
-            }
-        }
-        Ok(())
+        self.queue_lock(m).await_grant(writer, deadline)
     }
 
-    /// Unblock the queue of readers of `m`, if any.
-    fn wake_readers(&self, m: Mcs) -> Result<()> {
-        let head = self.words.swap(self.lock_words(m).plus(R_HD), 0, 0)?;
-        if head != 0 {
-            self.words
-                .replace(self.qnode_of(head, m)?.plus(BLOCKED), 1, 0)?;
-        }
-        Ok(())
-    }
-
-    /// `ReaderUnlock` / `WriterUnlock`.
+    /// `ReaderUnlock` / `WriterUnlock` of `m`.
     fn mcs_unlock(&self, m: Mcs, kind: LockType) -> Result<()> {
-        let me = self.ctx.rank() as u64 + 1;
-        let l = self.lock_words(m);
-        match kind {
-            LockType::Shared => {
-                let old = self.words.fetch_add(l.plus(RCNT), RC_INCR.wrapping_neg())?;
-                if old == RC_INCR + WIFLAG
-                    && self.words.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
-                {
-                    let w = self.words.load(l.plus(W_HD))?;
-                    self.words
-                        .replace(self.qnode_of(w, m)?.plus(BLOCKED), 1, 0)?;
-                }
-                Ok(())
-            }
-            LockType::Exclusive => {
-                let q = self.qnode(self.ctx.rank(), m);
-                self.words.replace(l.plus(W_HD), me, 0)?;
-                if self.words.fetch_add(l.plus(RCNT), WAFLAG.wrapping_neg())? != WAFLAG {
-                    // Readers came while we wrote.
-                    self.wake_readers(m)?;
-                }
-                if self.words.load(q.plus(NEXT))? == 0
-                    && self.words.compare_swap(l.plus(W_TAIL), me, 0)? == me
-                {
-                    return Ok(());
-                }
-                // A writer is queued behind us: wait until it linked in.
-                let next = self
-                    .words
-                    .await_word(q.plus(NEXT), |n| n != 0, Deadline::Never)?;
-                self.words.replace(l.plus(W_HD), 0, next)?;
-                if self.words.fetch_add(l.plus(RCNT), WIFLAG)? == 0
-                    && self.words.compare_swap(l.plus(RCNT), WIFLAG, WAFLAG)? == WIFLAG
-                {
-                    self.words
-                        .replace(self.qnode_of(next, m)?.plus(BLOCKED), 1, 0)?;
-                }
-                Ok(())
-            }
-        }
+        self.queue_lock(m).unlock(kind == LockType::Exclusive)
     }
 
     // ---- the two-level global word ----

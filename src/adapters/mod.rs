@@ -24,6 +24,9 @@
 mod bcast;
 mod fence;
 mod lock;
+mod mcs;
+#[cfg(all(test, gaspi_loom))]
+mod mcs_model;
 mod rma;
 mod window;
 mod words;

@@ -10,10 +10,11 @@
 //! remote memory; a rank waiting on a word of another node polls it, at
 //! least every 10 ms once asleep.
 
+use super::mcs::ProtocolWords;
 use crate::context::Context;
 use crate::engine::segment::SegmentObject;
 use crate::engine::transport::AtomicOp;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::types::{Deadline, Rank, Remote, SegmentId, Timeout};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
@@ -136,44 +137,12 @@ impl<'a> Words<'a> {
         self.atomic(w, AtomicOp::CompareSwap { old, new })
     }
 
-    /// `fetch_and_store` from `compare_swap`, first guessing `guess`.
-    pub(super) fn swap(&self, w: Word, new: u64, mut guess: u64) -> Result<u64> {
-        loop {
-            let old = self.compare_swap(w, guess, new)?;
-            if old == guess {
-                return Ok(old);
-            }
-            guess = old;
-        }
-    }
-
     /// An atomic read (`fetch_add` of 0 on another node).
     pub(super) fn load(&self, w: Word) -> Result<u64> {
         if self.local(w) {
             Ok(self.node.atomic_u64(w.at).load(SeqCst))
         } else {
             self.ctx.atomic_fetch_add(self.remote(w), 0, Timeout::Block)
-        }
-    }
-
-    /// A store that the protocol's invariants say replaces `old`; another
-    /// value means the words were corrupted (misuse). The error also says
-    /// what the word holds when read again: the same value says the word
-    /// itself was wrong; another says that the compare-and-swap's answer
-    /// was, or that the word changed in between.
-    pub(super) fn replace(&self, w: Word, old: u64, new: u64) -> Result<()> {
-        match self.compare_swap(w, old, new)? {
-            v if v == old => Ok(()),
-            v => {
-                let again = self
-                    .load(w)
-                    .map_or_else(|e| format!("unreadable: {e}"), |a| a.to_string());
-                Err(Error::RmaSync(format!(
-                    "protocol word of rank {} at {} holds {v} (read again: {again}), expected \
-                     {old}: the window was misused",
-                    w.rank, w.at
-                )))
-            }
         }
     }
 
@@ -216,5 +185,38 @@ impl<'a> Words<'a> {
             },
             || self.ctx.engine.faults(),
         )?
+    }
+}
+
+/// The lock protocol's view of the words (`mcs.rs`).
+impl ProtocolWords for Words<'_> {
+    type Word = Word;
+
+    fn plus(&self, w: Word, off: usize) -> Word {
+        w.plus(off)
+    }
+
+    fn fetch_add(&self, w: Word, v: u64) -> Result<u64> {
+        Words::fetch_add(self, w, v)
+    }
+
+    fn compare_swap(&self, w: Word, old: u64, new: u64) -> Result<u64> {
+        Words::compare_swap(self, w, old, new)
+    }
+
+    fn load(&self, w: Word) -> Result<u64> {
+        Words::load(self, w)
+    }
+
+    fn store_own(&self, w: Word, v: u64) {
+        Words::store_own(self, w, v)
+    }
+
+    fn await_word(&self, w: Word, pred: impl Fn(u64) -> bool, deadline: Deadline) -> Result<u64> {
+        Words::await_word(self, w, pred, deadline)
+    }
+
+    fn describe(&self, w: Word) -> String {
+        format!("of rank {} at {}", w.rank, w.at)
     }
 }

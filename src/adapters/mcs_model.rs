@@ -1,0 +1,223 @@
+//! Model check of the MCS-RW-RP lock (`mcs.rs`): loom runs every
+//! interleaving (up to three preemptions) of a few members' lock and
+//! unlock calls, the protocol's own code, and checks that a writer is
+//! alone inside, that every request is granted (no deadlock: loom fails a
+//! model whose threads all wait), that a grant always finds its waiter
+//! blocked (the `replace` errors), and that the lock's words are back at
+//! rest after.
+//!
+//! The words sit behind one lock, each operation one linearizable step,
+//! as each of the window's is (a CPU atomic, SeqCst, or a transport's
+//! atomic that is complete when it returns). Loom's own atomics would be
+//! weaker (it treats SeqCst as AcqRel, so a load may return an old value),
+//! and a waiter that spins would let loom explore schedules that starve
+//! the member that would wake it; so the model's waiters sleep on a
+//! condition variable that every change wakes, as the window's sleep on
+//! their node's futex word.
+//!
+//! Run (`.ci/run` does): `RUSTFLAGS="--cfg gaspi_loom"
+//! CARGO_TARGET_DIR=target/loom cargo test --profile loom --lib
+//! mcs_model`, about a minute after a build of a minute and a half on 2
+//! cores; `LOOM_MAX_PREEMPTIONS=4` raises the bound (10 minutes).
+
+use super::mcs::{Acquired, ProtocolWords, QueueLock};
+use crate::error::{Error, Result};
+use crate::types::Deadline;
+use loom::sync::atomic::AtomicU64;
+use loom::sync::atomic::Ordering::SeqCst;
+use loom::sync::{Arc, Condvar, Mutex};
+
+/// Words: the lock's four, then each member's queue node (two each).
+const LOCK: usize = 0;
+const fn qnode(member: usize) -> usize {
+    4 + 2 * member
+}
+/// `inside` counts a reader as 1 and a writer as this.
+const WRITER: u64 = 1 << 32;
+
+/// The words, each operation one step under a lock (linearizable, as the
+/// window's are), and a wake-up of every waiter after each change (as
+/// every hand-off wakes the node's sleepers): a waiter sleeps instead of
+/// spinning, so loom sees a member that waits for ever as a deadlock, and
+/// never starves the member that would wake it.
+struct Model {
+    words: Mutex<Vec<u64>>,
+    changed: Condvar,
+    inside: AtomicU64,
+}
+
+impl Model {
+    fn change(&self, w: usize, f: impl FnOnce(u64) -> u64) -> Result<u64> {
+        let mut words = self.words.lock().unwrap();
+        let old = words[w];
+        words[w] = f(old);
+        self.changed.notify_all();
+        Ok(old)
+    }
+}
+
+impl ProtocolWords for Model {
+    type Word = usize;
+
+    fn plus(&self, w: usize, off: usize) -> usize {
+        w + off / 8
+    }
+
+    fn fetch_add(&self, w: usize, v: u64) -> Result<u64> {
+        self.change(w, |old| old.wrapping_add(v))
+    }
+
+    fn compare_swap(&self, w: usize, old: u64, new: u64) -> Result<u64> {
+        self.change(w, |v| if v == old { new } else { v })
+    }
+
+    fn load(&self, w: usize) -> Result<u64> {
+        Ok(self.words.lock().unwrap()[w])
+    }
+
+    fn store_own(&self, w: usize, v: u64) {
+        let _ = self.change(w, |_| v);
+    }
+
+    /// `Deadline::Now` looks once (a request that times out at once);
+    /// otherwise sleeps until the word satisfies `pred`.
+    fn await_word(&self, w: usize, pred: impl Fn(u64) -> bool, deadline: Deadline) -> Result<u64> {
+        let mut words = self.words.lock().unwrap();
+        loop {
+            if pred(words[w]) {
+                return Ok(words[w]);
+            }
+            if matches!(deadline, Deadline::Now) {
+                return Err(Error::Timeout);
+            }
+            words = self.changed.wait(words).unwrap();
+        }
+    }
+
+    fn describe(&self, w: usize) -> String {
+        format!("{w}")
+    }
+}
+
+/// One member's request: a writer's or a reader's, and whether its first
+/// wait times out (then it waits again, as `lock` called again does).
+#[derive(Clone, Copy)]
+struct Request {
+    writer: bool,
+    times_out: bool,
+}
+
+const W: Request = Request {
+    writer: true,
+    times_out: false,
+};
+const R: Request = Request {
+    writer: false,
+    times_out: false,
+};
+
+/// Member `me` runs `requests` in turn: lock, check who is inside, unlock.
+fn member(m: &Model, me: usize, requests: &[Request]) {
+    let lock = QueueLock {
+        words: m,
+        lock: LOCK,
+        me: me as u64 + 1,
+        qnode: qnode(me),
+        qnode_of: |ptr: u64| -> Result<usize> {
+            match ptr {
+                0 => Err(Error::RmaSync("nil queue pointer followed".into())),
+                p => Ok(qnode(p as usize - 1)),
+            }
+        },
+    };
+    for r in requests {
+        if lock.lock(r.writer).unwrap() == Acquired::Queued {
+            if r.times_out {
+                // Timed out or granted at the first look: either way the
+                // request stays valid and waiting again finishes it.
+                let _ = lock.await_grant(r.writer, Deadline::Now);
+            }
+            lock.await_grant(r.writer, Deadline::Never).unwrap();
+        }
+        let me_inside = if r.writer { WRITER } else { 1 };
+        let before = m.inside.fetch_add(me_inside, SeqCst);
+        if r.writer {
+            assert_eq!(before, 0, "a writer met someone inside");
+        } else {
+            assert_eq!(before / WRITER, 0, "a reader met a writer inside");
+        }
+        m.inside.fetch_sub(me_inside, SeqCst);
+        lock.unlock(r.writer).unwrap();
+    }
+}
+
+/// Every interleaving of the members' scripts (`scripts[i]` for member i;
+/// member 0 runs on the model's main thread).
+fn check(scripts: &'static [&'static [Request]]) {
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(3);
+    }
+    builder.check(move || {
+        let m = Arc::new(Model {
+            words: Mutex::new(vec![0; qnode(scripts.len())]),
+            changed: Condvar::new(),
+            inside: AtomicU64::new(0),
+        });
+        let others: Vec<_> = (1..scripts.len())
+            .map(|i| {
+                let m = m.clone();
+                loom::thread::spawn(move || member(&m, i, scripts[i]))
+            })
+            .collect();
+        member(&m, 0, scripts[0]);
+        for t in others {
+            t.join().unwrap();
+        }
+        // The lock's words are at rest (a queue node's may keep their
+        // last values).
+        assert_eq!(
+            m.words.lock().unwrap()[..4],
+            [0; 4],
+            "lock words not at rest"
+        );
+    });
+}
+
+#[test]
+fn two_writers_and_a_reader() {
+    check(&[&[W], &[W], &[R]]);
+}
+
+#[test]
+fn a_writer_and_two_readers() {
+    check(&[&[W], &[R], &[R]]);
+}
+
+#[test]
+fn members_that_read_then_write_and_write_then_read() {
+    check(&[&[R, W], &[W, R]]);
+}
+
+#[test]
+fn three_members_that_read_and_write() {
+    check(&[&[W, R], &[R, W], &[R, R]]);
+}
+
+#[test]
+fn writers_in_turn() {
+    check(&[&[W, W], &[W, W]]);
+}
+
+#[test]
+fn requests_that_time_out_and_wait_again() {
+    const WT: Request = Request {
+        writer: true,
+        times_out: true,
+    };
+    const RT: Request = Request {
+        writer: false,
+        times_out: true,
+    };
+    check(&[&[WT], &[RT], &[W]]);
+}
