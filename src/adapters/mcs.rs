@@ -22,17 +22,17 @@ use crate::error::{Error, Result};
 use crate::types::Deadline;
 
 /// `rcnt` flags and reader unit.
-pub(super) const WIFLAG: u64 = 1;
-pub(super) const WAFLAG: u64 = 2;
-pub(super) const RC_INCR: u64 = 4;
+const WIFLAG: u64 = 1;
+const WAFLAG: u64 = 2;
+const RC_INCR: u64 = 4;
 /// Words of a lock, as byte offsets from its first.
-pub(super) const RCNT: usize = 0;
-pub(super) const R_HD: usize = 8;
-pub(super) const W_TAIL: usize = 16;
-pub(super) const W_HD: usize = 24;
+const RCNT: usize = 0;
+const R_HD: usize = 8;
+const W_TAIL: usize = 16;
+const W_HD: usize = 24;
 /// Words of a queue node.
-pub(super) const BLOCKED: usize = 0;
-pub(super) const NEXT: usize = 8;
+const BLOCKED: usize = 0;
+const NEXT: usize = 8;
 
 /// The atomic words a protocol runs on. Each operation is atomic on its
 /// word and complete (visible to every later operation of anyone) when it

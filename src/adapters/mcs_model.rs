@@ -132,12 +132,12 @@ fn member(m: &Model, me: usize, requests: &[Request]) {
     };
     for r in requests {
         if lock.lock(r.writer).unwrap() == Acquired::Queued {
-            if r.times_out {
-                // Timed out or granted at the first look: either way the
-                // request stays valid and waiting again finishes it.
-                let _ = lock.await_grant(r.writer, Deadline::Now);
+            // A request that times out at its first look waits again, as
+            // `lock` called again does; one granted at it is done.
+            let granted = r.times_out && lock.await_grant(r.writer, Deadline::Now).is_ok();
+            if !granted {
+                lock.await_grant(r.writer, Deadline::Never).unwrap();
             }
-            lock.await_grant(r.writer, Deadline::Never).unwrap();
         }
         let me_inside = if r.writer { WRITER } else { 1 };
         let before = m.inside.fetch_add(me_inside, SeqCst);
@@ -220,4 +220,5 @@ fn requests_that_time_out_and_wait_again() {
         times_out: true,
     };
     check(&[&[WT], &[RT], &[W]]);
+    check(&[&[W], &[RT], &[RT]]);
 }
