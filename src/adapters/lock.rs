@@ -31,6 +31,7 @@
 //! `unlock*` wait for it, which on this engine completes them at the
 //! target as well.
 
+use super::gate::{Class, Gate};
 use super::mcs::{Acquired, QueueLock};
 use super::rma::{RmaElem, RmaWindow};
 use super::window::{
@@ -41,12 +42,6 @@ use super::words::{Word, Words};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, Timeout};
 use std::sync::atomic::Ordering::SeqCst;
-
-/// The two-level global word: `lock_all` holders in the high half,
-/// exclusive holders in the low half.
-const ALL_INCR: u64 = 1 << 32;
-const EXCL_INCR: u64 = 1;
-const EXCL_MASK: u64 = ALL_INCR - 1;
 
 impl<T: RmaElem> RmaWindow<'_, T> {
     /// `MPI_Win_lock(kind, target, assert)`: start a passive-target access
@@ -383,11 +378,11 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                     (LockDesign::TwoLevel, _) => LockStep::Global,
                 },
                 LockStep::Global => {
-                    let (mine, theirs) = match req.target {
-                        None => (ALL_INCR, EXCL_MASK),
-                        Some(_) => (EXCL_INCR, !EXCL_MASK),
+                    let class = match req.target {
+                        None => Class::All,
+                        Some(_) => Class::Exclusive,
                     };
-                    self.enter_global(mine, theirs, deadline)?;
+                    self.gate().enter(class, deadline)?;
                     match req.target {
                         Some(t) => {
                             // Entered: from here on the global share is held.
@@ -456,12 +451,12 @@ impl<T: RmaElem> RmaWindow<'_, T> {
                 }
             }
             LockDesign::TwoLevel => match req.target {
-                None => self.leave_global(ALL_INCR),
+                None => self.gate().leave(Class::All),
                 Some(t) => {
                     let lock = self.target_lock(t)?;
                     self.mcs_unlock(lock, req.kind)?;
                     if req.kind == LockType::Exclusive {
-                        self.leave_global(EXCL_INCR)?;
+                        self.gate().leave(Class::Exclusive)?;
                     }
                     Ok(())
                 }
@@ -549,21 +544,11 @@ impl<T: RmaElem> RmaWindow<'_, T> {
 
     // ---- the two-level global word ----
 
-    /// Add `mine` to the global word once no holder of the other class
-    /// (`theirs` bits) is in; back off and wait while one is.
-    fn enter_global(&self, mine: u64, theirs: u64, deadline: Deadline) -> Result<()> {
-        let g = self.word(self.members[0], GLOBAL_LINE, GLOBAL_WORD);
-        loop {
-            if self.words.fetch_add(g, mine)? & theirs == 0 {
-                return Ok(());
-            }
-            self.words.fetch_add(g, mine.wrapping_neg())?;
-            self.words.await_word(g, |v| v & theirs == 0, deadline)?;
+    /// The two-level design's global word, held by the first member.
+    fn gate(&self) -> Gate<'_, Words<'_>> {
+        Gate {
+            words: &self.words,
+            word: self.word(self.members[0], GLOBAL_LINE, GLOBAL_WORD),
         }
-    }
-
-    fn leave_global(&self, mine: u64) -> Result<()> {
-        let g = self.word(self.members[0], GLOBAL_LINE, GLOBAL_WORD);
-        self.words.fetch_add(g, mine.wrapping_neg()).map(drop)
     }
 }

@@ -1,10 +1,12 @@
-//! Model check of the MCS-RW-RP lock (`mcs.rs`): loom runs every
-//! interleaving (up to three preemptions) of a few members' lock and
-//! unlock calls, the protocol's own code, and checks that a writer is
-//! alone inside, that every request is granted (no deadlock: loom fails a
-//! model whose threads all wait), that a grant always finds its waiter
-//! blocked (the `replace` errors), and that the lock's words are back at
-//! rest after.
+//! Model check of the windows' locks: the MCS-RW-RP queue lock
+//! (`mcs.rs`) alone, as the `McsRw` design uses it, and under the gate
+//! word of the `TwoLevel` design (`gate.rs`). Loom runs every interleaving
+//! (up to three preemptions) of a few members' `lock`, `lock_all` and
+//! unlock calls, the protocols' own code, and checks that a writer is
+//! alone inside (no reader, no `lock_all` holder, no other writer), that
+//! every request is granted (no deadlock: loom fails a model whose threads
+//! all wait), that a grant always finds its waiter blocked (the `replace`
+//! errors), and that the words are back at rest after.
 //!
 //! The words sit behind one lock, each operation one linearizable step,
 //! as each of the window's is (a CPU atomic, SeqCst, or a transport's
@@ -20,6 +22,7 @@
 //! mcs_model`, about a minute after a build of a minute and a half on 2
 //! cores; `LOOM_MAX_PREEMPTIONS=4` raises the bound (10 minutes).
 
+use super::gate::{Class, Gate};
 use super::mcs::{Acquired, ProtocolWords, QueueLock};
 use crate::error::{Error, Result};
 use crate::types::Deadline;
@@ -44,6 +47,8 @@ struct Model {
     words: Mutex<Vec<u64>>,
     changed: Condvar,
     inside: AtomicU64,
+    /// The two-level design's gate word (after the queue nodes).
+    gate: usize,
 }
 
 impl Model {
@@ -99,25 +104,62 @@ impl ProtocolWords for Model {
     }
 }
 
-/// One member's request: a writer's or a reader's, and whether its first
-/// wait times out (then it waits again, as `lock` called again does).
+/// What a member asks for: `lock(Shared)`, `lock(Exclusive)` or
+/// `lock_all`, on the one target of the model.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+    All,
+}
+
+/// One member's request, and whether its first wait times out (then it
+/// waits again, as `lock` called again does).
 #[derive(Clone, Copy)]
 struct Request {
-    writer: bool,
+    kind: Kind,
     times_out: bool,
 }
 
 const W: Request = Request {
-    writer: true,
+    kind: Kind::Write,
     times_out: false,
 };
 const R: Request = Request {
-    writer: false,
+    kind: Kind::Read,
+    times_out: false,
+};
+const A: Request = Request {
+    kind: Kind::All,
     times_out: false,
 };
 
+/// The lock designs (`LockDesign`): `McsRw` takes the queue lock for
+/// every request (`lock_all` as a reader); `TwoLevel` counts `lock_all`
+/// and exclusive holders in the gate word, then takes the target's queue
+/// lock for shared and exclusive requests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Design {
+    McsRw,
+    TwoLevel,
+}
+
+/// Wait for a queued request's grant, timing out once first if asked.
+fn await_grant(
+    lock: &QueueLock<'_, Model, impl Fn(u64) -> Result<usize>>,
+    writer: bool,
+    r: Request,
+) {
+    // A request that times out at its first look waits again, as `lock`
+    // called again does; one granted at it is done.
+    let granted = r.times_out && lock.await_grant(writer, Deadline::Now).is_ok();
+    if !granted {
+        lock.await_grant(writer, Deadline::Never).unwrap();
+    }
+}
+
 /// Member `me` runs `requests` in turn: lock, check who is inside, unlock.
-fn member(m: &Model, me: usize, requests: &[Request]) {
+fn member(m: &Model, design: Design, me: usize, requests: &[Request]) {
     let lock = QueueLock {
         words: m,
         lock: LOCK,
@@ -130,58 +172,85 @@ fn member(m: &Model, me: usize, requests: &[Request]) {
             }
         },
     };
-    for r in requests {
-        if lock.lock(r.writer).unwrap() == Acquired::Queued {
-            // A request that times out at its first look waits again, as
-            // `lock` called again does; one granted at it is done.
-            let granted = r.times_out && lock.await_grant(r.writer, Deadline::Now).is_ok();
-            if !granted {
-                lock.await_grant(r.writer, Deadline::Never).unwrap();
+    let gate = Gate {
+        words: m,
+        word: m.gate,
+    };
+    for &r in requests {
+        let class = match (design, r.kind) {
+            (Design::TwoLevel, Kind::All) => Some(Class::All),
+            (Design::TwoLevel, Kind::Write) => Some(Class::Exclusive),
+            _ => None,
+        };
+        if let Some(c) = class {
+            if r.times_out && gate.enter(c, Deadline::Now).is_ok() {
+                // Entered at the first look.
+            } else {
+                gate.enter(c, Deadline::Never).unwrap();
             }
         }
-        let me_inside = if r.writer { WRITER } else { 1 };
+        // The queue lock: every request of McsRw, the targeted ones of
+        // TwoLevel.
+        let queued =
+            (design == Design::McsRw || r.kind != Kind::All).then_some(r.kind == Kind::Write);
+        if let Some(writer) = queued
+            && lock.lock(writer).unwrap() == Acquired::Queued
+        {
+            await_grant(&lock, writer, r);
+        }
+        let me_inside = if r.kind == Kind::Write { WRITER } else { 1 };
         let before = m.inside.fetch_add(me_inside, SeqCst);
-        if r.writer {
+        if r.kind == Kind::Write {
             assert_eq!(before, 0, "a writer met someone inside");
         } else {
             assert_eq!(before / WRITER, 0, "a reader met a writer inside");
         }
         m.inside.fetch_sub(me_inside, SeqCst);
-        lock.unlock(r.writer).unwrap();
+        if let Some(writer) = queued {
+            lock.unlock(writer).unwrap();
+        }
+        if let Some(c) = class {
+            gate.leave(c).unwrap();
+        }
     }
 }
 
 /// Every interleaving of the members' scripts (`scripts[i]` for member i;
-/// member 0 runs on the model's main thread).
-fn check(scripts: &'static [&'static [Request]]) {
+/// member 0 runs on the model's main thread) under `design`.
+fn check_design(design: Design, scripts: &'static [&'static [Request]]) {
     let mut builder = loom::model::Builder::new();
     if builder.preemption_bound.is_none() {
         builder.preemption_bound = Some(3);
     }
     builder.check(move || {
+        let gate = qnode(scripts.len());
         let m = Arc::new(Model {
-            words: Mutex::new(vec![0; qnode(scripts.len())]),
+            words: Mutex::new(vec![0; gate + 1]),
             changed: Condvar::new(),
             inside: AtomicU64::new(0),
+            gate,
         });
         let others: Vec<_> = (1..scripts.len())
             .map(|i| {
                 let m = m.clone();
-                loom::thread::spawn(move || member(&m, i, scripts[i]))
+                loom::thread::spawn(move || member(&m, design, i, scripts[i]))
             })
             .collect();
-        member(&m, 0, scripts[0]);
+        member(&m, design, 0, scripts[0]);
         for t in others {
             t.join().unwrap();
         }
-        // The lock's words are at rest (a queue node's may keep their
-        // last values).
-        assert_eq!(
-            m.words.lock().unwrap()[..4],
-            [0; 4],
-            "lock words not at rest"
-        );
+        // The lock's words and the gate are at rest (a queue node's may
+        // keep their last values).
+        let words = m.words.lock().unwrap();
+        assert_eq!(words[..4], [0; 4], "lock words not at rest");
+        assert_eq!(words[gate], 0, "gate word not at rest");
     });
+}
+
+/// The queue lock alone (`LockDesign::McsRw`).
+fn check(scripts: &'static [&'static [Request]]) {
+    check_design(Design::McsRw, scripts);
 }
 
 #[test]
@@ -212,13 +281,36 @@ fn writers_in_turn() {
 #[test]
 fn requests_that_time_out_and_wait_again() {
     const WT: Request = Request {
-        writer: true,
+        kind: Kind::Write,
         times_out: true,
     };
     const RT: Request = Request {
-        writer: false,
+        kind: Kind::Read,
         times_out: true,
     };
     check(&[&[WT], &[RT], &[W]]);
     check(&[&[W], &[RT], &[RT]]);
+}
+
+#[test]
+fn two_level_lock_all_beside_writers_and_a_reader() {
+    check_design(Design::TwoLevel, &[&[A], &[W], &[R]]);
+}
+
+#[test]
+fn two_level_writers_and_lock_all_in_turn() {
+    check_design(Design::TwoLevel, &[&[W, A], &[A, W]]);
+}
+
+#[test]
+fn two_level_requests_that_time_out_and_wait_again() {
+    const WT: Request = Request {
+        kind: Kind::Write,
+        times_out: true,
+    };
+    const AT: Request = Request {
+        kind: Kind::All,
+        times_out: true,
+    };
+    check_design(Design::TwoLevel, &[&[WT], &[AT], &[W]]);
 }

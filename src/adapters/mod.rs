@@ -23,6 +23,7 @@
 
 mod bcast;
 mod fence;
+mod gate;
 mod lock;
 mod mcs;
 #[cfg(all(test, gaspi_loom))]
