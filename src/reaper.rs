@@ -82,6 +82,9 @@ struct Plan {
     /// Every descriptor the child keeps, ascending.
     keep: Vec<libc::c_int>,
     prefixes: Vec<Vec<u8>>,
+    /// This user: only its entries go (another user's under the same
+    /// names are not the job's).
+    uid: u32,
     files: Vec<CString>,
     entries: Vec<MaybeUninit<u8>>,
 }
@@ -93,7 +96,7 @@ impl Reaper {
     /// Fork a reaper for the ranks whose process file descriptors are
     /// `ranks`: once this process is gone and they have all exited, it
     /// removes the entries of directory `dir` whose names start with one
-    /// of `prefixes`, and the files `files`.
+    /// of `prefixes` and that belong to this user, and the files `files`.
     ///
     /// The child is a process of its own (its own descriptors, signal
     /// handlers and session) that shares this process's memory
@@ -149,6 +152,7 @@ impl Reaper {
             ranks,
             keep,
             prefixes: prefixes.iter().map(|p| p.as_bytes().to_vec()).collect(),
+            uid: rustix::process::geteuid().as_raw(),
             files,
             entries: vec![MaybeUninit::uninit(); 16 << 10],
         }));
@@ -285,7 +289,11 @@ fn reap(plan: &mut Plan) -> ! {
     let mut entries = rustix::fs::RawDir::new(fd(plan.dir), &mut plan.entries);
     while let Some(Ok(e)) = entries.next() {
         let name = e.file_name();
-        if plan.prefixes.iter().any(|p| name.to_bytes().starts_with(p)) {
+        let ours = || {
+            rustix::fs::statat(fd(plan.dir), name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| st.st_uid == plan.uid)
+        };
+        if plan.prefixes.iter().any(|p| name.to_bytes().starts_with(p)) && ours() {
             let _ = rustix::fs::unlinkat(fd(plan.dir), name, rustix::fs::AtFlags::empty());
         }
     }
@@ -340,8 +348,15 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gaspi-reaper-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("a-file");
-        for name in ["job.1", "job.2", "other.1", "a-file"] {
+        for name in ["job.1", "job.2", "other.1", "a-file", "job.theirs"] {
             std::fs::write(dir.join(name), b"x").unwrap();
+        }
+        // Another user's entry under the job's names stays (as root, the
+        // tests' user in CI, it could be removed; another user cannot
+        // give files away, so elsewhere the entry is ours and goes).
+        let foreign = rustix::process::geteuid().is_root();
+        if foreign {
+            std::os::unix::fs::chown(dir.join("job.theirs"), Some(65534), Some(65534)).unwrap();
         }
         for _ in 0..3 {
             let mut r = Reaper::spawn(&[], &dir, &["job."], &[&file]).unwrap();
@@ -357,7 +372,11 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
-        assert_eq!(left, ["other.1"]);
+        if foreign {
+            assert_eq!(left, ["job.theirs", "other.1"]);
+        } else {
+            assert_eq!(left, ["other.1"]);
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -535,3 +535,162 @@ fn a_program_given_dash_n_launches_itself() {
     assert_eq!(bad.status.code(), Some(125));
     assert!(text(&bad.stderr).contains("-n wants a positive number"));
 }
+
+/// A rank of [`another_user_can_neither_open_nor_disturb_a_job`]: reports
+/// in, waits for the test's go (a file), writes to its neighbour, checks
+/// what it got, and ends cleanly.
+#[test]
+fn be_a_rank_that_waits_for_a_go_if_asked() {
+    let Ok(dir) = std::env::var("LAUNCHER_TEST_GO") else {
+        return;
+    };
+    use gaspi::{Alloc, GroupId, Local, Notification, Remote, Timeout};
+    let ctx = gaspi::Context::init(gaspi::Config::default()).unwrap();
+    let (me, n) = (ctx.rank(), ctx.num_ranks());
+    ctx.segment_create(0, 1 << 16, GroupId::ALL, Timeout::Block, Alloc::Initialized)
+        .unwrap();
+    let token = std::env::var("GASPI_JOB").unwrap();
+    std::fs::write(
+        format!("{dir}/{me}"),
+        format!("{} {token}\n", std::process::id()),
+    )
+    .unwrap();
+    let go = Path::new(&dir).join("go");
+    let start = Instant::now();
+    while !go.exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no go");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let seg = ctx.segment::<u64>(0).unwrap();
+    seg.set(0, 1000 + me as u64);
+    let right = (me + 1) % n;
+    ctx.write_notify(
+        Local::new(0, 0),
+        Remote::new(right, 0, 64),
+        8,
+        Notification::new(0, 1),
+        0,
+        Timeout::Block,
+    )
+    .unwrap();
+    ctx.notify_waitsome(0, 0..1, Timeout::Block).unwrap();
+    ctx.notify_reset(0, 0).unwrap();
+    assert_eq!(seg.get(8), 1000 + ((me + n - 1) % n) as u64);
+    ctx.wait(0, Timeout::Block).unwrap();
+    ctx.barrier(GroupId::ALL, Timeout::Block).unwrap();
+}
+
+/// Another user (uid 65534, `nobody`; run as root, as CI does, to become
+/// it) can list a running job's objects in `/dev/shm` but open, remove or
+/// signal none of them, and may make objects of its own under the job's
+/// public token: the job runs to its end undisturbed, removes all its own
+/// objects, leaves the other user's alone and says so instead of
+/// reporting them as its own that it could not remove.
+#[test]
+fn another_user_can_neither_open_nor_disturb_a_job() {
+    be_a_rank_that_waits_for_a_go_if_asked();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: becoming another user needs root");
+        return;
+    }
+    let test = "be_a_rank_that_waits_for_a_go_if_asked";
+    let dir = scratch("another-user");
+    let exe = std::env::current_exe().unwrap();
+    let run = Command::new(GASPI_RUN)
+        .args(["-n", "2", exe.to_str().unwrap(), "--exact", test])
+        .args(["--nocapture", "-q"])
+        .env("LAUNCHER_TEST_GO", &dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let reports = await_files(&dir, 2);
+    let token = reports[0].split(' ').nth(1).unwrap().to_string();
+    let pids: Vec<i32> = reports
+        .iter()
+        .map(|r| r.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    let theirs = shm_objects_of(&token);
+    assert!(theirs.len() >= 4, "the job has objects: {theirs:?}");
+    let path = |n: &str| std::ffi::CString::new(format!("/dev/shm/{n}")).unwrap();
+    let targets: Vec<_> = theirs.iter().map(|n| path(n)).collect();
+    let squats: Vec<_> = (0..3).map(|i| format!("gaspi.{token}.squat{i}")).collect();
+    let squat_paths: Vec<_> = squats.iter().map(|n| path(n)).collect();
+    // The other user's attempts, in a child that only makes system calls
+    // (this process has threads): its exit status names the first thing
+    // it could do that it should not have.
+    // SAFETY: the child calls async-signal-safe functions only, on memory
+    // prepared before the fork, and ends with _exit.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork");
+    if child == 0 {
+        // SAFETY: system calls on prepared C strings; see above.
+        unsafe {
+            let nobody = 65534;
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(nobody, nobody, nobody) != 0
+                || libc::setresuid(nobody, nobody, nobody) != 0
+            {
+                libc::_exit(10);
+            }
+            for t in &targets {
+                for flags in [libc::O_RDONLY, libc::O_RDWR] {
+                    let fd = libc::open(t.as_ptr(), flags);
+                    if fd >= 0 {
+                        libc::_exit(11);
+                    }
+                }
+                if libc::truncate(t.as_ptr(), 0) == 0 {
+                    libc::_exit(12);
+                }
+                if libc::unlink(t.as_ptr()) == 0 {
+                    libc::_exit(13);
+                }
+            }
+            for &p in &pids {
+                if libc::kill(p, libc::SIGTERM) == 0 {
+                    libc::_exit(14);
+                }
+            }
+            for s in &squat_paths {
+                let fd = libc::open(
+                    s.as_ptr(),
+                    libc::O_CREAT | libc::O_EXCL | libc::O_RDWR,
+                    0o644,
+                );
+                if fd < 0 {
+                    libc::_exit(15);
+                }
+                libc::close(fd);
+            }
+            libc::_exit(0);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the other user could do what it should not (status {status:#x}: 11 open, \
+         12 truncate, 13 unlink, 14 signal; 10, 15: the test's own set-up failed)"
+    );
+    std::fs::write(dir.join("go"), "").unwrap();
+    let out = run.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("could not remove"), "{err}");
+    assert!(
+        err.contains("3 shared-memory object(s) named like this job's belong to another user"),
+        "{err}"
+    );
+    // The job's own objects are gone; the other user's stay, theirs to
+    // remove (root may).
+    let mut left = shm_objects_of(&token);
+    left.sort();
+    assert_eq!(left, squats);
+    for s in &squats {
+        std::fs::remove_file(format!("/dev/shm/{s}")).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

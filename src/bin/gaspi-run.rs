@@ -247,6 +247,18 @@ fn run(cli: Cli) -> Result<i32, String> {
             );
         }
     }
+    if let Some(first) = report.other_users_objects.first() {
+        eprintln!(
+            "gaspi-run: {} shared-memory object(s) named like this job's belong to another \
+             user and were left alone (not the job's, which no one else can open): {first}{}",
+            report.other_users_objects.len(),
+            if report.other_users_objects.len() > 1 {
+                ", ..."
+            } else {
+                ""
+            }
+        );
+    }
     if !report.left_after_cleanup.is_empty() {
         eprintln!(
             "gaspi-run: could not remove shared memory {:?}",

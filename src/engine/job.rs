@@ -264,8 +264,12 @@ pub(crate) fn host_token(token: &str, first: usize) -> String {
 }
 
 /// Remove every object of the job `token`. Returns how many were removed.
+/// Only this user's: an object of another user under the job's names is
+/// not the job's (anyone may make one, the token being public), and
+/// removing it would disturb that user (as root) or fail (as anyone else).
 pub(crate) fn sweep(token: &str) -> usize {
-    shm::list(&prefix(token))
+    shm::list_by_owner(&prefix(token))
+        .own
         .iter()
         .filter(|n| shm::unlink(n).is_ok())
         .count()

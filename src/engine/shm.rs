@@ -112,7 +112,7 @@ pub(crate) fn unlink(name: &str) -> io::Result<()> {
     Ok(shm::unlink(shm_name(name))?)
 }
 
-/// Names of existing objects starting with `prefix`.
+/// Names of existing objects starting with `prefix`, of any user.
 pub(crate) fn list(prefix: &str) -> Vec<String> {
     let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
         return Vec::new();
@@ -121,6 +121,32 @@ pub(crate) fn list(prefix: &str) -> Vec<String> {
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| n.starts_with(prefix))
         .collect()
+}
+
+/// Objects starting with `prefix` split by owner: this user's, and other
+/// users' (`/dev/shm` is writable by all, so anyone can make an object
+/// under a running job's public token). One gone meanwhile is in neither.
+pub(crate) fn list_by_owner(prefix: &str) -> Owners {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let mut owners = Owners::default();
+    for name in list(prefix) {
+        match std::fs::symlink_metadata(std::path::Path::new(SHM_DIR).join(&name)) {
+            Ok(m) if m.uid() == me => owners.own.push(name),
+            Ok(_) => owners.others.push(name),
+            Err(_) => {}
+        }
+    }
+    owners
+}
+
+/// [`list_by_owner`]'s answer.
+#[derive(Debug, Default)]
+pub(crate) struct Owners {
+    /// This user's objects.
+    pub(crate) own: Vec<String>,
+    /// Other users' objects.
+    pub(crate) others: Vec<String>,
 }
 
 /// Types that may be referenced inside shared memory: `#[repr(C)]`, valid

@@ -518,13 +518,17 @@ impl Launch {
         let (exit_order, timed_out, interrupted) = (sup.exit_order, sup.timed_out, sup.interrupted);
 
         let ranks: Vec<RankOutcome> = running.into_iter().map(Running::finish).collect();
-        let left = || -> Vec<String> {
-            tokens
-                .iter()
-                .flat_map(|t| shm::list(&job::prefix(t)))
-                .collect()
+        let left = || {
+            let mut all = shm::Owners::default();
+            for t in &tokens {
+                let o = shm::list_by_owner(&job::prefix(t));
+                all.own.extend(o.own);
+                all.others.extend(o.others);
+            }
+            all
         };
         let left_by_ranks: Vec<String> = left()
+            .own
             .into_iter()
             .filter(|n| !tokens.iter().any(|t| *n == job::job_object(t)))
             .collect();
@@ -532,7 +536,7 @@ impl Launch {
         if let Some(r) = reaper {
             r.finish();
         }
-        let left_after_cleanup = left();
+        let after = left();
         Ok(Report {
             token,
             ranks,
@@ -540,7 +544,8 @@ impl Launch {
             timed_out,
             interrupted,
             left_by_ranks,
-            left_after_cleanup,
+            left_after_cleanup: after.own,
+            other_users_objects: after.others,
         })
     }
 }

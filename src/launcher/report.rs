@@ -95,9 +95,15 @@ pub struct Report {
     /// all exited (before the launcher removed them): empty when every rank
     /// terminated cleanly.
     pub left_by_ranks: Vec<String>,
-    /// Objects still present after the launcher's clean-up: always empty
-    /// unless the system refused to remove them.
+    /// Objects of the job still present after the launcher's clean-up:
+    /// always empty unless the system refused to remove them.
     pub left_after_cleanup: Vec<String>,
+    /// Objects named like the job's that belong to another user. The
+    /// job's token is public (`/dev/shm` is world-listable) and anyone may
+    /// create objects there, but not the job's own, whose names are
+    /// unpredictable: these are someone else's, neither the job's nor
+    /// removed by it (counted in neither list above). Normally empty.
+    pub other_users_objects: Vec<String>,
 }
 
 /// "exited with status 3", "was killed by signal 9 (SIGKILL)".
