@@ -221,10 +221,15 @@ impl Printer {
                 ));
             }
         }
-        lines.push(format!(
-            "shared-notify-lat  16 B      {} one way, remote write_notify to a claim in node 1",
-            us(self.find("shared-notify-lat", "gaspi", 16))
-        ));
+        lines.push(match self.find("shared-notify-lat", "gaspi", 16) {
+            Some(r) => format!(
+                "shared-notify-lat  16 B      {:.3} us one way, remote write_notify to a claim in node 1",
+                r.median()
+            ),
+            None => "shared-notify-lat  16 B      - (not run: needs 2 nodes; gaspi-run --ppn P \
+                     with P < ranks)"
+                .to_string(),
+        });
         let verified = self.rows.iter().all(|r| r.verified);
         println!("\n# summary (medians over batches), {ranks} ranks, {secs:.1} s");
         for l in lines {
