@@ -395,20 +395,25 @@ fn be_a_blocked_rank_if_asked() {
 /// A job of 2 blocked ranks, each test `test` of this binary: gaspi-run,
 /// the ranks' pids, the job's token, the ranks' report directory.
 fn blocked_job(test: &str) -> (std::process::Child, Vec<u32>, String, PathBuf) {
+    reporting_job(test, "LAUNCHER_TEST_DIR", Stdio::inherit())
+}
+
+/// A job of 2 ranks, each test `test` of this binary, told the directory
+/// to report in (pid and token) by variable `var`; gaspi-run's standard
+/// error goes to `stderr`. Returns as [`blocked_job`] once both reported.
+fn reporting_job(
+    test: &str,
+    var: &str,
+    stderr: Stdio,
+) -> (std::process::Child, Vec<u32>, String, PathBuf) {
     let dir = scratch(test);
     let exe = std::env::current_exe().unwrap();
     let run = Command::new(GASPI_RUN)
-        .args([
-            "-n",
-            "2",
-            exe.to_str().unwrap(),
-            "--exact",
-            test,
-            "--nocapture",
-            "-q",
-        ])
-        .env("LAUNCHER_TEST_DIR", &dir)
+        .args(["-n", "2", exe.to_str().unwrap(), "--exact", test])
+        .args(["--nocapture", "-q"])
+        .env(var, &dir)
         .stdout(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let reports = await_files(&dir, 2);
@@ -594,23 +599,11 @@ fn another_user_can_neither_open_nor_disturb_a_job() {
         eprintln!("skipped: becoming another user needs root");
         return;
     }
-    let test = "be_a_rank_that_waits_for_a_go_if_asked";
-    let dir = scratch("another-user");
-    let exe = std::env::current_exe().unwrap();
-    let run = Command::new(GASPI_RUN)
-        .args(["-n", "2", exe.to_str().unwrap(), "--exact", test])
-        .args(["--nocapture", "-q"])
-        .env("LAUNCHER_TEST_GO", &dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let reports = await_files(&dir, 2);
-    let token = reports[0].split(' ').nth(1).unwrap().to_string();
-    let pids: Vec<i32> = reports
-        .iter()
-        .map(|r| r.split(' ').next().unwrap().parse().unwrap())
-        .collect();
+    let (run, pids, token, dir) = reporting_job(
+        "be_a_rank_that_waits_for_a_go_if_asked",
+        "LAUNCHER_TEST_GO",
+        Stdio::piped(),
+    );
     let theirs = shm_objects_of(&token);
     assert!(theirs.len() >= 4, "the job has objects: {theirs:?}");
     let path = |n: &str| std::ffi::CString::new(format!("/dev/shm/{n}")).unwrap();
@@ -649,7 +642,7 @@ fn another_user_can_neither_open_nor_disturb_a_job() {
                 }
             }
             for &p in &pids {
-                if libc::kill(p, libc::SIGTERM) == 0 {
+                if libc::kill(p as libc::pid_t, libc::SIGTERM) == 0 {
                     libc::_exit(14);
                 }
             }
