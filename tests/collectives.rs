@@ -288,6 +288,46 @@ fn the_same_group_committed_again_and_groups_of_two() {
     });
 }
 
+/// GPI-2's `g_coll_del_coll`, harder: groups of all ranks but one, with
+/// another one left out each time, take turns on the same group id (a
+/// rank commits a group while a member still holds the last group of
+/// these members, kept since, or another between them).
+/// On the GPI-2 engine this hung before the members of a new group told
+/// each other that they hold it (engine/gpi2/twin.rs).
+#[test]
+fn groups_of_other_members_take_turns_on_one_id() {
+    Job::new(&job_sizes(&[3, 4])).run(|ctx| {
+        let (me, n) = (ctx.rank(), ctx.num_ranks());
+        for round in 0..4u64 {
+            barrier(ctx);
+            for culprit in [1, n - 1, 0] {
+                if me == culprit {
+                    continue;
+                }
+                let g = group(ctx, (0..n).filter(|&r| r != culprit));
+                ctx.barrier(g, Timeout::Block).unwrap();
+                let mut out = [0u64];
+                ctx.allreduce(
+                    &[me as u64 + round],
+                    &mut out,
+                    ReduceOp::Sum,
+                    g,
+                    Timeout::Block,
+                )
+                .unwrap();
+                let expect: u64 = (0..n)
+                    .filter(|&r| r != culprit)
+                    .map(|r| r as u64 + round)
+                    .sum();
+                assert_eq!(out[0], expect, "round {round}, all but {culprit}");
+                ctx.group_delete(g).unwrap();
+            }
+        }
+        assert_eq!(ctx.group_num(), 1);
+        barrier(ctx);
+    });
+}
+
 #[test]
 fn group_misuse_is_reported() {
     let cfg = Config {

@@ -1,13 +1,15 @@
 //! Groups spanning hosts live in GPI-2: a twin of each of our groups (same
-//! id), its commit, barrier, and an allreduce that keeps member order.
+//! id), its commit (after its members told each other that they hold it,
+//! see [`Twin`]), barrier, and an allreduce that keeps member order.
 
-use super::Gpi2;
-use super::codes::{check, ms};
-use super::twin::Twin;
+use super::codes::{check, ms, poll_yielding};
+use super::intake::{notify_all, ready_id, take};
+use super::twin::{Twin, Twins};
+use super::{Gpi2, Placement};
 use crate::engine::transport::{Combine, Contribution, contributions_differ};
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
-use crate::types::{Rank, Timeout};
+use crate::types::{Deadline, Rank, Timeout};
 use gpi2_sys as sys;
 use std::collections::BTreeMap;
 
@@ -18,12 +20,12 @@ impl Gpi2 {
     /// twins sit on ids free on our side, so the ids stay equal; a
     /// mismatch is an error, never a silent mix-up.
     pub(crate) fn group_create(&self, id: u8) -> Result<()> {
-        let mut twins = lock(&self.twins);
-        if twins.contains_key(&id) {
+        let mut t = lock(&self.twins);
+        if t.twins.contains_key(&id) {
             return Ok(());
         }
         Self::twin_create(id)?;
-        twins.insert(id, Twin::empty());
+        t.twins.insert(id, Twin::empty());
         Ok(())
     }
 
@@ -51,32 +53,24 @@ impl Gpi2 {
         let _ = unsafe { sys::gaspi_group_delete(id) };
     }
 
-    /// Our group `id` was deleted: keep its twin if it may serve again
-    /// (see [`Twin`]), else delete it in GPI-2.
+    /// Our group `id` was deleted: keep its twin if it may stay (see
+    /// [`Twin`]), else delete it in GPI-2.
     pub(crate) fn group_delete(&self, id: u8) {
-        let mut twins = lock(&self.twins);
-        if twins.get(&id).is_some_and(|t| !t.reusable) {
-            twins.remove(&id);
+        let mut t = lock(&self.twins);
+        if t.twins.get(&id).is_some_and(|t| !t.keepable()) {
+            t.twins.remove(&id);
             Self::twin_delete(id);
         }
     }
 
     /// Prepare GPI-2's twin of group `id` for a commit with `members`: a
-    /// twin committed with these members before is reused as it is, an
-    /// empty one gets them added, any other is replaced. If adding fails,
+    /// new GPI-2 group with them added (see [`Twin`]). If adding fails,
     /// the twin is left empty, so a retry adds every member again.
     pub(crate) fn group_prepare(&self, id: u8, members: &[Rank]) -> Result<()> {
-        let mut twins = lock(&self.twins);
-        let twin = twins.get(&id).ok_or(Error::Engine {
-            call: "gaspi_group_add",
-            code: sys::GASPI_ERR_INV_GROUP,
-            name: "GPI-2 has no twin of this group",
-        })?;
-        if twin.reusable && twin.members == members {
-            return Ok(());
-        }
+        let mut t = lock(&self.twins);
+        let twin = t.twins.get(&id).ok_or_else(no_twin)?;
         if !twin.members.is_empty() {
-            Self::twin_renew(&mut twins, id)?;
+            Self::twin_renew(&mut t.twins, id)?;
         }
         let added = members.iter().try_for_each(|&m| {
             // SAFETY: plain call.
@@ -87,16 +81,10 @@ impl Gpi2 {
             )
         });
         if let Err(e) = added {
-            Self::twin_renew(&mut twins, id)?;
+            Self::twin_renew(&mut t.twins, id)?;
             return Err(e);
         }
-        twins.insert(
-            id,
-            Twin {
-                members: members.to_vec(),
-                reusable: false,
-            },
-        );
+        t.twins.insert(id, Twin::with(members.to_vec()));
         Ok(())
     }
 
@@ -109,21 +97,81 @@ impl Gpi2 {
         Ok(())
     }
 
-    /// Commit GPI-2's group `id` (`gaspi_group_commit`: call again after
-    /// a timeout). Committing a reused twin again fetches every peer's
-    /// buffer address afresh and changes nothing else.
+    /// Commit GPI-2's twin of group `id` until `timeout` (call again after
+    /// a timeout): once every other member said it holds its new twin
+    /// ([`Gpi2::twins_ready`]), `gaspi_group_commit`.
     pub(crate) fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
+        let deadline = timeout.deadline();
+        self.twins_ready(id, deadline)?;
         // SAFETY: plain call.
-        let code = unsafe { sys::gaspi_group_commit(id, ms(timeout)) };
+        let code = unsafe { sys::gaspi_group_commit(id, ms(deadline.timeout())) };
         check("gaspi_group_commit", code, None)?;
-        self.twin_settled(id, true);
+        if let Some(t) = lock(&self.twins).twins.get_mut(&id) {
+            t.committed = true;
+        }
         Ok(())
+    }
+
+    /// Tell the other members of the twin of `id` that this rank holds
+    /// it (the first call for a commit), then wait until `deadline` until
+    /// each of them told this rank the same ([`Pair`](super::twin::Pair)).
+    fn twins_ready(&self, id: u8, deadline: Deadline) -> Result<()> {
+        let Placement {
+            rank: me, nranks, ..
+        } = self.placement;
+        let group_max = self.group_max;
+        let ready = |rank: Rank| ready_id(rank as usize, id, nranks, group_max);
+        let tell = {
+            let mut t = lock(&self.twins);
+            let Twins { twins, pairs } = &mut *t;
+            let twin = twins.get_mut(&id).ok_or_else(no_twin)?;
+            if twin.waiting.is_some() {
+                Vec::new()
+            } else {
+                let others: Vec<Rank> = twin.members.iter().copied().filter(|&m| m != me).collect();
+                twin.waiting = Some(others.clone());
+                others
+                    .into_iter()
+                    .map(|p| (p, pairs.entry((id, p)).or_default().epoch.wrapping_add(1)))
+                    .collect()
+            }
+        };
+        for (peer, epoch) in tell {
+            notify_all(&[peer], ready(me), epoch);
+        }
+        poll_yielding(deadline, || {
+            let mut t = lock(&self.twins);
+            let Twins { twins, pairs } = &mut *t;
+            let waiting = twins
+                .get_mut(&id)
+                .and_then(|t| t.waiting.as_mut())
+                .ok_or_else(no_twin)?;
+            waiting.retain(|&peer| {
+                let pair = pairs.entry((id, peer)).or_default();
+                let mut behind = false;
+                if let Some((_, said)) = take(ready(peer), 1) {
+                    // A new word of the number this rank heard last: the
+                    // peer gave that commit up before it heard from us.
+                    behind = said == pair.epoch;
+                    pair.seen = pair.seen.max(said);
+                }
+                if behind {
+                    return false;
+                }
+                let heard = pair.seen >= pair.epoch.wrapping_add(1);
+                if heard {
+                    pair.epoch = pair.epoch.wrapping_add(1);
+                }
+                !heard
+            });
+            Ok(waiting.is_empty().then_some(()))
+        })
     }
 
     /// Record whether the twin of `id` is between collectives.
     fn twin_settled(&self, id: u8, settled: bool) {
-        if let Some(t) = lock(&self.twins).get_mut(&id) {
-            t.reusable = settled;
+        if let Some(t) = lock(&self.twins).twins.get_mut(&id) {
+            t.settled = settled;
         }
     }
 
@@ -252,5 +300,14 @@ impl Gpi2 {
         }
         crate::engine::memcopy::copy_slice(recv, &out[HEADER..]);
         Ok(())
+    }
+}
+
+/// The error when GPI-2 has no twin of a group we prepare or commit.
+fn no_twin() -> Error {
+    Error::Engine {
+        call: "gaspi_group_add",
+        code: sys::GASPI_ERR_INV_GROUP,
+        name: "GPI-2 has no twin of this group",
     }
 }

@@ -29,10 +29,18 @@ pub(super) fn left_id(rank: usize, nranks: usize) -> NotificationId {
     failed_id(nranks + rank, nranks)
 }
 
-/// GPI-2's notification table for a job of `nranks`: the relayed ids, the
-/// doorbell, the acknowledgement, requests, failures and departures.
-pub(super) fn notification_num(nranks: usize) -> u32 {
-    left_id(nranks, nranks)
+/// Notification id, on the reserved segment, telling that `rank` of a job
+/// of `nranks` holds a new twin of group `group` (one of `group_max`) and
+/// waits to commit it (see `groups.rs`): one id per sender and group.
+pub(super) fn ready_id(rank: usize, group: u8, nranks: usize, group_max: u32) -> NotificationId {
+    left_id(nranks, nranks) + (rank * group_max as usize + group as usize) as NotificationId
+}
+
+/// GPI-2's notification table for a job of `nranks` with `group_max`
+/// groups: the relayed ids, the doorbell, the acknowledgement, requests,
+/// failures, departures and groups' readiness.
+pub(super) fn notification_num(nranks: usize, group_max: u32) -> u32 {
+    ready_id(nranks, 0, nranks, group_max)
 }
 /// Acknowledgement: the message is in the inbox.
 pub(super) const DELIVERED: u32 = 1;

@@ -103,13 +103,12 @@ use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 use codes::{QUEUES, states};
 use gpi2_sys as sys;
 use relay::Shared;
-use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use twin::Twin;
+use twin::Twins;
 
 /// How long a leaving rank without a last barrier lingers before it
 /// leaves GPI-2 to the process's exit.
@@ -157,7 +156,10 @@ pub(crate) struct Gpi2 {
     /// The scratch page (also what `describe` binds for a moment).
     page: usize,
     /// GPI-2's groups twinning ours, by id (see `group_prepare`).
-    twins: Mutex<BTreeMap<u8, Twin>>,
+    twins: Mutex<Twins>,
+    /// Groups GPI-2 was configured for (`Config::group_max`, the same on
+    /// every rank): the ids of groups' readiness depend on it.
+    group_max: u32,
     /// Passive messages to other hosts.
     outbox: Mutex<intake::Outbox>,
     /// Largest passive message.

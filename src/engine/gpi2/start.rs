@@ -14,7 +14,6 @@ use crate::env;
 use crate::error::{Error, Result};
 use crate::types::Timeout;
 use gpi2_sys as sys;
-use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -147,13 +146,14 @@ impl Gpi2 {
         c.queue_num = QUEUES;
         c.queue_size_max = config.queue_size_max.max(c.queue_size_max);
         // Ids past IDS: the doorbell, passive messages (one id per sender
-        // rank), failures (one per rank); GPI-2's gaspi_run always sets
+        // rank), failures and departures (one per rank each), groups'
+        // readiness (one per rank and group); GPI-2's gaspi_run always sets
         // GASPI_NRANKS.
         let nranks: usize = std::env::var(env::NRANKS)
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(1 << 16);
-        c.notification_num = intake::notification_num(nranks);
+        c.notification_num = intake::notification_num(nranks, config.group_max);
         c.segment_max = GPI2_SEGMENTS;
         // Our user groups (0: all ranks) have GPI-2 twins of the same ids
         // when they span hosts; contributions to an allreduce over them
@@ -282,7 +282,8 @@ impl Gpi2 {
             parked: Mutex::new([0; 4]),
             kept: Mutex::new(None),
             page: page as usize,
-            twins: Mutex::new(BTreeMap::new()),
+            twins: Mutex::default(),
+            group_max: config.group_max,
             outbox: Mutex::default(),
             passive_cap: cap,
         })
