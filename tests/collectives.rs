@@ -328,6 +328,45 @@ fn groups_of_other_members_take_turns_on_one_id() {
     });
 }
 
+/// GPI-2's `g_force_timeout` and `g_commit_try_block`: rank 0 commits a
+/// group of all ranks while the others cannot (they wait at a barrier
+/// that rank 0 reaches only afterwards), so its commit times out, also
+/// with `Test`; called again with short timeouts it completes once the
+/// others commit, and the group works.
+#[test]
+fn a_group_commit_that_timed_out_completes_when_called_again() {
+    Job::new(&job_sizes(&[3, 4])).run(|ctx| {
+        let (me, n) = (ctx.rank(), ctx.num_ranks());
+        let g = ctx.group_create().unwrap();
+        for r in 0..n {
+            ctx.group_add(g, r).unwrap();
+        }
+        if me == 0 {
+            for t in [Timeout::ms(100), Timeout::Test] {
+                assert!(matches!(ctx.group_commit(g, t), Err(Error::Timeout)));
+            }
+            barrier(ctx);
+            loop {
+                match ctx.group_commit(g, Timeout::ms(50)) {
+                    Ok(()) => break,
+                    Err(Error::Timeout) => {}
+                    Err(e) => panic!("group_commit called again: {e}"),
+                }
+            }
+        } else {
+            barrier(ctx);
+            ctx.group_commit(g, Timeout::Block).unwrap();
+        }
+        ctx.barrier(g, Timeout::Block).unwrap();
+        let mut out = [0u64];
+        ctx.allreduce(&[me as u64 + 1], &mut out, ReduceOp::Sum, g, Timeout::Block)
+            .unwrap();
+        assert_eq!(out[0], (1..=n as u64).sum::<u64>());
+        ctx.group_delete(g).unwrap();
+        barrier(ctx);
+    });
+}
+
 #[test]
 fn group_misuse_is_reported() {
     let cfg = Config {
