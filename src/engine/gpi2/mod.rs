@@ -155,7 +155,8 @@ pub(crate) struct Gpi2 {
     kept: Mutex<Option<Arc<SegmentObject>>>,
     /// The scratch page (also what `describe` binds for a moment).
     page: usize,
-    /// GPI-2's groups twinning ours, by id (see `group_prepare`).
+    /// GPI-2's groups twinning ours, and how far each pair of members got
+    /// in telling each other about new ones (see `twin.rs`).
     twins: Mutex<Twins>,
     /// Groups GPI-2 was configured for (`Config::group_max`, the same on
     /// every rank): the ids of groups' readiness depend on it.
