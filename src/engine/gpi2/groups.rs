@@ -3,7 +3,7 @@
 //! see [`Twin`]), barrier, and an allreduce that keeps member order.
 
 use super::codes::{check, ms, poll_yielding};
-use super::intake::{notify_all, ready_id, take};
+use super::intake::{notify_each, ready_id, take};
 use super::twin::{Twin, Twins};
 use super::{Gpi2, Placement};
 use crate::engine::transport::{Combine, Contribution, contributions_differ};
@@ -136,8 +136,8 @@ impl Gpi2 {
                     .collect()
             }
         };
-        for (peer, epoch) in tell {
-            notify_all(&[peer], ready(me), epoch);
+        if !tell.is_empty() {
+            notify_each(tell, ready(me));
         }
         poll_yielding(deadline, || {
             let mut t = lock(&self.twins);

@@ -182,8 +182,15 @@ fn take_on(
 /// Notify the reserved segment of every rank of `ranks` (errors are left
 /// to the watch: a rank that does not answer is found dead by GPI-2).
 pub(super) fn notify_all(ranks: &[Rank], id: NotificationId, value: u32) {
+    notify_each(ranks.iter().map(|&r| (r, value)), id);
+}
+
+/// Notify id `id` of the reserved segment of each rank of `to` with its
+/// value, then wait for the runtime's queue once (errors as in
+/// [`notify_all`]).
+pub(super) fn notify_each(to: impl IntoIterator<Item = (Rank, u32)>, id: NotificationId) {
     let q = queue_of(RESERVED_QUEUE);
-    for &r in ranks {
+    for (r, value) in to {
         loop {
             // SAFETY: plain call; the id is inside GPI-2's table.
             let code = unsafe {
