@@ -68,7 +68,7 @@ impl Gpi2 {
     /// the twin is left empty, so a retry adds every member again.
     pub(crate) fn group_prepare(&self, id: u8, members: &[Rank]) -> Result<()> {
         let mut t = lock(&self.twins);
-        let twin = t.twins.get(&id).ok_or_else(no_twin)?;
+        let twin = t.twins.get(&id).ok_or_else(|| no_twin("gaspi_group_add"))?;
         if !twin.members.is_empty() {
             Self::twin_renew(&mut t.twins, id)?;
         }
@@ -124,7 +124,9 @@ impl Gpi2 {
         let tell = {
             let mut t = lock(&self.twins);
             let Twins { twins, pairs } = &mut *t;
-            let twin = twins.get_mut(&id).ok_or_else(no_twin)?;
+            let twin = twins
+                .get_mut(&id)
+                .ok_or_else(|| no_twin("gaspi_group_commit"))?;
             if twin.waiting.is_some() {
                 Vec::new()
             } else {
@@ -145,7 +147,7 @@ impl Gpi2 {
             let waiting = twins
                 .get_mut(&id)
                 .and_then(|t| t.waiting.as_mut())
-                .ok_or_else(no_twin)?;
+                .ok_or_else(|| no_twin("gaspi_group_commit"))?;
             waiting.retain(|&peer| {
                 let pair = pairs.entry((id, peer)).or_default();
                 let mut behind = false;
@@ -303,10 +305,11 @@ impl Gpi2 {
     }
 }
 
-/// The error when GPI-2 has no twin of a group we prepare or commit.
-fn no_twin() -> Error {
+/// The error when GPI-2 has no twin of a group we prepare or commit
+/// (`call`: what we were about to call).
+fn no_twin(call: &'static str) -> Error {
     Error::Engine {
-        call: "gaspi_group_add",
+        call,
         code: sys::GASPI_ERR_INV_GROUP,
         name: "GPI-2 has no twin of this group",
     }
