@@ -381,9 +381,13 @@ impl Cli {
             }
         }
         let passive_max = gaspi::Config::default().passive_transfer_size_max;
-        if let (BenchName::PassiveLat, Some(sizes)) = (self.bench, &self.sizes)
-            && let Some(bad) = sizes.iter().find(|&&b| b == 0 || b > passive_max)
-        {
+        let bad_size = match (self.bench, &self.sizes) {
+            (BenchName::PassiveLat, Some(sizes)) => {
+                sizes.iter().find(|&&b| b == 0 || b > passive_max)
+            }
+            _ => None,
+        };
+        if let Some(bad) = bad_size {
             return Err(format!(
                 "{name} sends messages of 1..={passive_max} bytes \
                  (Config::passive_transfer_size_max), not {bad}"

@@ -48,10 +48,14 @@ pub(super) fn reduce_slices<T: Pod, F: Fn(&T, &T) -> T>(out: &mut [T], inputs: &
     reduce_blocks(out, inputs, f);
 }
 
-/// [`reduce_blocks`] compiled for AVX2.
+/// [`reduce_blocks`] compiled for AVX2. (`unsafe` only because Rust
+/// 1.85, the crate's oldest, allows `target_feature` on no other function.)
+///
+/// # Safety
+/// The CPU has AVX2.
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 #[target_feature(enable = "avx2")]
-fn reduce_slices_avx2<T: Pod, F: Fn(&T, &T) -> T>(out: &mut [T], inputs: &[&[T]], f: &F) {
+unsafe fn reduce_slices_avx2<T: Pod, F: Fn(&T, &T) -> T>(out: &mut [T], inputs: &[&[T]], f: &F) {
     reduce_blocks(out, inputs, f);
 }
 
