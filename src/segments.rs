@@ -27,6 +27,10 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+/// The alignment `segment_bind` needs for memory inside another segment
+/// (a cache line: every element type's and every atomic word's).
+const INSIDE_ALIGN: usize = 64;
+
 impl Context {
     pub(crate) fn check_segment_id(&self, segment: SegmentId) -> Result<()> {
         let reserved = segment == RESERVED_SEGMENT && in_internal();
@@ -186,12 +190,24 @@ impl Context {
     /// place by shared memory that other ranks can map. `segment_delete`
     /// turns them back into private memory, content preserved.
     ///
+    /// Memory inside another segment of this rank (GPI-2's sub-segments:
+    /// parts of a segment bound as segments of their own) is not replaced:
+    /// the new segment is that memory, so every rank reaches the same bytes
+    /// through either segment, each with its own notifications. Such a
+    /// range needs only to start 64-byte aligned and lie inside the one
+    /// segment; it keeps that memory (and the other segment's memory
+    /// shared) until it is deleted itself, even if the other segment is
+    /// deleted first. Memory that overlaps a segment without lying inside
+    /// it, or lies in a window, is refused with
+    /// [`Error::InvalidArgument`].
+    ///
     /// # Safety
-    /// `pointer` and `size` must be multiples of the page size (allocate
-    /// with a 4096-byte alignment and round the size up); the memory must be
-    /// heap or anonymous memory owned by the caller, not used by other
-    /// threads during the call, and must stay allocated until the segment
-    /// is deleted. On the GPI-2 engine, across hosts, a write another rank
+    /// Memory not inside a segment: `pointer` and `size` must be multiples
+    /// of the page size (allocate with a 4096-byte alignment and round the
+    /// size up); the memory must be heap or anonymous memory owned by the
+    /// caller, not used by other threads during the call, and must stay
+    /// allocated until the segment, and every segment bound inside it, is
+    /// deleted. On the GPI-2 engine, across hosts, a write another rank
     /// posted just before the deletion may still land in it after
     /// `segment_delete` returned (GPI-2's device writes unchecked): free
     /// it only once no rank of another host can still write to it (after
@@ -217,6 +233,20 @@ impl Context {
     ) -> Result<()> {
         self.check_segment_id(segment)?;
         Self::check_segment_size(size)?;
+        let shape = self.shape(size);
+        if !pointer.is_null() {
+            if let Some((source, offset)) = self.engine.segment_around(pointer, size)? {
+                if pointer as usize % INSIDE_ALIGN != 0 {
+                    return Err(Error::InvalidArgument(format!(
+                        "segment_bind inside another segment needs memory aligned to \
+                         {INSIDE_ALIGN} bytes (got {pointer:p})"
+                    )));
+                }
+                return self.engine.add_segment(segment, size, |key| {
+                    SegmentObject::create_inside(key, &shape, source, offset)
+                });
+            }
+        }
         let page = page_size();
         if pointer.is_null() || pointer as usize % page != 0 || size % page != 0 {
             return Err(Error::InvalidArgument(format!(
@@ -224,7 +254,6 @@ impl Context {
                  (got {pointer:p}, {size} bytes)"
             )));
         }
-        let shape = self.shape(size);
         self.engine.add_segment(segment, size, |key| {
             // SAFETY: alignment checked above; ownership, exclusivity and
             // lifetime are this function's contract.

@@ -252,3 +252,200 @@ fn segment_limits_are_enforced() {
         barrier(ctx);
     });
 }
+
+#[test]
+fn segments_bound_inside_another_segment_share_its_memory() {
+    // GPI-2's seg_subsegments, and beyond it: the sub-segments and the
+    // segment around them are one memory, from every rank.
+    Job::new(&[2, 3]).run(|ctx| {
+        let (right, left) = neighbours(ctx);
+        let page = 4096;
+        ctx.segment_create(
+            0,
+            4 * page,
+            GroupId::ALL,
+            Timeout::Block,
+            Alloc::Initialized,
+        )
+        .unwrap();
+        let base = ctx.segment_ptr(0).unwrap();
+        // SAFETY: inside segment 0, which outlives both (deleted last).
+        unsafe {
+            ctx.segment_bind(1, base, page).unwrap();
+            ctx.segment_bind(2, base.add(page), page).unwrap();
+        }
+        assert_eq!(ctx.segment_ptr(1).unwrap(), base);
+        assert_eq!(ctx.segment_ptr(2).unwrap(), unsafe { base.add(page) });
+        ctx.segment_register(2, left, Timeout::Block).unwrap();
+        let lower = ctx.segment::<u32>(1).unwrap();
+        lower.fill(ctx.rank() as u32);
+        barrier(ctx);
+        // Lower part to the right neighbour's upper part, as GPI-2's test.
+        ctx.write_notify(
+            Local::new(1, 0),
+            Remote::new(right, 2, 0),
+            page,
+            Notification::new(0, 1),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.notify_waitsome(2, 0..1, Timeout::Block).unwrap();
+        ctx.notify_reset(2, 0).unwrap();
+        let upper = ctx.segment::<u32>(2).unwrap();
+        assert!(upper.to_vec().iter().all(|&x| x == left as u32));
+        // The same bytes through segment 0.
+        let whole = ctx.segment::<u32>(0).unwrap();
+        assert_eq!(whole.get(page / 4 + 7), left as u32);
+        assert_eq!(whole.get(3), ctx.rank() as u32);
+        // A write into segment 0 shows in segment 2.
+        let mark = |r: u16| 1000 + r as u32;
+        whole.set(3 * page / 4, mark(ctx.rank()));
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+        ctx.write(
+            Local::new(0, 3 * page),
+            Remote::new(right, 0, page + 8),
+            4,
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+        assert_eq!(upper.get(2), mark(left));
+        // Deleting the sub-segments leaves segment 0 and its content.
+        ctx.segment_delete(1).unwrap();
+        ctx.segment_delete(2).unwrap();
+        barrier(ctx);
+        ctx.write(
+            Local::new(0, 3 * page),
+            Remote::new(right, 0, page + 12),
+            4,
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+        assert_eq!(whole.get(page / 4 + 3), mark(left));
+        assert_eq!(whole.get(page / 4 + 2), mark(left));
+        assert_eq!(whole.get(page / 4 + 7), left as u32);
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn a_segment_inside_another_outlives_it_and_overlaps_are_refused() {
+    Job::new(&[2, 3]).run(|ctx| {
+        let (right, left) = neighbours(ctx);
+        let page = 4096;
+        let all = |s| {
+            for r in 0..ctx.num_ranks() {
+                ctx.segment_register(s, r, Timeout::Block).unwrap();
+            }
+        };
+        ctx.segment_create(
+            0,
+            4 * page,
+            GroupId::ALL,
+            Timeout::Block,
+            Alloc::Initialized,
+        )
+        .unwrap();
+        let base = ctx.segment_ptr(0).unwrap();
+        // SAFETY: inside segment 0, kept mapped by segment 1 (see below).
+        unsafe { ctx.segment_bind(1, base.add(page), 2 * page) }.unwrap();
+        all(1);
+        // Overlapping segment 0 without lying inside it, and inside it at
+        // an address no element type could use: refused.
+        for (at, len, says) in [
+            (3 * page as isize, 2 * page, "overlap"),
+            (-(page as isize), 2 * page, "overlap"),
+            (page as isize + 8, 64, "aligned"),
+        ] {
+            // SAFETY: refused before anything is bound.
+            let e = unsafe { ctx.segment_bind(3, base.wrapping_offset(at), len) }.unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidArgument(_)) && e.to_string().contains(says),
+                "{e}"
+            );
+        }
+        barrier(ctx);
+        // Segment 0 goes first; peers reach segment 1 only afterwards.
+        ctx.segment_delete(0).unwrap();
+        barrier(ctx);
+        let v = ctx.segment::<u64>(1).unwrap();
+        v.set(0, 7000 + ctx.rank() as u64);
+        ctx.write_notify(
+            Local::new(1, 0),
+            Remote::new(right, 1, page),
+            8,
+            Notification::new(5, 1),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.notify_waitsome(1, 5..6, Timeout::Block).unwrap();
+        assert_eq!(ctx.notify_reset(1, 5).unwrap(), 1);
+        assert_eq!(v.get(page / 8), 7000 + left as u64);
+        // A segment inside segment 1 (so inside the deleted one's memory).
+        // SAFETY: inside segment 1.
+        unsafe { ctx.segment_bind(2, base.add(2 * page), 64) }.unwrap();
+        all(2);
+        barrier(ctx);
+        ctx.write(
+            Local::new(1, 0),
+            Remote::new(right, 2, 8),
+            8,
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+        assert_eq!(ctx.segment::<u64>(2).unwrap().get(1), 7000 + left as u64);
+        assert_eq!(v.get(page / 8 + 1), 7000 + left as u64);
+        drop(v);
+        ctx.segment_delete(1).unwrap();
+        ctx.segment_delete(2).unwrap();
+
+        // User memory, and a segment inside it that outlives it.
+        let layout = std::alloc::Layout::from_size_align(2 * page, page).unwrap();
+        // SAFETY: non-zero size.
+        let mem = unsafe { std::alloc::alloc_zeroed(layout) };
+        // SAFETY: page aligned, ours, valid until deallocated after both
+        // segments are deleted.
+        unsafe {
+            ctx.segment_bind(4, mem, 2 * page).unwrap();
+            ctx.segment_bind(5, mem.add(page), page).unwrap();
+        }
+        all(5);
+        barrier(ctx);
+        ctx.segment_delete(4).unwrap();
+        barrier(ctx);
+        ctx.segment::<u64>(5)
+            .unwrap()
+            .set(0, 9000 + ctx.rank() as u64);
+        ctx.write(
+            Local::new(5, 0),
+            Remote::new(right, 5, 16),
+            8,
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+        // SAFETY: our allocation; the write before the barrier landed.
+        let got = unsafe { mem.add(page + 16).cast::<u64>().read() };
+        assert_eq!(got, 9000 + left as u64);
+        ctx.segment_delete(5).unwrap();
+        // Private memory again, content kept.
+        // SAFETY: as above.
+        assert_eq!(unsafe { mem.add(page + 16).cast::<u64>().read() }, got);
+        // SAFETY: allocated above with this layout; no segment uses it.
+        unsafe { std::alloc::dealloc(mem, layout) };
+        barrier(ctx);
+    });
+}

@@ -270,6 +270,51 @@ impl Native {
         self.bind_transport(seg, &obj, false)
     }
 
+    /// Where `len` bytes at `ptr` lie among this rank's segments: inside
+    /// the data of one (the object that holds that data, and the offset
+    /// in it), or apart from all. An error if they overlap a segment
+    /// without lying inside it, or lie in a window's memory.
+    pub(crate) fn segment_around(
+        &self,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<Option<(Arc<SegmentObject>, usize)>> {
+        let start = ptr as usize;
+        let end = start.checked_add(len).ok_or_else(|| {
+            Error::InvalidArgument(format!("{len} bytes at {ptr:p} run past the address space"))
+        })?;
+        let pin = self.tables.epochs.pin();
+        for s in 0..job::SEGMENT_SLOTS {
+            let Some(obj) = self.tables.local[s].get_arc(&pin) else {
+                continue;
+            };
+            let (d, n) = (obj.data() as usize, obj.size());
+            if end <= d || d + n <= start {
+                continue;
+            }
+            let within = d <= start && end <= d + n;
+            if obj.id().kind == ObjectKind::Window || !within {
+                let what = if within { "lie in" } else { "overlap" };
+                return Err(Error::InvalidArgument(format!(
+                    "{len} bytes at {ptr:p} {what} the memory of {} {s} ({n} bytes at {:p}): \
+                     memory bound as a segment must lie inside one segment of this rank or \
+                     apart from all",
+                    if obj.id().kind == ObjectKind::Window {
+                        "window"
+                    } else {
+                        "segment"
+                    },
+                    obj.data()
+                )));
+            }
+            return Ok(Some(match obj.inside_of() {
+                Some((source, off)) => (source.clone(), off + (start - d)),
+                None => (obj.clone(), start - d),
+            }));
+        }
+        Ok(None)
+    }
+
     /// Make `obj` (a window of this rank's node) this rank's segment `seg`.
     pub(crate) fn add_window(&self, seg: SegmentId, obj: SegmentObject) -> Result<()> {
         let _w = lock(&self.tables.local_writer);

@@ -7,6 +7,12 @@
 //! name once they find its [`ObjectId`] in a rank's directory, and write,
 //! read and post notifications directly in it.
 //!
+//! A segment bound inside the data of another segment of the same rank
+//! (GPI-2's sub-segments: `segment_bind` on memory of a segment) has an
+//! object of its own for its header and notification table only; its data
+//! is the other object's, which peers open too ([`SegmentObject::open`]),
+//! so every rank reaches the same bytes through either segment.
+//!
 //! A window's table also counts, node-wide and for ever increasing, the
 //! notifications posted into it and those claimed from it
 //! ([`NotificationTable::claim`]), so that its ranks can wait for "K more
@@ -22,6 +28,7 @@ use crate::extent;
 use crate::types::Rank;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 
 const MAGIC: u64 = 0x4741_5350_4953_4547; // "GASPISEG"
 
@@ -37,7 +44,11 @@ pub(crate) struct SegmentHeader {
     nranks: AtomicU32,
     /// 1 if the table keeps `counters`.
     counting: AtomicU32,
-    _pad: AtomicU32,
+    /// For data inside another object: that object's segment id, packed
+    /// [`ObjectId`] (0: the data is this object's) and data offset.
+    inside_segment: AtomicU32,
+    inside_object: AtomicU64,
+    inside_offset: AtomicU64,
     /// Woken by notification posts (and claims, in counting tables).
     ww: WaitWord,
     counters: Counters,
@@ -140,6 +151,13 @@ pub(crate) struct SegmentObject {
     map: Mapping,
     /// The owner's user memory rebound onto the object (`segment_bind`).
     bound: Option<BoundRegion>,
+    /// The object whose data this segment's data is part of, if any.
+    inside: Option<Inside>,
+    /// The owner's segments whose data lies inside this one's: while
+    /// there are any, [`SegmentObject::unlink`] leaves the name for peers
+    /// that have yet to open them.
+    insiders: Mutex<Insiders>,
+    segment: u8,
     layout: ObjectLayout,
     size: usize,
     notification_num: u32,
@@ -152,6 +170,50 @@ pub(crate) struct SegmentObject {
 unsafe impl Send for SegmentObject {}
 // SAFETY: see Send.
 unsafe impl Sync for SegmentObject {}
+
+/// Data that is part of another object's ([`SegmentObject::create_inside`]).
+#[derive(Debug)]
+struct Inside {
+    source: Arc<SegmentObject>,
+    offset: usize,
+    /// The owner's object (not a peer's mapping): counted in the source's
+    /// [`Insiders`].
+    owned: bool,
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        if self.owned {
+            let mut i = self
+                .source
+                .insiders
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            i.count -= 1;
+            if i.count == 0 && i.unlink_pending {
+                i.unlink_pending = false;
+                let _ = shm::unlink(&self.source.name);
+            }
+        }
+    }
+}
+
+/// See [`SegmentObject::insiders`].
+#[derive(Debug, Default)]
+struct Insiders {
+    count: usize,
+    unlink_pending: bool,
+}
+
+/// What the data of a new object is.
+enum Data {
+    /// Its own, zeroed.
+    Own,
+    /// The caller's memory at this address, rebound onto the object.
+    Bound(*mut u8),
+    /// Part of another object's data.
+    Inside(Arc<SegmentObject>, usize),
+}
 
 /// Which object: object `id` as segment `segment` of job `token`.
 #[derive(Clone, Copy, Debug)]
@@ -193,25 +255,24 @@ pub(crate) struct Shape {
 }
 
 impl SegmentObject {
-    /// Create the object `key` of `shape`: its data in the object (zeroed),
-    /// or, with `bind`, the caller's memory rebound onto it.
+    /// Create the object `key` of `shape` with `data`.
     ///
     /// # Safety
-    /// With `bind`, as [`BoundRegion::bind`].
-    unsafe fn make(
-        key: &SegmentKey,
-        shape: &Shape,
-        bind: Option<*mut u8>,
-    ) -> io::Result<SegmentObject> {
+    /// With [`Data::Bound`], as [`BoundRegion::bind`].
+    unsafe fn make(key: &SegmentKey, shape: &Shape, data: Data) -> io::Result<SegmentObject> {
         let name = key.name();
         let layout = ObjectLayout::new(shape.nranks, shape.notification_num, shape.size)
             .map_err(extent::io_error)?;
-        let fd = shm::create(&name, layout.total)?;
+        // Data inside another object takes no room in this one.
+        let file = match data {
+            Data::Inside(..) => layout.data,
+            _ => layout.total,
+        };
+        let fd = shm::create(&name, file)?;
         let made = (|| {
-            let len = if bind.is_some() {
-                layout.data
-            } else {
-                layout.total
+            let len = match data {
+                Data::Own => layout.total,
+                _ => layout.data,
             };
             let map = Mapping::new(&fd, len, 0, true)?;
             let h = map.at::<SegmentHeader>(0);
@@ -220,12 +281,32 @@ impl SegmentObject {
             h.notification_num.store(shape.notification_num, SeqCst);
             h.nranks.store(shape.nranks as u32, SeqCst);
             h.counting.store(shape.counting as u32, SeqCst);
-            let bound = match bind {
-                // SAFETY: forwarded from this function's contract; the data
-                // part of the object starts at the page-aligned `layout.data`.
-                Some(ptr) => Some(unsafe { BoundRegion::bind(&fd, layout.data, ptr, shape.size) }?),
-                None => None,
-            };
+            let (mut bound, mut inside) = (None, None);
+            match data {
+                Data::Own => {}
+                Data::Bound(ptr) => {
+                    // SAFETY: forwarded from this function's contract; the
+                    // data part of the object starts at the page-aligned
+                    // `layout.data`.
+                    let b = unsafe { BoundRegion::bind(&fd, layout.data, ptr, shape.size) }?;
+                    bound = Some(b);
+                }
+                Data::Inside(source, offset) => {
+                    h.inside_segment.store(source.segment.into(), SeqCst);
+                    h.inside_object.store(source.id.pack(), SeqCst);
+                    h.inside_offset.store(offset as u64, SeqCst);
+                    source
+                        .insiders
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .count += 1;
+                    inside = Some(Inside {
+                        source,
+                        offset,
+                        owned: true,
+                    });
+                }
+            }
             h.magic.store(MAGIC, SeqCst);
             Ok(SegmentObject {
                 table: TableParts::new(&map, &layout, shape.notification_num, shape.counting),
@@ -233,6 +314,9 @@ impl SegmentObject {
                 name: name.clone(),
                 map,
                 bound,
+                inside,
+                insiders: Mutex::default(),
+                segment: key.segment,
                 layout,
                 size: shape.size,
                 notification_num: shape.notification_num,
@@ -259,7 +343,7 @@ impl SegmentObject {
     /// Create the object `key` of `shape` with zeroed data.
     pub(crate) fn create(key: &SegmentKey, shape: &Shape) -> io::Result<SegmentObject> {
         // SAFETY: no memory is bound.
-        unsafe { SegmentObject::make(key, shape, None) }
+        unsafe { SegmentObject::make(key, shape, Data::Own) }
     }
 
     /// Like [`SegmentObject::create`], but the data is the caller's memory
@@ -275,7 +359,33 @@ impl SegmentObject {
         ptr: *mut u8,
     ) -> io::Result<SegmentObject> {
         // SAFETY: forwarded from this function's contract.
-        unsafe { SegmentObject::make(key, shape, Some(ptr)) }
+        unsafe { SegmentObject::make(key, shape, Data::Bound(ptr)) }
+    }
+
+    /// Like [`SegmentObject::create`], but the data is `shape.size` bytes
+    /// at data offset `offset` of `source` (this rank's object, whose data
+    /// is its own or bound: not itself inside another), which stays mapped
+    /// while this object lives.
+    pub(crate) fn create_inside(
+        key: &SegmentKey,
+        shape: &Shape,
+        source: Arc<SegmentObject>,
+        offset: usize,
+    ) -> io::Result<SegmentObject> {
+        if source.inside.is_some()
+            || offset
+                .checked_add(shape.size)
+                .is_none_or(|end| end > source.size)
+        {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        // SAFETY: no memory is rebound.
+        unsafe { SegmentObject::make(key, shape, Data::Inside(source, offset)) }
+    }
+
+    /// The object this one's data is part of, and where in its data.
+    pub(crate) fn inside_of(&self) -> Option<(&Arc<SegmentObject>, usize)> {
+        self.inside.as_ref().map(|i| (&i.source, i.offset))
     }
 
     /// Open the object `key` as a peer.
@@ -295,13 +405,43 @@ impl SegmentObject {
         let notification_num = h.notification_num.load(SeqCst);
         let nranks = h.nranks.load(SeqCst) as usize;
         let counting = h.counting.load(SeqCst) == 1;
+        let source = ObjectId::unpack(h.inside_object.load(SeqCst));
+        let source_segment = h.inside_segment.load(SeqCst);
+        let offset = h.inside_offset.load(SeqCst);
         let layout = ObjectLayout::new(nranks, notification_num, size).ok();
-        let Some(layout) = layout.filter(|l| l.total == total) else {
+        let expected = |l: &ObjectLayout| match source {
+            Some(_) => l.data,
+            None => l.total,
+        };
+        let Some(layout) = layout.filter(|l| expected(l) == total) else {
             return Err(io::Error::other(
                 "segment object with an inconsistent layout",
             ));
         };
         drop(head);
+        let inside = match source {
+            None => None,
+            Some(id) => {
+                let source = SegmentObject::open(&SegmentKey {
+                    names: key.names,
+                    segment: u8::try_from(source_segment)
+                        .map_err(|_| io::Error::other("segment object names a bad segment id"))?,
+                    id,
+                })?;
+                if source.inside.is_some() {
+                    return Err(io::Error::other("segment object inside one inside another"));
+                }
+                let offset = usize::try_from(offset)
+                    .ok()
+                    .filter(|o| o.checked_add(size).is_some_and(|end| end <= source.size))
+                    .ok_or_else(|| io::Error::other("segment object outside its source"))?;
+                Some(Inside {
+                    source: Arc::new(source),
+                    offset,
+                    owned: false,
+                })
+            }
+        };
         // Peers fault pages in as they touch them: mapping every byte of
         // every peer's segments up front would cost page tables for all.
         let map = Mapping::new(&fd, total, 0, false)?;
@@ -311,6 +451,9 @@ impl SegmentObject {
             name,
             map,
             bound: None,
+            inside,
+            insiders: Mutex::default(),
+            segment: key.segment,
             layout,
             size,
             notification_num,
@@ -319,8 +462,15 @@ impl SegmentObject {
     }
 
     /// Remove the object's name (owner, at delete); mappings stay valid.
+    /// While segments of the owner lie inside this one, the last of them
+    /// to go removes it: peers open this object to reach their data.
     pub(crate) fn unlink(&self) {
-        let _ = shm::unlink(&self.name);
+        let mut i = self.insiders.lock().unwrap_or_else(|e| e.into_inner());
+        if i.count > 0 {
+            i.unlink_pending = true;
+        } else {
+            let _ = shm::unlink(&self.name);
+        }
     }
 
     /// Which object this is.
@@ -334,17 +484,23 @@ impl SegmentObject {
     }
 
     /// Whether the data is the caller's memory (`segment_bind`), which
-    /// goes back to the caller when this object drops: such an object
+    /// goes back to the caller when this object drops (or, inside it, when
+    /// the last of this object and its insiders drops): such an object
     /// must not outlive its segment's deletion.
     pub(crate) fn is_user_memory(&self) -> bool {
         self.bound.is_some()
+            || self
+                .inside
+                .as_ref()
+                .is_some_and(|i| i.source.is_user_memory())
     }
 
     /// First data byte.
     pub(crate) fn data(&self) -> *mut u8 {
-        match &self.bound {
-            Some(b) => b.ptr(),
-            None => self.map.ptr().wrapping_add(self.layout.data),
+        match (&self.bound, &self.inside) {
+            (Some(b), _) => b.ptr(),
+            (None, Some(i)) => i.source.data().wrapping_add(i.offset),
+            (None, None) => self.map.ptr().wrapping_add(self.layout.data),
         }
     }
 
@@ -570,6 +726,58 @@ mod tests {
         assert!(peer.is_registered(2));
         assert!(!peer.is_registered(9));
         own.unlink();
+        assert_eq!(job::sweep(names.token()), 0);
+    }
+
+    #[test]
+    fn an_object_inside_another_shares_its_data_and_keeps_its_name() {
+        let names = job::Names::fresh();
+        let key = |segment, number| SegmentKey {
+            names: &names,
+            segment,
+            id: ObjectId {
+                kind: job::ObjectKind::Segment,
+                owner: 0,
+                number,
+            },
+        };
+        let shape = |size| Shape {
+            size,
+            notification_num: 64,
+            nranks: 2,
+            counting: false,
+        };
+        let outer = Arc::new(SegmentObject::create(&key(0, 1), &shape(3 * 4096)).unwrap());
+        let inner =
+            SegmentObject::create_inside(&key(1, 2), &shape(100), outer.clone(), 4096).unwrap();
+        assert_eq!(inner.data(), outer.data().wrapping_add(4096));
+        assert!(
+            inner
+                .inside_of()
+                .is_some_and(|(o, at)| Arc::ptr_eq(o, &outer) && at == 4096)
+        );
+        // Past the end, or inside an object that is itself inside one.
+        assert!(
+            SegmentObject::create_inside(&key(2, 3), &shape(8193), outer.clone(), 4096).is_err()
+        );
+        let inner_arc = Arc::new(inner);
+        assert!(SegmentObject::create_inside(&key(2, 4), &shape(8), inner_arc.clone(), 0).is_err());
+        // A peer reaches the outer data through the inner object.
+        let peer = SegmentObject::open(&key(1, 2)).unwrap();
+        // SAFETY: inside the inner object's 100 bytes.
+        unsafe { peer.data().add(99).write(0x5A) };
+        // SAFETY: the same byte of the outer object's data.
+        assert_eq!(unsafe { outer.data().add(4096 + 99).read() }, 0x5A);
+        peer.notifications().post(3, 1);
+        assert_eq!(inner_arc.notifications().find(0..64), Some(3));
+        assert_eq!(outer.notifications().find(0..64), None);
+        drop(peer);
+        // The outer name stays while the inner object lives.
+        outer.unlink();
+        assert!(SegmentObject::open(&key(0, 1)).is_ok());
+        inner_arc.unlink();
+        drop(inner_arc);
+        assert!(SegmentObject::open(&key(0, 1)).is_err());
         assert_eq!(job::sweep(names.token()), 0);
     }
 }

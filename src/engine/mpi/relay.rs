@@ -22,11 +22,33 @@ use std::time::{Duration, Instant};
 /// A segment or window attached to the window.
 pub(super) struct Bound {
     pub(super) obj: Arc<SegmentObject>,
+    /// Its data's attachment (shared with the segment it lies inside).
+    pub(super) data: Arc<Attached>,
     pub(super) landing: Arc<Landing>,
     /// A node-shared window: its landing is relayed always.
     pub(super) window: bool,
     /// Ranks whose directories describe it.
     pub(super) registered: BTreeSet<usize>,
+}
+
+/// Memory attached to the window, detached when the last segment whose
+/// data lies in it goes: a segment bound inside another's data shares
+/// that one's attachment, as MPI forbids attaching memory twice.
+pub(super) struct Attached {
+    pub(super) win: ffi::Win,
+    pub(super) base: *mut u8,
+}
+
+// SAFETY: the address is only handed to MPI (thread-multiple), never
+// dereferenced here.
+unsafe impl Send for Attached {}
+// SAFETY: as Send.
+unsafe impl Sync for Attached {}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        ffi::detach(self.win, self.base);
+    }
 }
 
 /// What the relay thread shares with the rank.

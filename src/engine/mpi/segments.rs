@@ -14,6 +14,7 @@
 
 use super::ffi;
 use super::landing::Landing;
+use super::relay::Attached;
 use super::{Bound, Mpi};
 use crate::engine::segment::SegmentObject;
 use crate::engine::wait::lock;
@@ -107,11 +108,11 @@ pub(super) fn directory(nranks: usize) -> Box<[AtomicU64]> {
         .collect()
 }
 
-/// Detach what [`Mpi::bind`] attached.
-fn detach(win: ffi::Win, b: &Bound) {
+/// Detach what [`Mpi::bind`] attached (the data once no other segment
+/// lies in it).
+fn detach(win: ffi::Win, b: Bound) {
     ffi::detach(win, b.landing.values.as_ptr() as *mut u8);
     ffi::detach(win, b.landing.words.as_ptr() as *mut u8);
-    ffi::detach(win, b.obj.data());
 }
 
 impl Mpi {
@@ -127,11 +128,24 @@ impl Mpi {
         window: bool,
     ) -> Result<()> {
         let landing = Arc::new(Landing::new());
-        let size = obj.size().max(1);
-        // SAFETY: the object's mapping stays until `unbind` detaches it
-        // (called before the object goes); other ranks write only ranges
-        // checked against the size registered with them.
-        unsafe { ffi::attach(self.win, obj.data(), size)? };
+        let data = match obj.inside_of() {
+            Some((source, _)) => self.attachment_of(source).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "segment {segment} lies inside a segment not attached to the MPI window"
+                ))
+            })?,
+            None => {
+                // SAFETY: the object's mapping stays until `unbind` detaches
+                // it (called before the object goes; a segment inside it
+                // keeps both); other ranks write only ranges checked against
+                // the size registered with them.
+                unsafe { ffi::attach(self.win, obj.data(), obj.size().max(1))? };
+                Arc::new(Attached {
+                    win: self.win,
+                    base: obj.data(),
+                })
+            }
+        };
         let words = landing.words.as_ptr() as *mut u8;
         let values = landing.values.as_ptr() as *mut u8;
         // SAFETY: the landing's boxes live in `Bound` until `unbind`
@@ -142,19 +156,30 @@ impl Mpi {
         };
         if let Err(e) = attached {
             ffi::detach(self.win, words);
-            ffi::detach(self.win, obj.data());
             return Err(e);
         }
         lock(&self.shared.bound).insert(
             segment,
             Bound {
                 obj: obj.clone(),
+                data,
                 landing,
                 window,
                 registered: Default::default(),
             },
         );
         Ok(())
+    }
+
+    /// The attachment of `source`'s data: its own, or that of a segment
+    /// inside it, bound or buried.
+    fn attachment_of(&self, source: &Arc<SegmentObject>) -> Option<Arc<Attached>> {
+        let of = |b: &Bound| {
+            let root = b.obj.inside_of().map_or(&b.obj, |(s, _)| s);
+            Arc::ptr_eq(root, source).then(|| b.data.clone())
+        };
+        let bound = lock(&self.shared.bound).values().find_map(of);
+        bound.or_else(|| lock(&self.graves).buried.iter().find_map(of))
     }
 
     /// Undo [`Mpi::bind`]: clear the slots registered, and keep the
@@ -188,7 +213,7 @@ impl Mpi {
         // `segment_delete` promises (a put racing the deletion may land
         // in it).
         if b.obj.is_user_memory() {
-            detach(self.win, &b);
+            detach(self.win, b);
         } else {
             lock(&self.graves).buried.push(b);
         }
@@ -243,7 +268,7 @@ impl Mpi {
         graves.buried = kept;
         drop(graves);
         for b in freed {
-            detach(self.win, &b);
+            detach(self.win, b);
         }
     }
 
