@@ -303,31 +303,26 @@ fn segments_bound_inside_another_segment_share_its_memory() {
         whole.set(3 * page / 4, mark(ctx.rank()));
         ctx.wait(0, Timeout::Block).unwrap();
         barrier(ctx);
-        ctx.write(
-            Local::new(0, 3 * page),
-            Remote::new(right, 0, page + 8),
-            4,
-            0,
-            Timeout::Block,
-        )
-        .unwrap();
-        ctx.wait(0, Timeout::Block).unwrap();
-        barrier(ctx);
+        // This rank's mark into the right neighbour's segment 0 at `at`.
+        let put_mark = |at| {
+            ctx.write(
+                Local::new(0, 3 * page),
+                Remote::new(right, 0, at),
+                4,
+                0,
+                Timeout::Block,
+            )
+            .unwrap();
+            ctx.wait(0, Timeout::Block).unwrap();
+            barrier(ctx);
+        };
+        put_mark(page + 8);
         assert_eq!(upper.get(2), mark(left));
         // Deleting the sub-segments leaves segment 0 and its content.
         ctx.segment_delete(1).unwrap();
         ctx.segment_delete(2).unwrap();
         barrier(ctx);
-        ctx.write(
-            Local::new(0, 3 * page),
-            Remote::new(right, 0, page + 12),
-            4,
-            0,
-            Timeout::Block,
-        )
-        .unwrap();
-        ctx.wait(0, Timeout::Block).unwrap();
-        barrier(ctx);
+        put_mark(page + 12);
         assert_eq!(whole.get(page / 4 + 3), mark(left));
         assert_eq!(whole.get(page / 4 + 2), mark(left));
         assert_eq!(whole.get(page / 4 + 7), left as u32);
