@@ -260,15 +260,7 @@ fn segments_bound_inside_another_segment_share_its_memory() {
     Job::new(&[2, 3]).run(|ctx| {
         let (right, left) = neighbours(ctx);
         let page = 4096;
-        ctx.segment_create(
-            0,
-            4 * page,
-            GroupId::ALL,
-            Timeout::Block,
-            Alloc::Initialized,
-        )
-        .unwrap();
-        let base = ctx.segment_ptr(0).unwrap();
+        let base = segment(ctx, 0, 4 * page).as_ptr(); // the view goes at once
         // SAFETY: inside segment 0, which outlives both (deleted last).
         unsafe {
             ctx.segment_bind(1, base, page).unwrap();
@@ -340,15 +332,13 @@ fn a_segment_inside_another_outlives_it_and_overlaps_are_refused() {
                 ctx.segment_register(s, r, Timeout::Block).unwrap();
             }
         };
-        ctx.segment_create(
-            0,
-            4 * page,
-            GroupId::ALL,
-            Timeout::Block,
-            Alloc::Initialized,
-        )
-        .unwrap();
-        let base = ctx.segment_ptr(0).unwrap();
+        // 8 bytes to a neighbour, complete there for everyone afterwards.
+        let put = |from, to| {
+            ctx.write(from, to, 8, 0, Timeout::Block).unwrap();
+            ctx.wait(0, Timeout::Block).unwrap();
+            barrier(ctx);
+        };
+        let base = segment(ctx, 0, 4 * page).as_ptr(); // the view goes at once
         // SAFETY: inside segment 0, kept mapped by segment 1 (see below).
         unsafe { ctx.segment_bind(1, base.add(page), 2 * page) }.unwrap();
         all(1);
@@ -389,16 +379,7 @@ fn a_segment_inside_another_outlives_it_and_overlaps_are_refused() {
         unsafe { ctx.segment_bind(2, base.add(2 * page), 64) }.unwrap();
         all(2);
         barrier(ctx);
-        ctx.write(
-            Local::new(1, 0),
-            Remote::new(right, 2, 8),
-            8,
-            0,
-            Timeout::Block,
-        )
-        .unwrap();
-        ctx.wait(0, Timeout::Block).unwrap();
-        barrier(ctx);
+        put(Local::new(1, 0), Remote::new(right, 2, 8));
         assert_eq!(ctx.segment::<u64>(2).unwrap().get(1), 7000 + left as u64);
         assert_eq!(v.get(page / 8 + 1), 7000 + left as u64);
         drop(v);
@@ -422,16 +403,7 @@ fn a_segment_inside_another_outlives_it_and_overlaps_are_refused() {
         ctx.segment::<u64>(5)
             .unwrap()
             .set(0, 9000 + ctx.rank() as u64);
-        ctx.write(
-            Local::new(5, 0),
-            Remote::new(right, 5, 16),
-            8,
-            0,
-            Timeout::Block,
-        )
-        .unwrap();
-        ctx.wait(0, Timeout::Block).unwrap();
-        barrier(ctx);
+        put(Local::new(5, 0), Remote::new(right, 5, 16));
         // SAFETY: our allocation; the write before the barrier landed.
         let got = unsafe { mem.add(page + 16).cast::<u64>().read() };
         assert_eq!(got, 9000 + left as u64);
