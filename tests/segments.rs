@@ -413,6 +413,17 @@ fn a_segment_inside_another_outlives_it_and_overlaps_are_refused() {
         assert_eq!(unsafe { mem.add(page + 16).cast::<u64>().read() }, got);
         // SAFETY: allocated above with this layout; no segment uses it.
         unsafe { std::alloc::dealloc(mem, layout) };
+
+        // A window's memory is the node's: never a segment of one rank.
+        ctx.window_create(6, 4096, GroupId::ALL, Timeout::Block)
+            .unwrap();
+        let at = ctx.segment_ptr(6).unwrap();
+        // SAFETY: refused before anything is bound.
+        let e = unsafe { ctx.segment_bind(7, at, 64) }.unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("window 6"),
+            "{e}"
+        );
         barrier(ctx);
     });
 }

@@ -293,17 +293,14 @@ impl Native {
                 continue;
             }
             let within = d <= start && end <= d + n;
-            if obj.id().kind == ObjectKind::Window || !within {
+            let window = obj.id().kind == ObjectKind::Window;
+            if window || !within {
                 let what = if within { "lie in" } else { "overlap" };
+                let kind = if window { "window" } else { "segment" };
                 return Err(Error::InvalidArgument(format!(
-                    "{len} bytes at {ptr:p} {what} the memory of {} {s} ({n} bytes at {:p}): \
-                     memory bound as a segment must lie inside one segment of this rank or \
-                     apart from all",
-                    if obj.id().kind == ObjectKind::Window {
-                        "window"
-                    } else {
-                        "segment"
-                    },
+                    "{len} bytes at {ptr:p} {what} the memory of {kind} {s} ({n} bytes at \
+                     {:p}): memory bound as a segment must lie inside one segment of this \
+                     rank or apart from all",
                     obj.data()
                 )));
             }
