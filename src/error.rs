@@ -75,6 +75,16 @@ pub enum Error {
         /// The segment id.
         segment: SegmentId,
     },
+    /// The segment's data is its owner's private memory: it was bound
+    /// (`segment_bind`/`segment_use`) to memory that is not whole pages,
+    /// which other ranks of its host cannot map. They may notify it, not
+    /// write or read its data.
+    SegmentPrivate {
+        /// The owner.
+        rank: Rank,
+        /// The segment id.
+        segment: SegmentId,
+    },
     /// A segment with this id already exists on the calling rank.
     SegmentExists {
         /// The segment id.
@@ -289,7 +299,8 @@ impl Error {
             Error::InvalidRank { .. } | Error::RankTerminated { .. } => "GASPI_ERR_INV_RANK",
             Error::InvalidSegmentId { .. }
             | Error::SegmentNotFound { .. }
-            | Error::SegmentNotRegistered { .. } => "GASPI_ERR_INV_SEG",
+            | Error::SegmentNotRegistered { .. }
+            | Error::SegmentPrivate { .. } => "GASPI_ERR_INV_SEG",
             // GPI-2 (`pgaspi_segment_alloc`): an id in use is an invalid
             // segment; GASPI_ERR_MANY_SEG is for more segments than
             // segment_max, which ids below segment_max cannot reach.
@@ -399,6 +410,12 @@ impl fmt::Display for Error {
                 f,
                 "segment {segment} of rank {rank} is not registered with this rank: rank {rank} \
                  must call segment_register({segment}, <this rank>) or create it collectively"
+            ),
+            Error::SegmentPrivate { rank, segment } => write!(
+                f,
+                "segment {segment} of rank {rank} is that rank's private memory (bound to \
+                 memory that is not whole pages): only rank {rank} reads and writes its data, \
+                 others may only notify it; bind page-aligned memory sized in pages to share it"
             ),
             Error::SegmentExists { segment } => write!(
                 f,
@@ -575,6 +592,13 @@ mod tests {
                 "GASPI_ERR_INV_SEG",
             ),
             (Error::SegmentExists { segment: 1 }, "GASPI_ERR_INV_SEG"),
+            (
+                Error::SegmentPrivate {
+                    rank: 1,
+                    segment: 2,
+                },
+                "GASPI_ERR_INV_SEG",
+            ),
             // GASPI_VERIFY_LOCAL_OFF / REMOTE_OFF: offset >= size is a bad
             // offset, offset + size > segment size a bad size.
             (oob(Side::Local, 4096), "GASPI_ERR_INV_LOC_OFF"),

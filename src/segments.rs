@@ -31,6 +31,11 @@ use std::sync::atomic::AtomicU64;
 /// (a cache line: every element type's and every atomic word's).
 const INSIDE_ALIGN: usize = 64;
 
+/// The alignment `segment_bind` needs for other memory that is not whole
+/// pages (kept private): an atomic word's, so that every 8-byte multiple
+/// offset is an aligned word (`malloc` and `Vec<u64>` give it).
+const PRIVATE_ALIGN: usize = 8;
+
 impl Context {
     pub(crate) fn check_segment_id(&self, segment: SegmentId) -> Result<()> {
         let reserved = segment == RESERVED_SEGMENT && in_internal();
@@ -186,33 +191,50 @@ impl Context {
     /// Make `size` bytes at `pointer` segment `segment` of this rank
     /// (`gaspi_segment_bind`).
     ///
-    /// The memory keeps its address and content; its pages are replaced in
-    /// place by shared memory that other ranks can map. `segment_delete`
-    /// turns them back into private memory, content preserved.
+    /// The memory keeps its address and content. Which ranks reach it
+    /// depends on where it lies:
     ///
-    /// Memory inside another segment of this rank (GPI-2's sub-segments:
-    /// parts of a segment bound as segments of their own) is not replaced:
-    /// the new segment is that memory, so every rank reaches the same bytes
-    /// through either segment, each with its own notifications. Such a
-    /// range needs only to start 64-byte aligned and lie inside the one
-    /// segment; it keeps that memory (and the other segment's memory
-    /// shared) until it is deleted itself, even if the other segment is
-    /// deleted first. Memory that overlaps a segment without lying inside
-    /// it, or lies in a window, is refused with
-    /// [`Error::InvalidArgument`].
+    /// - **Whole pages** (address and size multiples of the page size:
+    ///   allocate with a 4096-byte alignment and round the size up): its
+    ///   pages are replaced in place by shared memory that other ranks can
+    ///   map, so every rank reaches it as a segment of
+    ///   [`Context::segment_alloc`]. `segment_delete` turns them back into
+    ///   private memory, content preserved.
+    /// - **Inside another segment of this rank** (GPI-2's sub-segments:
+    ///   parts of a segment bound as segments of their own): not replaced;
+    ///   the new segment is that memory, so every rank reaches the same
+    ///   bytes through either segment, each with its own notifications.
+    ///   Such a range needs only to start 64-byte aligned and lie inside
+    ///   the one segment; it keeps that memory (and the other segment's
+    ///   memory shared) until it is deleted itself, even if the other
+    ///   segment is deleted first.
+    /// - **Any other memory** (a `Vec`'s buffer, a `malloc`ed one; 8-byte
+    ///   aligned): it stays this process's private memory, since rebinding
+    ///   its first and last pages would take their other contents along.
+    ///   This rank uses the segment in every role (source of its writes,
+    ///   destination of its reads, its own atomics and views); other ranks
+    ///   may notify it, but their writes, reads and atomics on its data fail
+    ///   with [`Error::SegmentPrivate`]. Only ranks of other hosts on the
+    ///   MPI and GPI-2 engines reach its data, through MPI or GPI-2, as
+    ///   they reach every segment.
+    ///
+    /// Memory that overlaps a segment without lying inside it, or lies in a
+    /// window, is refused with [`Error::InvalidArgument`], as is a null or
+    /// not 8-byte aligned `pointer`.
     ///
     /// # Safety
-    /// Memory not inside a segment: `pointer` and `size` must be multiples
-    /// of the page size (allocate with a 4096-byte alignment and round the
-    /// size up); the memory must be heap or anonymous memory owned by the
-    /// caller, not used by other threads during the call, and must stay
-    /// allocated until the segment, and every segment bound inside it, is
-    /// deleted. On the GPI-2 engine, across hosts, a write another rank
-    /// posted just before the deletion may still land in it after
-    /// `segment_delete` returned (GPI-2's device writes unchecked): free
-    /// it only once no rank of another host can still write to it (after
-    /// a barrier with them).
+    /// The memory must be owned by the caller, valid for reads and writes
+    /// of `size` bytes, and stay allocated until the segment, every segment
+    /// bound inside it, and every view of them ([`Context::segment`]) are
+    /// gone. Whole pages must moreover be heap or anonymous memory, not
+    /// used by other threads during the call (their pages are replaced).
+    /// On the GPI-2 engine, across hosts, a write another rank posted just
+    /// before the deletion may still land in the memory after
+    /// `segment_delete` returned (GPI-2's device writes unchecked): free it
+    /// only once no rank of another host can still write to it (after a
+    /// barrier with them).
     ///
+    /// Shared, in whole pages:
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
     /// let layout = std::alloc::Layout::from_size_align(8192, 4096).unwrap();
@@ -223,6 +245,22 @@ impl Context {
     /// assert_eq!(ctx.segment::<u8>(1)?.get(0), 42);
     /// ctx.segment_delete(1)?;
     /// unsafe { std::alloc::dealloc(mem, layout) };
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    ///
+    /// Private, in a `Vec`: this rank writes from it to others.
+    ///
+    /// ```
+    /// use gaspi::{Alloc, Context, Config, Error, Local, Remote, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let mut buf = vec![7u64; 100];
+    /// unsafe { ctx.segment_bind(2, buf.as_mut_ptr().cast(), 800)? };
+    /// ctx.segment_alloc(3, 800, Alloc::Initialized)?;
+    /// ctx.write(Local::new(2, 0), Remote::new(ctx.rank(), 3, 0), 800, 0, Timeout::Block)?;
+    /// ctx.wait(0, Timeout::Block)?;
+    /// assert_eq!(ctx.segment::<u64>(3)?.get(99), 7);
+    /// ctx.segment_delete(2)?;
+    /// drop(buf);
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub unsafe fn segment_bind(
@@ -247,12 +285,21 @@ impl Context {
                 });
             }
         }
-        let page = page_size();
-        if pointer.is_null() || pointer as usize % page != 0 || size % page != 0 {
+        if pointer.is_null() || pointer as usize % PRIVATE_ALIGN != 0 {
             return Err(Error::InvalidArgument(format!(
-                "segment_bind needs memory aligned to and sized in pages of {page} bytes \
-                 (got {pointer:p}, {size} bytes)"
+                "segment_bind needs memory aligned to {PRIVATE_ALIGN} bytes, the size of \
+                 the words atomics act on (got {pointer:p})"
             )));
+        }
+        let page = page_size();
+        if pointer as usize % page != 0 || size % page != 0 {
+            // Not whole pages: rebinding them would take the neighbours on
+            // their first and last pages along. The data stays private.
+            return self.engine.add_segment(segment, size, |key| {
+                // SAFETY: validity for `size` bytes until the segment is
+                // deleted is this function's contract.
+                unsafe { SegmentObject::create_private(key, &shape, pointer) }
+            });
         }
         self.engine.add_segment(segment, size, |key| {
             // SAFETY: alignment checked above; ownership, exclusivity and
@@ -417,6 +464,10 @@ impl Context {
 
     /// A typed view of this rank's segment `segment`.
     ///
+    /// Fails with [`Error::InvalidArgument`] where the segment's memory is
+    /// not aligned for `T` (a segment bound to memory with less alignment
+    /// than `T` needs, see [`Context::segment_bind`]).
+    ///
     /// ```
     /// # use gaspi::{Alloc, Config, Context};
     /// # let ctx = Context::init(Config::default())?;
@@ -429,7 +480,16 @@ impl Context {
     /// ```
     pub fn segment<T: Pod>(&self, segment: SegmentId) -> Result<SegmentView<T>> {
         self.check_segment_id(segment)?;
-        Ok(SegmentView::of(self.engine.local_arc(segment)?))
+        let obj = self.engine.local_arc(segment)?;
+        let align = std::mem::align_of::<T>();
+        if obj.data() as usize % align != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "segment {segment} starts at {:p}, not aligned for elements of {align}-byte \
+                 alignment",
+                obj.data()
+            )));
+        }
+        Ok(SegmentView::of(obj))
     }
 }
 

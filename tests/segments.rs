@@ -188,13 +188,141 @@ fn user_memory_bound_and_used_as_segments_keeps_its_content() {
         assert_eq!(again, &pattern_vec(left as u64, 100)[..]);
         // SAFETY: allocated above with this layout.
         unsafe { std::alloc::dealloc(mem, layout) };
-        // Misaligned memory is refused with an explanation.
+        // Memory whose words would be misaligned is refused with an
+        // explanation.
         let odd = vec![0u8; 10_000];
         // SAFETY: the call fails before touching the memory.
         let e = unsafe { ctx.segment_bind(3, odd.as_ptr().wrapping_add(1) as *mut u8, 4096) }
             .unwrap_err();
-        assert!(e.to_string().contains("pages"), "{e}");
+        assert!(
+            matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("aligned to 8"),
+            "{e}"
+        );
+        // SAFETY: as above.
+        let e = unsafe { ctx.segment_bind(3, std::ptr::null_mut(), 4096) }.unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert!(ctx.segment_list().is_empty());
         barrier(ctx);
+    });
+}
+
+#[test]
+fn memory_not_in_whole_pages_is_bound_as_a_private_segment() {
+    // GPI-2's seg_use_buffer, seg_reuse_buffer and seg_avail_locally bind
+    // `malloc`ed buffers; here a Vec's, at an address 8 more than a
+    // multiple of 16, so never page-aligned. Its data stays this rank's:
+    // the rank writes from it and reads into it; other ranks of its host
+    // may notify it but not reach its data; ranks of other hosts reach it
+    // through the transport.
+    Job::new(&[2, 3]).run(|ctx| {
+        let (right, left) = neighbours(ctx);
+        let me = ctx.rank();
+        let size = 4096;
+        let mut words = vec![0u64; size / 8 + 64];
+        let skip = if words.as_ptr() as usize % 16 == 0 { 1 } else { 2 };
+        let mem = words[skip..].as_mut_ptr().cast::<u8>();
+        let mine = pattern_vec(me as u64, size);
+        // SAFETY: `words` holds `size` bytes past `mem`; no reference to
+        // them is used while the segments exist.
+        unsafe { std::ptr::copy_nonoverlapping(mine.as_ptr(), mem, size) };
+        // SAFETY: valid until the segments are deleted below.
+        unsafe { ctx.segment_use(0, mem, size, GroupId::ALL, Timeout::Block) }.unwrap();
+        assert_eq!(ctx.segment_ptr(0).unwrap(), mem);
+        assert_eq!(ctx.segment_list(), vec![0]);
+        // Views of it: of its words, not of elements it is not aligned for
+        // (the memory is 8 bytes past a 16-byte aligned address).
+        let view = ctx.segment::<u64>(0).unwrap();
+        assert_eq!(view.get(3).to_ne_bytes(), mine[24..32]);
+        drop(view);
+        let e = ctx.segment::<u128>(0).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        let mut other = vec![0u64; size / 8];
+        // SAFETY: fails before touching the memory (the id is taken).
+        let e = unsafe { ctx.segment_bind(0, other.as_mut_ptr().cast(), size) }.unwrap_err();
+        assert!(matches!(e, Error::SegmentExists { segment: 0 }), "{e}");
+        let received = segment(ctx, 1, size);
+        // From the private segment to the right neighbour's segment 1.
+        ctx.write_notify(
+            Local::new(0, 0),
+            Remote::new(right, 1, 0),
+            size,
+            Notification::new(0, 1),
+            0,
+            Timeout::Block,
+        )
+        .unwrap();
+        ctx.notify_waitsome(1, 0..1, Timeout::Block).unwrap();
+        check(&received, 0, size, left as u64, "written from a private segment");
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+        // Into it: what this rank wrote to the right neighbour, read back.
+        ctx.read(Local::new(0, 1000), Remote::new(right, 1, 0), 500, 0, Timeout::Block)
+            .unwrap();
+        ctx.wait(0, Timeout::Block).unwrap();
+        // SAFETY: the read is complete; no rank writes this memory now.
+        let got = unsafe { std::slice::from_raw_parts(mem.add(1000), 500) };
+        assert_eq!(got, &mine[..500]);
+        // A part of it bound as a segment of its own is private too.
+        let inner = (64 - mem as usize % 64) % 64;
+        // SAFETY: inside segment 0, 64-byte aligned.
+        unsafe { ctx.segment_use(2, mem.add(inner), 256, GroupId::ALL, Timeout::Block) }.unwrap();
+        // Other ranks of the host notify it, and cannot reach its data.
+        ctx.notify(right, 0, Notification::new(3, 5), 0, Timeout::Block)
+            .unwrap();
+        received.copy_from_slice(0, &[0xAB, 0, 0, 0, 0, 0, 0, 0]);
+        let put = ctx.write(Local::new(1, 0), Remote::new(right, 0, 8), 8, 0, Timeout::Block);
+        let inner_put = ctx.write(Local::new(1, 0), Remote::new(right, 2, 0), 8, 0, Timeout::Block);
+        let get = ctx.read(Local::new(1, 64), Remote::new(right, 0, 8), 8, 0, Timeout::Block);
+        let add = ctx.atomic_fetch_add(Remote::new(right, 0, 0), 1, Timeout::Block);
+        if ctx.on_this_host(right) {
+            for (e, seg) in [
+                (put.unwrap_err(), 0),
+                (inner_put.unwrap_err(), 2),
+                (get.unwrap_err(), 0),
+                (add.unwrap_err(), 0),
+            ] {
+                assert!(
+                    matches!(e, Error::SegmentPrivate { rank, segment } if rank == right && segment == seg),
+                    "{e}"
+                );
+                assert!(e.to_string().contains("private"), "{e}");
+            }
+        } else {
+            put.unwrap();
+            inner_put.unwrap();
+            get.unwrap();
+            add.unwrap();
+        }
+        assert_eq!(ctx.notify_waitsome(0, 3..4, Timeout::Block).unwrap(), 3);
+        assert_eq!(ctx.notify_reset(0, 3).unwrap(), 5);
+        ctx.wait(0, Timeout::Block).unwrap();
+        barrier(ctx);
+        let mut expect = mine.clone();
+        expect.copy_within(..500, 1000); // the read above
+        if !ctx.on_this_host(left) {
+            // The left neighbour's write, then its addition.
+            expect[8..16].copy_from_slice(&[0xAB, 0, 0, 0, 0, 0, 0, 0]);
+            expect[inner..inner + 8].copy_from_slice(&[0xAB, 0, 0, 0, 0, 0, 0, 0]);
+            let word = u64::from_ne_bytes(expect[..8].try_into().unwrap());
+            expect[..8].copy_from_slice(&word.wrapping_add(1).to_ne_bytes());
+        }
+        ctx.segment_delete(0).unwrap();
+        ctx.segment_delete(2).unwrap();
+        ctx.segment_delete(1).unwrap();
+        drop(received);
+        barrier(ctx);
+        // The memory is the caller's again, with its content.
+        // SAFETY: no segment covers it any more.
+        let bytes = unsafe { std::slice::from_raw_parts(mem, size) };
+        let wrong: Vec<usize> = (0..size).filter(|&i| bytes[i] != expect[i]).collect();
+        assert!(
+            wrong.is_empty(),
+            "{} bytes differ, from {:?} (inner segment at {inner})",
+            wrong.len(),
+            &wrong[..wrong.len().min(16)]
+        );
+        other[0] = 1;
+        words[0] = 1;
     });
 }
 

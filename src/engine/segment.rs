@@ -13,6 +13,12 @@
 //! is the other object's, which peers open too ([`SegmentObject::open`]),
 //! so every rank reaches the same bytes through either segment.
 //!
+//! A segment bound to memory that is not whole pages (a `Vec`'s buffer,
+//! GPI-2's `malloc`ed buffers) cannot be rebound and shared: its object
+//! holds only the header and notification table, and its data stays the
+//! owner's private memory. Other ranks of the host may notify it; their
+//! access to its data fails ([`SegmentObject::data_unreachable`]).
+//!
 //! A window's table also counts, node-wide and for ever increasing, the
 //! notifications posted into it and those claimed from it
 //! ([`NotificationTable::claim`]), so that its ranks can wait for "K more
@@ -44,6 +50,8 @@ pub(crate) struct SegmentHeader {
     nranks: AtomicU32,
     /// 1 if the table keeps `counters`.
     counting: AtomicU32,
+    /// 1 if the data is the owner's private memory, not in any object.
+    private_data: AtomicU32,
     /// For data inside another object: that object's segment id, packed
     /// [`ObjectId`] (0: the data is this object's) and data offset.
     inside_segment: AtomicU32,
@@ -153,6 +161,8 @@ pub(crate) struct SegmentObject {
     bound: Option<BoundRegion>,
     /// The object whose data this segment's data is part of, if any.
     inside: Option<Inside>,
+    /// Data in the owner's private memory, if so.
+    private: Option<PrivateData>,
     /// The owner's segments whose data lies inside this one's: while
     /// there are any, [`SegmentObject::unlink`] leaves the name for peers
     /// that have yet to open them.
@@ -166,7 +176,10 @@ pub(crate) struct SegmentObject {
 
 // SAFETY: the raw pointers in `table` point into `map`, owned by the same
 // object and itself Send + Sync (process-shared memory reached only through
-// atomics and raw copies); they are never freed separately.
+// atomics and raw copies); they are never freed separately. A private
+// segment's data pointer (`PrivateData::At`) is memory the caller keeps
+// valid while the object lives (`create_private`), reached like the mapped
+// data: by raw copies and atomics, never through Rust references.
 unsafe impl Send for SegmentObject {}
 // SAFETY: see Send.
 unsafe impl Sync for SegmentObject {}
@@ -198,6 +211,15 @@ impl Drop for Inside {
     }
 }
 
+/// Where the private data of a segment is ([`Data::Private`]).
+#[derive(Debug)]
+enum PrivateData {
+    /// The owner's view: its memory at this address.
+    At(*mut u8),
+    /// A peer's view: out of its reach.
+    Unreachable,
+}
+
 /// See [`SegmentObject::insiders`].
 #[derive(Debug, Default)]
 struct Insiders {
@@ -213,6 +235,8 @@ enum Data {
     Bound(*mut u8),
     /// Part of another object's data.
     Inside(Arc<SegmentObject>, usize),
+    /// The caller's memory at this address, left as it is: private.
+    Private(*mut u8),
 }
 
 /// Which object: object `id` as segment `segment` of job `token`.
@@ -258,15 +282,17 @@ impl SegmentObject {
     /// Create the object `key` of `shape` with `data`.
     ///
     /// # Safety
-    /// With [`Data::Bound`], as [`BoundRegion::bind`].
+    /// With [`Data::Bound`], as [`BoundRegion::bind`]; with
+    /// [`Data::Private`], the memory must stay valid for `shape.size` bytes
+    /// while the object lives.
     unsafe fn make(key: &SegmentKey, shape: &Shape, data: Data) -> io::Result<SegmentObject> {
         let name = key.name();
         let layout = ObjectLayout::new(shape.nranks, shape.notification_num, shape.size)
             .map_err(extent::io_error)?;
-        // Data inside another object takes no room in this one.
+        // Data inside another object, or private, takes no room in this one.
         let file = match data {
-            Data::Inside(..) => layout.data,
-            _ => layout.total,
+            Data::Inside(..) | Data::Private(_) => layout.data,
+            Data::Own | Data::Bound(_) => layout.total,
         };
         let fd = shm::create(&name, file)?;
         let made = (|| {
@@ -281,9 +307,13 @@ impl SegmentObject {
             h.notification_num.store(shape.notification_num, SeqCst);
             h.nranks.store(shape.nranks as u32, SeqCst);
             h.counting.store(shape.counting as u32, SeqCst);
-            let (mut bound, mut inside) = (None, None);
+            let (mut bound, mut inside, mut private) = (None, None, None);
             match data {
                 Data::Own => {}
+                Data::Private(ptr) => {
+                    h.private_data.store(1, SeqCst);
+                    private = Some(PrivateData::At(ptr));
+                }
                 Data::Bound(ptr) => {
                     // SAFETY: forwarded from this function's contract; the
                     // data part of the object starts at the page-aligned
@@ -315,6 +345,7 @@ impl SegmentObject {
                 map,
                 bound,
                 inside,
+                private,
                 insiders: Mutex::default(),
                 segment: key.segment,
                 layout,
@@ -362,6 +393,22 @@ impl SegmentObject {
         unsafe { SegmentObject::make(key, shape, Data::Bound(ptr)) }
     }
 
+    /// Like [`SegmentObject::create`], but the data is the caller's memory
+    /// at `ptr`, left as it is: only this process reaches it
+    /// ([`SegmentObject::data_unreachable`] for peers).
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `shape.size` bytes
+    /// until the object is dropped.
+    pub(crate) unsafe fn create_private(
+        key: &SegmentKey,
+        shape: &Shape,
+        ptr: *mut u8,
+    ) -> io::Result<SegmentObject> {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { SegmentObject::make(key, shape, Data::Private(ptr)) }
+    }
+
     /// Like [`SegmentObject::create`], but the data is `shape.size` bytes
     /// at data offset `offset` of `source` (this rank's object, whose data
     /// is its own or bound: not itself inside another), which stays mapped
@@ -405,13 +452,14 @@ impl SegmentObject {
         let notification_num = h.notification_num.load(SeqCst);
         let nranks = h.nranks.load(SeqCst) as usize;
         let counting = h.counting.load(SeqCst) == 1;
+        let private = h.private_data.load(SeqCst) == 1;
         let source = ObjectId::unpack(h.inside_object.load(SeqCst));
         let source_segment = h.inside_segment.load(SeqCst);
         let offset = h.inside_offset.load(SeqCst);
         let layout = ObjectLayout::new(nranks, notification_num, size).ok();
-        let expected = |l: &ObjectLayout| match source {
-            Some(_) => l.data,
-            None => l.total,
+        let expected = |l: &ObjectLayout| match (source, private) {
+            (None, false) => l.total,
+            _ => l.data,
         };
         let Some(layout) = layout.filter(|l| expected(l) == total) else {
             return Err(io::Error::other(
@@ -452,6 +500,7 @@ impl SegmentObject {
             map,
             bound: None,
             inside,
+            private: private.then_some(PrivateData::Unreachable),
             insiders: Mutex::default(),
             segment: key.segment,
             layout,
@@ -489,19 +538,34 @@ impl SegmentObject {
     /// must not outlive its segment's deletion.
     pub(crate) fn is_user_memory(&self) -> bool {
         self.bound.is_some()
+            || matches!(self.private, Some(PrivateData::At(_)))
             || self
                 .inside
                 .as_ref()
                 .is_some_and(|i| i.source.is_user_memory())
     }
 
-    /// First data byte.
+    /// First data byte; null where the data is out of this process's
+    /// reach ([`SegmentObject::data_unreachable`]).
     pub(crate) fn data(&self) -> *mut u8 {
-        match (&self.bound, &self.inside) {
-            (Some(b), _) => b.ptr(),
-            (None, Some(i)) => i.source.data().wrapping_add(i.offset),
-            (None, None) => self.map.ptr().wrapping_add(self.layout.data),
+        match (&self.private, &self.bound, &self.inside) {
+            (Some(PrivateData::At(p)), _, _) => *p,
+            (Some(PrivateData::Unreachable), _, _) => std::ptr::null_mut(),
+            (None, Some(b), _) => b.ptr(),
+            (None, None, Some(i)) => match i.source.data() {
+                p if p.is_null() => p,
+                p => p.wrapping_add(i.offset),
+            },
+            (None, None, None) => self.map.ptr().wrapping_add(self.layout.data),
         }
+    }
+
+    /// Whether the data is another process's private memory (a peer's view
+    /// of a segment bound to memory that is not whole pages, or of one
+    /// inside such a segment): its notifications are reachable, its data
+    /// is not.
+    pub(crate) fn data_unreachable(&self) -> bool {
+        self.data().is_null()
     }
 
     /// Number of notification ids.
@@ -530,13 +594,16 @@ impl SegmentObject {
     }
 
     /// Pointer to `len` bytes at data offset `off`; panics if they are not
-    /// inside the segment (callers validate user input before).
+    /// inside the segment or out of this process's reach (callers validate
+    /// user input before).
     pub(crate) fn span(&self, off: usize, len: usize) -> *mut u8 {
         assert!(
             off.checked_add(len).is_some_and(|end| end <= self.size),
             "unchecked segment range"
         );
-        self.data().wrapping_add(off)
+        let data = self.data();
+        assert!(!data.is_null(), "unchecked access to private segment data");
+        data.wrapping_add(off)
     }
 
     /// Copy `len` bytes from data offset `off` of `self` to data offset
@@ -779,5 +846,53 @@ mod tests {
         drop(inner_arc);
         assert!(SegmentObject::open(&key(0, 1)).is_err());
         assert_eq!(job::sweep(names.token()), 0);
+    }
+
+    #[test]
+    fn private_data_is_the_owners_alone_and_its_notifications_are_shared() {
+        let names = job::Names::fresh();
+        let key = |segment, number| SegmentKey {
+            names: &names,
+            segment,
+            id: ObjectId {
+                kind: job::ObjectKind::Segment,
+                owner: 0,
+                number,
+            },
+        };
+        let shape = |size| Shape {
+            size,
+            notification_num: 64,
+            nranks: 2,
+            counting: false,
+        };
+        let mut memory = vec![3u64; 125];
+        let at = memory.as_mut_ptr().cast::<u8>();
+        // SAFETY: `memory` holds 1000 bytes and outlives the objects.
+        let own = Arc::new(
+            unsafe { SegmentObject::create_private(&key(0, 1), &shape(1000), at) }.unwrap(),
+        );
+        assert_eq!(own.data(), at);
+        assert!(!own.data_unreachable() && own.is_user_memory());
+        assert_eq!(own.load::<u64>(992), 3);
+        let inner = SegmentObject::create_inside(&key(1, 2), &shape(64), own.clone(), 64).unwrap();
+        assert_eq!(inner.data(), at.wrapping_add(64));
+        assert!(inner.is_user_memory());
+        // A peer sees the size and shares the notifications, not the data,
+        // through either object.
+        let peer = SegmentObject::open(&key(0, 1)).unwrap();
+        assert_eq!(peer.size(), 1000);
+        assert!(peer.data_unreachable() && !peer.is_user_memory());
+        assert!(std::panic::catch_unwind(|| peer.span(0, 8)).is_err());
+        peer.notifications().post(5, 2);
+        assert_eq!(own.notifications().find(0..64), Some(5));
+        let peer_inner = SegmentObject::open(&key(1, 2)).unwrap();
+        assert!(peer_inner.data_unreachable());
+        inner.unlink();
+        drop((peer, peer_inner, inner));
+        own.unlink();
+        drop(own);
+        assert_eq!(job::sweep(names.token()), 0);
+        assert!(memory.iter().all(|&w| w == 3));
     }
 }

@@ -68,7 +68,9 @@ impl<'p> CheckedList<'p> {
     }
 }
 
-/// Check that `offset + size` lies within `obj` (segment `segment` of `rank`).
+/// Check that `offset + size` lies within `obj` (segment `segment` of
+/// `rank`), and that this process reaches its data (not another rank's
+/// private memory).
 pub(crate) fn check_range(
     side: Side,
     obj: &SegmentObject,
@@ -77,6 +79,9 @@ pub(crate) fn check_range(
     offset: usize,
     size: usize,
 ) -> Result<()> {
+    if obj.data_unreachable() {
+        return Err(Error::SegmentPrivate { rank, segment });
+    }
     check_within(side, obj.size(), rank, segment, offset, size)
 }
 
