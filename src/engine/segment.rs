@@ -163,6 +163,9 @@ pub(crate) struct SegmentObject {
     inside: Option<Inside>,
     /// Data in the owner's private memory, if so.
     private: Option<PrivateData>,
+    /// A peer's view of private data (its own, or that of the object its
+    /// data is inside): see [`SegmentObject::data_unreachable`].
+    unreachable: bool,
     /// The owner's segments whose data lies inside this one's: while
     /// there are any, [`SegmentObject::unlink`] leaves the name for peers
     /// that have yet to open them.
@@ -346,6 +349,7 @@ impl SegmentObject {
                 bound,
                 inside,
                 private,
+                unreachable: false,
                 insiders: Mutex::default(),
                 segment: key.segment,
                 layout,
@@ -490,6 +494,7 @@ impl SegmentObject {
                 })
             }
         };
+        let unreachable = private || inside.as_ref().is_some_and(|i| i.source.unreachable);
         // Peers fault pages in as they touch them: mapping every byte of
         // every peer's segments up front would cost page tables for all.
         let map = Mapping::new(&fd, total, 0, false)?;
@@ -501,6 +506,7 @@ impl SegmentObject {
             bound: None,
             inside,
             private: private.then_some(PrivateData::Unreachable),
+            unreachable,
             insiders: Mutex::default(),
             segment: key.segment,
             layout,
@@ -564,8 +570,9 @@ impl SegmentObject {
     /// of a segment bound to memory that is not whole pages, or of one
     /// inside such a segment): its notifications are reachable, its data
     /// is not.
+    #[inline]
     pub(crate) fn data_unreachable(&self) -> bool {
-        self.data().is_null()
+        self.unreachable
     }
 
     /// Number of notification ids.
