@@ -132,7 +132,10 @@ pub enum Error {
     InvalidQueue {
         /// The id given.
         queue: QueueId,
-        /// The number of queue ids in use (existing queues are below it).
+        /// The queue maximum ([`Context::queue_max`](crate::Context::queue_max)):
+        /// every existing queue's id is below it, and
+        /// [`Context::queue_create`](crate::Context::queue_create) makes
+        /// the missing ones.
         num: u32,
     },
     /// No more queues can be created ([`Context::queue_max`](crate::Context::queue_max)).
@@ -453,8 +456,8 @@ impl fmt::Display for Error {
             ),
             Error::InvalidQueue { queue, num } => write!(
                 f,
-                "queue {queue} does not exist: queues 0..{num} may exist (Config::queue_num, \
-                 queue_create)"
+                "queue {queue} does not exist (deleted, never created, or past the maximum): \
+                 ids 0..{num} may name queues (Config::queue_num, queue_create)"
             ),
             Error::TooManyQueues { max } => {
                 write!(f, "cannot create more queues: the maximum is {max}")
