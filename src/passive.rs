@@ -22,10 +22,14 @@ impl Context {
     /// Returns once the message is in the inbox: `src` may be reused. Waits
     /// while the inbox is full, up to `timeout`.
     ///
-    /// To a rank on another host (GPI-2 engine) the receiver's process
-    /// pulls the message with a one-sided read, one message per sending
-    /// process at a time; a send that timed out may still be delivered
-    /// later (the process's next send waits for that first).
+    /// To a rank on another host (MPI and GPI-2 engines) the message
+    /// travels to the receiver's process, one message per sending process
+    /// at a time, and a send that timed out may still be delivered. As
+    /// after every timeout, call again with the same arguments to go on
+    /// waiting: that call returns once the first message is delivered,
+    /// without sending it again (a `Timeout::Test` loop delivers one
+    /// message). The process's next send with other arguments waits for
+    /// that delivery before it sends its own message.
     ///
     /// ```
     /// use gaspi::{Alloc, Config, Context, Local, Timeout};

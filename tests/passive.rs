@@ -133,6 +133,70 @@ fn passive_limits_timeouts_and_oversized_messages() {
 }
 
 #[test]
+fn a_send_that_timed_out_is_repeated_to_its_end_and_delivered_once() {
+    // GPI-2's passive_tout_test: rank 1 sends to every other rank with
+    // GASPI_TEST until a try succeeds. Across hosts a try times out while
+    // its message travels; repeating the call goes on waiting for that
+    // message (it must arrive once, not once per try). Then a try that may
+    // time out, followed by a send with other arguments: that one's
+    // message arrives after the first, and each at most once.
+    Job::new(&[3, 4]).run(|ctx| {
+        let seg = segment(ctx, 0, 4096);
+        let me = ctx.rank();
+        let sender = 1;
+        let others: Vec<_> = (0..ctx.num_ranks()).filter(|&r| r != sender).collect();
+        if me == sender {
+            fill(&seg, 0, 64, 7);
+            fill(&seg, 64, 32, 8);
+            let start = std::time::Instant::now();
+            for &n in &others {
+                loop {
+                    match ctx.passive_send(Local::new(0, 0), n, 64, Timeout::Test) {
+                        Ok(()) => break,
+                        Err(e) if e.is_timeout() => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                    let waited = start.elapsed();
+                    assert!(waited.as_secs() < 60, "no try succeeded in {waited:?}");
+                }
+            }
+            barrier(ctx);
+            for &n in &others {
+                let first = ctx.passive_send(Local::new(0, 0), n, 64, Timeout::Test);
+                assert!(matches!(first, Ok(()) | Err(Error::Timeout)), "{first:?}");
+                ctx.passive_send(Local::new(0, 64), n, 32, Timeout::Block)
+                    .unwrap();
+            }
+        } else {
+            let got = ctx.passive_receive(Local::new(0, 1024), 64, Timeout::Block);
+            assert_eq!(got.unwrap(), (sender, 64));
+            check(&seg, 1024, 64, 7, "the message of the repeated send");
+            barrier(ctx);
+            let mut lengths = vec![];
+            loop {
+                let (from, len) = ctx
+                    .passive_receive(Local::new(0, 2048), 64, Timeout::Block)
+                    .unwrap();
+                assert_eq!(from, sender);
+                lengths.push(len);
+                if len == 32 {
+                    check(&seg, 2048, 32, 8, "the message after a try");
+                    break;
+                }
+                check(&seg, 2048, 64, 7, "the message of the try");
+            }
+            assert!(lengths == [32] || lengths == [64, 32], "{lengths:?}");
+        }
+        barrier(ctx);
+        // Every send ended before the barrier: no message is left, none
+        // came twice.
+        let left = ctx.passive_receive(Local::new(0, 3072), 64, Timeout::ms(200));
+        assert!(left.as_ref().is_err_and(|e| e.is_timeout()), "{left:?}");
+        barrier(ctx);
+    });
+}
+
+#[test]
 fn passive_messages_across_hosts_and_full_inboxes() {
     // Every rank a node: under the GPI-2 engine with emulated hosts each
     // is a host: the receiver reads the first message from the sender,

@@ -18,7 +18,7 @@
 #![cfg_attr(not(any(feature = "gpi2", feature = "mpi")), allow(dead_code))]
 
 use super::inbox::Inbox;
-use super::job::JobBlock;
+use super::job::{JobBlock, ObjectId};
 use super::lent::Lent;
 use super::segment::{SegmentObject, Span};
 use super::wait::{Patience, Progress};
@@ -37,6 +37,41 @@ pub(crate) const IDS: NotificationId = 65_536;
 /// Longest nap of a passive sender waiting for its acknowledgement from
 /// another host, and of a receiver pulling other hosts' messages itself.
 pub(crate) const PASSIVE_NAP: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// A passive message that left for another host while its send timed out
+/// before the receiver answered: by its arguments (receiver, segment
+/// object, offset, length). GASPI lets the caller repeat a call that
+/// timed out to go on waiting, so the next send with the same arguments
+/// continues this one (waits for its answer, sends nothing); a send with
+/// other arguments waits for that answer first, then sends its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SentMessage {
+    pub(crate) rank: Rank,
+    object: ObjectId,
+    offset: usize,
+    len: usize,
+}
+
+/// The error of a passive message of `len` bytes that `rank`'s relay
+/// refused: larger than its inbox's slots.
+pub(crate) fn too_large_for_inbox(len: usize, rank: Rank) -> Error {
+    Error::InvalidArgument(format!(
+        "a passive message of {len} bytes does not fit rank {rank}'s inbox \
+         (its Config::passive_transfer_size_max is smaller)"
+    ))
+}
+
+impl SentMessage {
+    /// The message `msg` to `rank`.
+    pub(crate) fn new(rank: Rank, msg: &Span<'_>) -> SentMessage {
+        SentMessage {
+            rank,
+            object: msg.obj.id(),
+            offset: msg.off,
+            len: msg.len,
+        }
+    }
+}
 
 /// Combines two partial allreduce results of adjacent member ranges,
 /// `(lower, upper, out)`, as bytes.
@@ -246,7 +281,9 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
 
     /// Send the message `msg` to `rank` on another host; returns once it is
     /// in its inbox. `alive` fails if `rank` is known gone; `patience` is
-    /// how to wait for the receiver's answer.
+    /// how to wait for the receiver's answer. A send that timed out after
+    /// its message left is continued by the next with the same arguments
+    /// ([`SentMessage`]).
     fn passive_send(
         &self,
         rank: Rank,

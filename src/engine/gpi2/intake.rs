@@ -5,7 +5,7 @@
 use super::codes::{SCRATCH, SCRATCH_BYTES, check, ms, queue_of, sid, wait_napping};
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::engine::inbox::Inbox;
-use crate::engine::transport::IDS;
+use crate::engine::transport::{IDS, SentMessage};
 use crate::types::{NotificationId, Rank, Timeout};
 use gpi2_sys as sys;
 use std::collections::BTreeSet;
@@ -110,9 +110,9 @@ pub(super) fn outbox_at(nranks: usize) -> usize {
 pub(super) struct Outbox {
     /// Ranks the scratch segment is registered with.
     pub(super) registered: BTreeSet<Rank>,
-    /// The receiver of the message in the outbox, while it waits for its
-    /// acknowledgement (its send timed out).
-    pub(super) unacked: Option<Rank>,
+    /// The message in the outbox, from the moment it is requested until
+    /// it is acknowledged (past its send, if that timed out).
+    pub(super) unacked: Option<SentMessage>,
     /// Receivers that registered their scratch segment with us: messages
     /// of up to [`push_bytes`] are written into our slot there.
     pub(super) pushing: BTreeSet<Rank>,

@@ -34,7 +34,10 @@
 //! 3. the sender returns on the acknowledgement, so `passive_send` keeps
 //!    its promise across hosts: the message is in the inbox. A send that
 //!    timed out may still be delivered: the next send of the process waits
-//!    for that acknowledgement before it reuses the outbox (and the slot).
+//!    for that acknowledgement before it reuses the outbox (and the slot),
+//!    and if it repeats the send that timed out (same arguments,
+//!    [`SentMessage`]) it returns with that answer instead of sending
+//!    again.
 //!
 //! A push costs one notified write instead of a notification and a read
 //! (a round trip); one way, a pushed message across hosts takes 1.3-1.5
@@ -53,7 +56,7 @@ use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
 use crate::engine::memcopy;
 use crate::engine::segment::Span;
-use crate::engine::transport::PASSIVE_NAP;
+use crate::engine::transport::{PASSIVE_NAP, SentMessage, too_large_for_inbox};
 use crate::engine::wait::{Patience, lock, lock_until};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, NotificationId, Rank};
@@ -93,15 +96,25 @@ impl Gpi2 {
                 self.passive_cap
             )));
         }
+        let this = SentMessage::new(rank, &msg);
         // Senders of this process take turns on the outbox.
         let mut outbox = lock_until(&self.outbox, deadline)?;
         if let Some(before) = outbox.unacked {
             // Whatever became of that message, the outbox is free once
-            // answered, or once its receiver is dead.
-            match self.await_ack(before, deadline, alive, patience) {
-                Ok(answer) => outbox.answered(before, answer),
-                Err(Error::RankFailed { .. } | Error::RankTerminated { .. }) => {
-                    outbox.unacked = None
+            // answered, or once its receiver is dead. This call may be the
+            // repeat of the send that timed out: then that answer is its.
+            match self.await_ack(before.rank, deadline, alive, patience) {
+                Ok(answer) => {
+                    outbox.answered(before.rank, answer);
+                    if before == this {
+                        return delivered(answer, len, rank);
+                    }
+                }
+                Err(e @ (Error::RankFailed { .. } | Error::RankTerminated { .. })) => {
+                    outbox.unacked = None;
+                    if before == this {
+                        return Err(e);
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -158,17 +171,11 @@ impl Gpi2 {
             ("gaspi_notify", code)
         };
         check(call, code, Some(rank))?;
-        outbox.unacked = Some(rank);
+        outbox.unacked = Some(this);
         self.wait(RESERVED_QUEUE, deadline.timeout(), &|r| alive(r).is_ok())?;
         let answer = self.await_ack(rank, deadline, alive, patience)?;
         outbox.answered(rank, answer);
-        match answer {
-            REFUSED => Err(Error::InvalidArgument(format!(
-                "a passive message of {len} bytes does not fit rank {rank}'s inbox \
-                 (its Config::passive_transfer_size_max is smaller)"
-            ))),
-            _ => Ok(()),
-        }
+        delivered(answer, len, rank)
     }
 
     /// Take passive messages from other hosts now, if the relay is not
@@ -187,7 +194,9 @@ impl Gpi2 {
             .is_some_and(|i| i.step(self.shared.page, self.shared.passive_cap))
     }
 
-    /// Wait for the acknowledgement of this process's message to `rank`.
+    /// Wait for the acknowledgement of this process's message to `rank`
+    /// (after [`Outbox::unacked`](super::intake::Outbox::unacked) names
+    /// it, so that a timeout leaves it to the next send).
     fn await_ack(
         &self,
         rank: Rank,
@@ -202,5 +211,14 @@ impl Gpi2 {
             }
             Ok(take(ACK, 1).map(|(_, v)| v))
         })
+    }
+}
+
+/// What the receiver's `answer` to a message of `len` bytes means for its
+/// send: delivered, or refused as larger than `rank`'s inbox slots.
+fn delivered(answer: u32, len: usize, rank: Rank) -> Result<()> {
+    match answer {
+        REFUSED => Err(too_large_for_inbox(len, rank)),
+        _ => Ok(()),
     }
 }

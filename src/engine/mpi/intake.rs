@@ -6,6 +6,7 @@
 use super::ffi;
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
+use crate::engine::transport::SentMessage;
 use crate::types::Rank;
 
 pub(super) const TAG_MESSAGE: i32 = 1;
@@ -27,6 +28,9 @@ pub(super) fn reap(sends: &mut Vec<ffi::Request>) {
 pub(super) struct Outbox {
     pub(super) seq: u64,
     pub(super) sends: Vec<ffi::Request>,
+    /// The last message sent and its sequence number, until it is
+    /// answered (past its send, if that timed out).
+    pub(super) unanswered: Option<(SentMessage, u64)>,
 }
 
 /// This rank's receiving side (run by the relay, or by the rank).

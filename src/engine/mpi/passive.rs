@@ -2,8 +2,11 @@
 //! engine's own communicator.
 //!
 //! A sender sends `[sequence number, message]` (`MPI_Isend`) and waits for
-//! the receiver's acknowledgement carrying the same number (an older one
-//! belongs to a send that timed out, and is dropped). The receiver's relay
+//! the receiver's acknowledgement carrying the same number. A send that
+//! timed out leaves its message unanswered: the next send of the process
+//! waits for that answer first, and if it repeats the send that timed out
+//! (same arguments, [`SentMessage`]) returns with it instead of sending
+//! the message again. The receiver's relay
 //! (or the receiver itself while it waits for a message) takes a message
 //! only into a free inbox slot: with the inbox full it keeps one message
 //! aside until a slot frees, and leaves the others in MPI. It acknowledges
@@ -14,7 +17,7 @@
 use super::intake::{DEPART_WAIT, HEADER, REFUSED, TAG_ACK, TAG_DEPART, TAG_MESSAGE, reap};
 use super::{Mpi, ffi};
 use crate::engine::segment::Span;
-use crate::engine::transport::PASSIVE_NAP;
+use crate::engine::transport::{PASSIVE_NAP, SentMessage, too_large_for_inbox};
 use crate::engine::wait::{Patience, lock, lock_until};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank};
@@ -30,8 +33,26 @@ impl Mpi {
         alive: &dyn Fn(Rank) -> Result<()>,
         patience: &Patience<'_>,
     ) -> Result<()> {
+        let this = SentMessage::new(rank, &msg);
         let mut outbox = lock_until(&self.outbox, deadline)?;
         reap(&mut outbox.sends);
+        if let Some((before, seq)) = outbox.unanswered {
+            match self.await_answer(before.rank, seq, deadline, alive, patience) {
+                Ok(answer) => {
+                    outbox.unanswered = None;
+                    if before == this {
+                        return delivered(answer, msg.len, rank);
+                    }
+                }
+                Err(e @ (Error::RankFailed { .. } | Error::RankTerminated { .. })) => {
+                    outbox.unanswered = None;
+                    if before == this {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
         outbox.seq += 1;
         let seq = outbox.seq;
         let mut buf = Vec::with_capacity(HEADER + msg.len);
@@ -41,7 +62,23 @@ impl Mpi {
         buf.extend_from_slice(unsafe { std::slice::from_raw_parts(msg.ptr(), msg.len) });
         let r = ffi::send(self.shared.comm, buf, rank as usize, TAG_MESSAGE, false)?;
         outbox.sends.push(r);
-        let answer = patience.poll(deadline, PASSIVE_NAP, || {
+        outbox.unanswered = Some((this, seq));
+        let answer = self.await_answer(rank, seq, deadline, alive, patience)?;
+        outbox.unanswered = None;
+        delivered(answer, msg.len, rank)
+    }
+
+    /// Wait for `rank`'s answer to this process's message `seq` (older
+    /// answers, of messages whose sends gave up on them, are dropped).
+    fn await_answer(
+        &self,
+        rank: Rank,
+        seq: u64,
+        deadline: Deadline,
+        alive: &dyn Fn(Rank) -> Result<()>,
+        patience: &Patience<'_>,
+    ) -> Result<u8> {
+        patience.poll(deadline, PASSIVE_NAP, || {
             alive(rank)?;
             ffi::progress(self.shared.comm);
             while let Some((_, len, m)) =
@@ -54,15 +91,7 @@ impl Mpi {
                 }
             }
             Ok(None)
-        })?;
-        match answer {
-            REFUSED => Err(Error::InvalidArgument(format!(
-                "a passive message of {} bytes does not fit rank {rank}'s inbox \
-                 (its Config::passive_transfer_size_max is smaller)",
-                msg.len
-            ))),
-            _ => Ok(()),
-        }
+        })
     }
 
     /// Take a passive message from another host now, if the relay is not
@@ -97,5 +126,14 @@ impl Mpi {
             std::thread::sleep(std::time::Duration::from_micros(50));
         }
         // Those not taken in time are left to MPI as they drop.
+    }
+}
+
+/// What the receiver's `answer` to a message of `len` bytes means for its
+/// send: delivered, or refused as larger than `rank`'s inbox slots.
+fn delivered(answer: u8, len: usize, rank: Rank) -> Result<()> {
+    match answer {
+        REFUSED => Err(too_large_for_inbox(len, rank)),
+        _ => Ok(()),
     }
 }
