@@ -134,6 +134,82 @@ fn barrier_timeout_then_retry(ctx: &Context) {
 }
 
 #[test]
+fn collectives_and_waits_driven_by_test_calls_alone_complete() {
+    // GPI-2's write_timeout, nb_barrier and nb_allreduce: a program that
+    // calls with GASPI_TEST until the call succeeds. Each call must take
+    // up where the last one stopped, not start again: across hosts on the
+    // GPI-2 engine every barrier first reads back from the ranks written
+    // to, and a read started anew at every try never returned (the queue
+    // filled with reads nobody waited for).
+    Job::new(&job_sizes(&[3, 4])).run(test_calls_alone);
+}
+
+/// Call `f` until it does not time out (within a minute).
+fn until_done<T>(mut f: impl FnMut() -> gaspi::Result<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        match f() {
+            Err(e) if e.is_timeout() => {
+                let waited = start.elapsed();
+                assert!(waited.as_secs() < 60, "no call succeeded in {waited:?}");
+            }
+            r => return r.unwrap(),
+        }
+    }
+}
+
+fn test_calls_alone(ctx: &Context) {
+    let size = 1 << 20;
+    let seg = segment(ctx, 0, size);
+    let (right, left) = neighbours(ctx);
+    let me = ctx.rank() as u64;
+    let n = ctx.num_ranks() as u64;
+    let queue = 1;
+    let room = ctx.queue_size_max() - 24;
+    for round in 0..40u64 {
+        let block = 4096;
+        let at = (round as usize % (size / 2 / block)) * block;
+        fill(&seg, at, block, me * 1000 + round);
+        if ctx.queue_size(queue).unwrap() > room {
+            until_done(|| ctx.wait(queue, Timeout::Test));
+            assert_eq!(ctx.queue_size(queue).unwrap(), 0);
+        }
+        until_done(|| {
+            ctx.write(
+                Local::new(0, at),
+                Remote::new(right, 0, size / 2 + at),
+                block,
+                queue,
+                Timeout::Test,
+            )
+        });
+        until_done(|| ctx.wait(queue, Timeout::Test));
+        // The barrier orders the write before what follows it.
+        until_done(|| ctx.barrier(GroupId::ALL, Timeout::Test));
+        check(
+            &seg,
+            size / 2 + at,
+            block,
+            left as u64 * 1000 + round,
+            "write before a barrier",
+        );
+        let mut out = [0u64];
+        until_done(|| {
+            ctx.allreduce(
+                &[me + round],
+                &mut out,
+                ReduceOp::Sum,
+                GroupId::ALL,
+                Timeout::Test,
+            )
+        });
+        assert_eq!(out[0], n * (n - 1) / 2 + n * round);
+        until_done(|| ctx.barrier(GroupId::ALL, Timeout::Test));
+    }
+    barrier(ctx);
+}
+
+#[test]
 fn node_aware_barrier_sends_one_message_per_node_and_step_or_pair() {
     let all = [
         (4, 2),

@@ -22,8 +22,16 @@
 //! that `alive` rules out meanwhile (or that GPI-2 marks corrupt) is given
 //! up, and the queue is drained by tests (`gaspi_wait` with `GASPI_TEST`
 //! takes what completed). The ids rotate over the scratch segment's first
-//! [`IDS`], so an answer that comes after its flush gave it up lands on
-//! an id no flush waits for.
+//! [`IDS`], and an id whose read was given up is not used again until its
+//! answer came, so an answer that comes late lands on an id no flush
+//! waits for.
+//!
+//! A flush that times out keeps its reads: the next flush (the caller
+//! repeating the call, as GASPI has it after a timeout) waits for their
+//! answers instead of reading again, where no write to that rank was
+//! completed since. Reading again at every call would never end in a
+//! `GASPI_TEST` loop (an answer takes a round trip), and would fill the
+//! queue with reads nobody waits for.
 
 use super::Gpi2;
 use super::codes::{FLUSH_QUEUE, SCRATCH, corrupt, corrupt_ranks, poll_yielding, queue_of};
@@ -58,10 +66,31 @@ impl Unflushed {
     }
 }
 
-/// The flush reads' side: the next notification id (flushes take turns).
+/// The flush reads' side (flushes take turns).
 #[derive(Debug, Default)]
 pub(super) struct Reads {
     next_id: NotificationId,
+    /// Reads of flushes that timed out, unanswered: (id, rank). Each
+    /// answers for the writes to its rank that had completed when it was
+    /// posted.
+    outstanding: Vec<(NotificationId, Rank)>,
+    /// Ids of reads given up (a later write made them too early), until
+    /// their answers come: not used again before.
+    abandoned: BTreeSet<NotificationId>,
+}
+
+impl Reads {
+    /// The next free id, or `None` if every id waits for a late answer.
+    fn take_free_id(&mut self) -> Option<NotificationId> {
+        for _ in 0..IDS {
+            let id = self.next_id;
+            self.next_id = (id + 1) % IDS;
+            if !self.abandoned.contains(&id) {
+                return Some(id);
+            }
+        }
+        None
+    }
 }
 
 impl Gpi2 {
@@ -80,13 +109,15 @@ impl Gpi2 {
     ) -> Result<()> {
         let deadline = timeout.deadline();
         self.wait(queue, deadline.timeout(), alive)?;
-        let targets = {
+        let (fresh, carried) = {
             let mut u = lock(&self.unflushed);
-            let mut t = std::mem::take(&mut u.by_queue[queue_of(queue) as usize]);
-            t.append(&mut u.waited);
-            t
+            let fresh = std::mem::take(&mut u.by_queue[queue_of(queue) as usize]);
+            (fresh, std::mem::take(&mut u.waited))
         };
-        match self.read_back(&targets, remote, deadline, alive)?.first() {
+        match self
+            .read_back(&fresh, &carried, remote, deadline, alive)?
+            .first()
+        {
             Some(&rank) => Err(Error::RankFailed { rank }),
             None => Ok(()),
         }
@@ -105,7 +136,7 @@ impl Gpi2 {
         alive: &dyn Fn(Rank) -> bool,
     ) -> Result<()> {
         let deadline = timeout.deadline();
-        let mut targets = BTreeSet::new();
+        let mut fresh = BTreeSet::new();
         for q in 0..FLUSH_QUEUE {
             let written = |u: &mut Unflushed| {
                 u.by_queue[q as usize].retain(|&r| alive(r));
@@ -125,26 +156,30 @@ impl Gpi2 {
                     waited => break waited?,
                 }
             }
-            targets.append(&mut lock(&self.unflushed).by_queue[q as usize]);
+            fresh.append(&mut lock(&self.unflushed).by_queue[q as usize]);
         }
-        targets.append(&mut lock(&self.unflushed).waited);
-        targets.retain(|&r| alive(r));
-        self.read_back(&targets, remote, deadline, alive)?;
+        let carried = std::mem::take(&mut lock(&self.unflushed).waited);
+        fresh.retain(|&r| alive(r));
+        self.read_back(&fresh, &carried, remote, deadline, alive)?;
         Ok(())
     }
 
-    /// Read one byte at `remote` back from each of `targets` (see the
-    /// module's notes) and return those given up: ruled out by `alive`,
-    /// or marked corrupt by GPI-2, before they answered. On an error
-    /// (a timeout) the targets are kept for the next flush.
+    /// Read one byte at `remote` back from each of `fresh` (ranks whose
+    /// writes completed since the last flush) and `carried` (those a flush
+    /// that timed out left unanswered, see the module's notes), and return
+    /// those given up: ruled out by `alive`, or marked corrupt by GPI-2,
+    /// before they answered. A carried rank not written since keeps its
+    /// outstanding read. On an error (a timeout) the unanswered ranks and
+    /// their reads are kept for the next flush.
     fn read_back(
         &self,
-        targets: &BTreeSet<Rank>,
+        fresh: &BTreeSet<Rank>,
+        carried: &BTreeSet<Rank>,
         remote: (SegmentId, u64),
         deadline: Deadline,
         alive: &dyn Fn(Rank) -> bool,
     ) -> Result<Vec<Rank>> {
-        if targets.is_empty() {
+        if fresh.is_empty() && carried.is_empty() {
             return Ok(Vec::new());
         }
         let read = Transfer {
@@ -153,31 +188,62 @@ impl Gpi2 {
             size: 1,
         };
         let mut lost = Vec::new();
-        let mut todo: VecDeque<Rank> = targets.iter().copied().collect();
+        let mut todo: VecDeque<Rank> = VecDeque::new();
         let mut pending: Vec<(NotificationId, Rank)> = Vec::new();
-        let done = lock_until(&self.flush_reads, deadline).and_then(|mut reads| {
+        let mut reads = match lock_until(&self.flush_reads, deadline) {
+            Ok(reads) => reads,
+            Err(e) => {
+                let mut u = lock(&self.unflushed);
+                u.waited.extend(fresh.iter().chain(carried));
+                return Err(e);
+            }
+        };
+        // Reads of a timed-out flush still answer for their ranks unless
+        // a write to them completed since; those are given up.
+        let outstanding = std::mem::take(&mut reads.outstanding);
+        for (id, r) in outstanding {
+            if fresh.contains(&r) || !carried.contains(&r) {
+                reads.abandoned.insert(id);
+            } else {
+                pending.push((id, r));
+            }
+        }
+        todo.extend(
+            fresh
+                .union(carried)
+                .filter(|r| !pending.iter().any(|&(_, p)| p == **r)),
+        );
+        let done = {
+            let reads = &mut *reads;
             poll_yielding(deadline, || {
                 drain();
                 // GPI-2's state vector, read once per look.
                 let corrupt = corrupt_ranks();
                 let dead = |r: Rank| !alive(r) || corrupt.contains(&r);
+                reads.abandoned.retain(|&id| take_id(id) == 0);
                 while let Some(&r) = todo.front() {
                     if dead(r) {
                         lost.push(r);
                         todo.pop_front();
                         continue;
                     }
-                    let id = reads.next_id;
+                    let Some(id) = reads.take_free_id() else {
+                        break; // every id waits for a late answer
+                    };
                     let _ = take_id(id);
                     match self.post(r, &[read], Post::Read(Some((SCRATCH, id))), FLUSH_QUEUE) {
                         Ok(()) => {
                             pending.push((id, r));
-                            reads.next_id = (id + 1) % IDS;
                             todo.pop_front();
                         }
                         // Room comes as the posted reads complete; with
-                        // none posted, what fills the queue never will.
-                        Err(Error::QueueFull { .. }) if !pending.is_empty() => break,
+                        // none posted or given up, what fills the queue
+                        // never will.
+                        Err(Error::QueueFull { .. })
+                            if !pending.is_empty() || !reads.abandoned.is_empty() =>
+                        {
+                            break;
+                        }
                         Err(Error::RankFailed { rank }) if rank == r => {
                             lost.push(r);
                             todo.pop_front();
@@ -195,12 +261,15 @@ impl Gpi2 {
                 });
                 Ok((todo.is_empty() && pending.is_empty()).then_some(()))
             })
-        });
+        };
         drain();
         match done {
             Ok(()) => Ok(lost),
             Err(e) => {
-                lock(&self.unflushed).waited.extend(targets);
+                let mut u = lock(&self.unflushed);
+                u.waited
+                    .extend(todo.iter().chain(pending.iter().map(|(_, r)| r)));
+                reads.outstanding = pending;
                 Err(e)
             }
         }
