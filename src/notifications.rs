@@ -125,15 +125,15 @@ impl Context {
         self.engine.run(|pin| {
             let obj = self.engine.local(pin, segment)?;
             check_notification_id(obj, id)?;
-            let table = obj.notifications();
-            // What a wait saw is in the table already (the usual case):
-            // asking the transport again would only put a later
-            // notification of this id in the same claim.
-            if let Some(v) = table.claim(id) {
-                return Ok(v);
-            }
+            // Notifications from other hosts land with the transport
+            // first: those of this id that arrived before this call are
+            // moved into the table and taken with it, as GPI-2's one
+            // table holds every notification that arrived. Taking the
+            // table's value alone left them to show up after the reset,
+            // as notifications nobody sent since (a notification
+            // completed before a barrier, reset after it, came back).
             self.engine.pump(segment, obj, id..id + 1);
-            Ok(table.claim(id).unwrap_or(0))
+            Ok(obj.notifications().claim(id).unwrap_or(0))
         })
     }
 

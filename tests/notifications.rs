@@ -397,6 +397,55 @@ fn waiting_for_zero_notifications_returns_at_once() {
 /// only once every one of them arrived; a notified write after a run
 /// delivers its data before its notification.
 #[test]
+fn a_reset_takes_every_notification_of_its_id_that_arrived_before_it() {
+    // GPI-2's notify_all, then the cleanup a program does between phases:
+    // every rank notifies every rank on each id; each rank takes some,
+    // and after a barrier resets every id. Nothing may come back after
+    // the reset: notifications completed before a barrier have arrived
+    // after it (on the MPI engine a notification from another host waits
+    // in the transport until moved into the table: a reset that looked
+    // at the table alone left it to appear later).
+    let cfg = Config {
+        notification_num: 512,
+        ..Default::default()
+    };
+    Job::new(&job_sizes(&[2, 3, 4])).config(cfg).run(|ctx| {
+        let _seg = segment(ctx, 0, 64);
+        let (me, n) = (ctx.rank(), ctx.num_ranks());
+        let num = ctx.notification_num();
+        for round in 1..=3u32 {
+            for id in 0..num {
+                for to in 0..n {
+                    if ctx.queue_size(0).unwrap() >= ctx.queue_size_max() {
+                        ctx.wait(0, Timeout::Block).unwrap();
+                    }
+                    let v = Notification::new(id, round * 100 + to as u32 + 1);
+                    ctx.notify(to, 0, v, 0, Timeout::Block).unwrap();
+                }
+            }
+            // Take as many as there are ids; more may have come meanwhile.
+            for _ in 0..num {
+                let id = ctx.notify_waitsome(0, 0..num, Timeout::Block).unwrap();
+                let v = ctx.notify_reset(0, id).unwrap();
+                assert_eq!(v, round * 100 + me as u32 + 1);
+            }
+            ctx.wait(0, Timeout::Block).unwrap();
+            barrier(ctx);
+            for id in 0..num {
+                ctx.notify_reset(0, id).unwrap();
+            }
+            barrier(ctx);
+            let left = ctx.notify_waitsome(0, 0..num, Timeout::ms(100));
+            assert!(
+                matches!(left, Err(Error::Timeout)),
+                "round {round}: {left:?} after every id was reset"
+            );
+            barrier(ctx);
+        }
+    });
+}
+
+#[test]
 fn runs_of_notifications_arrive_every_one_with_its_value() {
     // Across hosts every notification is an MPI or GPI-2 message: a
     // smaller table there.
