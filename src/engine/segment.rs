@@ -746,6 +746,29 @@ mod tests {
     use super::*;
     use crate::engine::job;
 
+    /// Object `number` of rank 0 as segment `segment` of the job `names`.
+    fn key_of(names: &job::Names, segment: u8, number: u64) -> SegmentKey<'_> {
+        SegmentKey {
+            names,
+            segment,
+            id: ObjectId {
+                kind: job::ObjectKind::Segment,
+                owner: 0,
+                number,
+            },
+        }
+    }
+
+    /// `size` bytes, 64 notifications, 2 ranks.
+    fn shape(size: usize) -> Shape {
+        Shape {
+            size,
+            notification_num: 64,
+            nranks: 2,
+            counting: false,
+        }
+    }
+
     #[test]
     fn layout_is_aligned_and_ordered() {
         let l = ObjectLayout::new(70, 65_536, 100).unwrap();
@@ -770,15 +793,7 @@ mod tests {
     #[test]
     fn owner_and_peer_share_data_notifications_and_registration() {
         let names = job::Names::fresh();
-        let key = |number| SegmentKey {
-            names: &names,
-            segment: 3,
-            id: ObjectId {
-                kind: job::ObjectKind::Segment,
-                owner: 0,
-                number,
-            },
-        };
+        let key = |number| key_of(&names, 3, number);
         let shape = Shape {
             size: 5000,
             notification_num: 1024,
@@ -806,21 +821,7 @@ mod tests {
     #[test]
     fn an_object_inside_another_shares_its_data_and_keeps_its_name() {
         let names = job::Names::fresh();
-        let key = |segment, number| SegmentKey {
-            names: &names,
-            segment,
-            id: ObjectId {
-                kind: job::ObjectKind::Segment,
-                owner: 0,
-                number,
-            },
-        };
-        let shape = |size| Shape {
-            size,
-            notification_num: 64,
-            nranks: 2,
-            counting: false,
-        };
+        let key = |segment, number| key_of(&names, segment, number);
         let outer = Arc::new(SegmentObject::create(&key(0, 1), &shape(3 * 4096)).unwrap());
         let inner =
             SegmentObject::create_inside(&key(1, 2), &shape(100), outer.clone(), 4096).unwrap();
@@ -858,21 +859,7 @@ mod tests {
     #[test]
     fn private_data_is_the_owners_alone_and_its_notifications_are_shared() {
         let names = job::Names::fresh();
-        let key = |segment, number| SegmentKey {
-            names: &names,
-            segment,
-            id: ObjectId {
-                kind: job::ObjectKind::Segment,
-                owner: 0,
-                number,
-            },
-        };
-        let shape = |size| Shape {
-            size,
-            notification_num: 64,
-            nranks: 2,
-            counting: false,
-        };
+        let key = |segment, number| key_of(&names, segment, number);
         let mut memory = vec![3u64; 125];
         let at = memory.as_mut_ptr().cast::<u8>();
         // SAFETY: `memory` holds 1000 bytes and outlives the objects.

@@ -52,13 +52,17 @@ pub(crate) struct SentMessage {
     len: usize,
 }
 
-/// The error of a passive message of `len` bytes that `rank`'s relay
-/// refused: larger than its inbox's slots.
-pub(crate) fn too_large_for_inbox(len: usize, rank: Rank) -> Error {
-    Error::InvalidArgument(format!(
-        "a passive message of {len} bytes does not fit rank {rank}'s inbox \
-         (its Config::passive_transfer_size_max is smaller)"
-    ))
+/// What the answer to a passive message of `len` bytes means for its
+/// send: delivered, or (`refused`) refused by `rank`'s relay as larger
+/// than its inbox's slots.
+pub(crate) fn delivered(refused: bool, len: usize, rank: Rank) -> Result<()> {
+    if refused {
+        return Err(Error::InvalidArgument(format!(
+            "a passive message of {len} bytes does not fit rank {rank}'s inbox \
+             (its Config::passive_transfer_size_max is smaller)"
+        )));
+    }
+    Ok(())
 }
 
 impl SentMessage {

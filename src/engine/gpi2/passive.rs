@@ -56,7 +56,7 @@ use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
 use crate::engine::memcopy;
 use crate::engine::segment::Span;
-use crate::engine::transport::{PASSIVE_NAP, SentMessage, too_large_for_inbox};
+use crate::engine::transport::{PASSIVE_NAP, SentMessage, delivered};
 use crate::engine::wait::{Patience, lock, lock_until};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, NotificationId, Rank};
@@ -107,7 +107,7 @@ impl Gpi2 {
                 Ok(answer) => {
                     outbox.answered(before.rank, answer);
                     if before == this {
-                        return delivered(answer, len, rank);
+                        return delivered(answer == REFUSED, len, rank);
                     }
                 }
                 Err(e @ (Error::RankFailed { .. } | Error::RankTerminated { .. })) => {
@@ -175,7 +175,7 @@ impl Gpi2 {
         self.wait(RESERVED_QUEUE, deadline.timeout(), &|r| alive(r).is_ok())?;
         let answer = self.await_ack(rank, deadline, alive, patience)?;
         outbox.answered(rank, answer);
-        delivered(answer, len, rank)
+        delivered(answer == REFUSED, len, rank)
     }
 
     /// Take passive messages from other hosts now, if the relay is not
@@ -211,14 +211,5 @@ impl Gpi2 {
             }
             Ok(take(ACK, 1).map(|(_, v)| v))
         })
-    }
-}
-
-/// What the receiver's `answer` to a message of `len` bytes means for its
-/// send: delivered, or refused as larger than `rank`'s inbox slots.
-fn delivered(answer: u32, len: usize, rank: Rank) -> Result<()> {
-    match answer {
-        REFUSED => Err(too_large_for_inbox(len, rank)),
-        _ => Ok(()),
     }
 }

@@ -17,7 +17,7 @@
 use super::intake::{DEPART_WAIT, HEADER, REFUSED, TAG_ACK, TAG_DEPART, TAG_MESSAGE, reap};
 use super::{Mpi, ffi};
 use crate::engine::segment::Span;
-use crate::engine::transport::{PASSIVE_NAP, SentMessage, too_large_for_inbox};
+use crate::engine::transport::{PASSIVE_NAP, SentMessage, delivered};
 use crate::engine::wait::{Patience, lock, lock_until};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank};
@@ -41,7 +41,7 @@ impl Mpi {
                 Ok(answer) => {
                     outbox.unanswered = None;
                     if before == this {
-                        return delivered(answer, msg.len, rank);
+                        return delivered(answer == REFUSED, msg.len, rank);
                     }
                 }
                 Err(e @ (Error::RankFailed { .. } | Error::RankTerminated { .. })) => {
@@ -65,7 +65,7 @@ impl Mpi {
         outbox.unanswered = Some((this, seq));
         let answer = self.await_answer(rank, seq, deadline, alive, patience)?;
         outbox.unanswered = None;
-        delivered(answer, msg.len, rank)
+        delivered(answer == REFUSED, msg.len, rank)
     }
 
     /// Wait for `rank`'s answer to this process's message `seq` (older
@@ -126,14 +126,5 @@ impl Mpi {
             std::thread::sleep(std::time::Duration::from_micros(50));
         }
         // Those not taken in time are left to MPI as they drop.
-    }
-}
-
-/// What the receiver's `answer` to a message of `len` bytes means for its
-/// send: delivered, or refused as larger than `rank`'s inbox slots.
-fn delivered(answer: u8, len: usize, rank: Rank) -> Result<()> {
-    match answer {
-        REFUSED => Err(too_large_for_inbox(len, rank)),
-        _ => Ok(()),
     }
 }
