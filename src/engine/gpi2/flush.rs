@@ -109,15 +109,8 @@ impl Gpi2 {
     ) -> Result<()> {
         let deadline = timeout.deadline();
         self.wait(queue, deadline.timeout(), alive)?;
-        let (fresh, carried) = {
-            let mut u = lock(&self.unflushed);
-            let fresh = std::mem::take(&mut u.by_queue[queue_of(queue) as usize]);
-            (fresh, std::mem::take(&mut u.waited))
-        };
-        match self
-            .read_back(&fresh, &carried, remote, deadline, alive)?
-            .first()
-        {
+        let fresh = std::mem::take(&mut lock(&self.unflushed).by_queue[queue_of(queue) as usize]);
+        match self.read_back(&fresh, remote, deadline, alive)?.first() {
             Some(&rank) => Err(Error::RankFailed { rank }),
             None => Ok(()),
         }
@@ -158,30 +151,27 @@ impl Gpi2 {
             }
             fresh.append(&mut lock(&self.unflushed).by_queue[q as usize]);
         }
-        let carried = std::mem::take(&mut lock(&self.unflushed).waited);
         fresh.retain(|&r| alive(r));
-        self.read_back(&fresh, &carried, remote, deadline, alive)?;
+        self.read_back(&fresh, remote, deadline, alive)?;
         Ok(())
     }
 
     /// Read one byte at `remote` back from each of `fresh` (ranks whose
-    /// writes completed since the last flush) and `carried` (those a flush
-    /// that timed out left unanswered, see the module's notes), and return
+    /// writes completed since the last flush) and of the ranks a flush
+    /// that timed out left unanswered (see the module's notes), and return
     /// those given up: ruled out by `alive`, or marked corrupt by GPI-2,
-    /// before they answered. A carried rank not written since keeps its
-    /// outstanding read. On an error (a timeout) the unanswered ranks and
-    /// their reads are kept for the next flush.
+    /// before they answered. An unanswered rank not written since keeps
+    /// its outstanding read. On an error (a timeout) the unanswered ranks
+    /// and their reads are kept for the next flush. Flushes take turns, so
+    /// one that finds nothing to read returns only after a flush still
+    /// reading for it (another thread's) is done.
     fn read_back(
         &self,
         fresh: &BTreeSet<Rank>,
-        carried: &BTreeSet<Rank>,
         remote: (SegmentId, u64),
         deadline: Deadline,
         alive: &dyn Fn(Rank) -> bool,
     ) -> Result<Vec<Rank>> {
-        if fresh.is_empty() && carried.is_empty() {
-            return Ok(Vec::new());
-        }
         let read = Transfer {
             local: (SCRATCH, 0),
             remote,
@@ -193,11 +183,16 @@ impl Gpi2 {
         let mut reads = match lock_until(&self.flush_reads, deadline) {
             Ok(reads) => reads,
             Err(e) => {
-                let mut u = lock(&self.unflushed);
-                u.waited.extend(fresh.iter().chain(carried));
+                lock(&self.unflushed).waited.extend(fresh);
                 return Err(e);
             }
         };
+        // Taken under the turn, so that what a timed-out flush put back
+        // is seen by the next.
+        let carried = std::mem::take(&mut lock(&self.unflushed).waited);
+        if fresh.is_empty() && carried.is_empty() {
+            return Ok(Vec::new());
+        }
         // Reads of a timed-out flush still answer for their ranks unless
         // a write to them completed since; those are given up.
         let outstanding = std::mem::take(&mut reads.outstanding);
@@ -210,7 +205,7 @@ impl Gpi2 {
         }
         todo.extend(
             fresh
-                .union(carried)
+                .union(&carried)
                 .filter(|r| !pending.iter().any(|&(_, p)| p == **r)),
         );
         let done = {
