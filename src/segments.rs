@@ -251,7 +251,7 @@ impl Context {
     /// Private, in a `Vec`: this rank writes from it to others.
     ///
     /// ```
-    /// use gaspi::{Alloc, Context, Config, Error, Local, Remote, Timeout};
+    /// use gaspi::{Alloc, Config, Context, Local, Remote, Timeout};
     /// let ctx = Context::init(Config::default())?;
     /// let mut buf = vec![7u64; 100];
     /// unsafe { ctx.segment_bind(2, buf.as_mut_ptr().cast(), 800)? };

@@ -161,8 +161,9 @@ pub(crate) struct SegmentObject {
     bound: Option<BoundRegion>,
     /// The object whose data this segment's data is part of, if any.
     inside: Option<Inside>,
-    /// Data in the owner's private memory, if so.
-    private: Option<PrivateData>,
+    /// The owner's private memory that is the data, if so (the owner's
+    /// view).
+    private: Option<*mut u8>,
     /// A peer's view of private data (its own, or that of the object its
     /// data is inside): see [`SegmentObject::data_unreachable`].
     unreachable: bool,
@@ -180,7 +181,7 @@ pub(crate) struct SegmentObject {
 // SAFETY: the raw pointers in `table` point into `map`, owned by the same
 // object and itself Send + Sync (process-shared memory reached only through
 // atomics and raw copies); they are never freed separately. A private
-// segment's data pointer (`PrivateData::At`) is memory the caller keeps
+// segment's data pointer (`private`) is memory the caller keeps
 // valid while the object lives (`create_private`), reached like the mapped
 // data: by raw copies and atomics, never through Rust references.
 unsafe impl Send for SegmentObject {}
@@ -212,15 +213,6 @@ impl Drop for Inside {
             }
         }
     }
-}
-
-/// Where the private data of a segment is ([`Data::Private`]).
-#[derive(Debug)]
-enum PrivateData {
-    /// The owner's view: its memory at this address.
-    At(*mut u8),
-    /// A peer's view: out of its reach.
-    Unreachable,
 }
 
 /// See [`SegmentObject::insiders`].
@@ -315,7 +307,7 @@ impl SegmentObject {
                 Data::Own => {}
                 Data::Private(ptr) => {
                     h.private_data.store(1, SeqCst);
-                    private = Some(PrivateData::At(ptr));
+                    private = Some(ptr);
                 }
                 Data::Bound(ptr) => {
                     // SAFETY: forwarded from this function's contract; the
@@ -505,7 +497,7 @@ impl SegmentObject {
             map,
             bound: None,
             inside,
-            private: private.then_some(PrivateData::Unreachable),
+            private: None,
             unreachable,
             insiders: Mutex::default(),
             segment: key.segment,
@@ -544,7 +536,7 @@ impl SegmentObject {
     /// must not outlive its segment's deletion.
     pub(crate) fn is_user_memory(&self) -> bool {
         self.bound.is_some()
-            || matches!(self.private, Some(PrivateData::At(_)))
+            || self.private.is_some()
             || self
                 .inside
                 .as_ref()
@@ -554,14 +546,13 @@ impl SegmentObject {
     /// First data byte; null where the data is out of this process's
     /// reach ([`SegmentObject::data_unreachable`]).
     pub(crate) fn data(&self) -> *mut u8 {
-        match (&self.private, &self.bound, &self.inside) {
-            (Some(PrivateData::At(p)), _, _) => *p,
-            (Some(PrivateData::Unreachable), _, _) => std::ptr::null_mut(),
+        if self.unreachable {
+            return std::ptr::null_mut();
+        }
+        match (self.private, &self.bound, &self.inside) {
+            (Some(p), _, _) => p,
             (None, Some(b), _) => b.ptr(),
-            (None, None, Some(i)) => match i.source.data() {
-                p if p.is_null() => p,
-                p => p.wrapping_add(i.offset),
-            },
+            (None, None, Some(i)) => i.source.data().wrapping_add(i.offset),
             (None, None, None) => self.map.ptr().wrapping_add(self.layout.data),
         }
     }
