@@ -29,7 +29,14 @@ impl Context {
     /// waiting: that call returns once the first message is delivered,
     /// without sending it again (a `Timeout::Test` loop delivers one
     /// message). The process's next send with other arguments waits for
-    /// that delivery before it sends its own message.
+    /// that delivery before it sends its own message. Two limits follow
+    /// from telling a repeat by its arguments: a program that gave up on
+    /// such a send and sends anew from the same place gets the first
+    /// message's answer (its new bytes are not sent; send from elsewhere,
+    /// or after the first was delivered); and where several threads send
+    /// to other hosts at once, a repeat that comes after another thread's
+    /// send (which waited for the first message's delivery) sends its
+    /// message again.
     ///
     /// ```
     /// use gaspi::{Alloc, Config, Context, Local, Timeout};
