@@ -44,10 +44,31 @@ impl Context {
         if let Some((_, seg, _)) = notify {
             self.check_segment_id(seg)?;
         }
-        self.engine
+        let reserved = std::cell::Cell::new(false);
+        let posted = self
+            .engine
             .transfer(rank, entries, dir, notify, queue, |n| {
-                self.queues.reserve(queue, n)
-            })?;
+                self.queues.reserve(queue, n)?;
+                reserved.set(true);
+                Ok(())
+            });
+        match posted {
+            // The target had failed, and the program does not know yet
+            // (it has not acknowledged it): the request is posted and
+            // failed, and the queue's next wait says so, as GPI-2's does
+            // (GASPI programs find failures by waiting, then reading the
+            // state vector). Once acknowledged, a request to it is an
+            // error at once.
+            Err(Error::RankFailed { rank: r }) if r == rank && !self.engine.acknowledged(r) => {
+                if !reserved.get() {
+                    let n = entries.len() + notify.is_some() as usize;
+                    self.queues.reserve(queue, n as u32)?;
+                }
+                self.queues.get(queue)?.fail(rank);
+                return Ok(());
+            }
+            posted => posted?,
+        }
         let inter = self.is_inter(rank);
         if !entries.is_empty() {
             let op = match dir {

@@ -22,6 +22,11 @@ impl Context {
     /// (`gaspi_wait`): source buffers of writes may be reused, read data is
     /// in place. Empties the queue.
     ///
+    /// A request whose target had failed (posted before the program
+    /// acknowledged the failure, [`Context::acknowledge_failures`]) makes
+    /// this wait fail with [`Error::RankFailed`] naming it, once: the queue
+    /// is empty afterwards, and [`Context::state_vec`] shows the rank.
+    ///
     /// ```
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
     /// ctx.wait(0, gaspi::Timeout::Block)?;
@@ -32,7 +37,11 @@ impl Context {
         let q = self.queues.get(queue)?;
         self.engine.wait(queue, timeout)?;
         q.posted.store(0, SeqCst);
-        Ok(())
+        match q.take_failure() {
+            // Given up once acknowledged, as the transport's requests are.
+            Some(rank) if !self.engine.acknowledged(rank) => Err(Error::RankFailed { rank }),
+            _ => Ok(()),
+        }
     }
 
     /// [`Context::wait`], then remote completion: every write posted to
@@ -76,7 +85,7 @@ impl Context {
     pub fn queue_purge(&self, queue: QueueId, timeout: Timeout) -> Result<()> {
         let q = self.queues.get(queue)?;
         self.engine.purge(queue, timeout)?;
-        q.posted.store(0, SeqCst);
+        q.clear();
         Ok(())
     }
 
@@ -157,7 +166,7 @@ impl Context {
                 .compare_exchange(false, true, SeqCst, SeqCst)
                 .is_ok()
             {
-                q.posted.store(0, SeqCst);
+                q.clear();
                 return Ok(i as QueueId);
             }
         }
@@ -179,7 +188,7 @@ impl Context {
     pub fn queue_delete(&self, queue: QueueId) -> Result<()> {
         let q = self.queues.get(queue)?;
         q.exists.store(false, SeqCst);
-        q.posted.store(0, SeqCst);
+        q.clear();
         Ok(())
     }
 }

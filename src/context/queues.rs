@@ -3,13 +3,41 @@
 
 use crate::config::{QUEUE_MAX, RESERVED_QUEUE, in_internal};
 use crate::error::{Error, Result};
-use crate::types::QueueId;
+use crate::types::{QueueId, Rank};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
 
 #[derive(Debug, Default)]
 pub(crate) struct Queue {
     pub(crate) exists: AtomicBool,
     pub(crate) posted: AtomicU32,
+    /// A request posted since the last `wait` whose target had failed:
+    /// its rank plus one (0: none). The next `wait` reports it, as GPI-2's
+    /// does a request that completed with an error.
+    failed: AtomicU32,
+}
+
+impl Queue {
+    /// A request posted to this queue failed because `rank` had: the next
+    /// [`Queue::take_failure`] reports it (the first such rank until then).
+    pub(crate) fn fail(&self, rank: Rank) {
+        let _ = self
+            .failed
+            .compare_exchange(0, rank as u32 + 1, SeqCst, SeqCst);
+    }
+
+    /// The failure [`Queue::fail`] recorded, once: taking it clears it.
+    pub(crate) fn take_failure(&self) -> Option<Rank> {
+        match self.failed.swap(0, SeqCst) {
+            0 => None,
+            r => Some((r - 1) as Rank),
+        }
+    }
+
+    /// Empty the queue: no requests, no failure to report.
+    pub(crate) fn clear(&self) {
+        self.posted.store(0, SeqCst);
+        self.failed.store(0, SeqCst);
+    }
 }
 
 /// The queues of a rank.

@@ -439,9 +439,15 @@ impl Native {
         let deadline = timeout.deadline();
         loop {
             match t.wait(queue, deadline.timeout(), &|r| self.running(r)) {
-                Err(Error::RankFailed { .. })
-                    if !t.stuck(queue)
-                        && t.corrupt_ranks().iter().all(|&r| self.acknowledged(r)) => {}
+                Err(Error::RankFailed { rank }) => {
+                    // The transport may see it first (a request to it
+                    // failed): the state vector says so from now on, as
+                    // the failure watch would in its next round.
+                    self.job.mark_failed(rank as usize);
+                    if t.stuck(queue) || !t.corrupt_ranks().iter().all(|&r| self.acknowledged(r)) {
+                        return Err(Error::RankFailed { rank });
+                    }
+                }
                 done => return done,
             }
         }
