@@ -4,14 +4,13 @@
 
 use super::codes::{check, ms, poll_yielding};
 use super::intake::{notify_each, ready_id, take};
-use super::twin::{Twin, Twins};
+use super::twin::{Held, Twin, Twins};
 use super::{Gpi2, Placement};
 use crate::engine::transport::{Combine, Contribution, contributions_differ};
 use crate::engine::wait::lock;
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Rank, Timeout};
 use gpi2_sys as sys;
-use std::collections::BTreeMap;
 
 impl Gpi2 {
     /// Make sure GPI-2 has a twin of our new group `id` (groups spanning
@@ -63,16 +62,41 @@ impl Gpi2 {
         }
     }
 
-    /// Prepare GPI-2's twin of group `id` for a commit with `members`: a
-    /// new GPI-2 group with them added (see [`Twin`]). If adding fails,
-    /// the twin is left empty, so a retry adds every member again.
+    /// Prepare GPI-2's twin of group `id` for a commit with `members`:
+    /// recorded here; the commit makes the new GPI-2 group (see [`Twin`]).
     pub(crate) fn group_prepare(&self, id: u8, members: &[Rank]) -> Result<()> {
         let mut t = lock(&self.twins);
-        let twin = t.twins.get(&id).ok_or_else(|| no_twin("gaspi_group_add"))?;
-        if !twin.members.is_empty() {
-            Self::twin_renew(&mut t.twins, id)?;
+        let twin = t
+            .twins
+            .get_mut(&id)
+            .ok_or_else(|| no_twin("gaspi_group_add"))?;
+        twin.prepare(members.to_vec());
+        Ok(())
+    }
+
+    /// Delete GPI-2's group under `id` and make a new, empty one.
+    fn twin_renew(twin: &mut Twin, id: u8) -> Result<()> {
+        Self::twin_delete(id);
+        twin.held = Held::Empty;
+        Self::twin_create(id)
+    }
+
+    /// After the first handshake of a commit of `id`: delete an older
+    /// GPI-2 group under it (no member of the commit writes into it any
+    /// more) and make the new one with the commit's members. If adding
+    /// fails, the group is left empty, so a retry adds every member again.
+    fn twin_build(&self, id: u8) -> Result<()> {
+        let mut t = lock(&self.twins);
+        let twin = t
+            .twins
+            .get_mut(&id)
+            .ok_or_else(|| no_twin("gaspi_group_add"))?;
+        match twin.held {
+            Held::Added | Held::Committed => return Ok(()),
+            Held::Older => Self::twin_renew(twin, id)?,
+            Held::Empty => {}
         }
-        let added = members.iter().try_for_each(|&m| {
+        let added = twin.members.iter().try_for_each(|&m| {
             // SAFETY: plain call.
             check(
                 "gaspi_group_add",
@@ -81,41 +105,36 @@ impl Gpi2 {
             )
         });
         if let Err(e) = added {
-            Self::twin_renew(&mut t.twins, id)?;
+            Self::twin_renew(twin, id)?;
             return Err(e);
         }
-        t.twins.insert(id, Twin::with(members.to_vec()));
-        Ok(())
-    }
-
-    /// Replace the twin of `id` by a new, empty one.
-    fn twin_renew(twins: &mut BTreeMap<u8, Twin>, id: u8) -> Result<()> {
-        twins.remove(&id);
-        Self::twin_delete(id);
-        Self::twin_create(id)?;
-        twins.insert(id, Twin::empty());
+        twin.held = Held::Added;
         Ok(())
     }
 
     /// Commit GPI-2's twin of group `id` until `timeout` (call again after
-    /// a timeout): once every other member said it holds its new twin
-    /// ([`Gpi2::twins_ready`]), `gaspi_group_commit`.
+    /// a timeout): once every other member said it reached this commit
+    /// ([`Gpi2::handshake`]), make the new GPI-2 group; once every other
+    /// member said it holds its new one too, `gaspi_group_commit`.
     pub(crate) fn group_commit(&self, id: u8, timeout: Timeout) -> Result<()> {
         let deadline = timeout.deadline();
-        self.twins_ready(id, deadline)?;
+        self.handshake(id, 1, deadline)?;
+        self.twin_build(id)?;
+        self.handshake(id, 2, deadline)?;
         // SAFETY: plain call.
         let code = unsafe { sys::gaspi_group_commit(id, ms(deadline.timeout())) };
         check("gaspi_group_commit", code, None)?;
         if let Some(t) = lock(&self.twins).twins.get_mut(&id) {
-            t.committed = true;
+            t.held = Held::Committed;
         }
         Ok(())
     }
 
-    /// Tell the other members of the twin of `id` that this rank holds
-    /// it (the first call for a commit), then wait until `deadline` until
-    /// each of them told this rank the same ([`Pair`](super::twin::Pair)).
-    fn twins_ready(&self, id: u8, deadline: Deadline) -> Result<()> {
+    /// Handshake `n` (1 or 2) of the commit of `id` under way, unless it
+    /// ended: tell the other members of the commit that this rank got this
+    /// far (the first call for it), then wait until `deadline` until each
+    /// of them told this rank the same ([`Pair`](super::twin::Pair)).
+    fn handshake(&self, id: u8, n: u8, deadline: Deadline) -> Result<()> {
         let Placement {
             rank: me, nranks, ..
         } = self.placement;
@@ -127,6 +146,9 @@ impl Gpi2 {
             let twin = twins
                 .get_mut(&id)
                 .ok_or_else(|| no_twin("gaspi_group_commit"))?;
+            if twin.handshakes >= n {
+                return Ok(());
+            }
             if twin.waiting.is_some() {
                 Vec::new()
             } else {
@@ -144,16 +166,19 @@ impl Gpi2 {
         poll_yielding(deadline, || {
             let mut t = lock(&self.twins);
             let Twins { twins, pairs } = &mut *t;
-            let waiting = twins
+            let twin = twins
                 .get_mut(&id)
-                .and_then(|t| t.waiting.as_mut())
+                .ok_or_else(|| no_twin("gaspi_group_commit"))?;
+            let waiting = twin
+                .waiting
+                .as_mut()
                 .ok_or_else(|| no_twin("gaspi_group_commit"))?;
             waiting.retain(|&peer| {
                 let pair = pairs.entry((id, peer)).or_default();
                 let mut behind = false;
                 if let Some((_, said)) = take(ready(peer), 1) {
                     // A new word of the number this rank heard last: the
-                    // peer gave that commit up before it heard from us.
+                    // peer gave that handshake up before it heard from us.
                     behind = said == pair.epoch;
                     pair.seen = pair.seen.max(said);
                 }
@@ -166,7 +191,12 @@ impl Gpi2 {
                 }
                 !heard
             });
-            Ok(waiting.is_empty().then_some(()))
+            if !waiting.is_empty() {
+                return Ok(None);
+            }
+            twin.waiting = None;
+            twin.handshakes = n;
+            Ok(Some(()))
         })
     }
 

@@ -15,10 +15,17 @@ use std::collections::BTreeMap;
 /// group's address, and frees it when it makes its own new one: the
 /// committer's barrier writes then go nowhere and the group hangs (seen
 /// with three ranks on three hosts making groups of two in turn; plain
-/// GPI-2 does the same, `scripts/gpi2/group_aba.c`). So every commit here
-/// makes a new GPI-2 group, and no member calls `gaspi_group_commit` before
-/// every other member told it that it holds its new one too ([`Pair`]):
-/// the check then meets only new incarnations.
+/// GPI-2 does the same, `scripts/gpi2/group_aba.c`). And GPI-2's TCP device
+/// writes what a peer sends into the address it was given, unchecked: a
+/// member still in a barrier of the older group (it learnt of a failure
+/// later than this rank, say) writes into that group's buffer after this
+/// rank freed it. So every commit makes a new GPI-2 group, in two
+/// handshakes among the members ([`Pair`]): first each tells the others
+/// that it reached this commit (it is done with any older group of the
+/// id), and only then deletes its older group and makes the new one; then
+/// each tells the others that it holds the new one, and only then calls
+/// `gaspi_group_commit`: the check meets new incarnations only, and no
+/// member of the new group writes into a freed one.
 ///
 /// After our delete a committed twin with no collective unfinished stays
 /// in GPI-2, unused, until the id is committed again (GPI-2 and we both
@@ -28,58 +35,87 @@ use std::collections::BTreeMap;
 /// can take it for the one it waits for.
 #[derive(Debug)]
 pub(super) struct Twin {
-    /// Members added to it, ascending; empty: none yet.
+    /// Members of the commit being made, or made last, ascending.
     pub(super) members: Vec<Rank>,
-    /// Whether `gaspi_group_commit` succeeded on it.
-    pub(super) committed: bool,
+    /// What GPI-2's group under the id holds.
+    pub(super) held: Held,
     /// Whether no collective on it is unfinished.
     pub(super) settled: bool,
-    /// Members that have not yet told this rank that they hold their new
-    /// twin; `None`: this rank has not yet told them that it holds its own.
+    /// Handshakes of the commit being made that ended (0, 1 or 2).
+    pub(super) handshakes: u8,
+    /// Members that have not yet answered the handshake under way; `None`:
+    /// this rank has not told them yet.
     pub(super) waiting: Option<Vec<Rank>>,
+}
+
+/// What GPI-2's group under one of our ids holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Held {
+    /// No members (just created in GPI-2).
+    Empty,
+    /// The members of the commit being made, not committed yet.
+    Added,
+    /// The members of the last commit, committed.
+    Committed,
+    /// An older incarnation (committed, or added for a commit given up):
+    /// deleted once every member of the next commit said it reached it.
+    Older,
 }
 
 impl Twin {
     /// A twin without members (just created in GPI-2).
     pub(super) fn empty() -> Twin {
-        Twin::with(Vec::new())
-    }
-
-    /// A new twin with `members` added.
-    pub(super) fn with(members: Vec<Rank>) -> Twin {
         Twin {
-            members,
-            committed: false,
+            members: Vec::new(),
+            held: Held::Empty,
             settled: true,
+            handshakes: 0,
             waiting: None,
         }
     }
 
     /// Whether it may stay in GPI-2 after our delete.
     pub(super) fn keepable(&self) -> bool {
-        self.members.is_empty() || (self.committed && self.settled)
+        match self.held {
+            Held::Empty => true,
+            Held::Committed | Held::Older => self.settled,
+            Held::Added => false,
+        }
+    }
+
+    /// A new incarnation of the id with `members`: what GPI-2 holds is
+    /// older now, and no handshake has begun.
+    pub(super) fn prepare(&mut self, members: Vec<Rank>) {
+        if self.held != Held::Empty {
+            self.held = Held::Older;
+        }
+        self.members = members;
+        self.handshakes = 0;
+        self.waiting = None;
     }
 }
 
 /// How far this rank and one peer got in telling each other about new
-/// twins of one group id: the *epoch* is the number of commits for which
-/// this rank heard from the peer. For a commit this rank notifies the peer
-/// `epoch + 1` and waits until the peer notified at least that much; a
-/// peer notifies only after making its new twin, so its older twins are
-/// gone by then. Notifications of one id overwrite each other, hence
+/// twins of one group id: the *epoch* is the number of handshakes (two per
+/// commit, see [`Twin`]) in which this rank heard from the peer. For a
+/// handshake this rank notifies the peer `epoch + 1` and waits until the
+/// peer notified at least that much. Notifications of one id overwrite each other, hence
 /// numbers that only grow rather than messages to be counted: a peer
 /// that moved on to its next commit before this rank looked notified
 /// `epoch + 2`, which also answers this commit (and the next).
 ///
-/// A member that gives a commit up after its peer heard from it, but
-/// before it heard from the peer, stays one epoch behind that peer; at
-/// their next commit of the id its word repeats the number the peer last
-/// heard, and a *new* notification of that number (each is taken, so it
-/// was sent since) tells the peer that it holds its new twin: the peer
-/// keeps its epoch, and the pair is even again.
+/// A member that gives a commit up in a handshake after its peer heard
+/// from it, but before it heard from the peer, stays one epoch behind that
+/// peer; at their next handshake of the id its word repeats the number the
+/// peer last heard, and a *new* notification of that number (each is
+/// taken, so it was sent since) answers the peer's handshake: the peer
+/// keeps its epoch, and the pair is even again. (The lagging member then
+/// takes the peer's word of that handshake as the answer to its own, one
+/// handshake further: after a commit given up in its first handshake, the
+/// next commit's second handshake may end one step early for it.)
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Pair {
-    /// Commits for which this rank heard from the peer.
+    /// Handshakes in which this rank heard from the peer.
     pub(super) epoch: u32,
     /// The most the peer notified.
     pub(super) seen: u32,
