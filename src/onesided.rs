@@ -60,6 +60,7 @@ impl Context {
             // state vector). Once acknowledged, a request to it is an
             // error at once.
             Err(Error::RankFailed { rank: r }) if r == rank && !self.engine.acknowledged(r) => {
+                self.engine.check_own_side(entries, dir, notify)?;
                 if !reserved.get() {
                     let n = entries.len() + notify.is_some() as usize;
                     self.queues.reserve(queue, n as u32)?;

@@ -47,6 +47,22 @@ fn survive(ctx: &gaspi::Context, dead: u16) {
     ctx.notify(dead, 0, Notification::new(1, 1), 0, Timeout::Block)
         .unwrap();
     assert_eq!(ctx.queue_size(0).unwrap(), before + 3);
+    // Bad arguments on this rank's side are still errors at once.
+    assert!(matches!(
+        ctx.write(
+            Local::new(0, 1 << 20),
+            Remote::new(dead, 0, 0),
+            8,
+            0,
+            Timeout::Block
+        ),
+        Err(Error::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        ctx.notify(dead, 0, Notification::new(1, 0), 0, Timeout::Block),
+        Err(Error::ZeroNotificationValue)
+    ));
+    assert_eq!(ctx.queue_size(0).unwrap(), before + 3);
     assert!(matches!(
         ctx.wait(0, Timeout::Block),
         Err(Error::RankFailed { rank }) if rank == dead

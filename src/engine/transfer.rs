@@ -177,6 +177,30 @@ impl Native {
         Ok(obj)
     }
 
+    /// The checks of [`Native::transfer`] that need nothing of the target:
+    /// this rank's segments and ranges, the notification's value, a read's
+    /// own notification id. For a request to a failed rank, which is
+    /// accepted only if these pass.
+    pub(crate) fn check_own_side(
+        &self,
+        entries: &[ListEntry],
+        dir: Direction,
+        notify: Option<(Rank, SegmentId, Notification)>,
+    ) -> Result<()> {
+        self.run(|pin| {
+            for e in entries {
+                self.local_range(pin, e.local, e.size)?;
+            }
+            match (dir, notify) {
+                (_, Some((_, _, n))) if n.value == 0 => Err(Error::ZeroNotificationValue.into()),
+                (Direction::Get, Some((_, seg, n))) => {
+                    Ok(check_notification_id(self.local(pin, seg)?, n.id)?)
+                }
+                _ => Ok(()),
+            }
+        })
+    }
+
     /// The one routine behind every one-sided operation with `rank`: check
     /// everything, `reserve` the queue entries (the transfers, plus one for
     /// the notification), move the data, then post the notification
