@@ -99,10 +99,11 @@ impl Twin {
 /// twins of one group id: the *epoch* is the number of handshakes (two per
 /// commit, see [`Twin`]) in which this rank heard from the peer. For a
 /// handshake this rank notifies the peer `epoch + 1` and waits until the
-/// peer notified at least that much. Notifications of one id overwrite each other, hence
-/// numbers that only grow rather than messages to be counted: a peer
-/// that moved on to its next commit before this rank looked notified
-/// `epoch + 2`, which also answers this commit (and the next).
+/// peer notified at least that much. Notifications of one id overwrite
+/// each other, hence numbers that only grow rather than messages to be
+/// counted: a peer that moved on to its next handshake before this rank
+/// looked notified `epoch + 2`, which also answers this handshake (and the
+/// next: the peer holds its new group, so it reached the commit too).
 ///
 /// A member that gives a commit up in a handshake after its peer heard
 /// from it, but before it heard from the peer, stays one epoch behind that
