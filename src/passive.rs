@@ -25,18 +25,16 @@ impl Context {
     /// To a rank on another host (MPI and GPI-2 engines) the message
     /// travels to the receiver's process, one message per sending process
     /// at a time, and a send that timed out may still be delivered. As
-    /// after every timeout, call again with the same arguments to go on
-    /// waiting: that call returns once the first message is delivered,
-    /// without sending it again (a `Timeout::Test` loop delivers one
-    /// message). The process's next send with other arguments waits for
-    /// that delivery before it sends its own message. Two limits follow
-    /// from telling a repeat by its arguments: a program that gave up on
-    /// such a send and sends anew from the same place gets the first
-    /// message's answer (its new bytes are not sent; send from elsewhere,
-    /// or after the first was delivered); and where several threads send
-    /// to other hosts at once, a repeat that comes after another thread's
-    /// send (which waited for the first message's delivery) sends its
-    /// message again.
+    /// after every timeout, call again (from the same thread) with the
+    /// same arguments to go on waiting: that call returns once the first
+    /// message is delivered, without sending it again (a `Timeout::Test`
+    /// loop delivers one message), also where another thread's send came
+    /// between the two calls. The process's next send with other arguments
+    /// waits for that delivery before it sends its own message. One limit
+    /// follows from telling a repeat by its thread and arguments: a thread
+    /// that gave up on such a send and at once sends anew from the same
+    /// place gets the first message's answer (its new bytes are not sent;
+    /// send from elsewhere, or after the first was delivered).
     ///
     /// ```
     /// use gaspi::{Alloc, Config, Context, Local, Timeout};

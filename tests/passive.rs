@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use gaspi::testing::Job;
 use gaspi::{Config, Error, Local, Timeout, WaitMode};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
 #[test]
 fn many_senders_one_receiver_in_order_per_sender() {
@@ -190,6 +191,83 @@ fn a_send_that_timed_out_is_repeated_to_its_end_and_delivered_once() {
         barrier(ctx);
         // Every send ended before the barrier: no message is left, none
         // came twice.
+        let left = ctx.passive_receive(Local::new(0, 3072), 64, Timeout::ms(200));
+        assert!(left.as_ref().is_err_and(|e| e.is_timeout()), "{left:?}");
+        barrier(ctx);
+    });
+}
+
+#[test]
+fn a_timed_out_send_repeated_while_another_thread_sends_is_delivered_once() {
+    // Two threads of rank 1 send to rank 0: one repeats a send with
+    // Timeout::Test until a try succeeds (GPI-2's passive_tout_test), the
+    // other sends other messages meanwhile. Across hosts the second
+    // thread's sends wait for the first one's message to be answered, and
+    // take that answer: the repeat must still return with it, not send its
+    // message again.
+    const OTHERS: usize = 20;
+    Job::new(&[2]).run(|ctx| {
+        let seg = segment(ctx, 0, 4096);
+        let (me, sender, receiver) = (ctx.rank(), 1, 0);
+        if me == sender {
+            fill(&seg, 0, 64, 7);
+            fill(&seg, 64, 32, 8);
+            // After the first try timed out, the repeats wait until the
+            // other thread has sent once (it took the try's answer then).
+            let tried = AtomicBool::new(false);
+            let others_sent = AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let start = std::time::Instant::now();
+                    loop {
+                        match ctx.passive_send(Local::new(0, 0), receiver, 64, Timeout::Test) {
+                            Ok(()) => break,
+                            Err(e) if e.is_timeout() => {}
+                            Err(e) => panic!("{e}"),
+                        }
+                        tried.store(true, SeqCst);
+                        while others_sent.load(SeqCst) == 0 {
+                            std::thread::yield_now();
+                        }
+                        let waited = start.elapsed();
+                        assert!(waited.as_secs() < 60, "no try succeeded in {waited:?}");
+                    }
+                    tried.store(true, SeqCst);
+                });
+                s.spawn(|| {
+                    while !tried.load(SeqCst) {
+                        std::thread::yield_now();
+                    }
+                    for _ in 0..OTHERS {
+                        ctx.passive_send(Local::new(0, 64), receiver, 32, Timeout::Block)
+                            .unwrap();
+                        others_sent.fetch_add(1, SeqCst);
+                    }
+                });
+            });
+        } else {
+            let (mut long, mut short) = (0, 0);
+            while long < 1 || short < OTHERS {
+                let (from, len) = ctx
+                    .passive_receive(Local::new(0, 1024), 64, Timeout::Block)
+                    .unwrap();
+                assert_eq!(from, sender);
+                match len {
+                    64 => {
+                        check(&seg, 1024, 64, 7, "the repeated message");
+                        long += 1;
+                    }
+                    32 => {
+                        check(&seg, 1024, 32, 8, "another thread's message");
+                        short += 1;
+                    }
+                    _ => panic!("a message of {len} bytes"),
+                }
+                assert!(long <= 1, "the repeated message arrived twice");
+            }
+        }
+        barrier(ctx);
+        // Every send ended before the barrier: no message is left.
         let left = ctx.passive_receive(Local::new(0, 3072), 64, Timeout::ms(200));
         assert!(left.as_ref().is_err_and(|e| e.is_timeout()), "{left:?}");
         barrier(ctx);

@@ -40,16 +40,51 @@ pub(crate) const PASSIVE_NAP: std::time::Duration = std::time::Duration::from_mi
 
 /// A passive message that left for another host while its send timed out
 /// before the receiver answered: by its arguments (receiver, segment
-/// object, offset, length). GASPI lets the caller repeat a call that
-/// timed out to go on waiting, so the next send with the same arguments
-/// continues this one (waits for its answer, sends nothing); a send with
-/// other arguments waits for that answer first, then sends its own.
+/// object, offset, length) and the thread that sent it. GASPI lets the
+/// caller repeat a call that timed out to go on waiting, so the next send
+/// of that thread with the same arguments continues this one (waits for
+/// its answer, sends nothing); any other send waits for that answer first,
+/// then sends its own (and keeps the answer for the repeat, if another
+/// thread sent the message: [`KeptAnswers`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SentMessage {
     pub(crate) rank: Rank,
     object: ObjectId,
     offset: usize,
     len: usize,
+    thread: std::thread::ThreadId,
+}
+
+/// Answers that a send took for other threads' messages that timed out
+/// ([`SentMessage`]): each kept until its thread's next send, which
+/// returns with it if it repeats that message and drops it otherwise (the
+/// thread gave the message up). One per thread; `A` is the engine's answer.
+#[derive(Debug)]
+pub(crate) struct KeptAnswers<A>(Vec<(SentMessage, A)>);
+
+impl<A> Default for KeptAnswers<A> {
+    fn default() -> Self {
+        KeptAnswers(Vec::new())
+    }
+}
+
+impl<A: Copy> KeptAnswers<A> {
+    /// `answer` answered `message`, taken by a send of `taker`'s thread:
+    /// kept if another thread sent the message.
+    pub(crate) fn keep(&mut self, message: SentMessage, answer: A, taker: &SentMessage) {
+        if message.thread != taker.thread {
+            self.0.retain(|(m, _)| m.thread != message.thread);
+            self.0.push((message, answer));
+        }
+    }
+
+    /// The answer kept for `this` send if it repeats its thread's message;
+    /// any other answer kept for its thread is dropped.
+    pub(crate) fn take_for(&mut self, this: &SentMessage) -> Option<A> {
+        let i = self.0.iter().position(|(m, _)| m.thread == this.thread)?;
+        let (m, answer) = self.0.swap_remove(i);
+        (m == *this).then_some(answer)
+    }
 }
 
 /// What the answer to a passive message of `len` bytes means for its
@@ -66,13 +101,14 @@ pub(crate) fn delivered(refused: bool, len: usize, rank: Rank) -> Result<()> {
 }
 
 impl SentMessage {
-    /// The message `msg` to `rank`.
+    /// The message `msg` to `rank`, sent by this thread.
     pub(crate) fn new(rank: Rank, msg: &Span<'_>) -> SentMessage {
         SentMessage {
             rank,
             object: msg.obj.id(),
             offset: msg.off,
             len: msg.len,
+            thread: std::thread::current().id(),
         }
     }
 }

@@ -5,7 +5,7 @@
 use super::codes::{SCRATCH, SCRATCH_BYTES, check, ms, queue_of, sid, wait_napping};
 use crate::config::{RESERVED_QUEUE, RESERVED_SEGMENT};
 use crate::engine::inbox::Inbox;
-use crate::engine::transport::{IDS, SentMessage};
+use crate::engine::transport::{IDS, KeptAnswers, SentMessage};
 use crate::types::{NotificationId, Rank, Timeout};
 use gpi2_sys as sys;
 use std::collections::BTreeSet;
@@ -113,6 +113,8 @@ pub(super) struct Outbox {
     /// The message in the outbox, from the moment it is requested until
     /// it is acknowledged (past its send, if that timed out).
     pub(super) unacked: Option<SentMessage>,
+    /// Answers taken for other threads' messages, for their repeats.
+    pub(super) kept: KeptAnswers<u32>,
     /// Receivers that registered their scratch segment with us: messages
     /// of up to [`push_bytes`] are written into our slot there.
     pub(super) pushing: BTreeSet<Rank>,

@@ -109,6 +109,7 @@ impl Gpi2 {
                     if before == this {
                         return delivered(answer == REFUSED, len, rank);
                     }
+                    outbox.kept.keep(before, answer, &this);
                 }
                 Err(e @ (Error::RankFailed { .. } | Error::RankTerminated { .. })) => {
                     outbox.unacked = None;
@@ -118,6 +119,9 @@ impl Gpi2 {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if let Some(answer) = outbox.kept.take_for(&this) {
+            return delivered(answer == REFUSED, len, rank);
         }
         if !outbox.registered.contains(&rank) {
             self.register(SCRATCH, rank, deadline.timeout())?;

@@ -6,7 +6,7 @@
 use super::ffi;
 use crate::engine::inbox::Inbox;
 use crate::engine::job::JobBlock;
-use crate::engine::transport::SentMessage;
+use crate::engine::transport::{KeptAnswers, SentMessage};
 use crate::types::Rank;
 
 pub(super) const TAG_MESSAGE: i32 = 1;
@@ -31,6 +31,8 @@ pub(super) struct Outbox {
     /// The last message sent and its sequence number, until it is
     /// answered (past its send, if that timed out).
     pub(super) unanswered: Option<(SentMessage, u64)>,
+    /// Answers taken for other threads' messages, for their repeats.
+    pub(super) kept: KeptAnswers<u8>,
 }
 
 /// This rank's receiving side (run by the relay, or by the rank).

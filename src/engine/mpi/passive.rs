@@ -43,6 +43,7 @@ impl Mpi {
                     if before == this {
                         return delivered(answer == REFUSED, msg.len, rank);
                     }
+                    outbox.kept.keep(before, answer, &this);
                 }
                 Err(e @ (Error::RankFailed { .. } | Error::RankTerminated { .. })) => {
                     outbox.unanswered = None;
@@ -52,6 +53,9 @@ impl Mpi {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if let Some(answer) = outbox.kept.take_for(&this) {
+            return delivered(answer == REFUSED, msg.len, rank);
         }
         outbox.seq += 1;
         let seq = outbox.seq;
