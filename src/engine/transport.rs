@@ -55,6 +55,12 @@ pub(crate) struct SentMessage {
     thread: std::thread::ThreadId,
 }
 
+thread_local! {
+    /// This thread's id, for [`SentMessage`] (`thread::current` clones a
+    /// handle on every call).
+    static THREAD: std::thread::ThreadId = std::thread::current().id();
+}
+
 /// Answers that a send took for other threads' messages that timed out
 /// ([`SentMessage`]): each kept until its thread's next send, which
 /// returns with it if it repeats that message and drops it otherwise (the
@@ -108,7 +114,7 @@ impl SentMessage {
             object: msg.obj.id(),
             offset: msg.off,
             len: msg.len,
-            thread: std::thread::current().id(),
+            thread: THREAD.with(|t| *t),
         }
     }
 }
