@@ -10,7 +10,7 @@
 
 use crate::context::Context;
 use crate::context::traffic::Op;
-use crate::engine::transfer::{Direction, PutFrom};
+use crate::engine::transfer::{Direction, PutFrom, queue_entries};
 use crate::error::{Error, Result};
 use crate::types::{
     ListEntry, Local, Notification, NotificationId, QueueId, Rank, Remote, SegmentId, Timeout,
@@ -41,8 +41,11 @@ impl Context {
             self.check_segment_id(e.local.segment)?;
             self.check_segment_id(e.remote_segment)?;
         }
-        if let Some((_, seg, _)) = notify {
+        if let Some((_, seg, n)) = notify {
             self.check_segment_id(seg)?;
+            if n.value == 0 {
+                return Err(Error::ZeroNotificationValue);
+            }
         }
         let reserved = std::cell::Cell::new(false);
         let posted = self
@@ -62,8 +65,7 @@ impl Context {
             Err(Error::RankFailed { rank: r }) if r == rank && !self.engine.acknowledged(r) => {
                 self.engine.check_own_side(entries, dir, notify)?;
                 if !reserved.get() {
-                    let n = entries.len() + notify.is_some() as usize;
-                    self.queues.reserve(queue, n as u32)?;
+                    self.queues.reserve(queue, queue_entries(entries, notify))?;
                 }
                 self.queues.get(queue)?.fail(rank);
                 return Ok(());

@@ -108,6 +108,15 @@ pub(crate) fn check_within(
     }
 }
 
+/// The queue entries a request takes: one per transfer, one for its
+/// notification (GPI-2's accounting, see `crate::queues`).
+pub(crate) fn queue_entries(
+    entries: &[ListEntry],
+    notify: Option<(Rank, SegmentId, Notification)>,
+) -> u32 {
+    entries.len() as u32 + notify.is_some() as u32
+}
+
 /// Check a notification id against the table of `obj`.
 pub(crate) fn check_notification_id(obj: &SegmentObject, id: NotificationId) -> Result<()> {
     if id < obj.notification_num() {
@@ -169,18 +178,14 @@ impl Native {
         segment: SegmentId,
         n: Notification,
     ) -> std::result::Result<&'p SegmentObject, Lookup> {
-        if n.value == 0 {
-            return Err(Error::ZeroNotificationValue.into());
-        }
         let obj = self.target(pin, rank, segment)?;
         check_notification_id(obj, n.id)?;
         Ok(obj)
     }
 
     /// The checks of [`Native::transfer`] that need nothing of the target:
-    /// this rank's segments and ranges, the notification's value, a read's
-    /// own notification id. For a request to a failed rank, which is
-    /// accepted only if these pass.
+    /// this rank's segments and ranges, a read's own notification id. For
+    /// a request to a failed rank, which is accepted only if these pass.
     pub(crate) fn check_own_side(
         &self,
         entries: &[ListEntry],
@@ -192,7 +197,6 @@ impl Native {
                 self.local_range(pin, e.local, e.size)?;
             }
             match (dir, notify) {
-                (_, Some((_, _, n))) if n.value == 0 => Err(Error::ZeroNotificationValue.into()),
                 (Direction::Get, Some((_, seg, n))) => {
                     Ok(check_notification_id(self.local(pin, seg)?, n.id)?)
                 }
@@ -246,7 +250,7 @@ impl Native {
                 Some((r, seg, n)) => Some((self.check_notification(pin, r, seg, n)?, n)),
                 None => None,
             };
-            reserve(entries.len() as u32 + target.is_some() as u32)?;
+            reserve(queue_entries(entries, notify))?;
             for c in checked.as_slice() {
                 match dir {
                     Direction::Put => {
@@ -318,7 +322,6 @@ impl Native {
             }
         };
         let post = match (dir, notify) {
-            (_, Some((_, _, n))) if n.value == 0 => return Err(Error::ZeroNotificationValue),
             (Direction::Put, Some((r, seg, n))) => {
                 // Checked above already where the notification goes to a
                 // segment written (the usual case: one lookup less).
@@ -348,7 +351,7 @@ impl Native {
             }
             (Direction::Get, None) => Post::Read(None),
         };
-        reserve(entries.len() as u32 + notify.is_some() as u32)?;
+        reserve(queue_entries(entries, notify))?;
         t.post(rank, list, post, queue)
     }
 
