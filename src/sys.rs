@@ -70,6 +70,12 @@ pub(crate) fn signal_child(pid: u32, signal: i32) {
     }
 }
 
+/// Send SIGKILL to the process `pidfd` names (not to whatever holds its
+/// pid now: a pidfd names one process).
+pub(crate) fn pidfd_kill(pidfd: BorrowedFd<'_>) -> io::Result<()> {
+    Ok(process::pidfd_send_signal(pidfd, process::Signal::KILL)?)
+}
+
 /// Make the child started by `cmd` receive SIGKILL if the launcher dies, so
 /// that no rank outlives it.
 pub(crate) fn kill_with_parent(cmd: &mut Command) {

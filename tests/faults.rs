@@ -753,3 +753,142 @@ fn recover_with_an_idle_rank(ctx: &gaspi::Context, ping: bool) {
         }
     }
 }
+
+/// Ranks per host of the test jobs: emulated hosts (GPI-2 and MPI engines
+/// with `GASPI_EMULATE_HOSTS=1`) hold a node each, of `GASPI_TEST_PPN`
+/// ranks; otherwise every rank runs on one host.
+fn ranks_per_host(n: usize) -> usize {
+    let engine = std::env::var("GASPI_ENGINE").unwrap_or_default();
+    let emulated = std::env::var("GASPI_EMULATE_HOSTS").as_deref() == Ok("1");
+    let ppn = std::env::var("GASPI_TEST_PPN")
+        .ok()
+        .and_then(|p| p.parse().ok());
+    match (engine.as_str(), emulated, ppn) {
+        ("gpi2" | "mpi", true, Some(p)) if p > 0 => p,
+        _ => n,
+    }
+}
+
+/// GPI-2's `init/kill_procs`: rank 0 ends every other rank with
+/// `proc_kill` while they wait in a barrier that only it could complete,
+/// and cannot end itself. A rank of its host is killed at once (SIGKILL
+/// through a pidfd) and seen failed by rank 0 right away, and the launcher
+/// reports it as killed at rank 0's request, not as a failure of the job.
+/// Across hosts, GPI-2 ends the rank with status 255 (its host's launcher
+/// sees a failure); the MPI engine cannot end one rank there and says so,
+/// and rank 0 then releases that rank from its barrier instead.
+#[test]
+fn proc_kill_ends_the_other_ranks_and_the_job_goes_on() {
+    let n = 4usize;
+    let per_host = ranks_per_host(n);
+    Job::new(&[n]).run_and_check(
+        |ctx| {
+            segment(ctx, 0, 4096);
+            barrier(ctx);
+            let me = ctx.rank();
+            if me != 0 {
+                // The MPI engine cannot kill a rank of another host: rank 0
+                // releases it with notification 5 instead.
+                let spared = ctx.engine() == gaspi::Engine::Mpi && !ctx.on_this_host(0);
+                if !spared {
+                    // Hang in there: nothing completes this barrier but
+                    // rank 0, which kills this rank instead, unless it
+                    // killed another first, which fails the barrier.
+                    let r = ctx.barrier(GroupId::ALL, Timeout::Block);
+                    assert!(
+                        matches!(r, Err(Error::RankFailed { .. })),
+                        "rank {me}: the barrier returned {r:?} instead of the kill"
+                    );
+                }
+                loop {
+                    ctx.acknowledge_failures();
+                    match ctx.notify_waitsome(0, 5..6, Timeout::Block) {
+                        Err(Error::RankFailed { .. }) => {}
+                        Ok(5) if spared => break,
+                        other => panic!("rank {me}: {other:?} instead of the kill"),
+                    }
+                }
+                // Released: leave once the deaths rank 0 caused are known
+                // here (its value: how many, plus one), so that nothing of
+                // this rank's end waits for a dead rank inside MPI.
+                let killed = ctx.notify_reset(0, 5).unwrap() as usize - 1;
+                while ctx.acknowledge_failures().len() < killed {
+                    let r = ctx.notify_waitsome(0, 6..7, Timeout::Block);
+                    assert!(
+                        matches!(r, Err(Error::RankFailed { .. })),
+                        "rank {me}: {r:?}"
+                    );
+                }
+                return;
+            }
+            let n = ctx.num_ranks();
+            assert!(matches!(
+                ctx.proc_kill(0, Timeout::Block),
+                Err(Error::InvalidArgument(_))
+            ));
+            assert!(matches!(
+                ctx.proc_kill(n, Timeout::Block),
+                Err(Error::InvalidRank { rank, .. }) if rank == n
+            ));
+            let mut killed = Vec::new();
+            let mut spared = Vec::new();
+            for r in 1..n {
+                match ctx.proc_kill(r, Timeout::Block) {
+                    Ok(()) => killed.push(r),
+                    Err(Error::InvalidArgument(m))
+                        if ctx.engine() == gaspi::Engine::Mpi && !ctx.on_this_host(r) =>
+                    {
+                        assert!(m.contains("another host"), "{m}");
+                        spared.push(r);
+                    }
+                    Err(e) => panic!("proc_kill({r}): {e:?}"),
+                }
+            }
+            // Seen failed at once, and not to be killed twice.
+            for &r in &killed {
+                assert!(matches!(ctx.proc_ping(r), Err(Error::RankFailed { rank }) if rank == r));
+                assert_eq!(ctx.state_vec()[r as usize], RankState::Corrupt);
+                assert!(matches!(
+                    ctx.proc_kill(r, Timeout::Block),
+                    Err(Error::RankFailed { rank }) if rank == r
+                ));
+            }
+            let mut failed = ctx.acknowledge_failures();
+            failed.sort_unstable();
+            assert_eq!(failed, killed);
+            for &r in &spared {
+                let value = killed.len() as u32 + 1;
+                ctx.notify(r, 0, Notification::new(5, value), 0, Timeout::Block)
+                    .unwrap();
+            }
+            ctx.wait(0, Timeout::Block).unwrap();
+        },
+        |_, report| {
+            let zero = &report.ranks[0];
+            assert!(
+                zero.status.success() && !zero.stopped_by_launcher,
+                "{zero:?}"
+            );
+            for o in &report.ranks[1..] {
+                assert!(!o.stopped_by_launcher, "{o:?}");
+                if (o.rank as usize) < per_host {
+                    assert_eq!(o.killed_by, Some(0), "{o:?}");
+                    assert_eq!(o.status.signal(), Some(libc::SIGKILL), "{o:?}");
+                } else if std::env::var("GASPI_ENGINE").as_deref() == Ok("gpi2") {
+                    assert_eq!((o.killed_by, o.status.code()), (None, Some(255)), "{o:?}");
+                } else {
+                    assert!(o.status.success(), "{o:?}");
+                }
+            }
+            if per_host == n {
+                assert!(report.success(), "{report:?}");
+                assert_eq!(report.exit_code(), 0);
+            }
+            assert!(
+                report.left_after_cleanup.is_empty(),
+                "{:?}",
+                report.left_after_cleanup
+            );
+        },
+    );
+}

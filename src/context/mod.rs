@@ -347,6 +347,35 @@ impl Context {
         self.engine.check_alive(rank)
     }
 
+    /// End `rank`'s process (`gaspi_proc_kill`): it is killed (SIGKILL on
+    /// this host, GPI-2's `gaspi_proc_kill` on another host under the
+    /// GPI-2 engine, which ends the process with status 255), and every
+    /// other rank then sees it failed ([`Error::RankFailed`],
+    /// [`Context::state_vec`]), as after a crash. `gaspi-run` reports a
+    /// rank killed on this host at another rank's request as such, not
+    /// as a failure of the job, and lets the others run on.
+    ///
+    /// Errors: [`Error::InvalidRank`] for a rank outside the job,
+    /// [`Error::InvalidArgument`] for this rank itself (GPI-2 answers
+    /// `GASPI_ERR_INV_RANK`) and for a rank on another host under the MPI
+    /// engine (MPI ends ranks only with the whole job), and
+    /// [`Error::RankFailed`] or [`Error::RankTerminated`] for a rank that
+    /// ended already.
+    ///
+    /// ```no_run
+    /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;
+    /// if ctx.rank() == 0 {
+    ///     for r in 1..ctx.num_ranks() {
+    ///         ctx.proc_kill(r, gaspi::Timeout::Block)?;
+    ///     }
+    ///     assert!(matches!(ctx.proc_kill(0, gaspi::Timeout::Block), Err(gaspi::Error::InvalidArgument(_))));
+    /// }
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn proc_kill(&self, rank: Rank, timeout: Timeout) -> Result<()> {
+        self.engine.kill(rank, timeout)
+    }
+
     /// Prepare communication with `rank` (`gaspi_connect`). Ranks on one
     /// machine need no connection: this checks that `rank` exists and is
     /// running, so ported code that connects explicitly keeps its error

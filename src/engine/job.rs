@@ -24,7 +24,7 @@ use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 
 const MAGIC: u64 = 0x4741_5350_494A_4F42; // "GASPIJOB"
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// The number of segment ids a rank's directory holds.
 pub(crate) const SEGMENT_SLOTS: usize = 256;
@@ -154,6 +154,10 @@ pub(crate) struct RankSlot {
     /// The CPUs the rank may run on, as [`cpu_span`] packs them (0:
     /// unknown), recorded when it joins.
     pub(crate) cpus: AtomicU32,
+    /// The rank that asked for this rank's end (`proc_kill`), plus one (0:
+    /// none): its death is then no failure of the job (see
+    /// [`JobBlock::mark_killed`]).
+    pub(crate) killed_by: AtomicU32,
     pub(crate) start_time: AtomicU64,
     pub(crate) segments: [SegmentEntry; SEGMENT_SLOTS],
 }
@@ -511,6 +515,21 @@ impl JobBlock {
         h.failed.fetch_add(1, SeqCst);
         h.ww.advance();
         true
+    }
+
+    /// Record that `by` asked for `rank`'s end (`proc_kill`), before the
+    /// signal goes out: the launcher then reports its death as asked for,
+    /// not as a failure of the job (the others still see it failed).
+    pub(crate) fn mark_killed(&self, rank: usize, by: usize) {
+        let _ = self
+            .slot(rank)
+            .killed_by
+            .compare_exchange(0, by as u32 + 1, SeqCst, SeqCst);
+    }
+
+    /// The rank that asked for `rank`'s end, if one did.
+    pub(crate) fn killed_by(&self, rank: usize) -> Option<usize> {
+        (self.slot(rank).killed_by.load(SeqCst) as usize).checked_sub(1)
     }
 
     /// Ranks currently marked failed, the first one to fail first.

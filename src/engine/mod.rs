@@ -64,7 +64,7 @@ pub(crate) mod wait;
 
 use crate::config::{Config, Engine};
 use crate::error::{Error, Result};
-use crate::types::Rank;
+use crate::types::{Rank, Timeout};
 use inbox::Inbox;
 use job::{JobBlock, Names};
 use spec::JobSpec;
@@ -548,6 +548,53 @@ impl Native {
             Health::Terminated if rank != self.rank => Err(Error::RankTerminated { rank }),
             _ => Ok(()),
         }
+    }
+
+    /// End `rank` (`proc_kill`): on this host by SIGKILL to its process
+    /// (through a pidfd, never to another process that took its pid),
+    /// recorded first in the control block as asked for by this rank, so
+    /// that the launcher does not count it as a failure of the job; then
+    /// marked failed, so that every rank of the host sees it at once. On
+    /// another host through the transport.
+    pub(crate) fn kill(&self, rank: Rank, timeout: Timeout) -> Result<()> {
+        self.check_rank(rank)?;
+        if rank == self.rank {
+            return Err(Error::InvalidArgument(format!(
+                "proc_kill: rank {rank} is this rank; a rank ends itself by returning from main or std::process::exit"
+            )));
+        }
+        self.check_alive(rank)?;
+        if !self.same_host(rank) {
+            let t = self.transport().ok_or_else(|| {
+                Error::Environment(format!(
+                    "proc_kill: rank {rank} is on another host, and no transport reaches it"
+                ))
+            })?;
+            t.kill(rank, timeout)?;
+            // Its host learns it from its launcher or its ranks' probes;
+            // this host (and through it the others) at once.
+            self.job.mark_failed(usize::from(rank));
+            return Ok(());
+        }
+        let r = usize::from(rank);
+        self.job.mark_killed(r, usize::from(self.rank));
+        if self.processes.kill(&self.job, rank) {
+            self.job.mark_failed(r);
+            return Ok(());
+        }
+        // Not reached: it ended meanwhile (say so), or its process cannot
+        // be named from here.
+        let _ = self.job.slot(r).killed_by.compare_exchange(
+            u32::from(self.rank) + 1,
+            0,
+            SeqCst,
+            SeqCst,
+        );
+        self.job.probe();
+        self.check_alive(rank)?;
+        Err(Error::InvalidArgument(format!(
+            "proc_kill: rank {rank}'s process cannot be reached from here (its pid is from another pid namespace, or the kernel lacks pidfd_open)"
+        )))
     }
 
     /// Fail with a failed rank the user has not acknowledged, the first to

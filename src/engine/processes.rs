@@ -1,9 +1,10 @@
 //! The processes of this host's ranks as the kernel's copies between
-//! processes reach them (`process_vm_readv`, `process_vm_writev`: see
-//! `crate::sys`). Those calls name a process by its pid, and a pid passes
-//! to a new process once the old one has exited and been reaped: a copy
-//! aimed at a rank that has just died could land in another program of the
-//! same user. So a rank's pid is taken from the job's control block (which
+//! processes (`process_vm_readv`, `process_vm_writev`: see `crate::sys`)
+//! and `proc_kill` reach them. Those calls name a process by its pid, and
+//! a pid passes to a new process once the old one has exited and been
+//! reaped: a copy aimed at a rank that has just died could land in another
+//! program of the same user. (A kill goes through the pidfd itself, so it
+//! never reaches another process.) So a rank's pid is taken from the job's control block (which
 //! only the job's processes write), never from a word in a window; a pidfd
 //! is opened for it on first use and kept only if the process behind the
 //! pid then started when the rank recorded (a pidfd names the process that
@@ -52,6 +53,25 @@ impl Processes {
             .get_or_init(|| open(job, rank))
             .as_ref()?;
         (!crate::sys::readable_now(fd.as_fd())).then_some(*pid)
+    }
+
+    /// Send SIGKILL to `rank`'s process (`proc_kill`), through its pidfd:
+    /// never to another process that holds its pid now. False if `rank`
+    /// is not of this host, its process has exited, or no pidfd of it
+    /// could be opened.
+    pub(crate) fn kill(&self, job: &JobBlock, rank: Rank) -> bool {
+        if !self.host.contains(&rank) {
+            return false;
+        }
+        let at = usize::from(rank - self.host.start);
+        let Some(Some((_, fd))) = self
+            .opened
+            .get(at)
+            .map(|o| o.get_or_init(|| open(job, rank)))
+        else {
+            return false;
+        };
+        crate::sys::pidfd_kill(fd.as_fd()).is_ok()
     }
 }
 

@@ -323,6 +323,15 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     /// Ranks a request to failed (dead or unreachable).
     fn corrupt_ranks(&self) -> Vec<Rank>;
 
+    /// End `rank`, a running rank of another host (`proc_kill`); returns
+    /// once the request is on its way. By default no engine can.
+    fn kill(&self, rank: Rank, _timeout: Timeout) -> Result<()> {
+        Err(Error::InvalidArgument(format!(
+            "proc_kill: rank {rank} runs on another host, where the {:?} engine cannot end a process",
+            self.kind()
+        )))
+    }
+
     // --- passive --------------------------------------------------------
 
     /// Send the message `msg` to `rank` on another host; returns once it is

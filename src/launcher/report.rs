@@ -54,6 +54,25 @@ pub struct RankOutcome {
     /// it waited in; backtraces with
     /// [`Launch::backtraces_on_stop`](super::Launch::backtraces_on_stop)).
     pub at_stop: Option<String>,
+    /// The rank that ended it with
+    /// [`Context::proc_kill`](crate::Context::proc_kill): it was killed by
+    /// SIGKILL as asked, which is no failure of the job.
+    pub killed_by: Option<Rank>,
+}
+
+impl RankOutcome {
+    /// Whether it ended well: exit status 0, or killed at another rank's
+    /// request ([`RankOutcome::killed_by`]).
+    ///
+    /// ```
+    /// use gaspi::launcher::{Launch, Output};
+    /// let report = Launch::new("sh", 2).args(["-c", "exit $GASPI_RANK"]).output(Output::Capture).run()?;
+    /// assert!(report.ranks[0].ended_well() && !report.ranks[1].ended_well());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn ended_well(&self) -> bool {
+        self.status.success() || self.killed_by.is_some()
+    }
 }
 
 impl std::fmt::Debug for RankOutcome {
@@ -63,6 +82,7 @@ impl std::fmt::Debug for RankOutcome {
             .field("pid", &self.pid)
             .field("status", &describe_status(self.status))
             .field("stopped_by_launcher", &self.stopped_by_launcher)
+            .field("killed_by", &self.killed_by)
             .field("stdout", &String::from_utf8_lossy(&self.stdout))
             .field("stderr", &String::from_utf8_lossy(&self.stderr))
             .finish()
@@ -129,7 +149,8 @@ pub(super) fn status_code(status: ExitStatus) -> i32 {
 }
 
 impl Report {
-    /// The first rank (in time) that exited unsuccessfully.
+    /// The first rank (in time) that exited unsuccessfully (not counting
+    /// ranks killed at another rank's request, [`RankOutcome::killed_by`]).
     ///
     /// ```
     /// use gaspi::launcher::{Launch, Output};
@@ -141,10 +162,12 @@ impl Report {
         self.exit_order
             .iter()
             .map(|&r| &self.ranks[r as usize])
-            .find(|o| !o.status.success())
+            .find(|o| !o.ended_well())
     }
 
-    /// True if every rank exited with status 0.
+    /// True if every rank exited with status 0 (or was killed at another
+    /// rank's request, [`RankOutcome::killed_by`]) and the job did not
+    /// time out.
     ///
     /// ```
     /// use gaspi::launcher::{Launch, Output};
@@ -152,7 +175,7 @@ impl Report {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn success(&self) -> bool {
-        !self.timed_out && self.ranks.iter().all(|o| o.status.success())
+        !self.timed_out && self.ranks.iter().all(RankOutcome::ended_well)
     }
 
     /// The launcher's exit code: 124 after a timeout, 128+N after signal N

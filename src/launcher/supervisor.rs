@@ -46,6 +46,8 @@ pub(super) struct Running {
     stopped: bool,
     /// Where it was when the launcher stopped it.
     at_stop: Option<String>,
+    /// The rank that ended it (`proc_kill`).
+    killed_by: Option<Rank>,
     readers: Vec<JoinHandle<Vec<u8>>>,
 }
 
@@ -81,6 +83,7 @@ impl Running {
             status: None,
             stopped: false,
             at_stop: None,
+            killed_by: None,
             readers,
         })
     }
@@ -105,6 +108,7 @@ impl Running {
             stderr: outs.next().unwrap_or_default(),
             stopped_by_launcher: self.stopped,
             at_stop: self.at_stop,
+            killed_by: self.killed_by,
         }
     }
 }
@@ -265,7 +269,17 @@ impl Supervisor<'_> {
             // cluster).
             block.mark_failed(rank);
         }
-        if !status.success() && !stopped && self.interrupted.is_none() && !self.timed_out {
+        // Killed at another rank's request: no failure of the job.
+        let killed_by = block
+            .killed_by(rank)
+            .filter(|_| status.signal() == Some(libc::SIGKILL))
+            .map(|k| k as Rank);
+        self.running[i].killed_by = killed_by;
+        if let Some(k) = killed_by {
+            self.limits.say(format!(
+                "rank {rank} (pid {pid}) was killed at rank {k}'s request (proc_kill)"
+            ));
+        } else if !status.success() && !stopped && self.interrupted.is_none() && !self.timed_out {
             let others = self.alive().count();
             let grace = self.limits.grace;
             let more = if others > 0 && self.stop_at.is_none() {

@@ -100,7 +100,7 @@ use crate::engine::transport::{AtomicOp, Combine, Contribution, Post, Transfer, 
 use crate::engine::wait::{Patience, lock};
 use crate::error::Result;
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
-use codes::{QUEUES, states};
+use codes::{QUEUES, check, ms, states};
 use gpi2_sys as sys;
 use relay::Shared;
 use std::ops::Range;
@@ -347,6 +347,14 @@ impl Transport for Gpi2 {
 
     fn corrupt_ranks(&self) -> Vec<Rank> {
         codes::corrupt_ranks()
+    }
+
+    fn kill(&self, rank: Rank, timeout: Timeout) -> Result<()> {
+        // GPI-2's service thread on the rank's host ends its process
+        // (`_exit(-1)`) when the request arrives.
+        // SAFETY: plain call.
+        let code = unsafe { sys::gaspi_proc_kill(rank, ms(timeout)) };
+        check("gaspi_proc_kill", code, Some(rank))
     }
 
     fn passive_send(

@@ -397,6 +397,12 @@ impl Transport for Mpi {
     }
 
     fn depart(&self) {
+        if let (Some(w), Some(b)) = (
+            lock(&self.shared.watch).as_mut(),
+            lock(&self.shared.block).as_ref(),
+        ) {
+            w.tell_deaths(self.shared.comm, b);
+        }
         self.announce_departure()
     }
 

@@ -166,26 +166,35 @@ impl Watch {
                 }
             }
         }
+        busy | self.tell_deaths(comm, block)
+    }
+
+    /// Tell every reachable rank of the other hosts of the deaths marked
+    /// in `block` that they have not heard of from this rank; whether
+    /// there were any. Also when this rank leaves (`Mpi::depart`), so that
+    /// a death it saw last, or caused (`proc_kill`), reaches the others
+    /// even if no rank of its host stays to watch.
+    pub(super) fn tell_deaths(&mut self, comm: ffi::Comm, block: &JobBlock) -> bool {
         if block.header().failed.load(SeqCst) == 0 {
-            return busy;
+            return false;
         }
         let dead: Vec<usize> = block
             .failed_ranks()
             .into_iter()
             .filter(|r| !self.told.contains(r))
             .collect();
-        for d in dead {
-            let others = (0..block.nranks()).filter(|&r| reachable(r));
-            for r in others {
+        let reachable =
+            |r: usize| !self.host.contains(&r) && block.slot(r).state.load(SeqCst) == job::ABSENT;
+        for &d in &dead {
+            for r in (0..block.nranks()).filter(|&r| reachable(r)) {
                 let news = (d as u32).to_ne_bytes().to_vec();
                 if let Ok(q) = ffi::send(comm, news, r, TAG_FAILED, false) {
                     self.sends.push(q);
                 }
             }
-            self.told.insert(d);
-            busy = true;
         }
-        busy
+        self.told.extend(&dead);
+        !dead.is_empty()
     }
 }
 
