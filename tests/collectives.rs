@@ -916,3 +916,56 @@ fn a_timed_out_window_allreduce_resumes() {
         barrier(ctx);
     });
 }
+
+/// GPI-2's `mtt_barrier_different_grps` and
+/// `mtt_barrier_allreduce_different_grps`: two threads of every rank run
+/// collectives at once, each on a group of its own (the same members,
+/// different ids): barriers and allreduces of `allreduce_elem_max`
+/// elements, every result checked, then barriers with a 10 ms timeout
+/// whose results are ignored (a timed-out one is finished by the next
+/// call), then a barrier of all ranks.
+#[test]
+fn threads_run_collectives_on_their_own_groups_at_once() {
+    let iters = repeats(1000, 100);
+    Job::new(&[4]).run(|ctx| {
+        let groups: Vec<GroupId> = (0..2)
+            .map(|_| {
+                let g = ctx.group_create().unwrap();
+                for r in 0..ctx.num_ranks() {
+                    ctx.group_add(g, r).unwrap();
+                }
+                ctx.group_commit(g, Timeout::Block).unwrap();
+                g
+            })
+            .collect();
+        let len = ctx.allreduce_elem_max() as usize;
+        let me = ctx.rank() as i64;
+        std::thread::scope(|s| {
+            for (t, &g) in groups.iter().enumerate() {
+                s.spawn(move || {
+                    let mut got = vec![0i64; len];
+                    for k in 0..iters as i64 {
+                        ctx.barrier(g, Timeout::Block).unwrap();
+                        // Differs by rank, thread, round and element.
+                        let mine: Vec<i64> = (0..len as i64)
+                            .map(|i| (me * 7 + i * 3 + k + t as i64) % 11)
+                            .collect();
+                        ctx.allreduce(&mine, &mut got, ReduceOp::Min, g, Timeout::Block)
+                            .unwrap();
+                        for (i, &v) in got.iter().enumerate() {
+                            let want = (0..ctx.num_ranks() as i64)
+                                .map(|r| (r * 7 + i as i64 * 3 + k + t as i64) % 11)
+                                .min()
+                                .unwrap();
+                            assert_eq!(v, want, "thread {t}, round {k}, element {i}");
+                        }
+                    }
+                    for _ in 0..iters {
+                        let _ = ctx.barrier(g, Timeout::ms(10));
+                    }
+                });
+            }
+        });
+        ctx.barrier(GroupId::ALL, Timeout::Block).unwrap();
+    });
+}
