@@ -352,8 +352,9 @@ impl Context {
     /// GPI-2 engine, which ends the process with status 255), and every
     /// other rank then sees it failed ([`Error::RankFailed`],
     /// [`Context::state_vec`]), as after a crash. `gaspi-run` reports a
-    /// rank killed on this host at another rank's request as such, not
-    /// as a failure of the job, and lets the others run on.
+    /// rank killed at another rank's request as such
+    /// ([`RankOutcome::killed_by`](crate::launcher::RankOutcome::killed_by)),
+    /// not as a failure of the job, and lets the others run on.
     ///
     /// Errors: [`Error::InvalidRank`] for a rank outside the job,
     /// [`Error::InvalidArgument`] for this rank itself (GPI-2 answers

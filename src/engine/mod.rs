@@ -564,32 +564,41 @@ impl Native {
             )));
         }
         self.check_alive(rank)?;
+        let r = usize::from(rank);
+        // Recorded in this host's block (a launcher of several emulated
+        // hosts reads every host's).
+        self.job.mark_killed(r, usize::from(self.rank));
+        let unmark = || {
+            let me = u32::from(self.rank) + 1;
+            let _ = self
+                .job
+                .slot(r)
+                .killed_by
+                .compare_exchange(me, 0, SeqCst, SeqCst);
+        };
         if !self.same_host(rank) {
-            let t = self.transport().ok_or_else(|| {
-                Error::Environment(format!(
+            let Some(t) = self.transport() else {
+                unmark();
+                return Err(Error::Environment(format!(
                     "proc_kill: rank {rank} is on another host, and no transport reaches it"
-                ))
-            })?;
-            t.kill(rank, timeout)?;
+                )));
+            };
+            if let Err(e) = t.kill(rank, timeout) {
+                unmark();
+                return Err(e);
+            }
             // Its host learns it from its launcher or its ranks' probes;
             // this host (and through it the others) at once.
-            self.job.mark_failed(usize::from(rank));
+            self.job.mark_failed(r);
             return Ok(());
         }
-        let r = usize::from(rank);
-        self.job.mark_killed(r, usize::from(self.rank));
         if self.processes.kill(&self.job, rank) {
             self.job.mark_failed(r);
             return Ok(());
         }
         // Not reached: it ended meanwhile (say so), or its process cannot
         // be named from here.
-        let _ = self.job.slot(r).killed_by.compare_exchange(
-            u32::from(self.rank) + 1,
-            0,
-            SeqCst,
-            SeqCst,
-        );
+        unmark();
         self.job.probe();
         self.check_alive(rank)?;
         Err(Error::InvalidArgument(format!(

@@ -269,10 +269,16 @@ impl Supervisor<'_> {
             // cluster).
             block.mark_failed(rank);
         }
-        // Killed at another rank's request: no failure of the job.
-        let killed_by = block
-            .killed_by(rank)
-            .filter(|_| status.signal() == Some(libc::SIGKILL))
+        // Killed at another rank's request (SIGKILL from a rank of its
+        // host; across emulated hosts GPI-2's service thread exits it with
+        // status 255, and the request is in the killer's host's block): no
+        // failure of the job.
+        let killed = status.signal() == Some(libc::SIGKILL) || status.code() == Some(255);
+        let killed_by = self
+            .blocks
+            .iter()
+            .find_map(|b| b.killed_by(rank))
+            .filter(|_| killed)
             .map(|k| k as Rank);
         self.running[i].killed_by = killed_by;
         if let Some(k) = killed_by {
