@@ -76,6 +76,12 @@ pub(crate) fn pidfd_kill(pidfd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(process::pidfd_send_signal(pidfd, process::Signal::KILL)?)
 }
 
+/// Send SIGKILL to this process (`proc_kill` asked for from another host).
+#[cfg(feature = "mpi")]
+pub(crate) fn kill_self() {
+    let _ = process::kill_process(process::getpid(), process::Signal::KILL);
+}
+
 /// Make the child started by `cmd` receive SIGKILL if the launcher dies, so
 /// that no rank outlives it.
 pub(crate) fn kill_with_parent(cmd: &mut Command) {

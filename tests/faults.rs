@@ -785,12 +785,11 @@ fn ranks_per_host(n: usize) -> usize {
 
 /// GPI-2's `init/kill_procs`: rank 0 ends every other rank with
 /// `proc_kill` while they wait in a barrier that only it could complete,
-/// and cannot end itself. A rank of its host is killed at once (SIGKILL
-/// through a pidfd) and seen failed by rank 0 right away, and the launcher
-/// reports it as killed at rank 0's request, not as a failure of the job.
-/// Across hosts, GPI-2 ends the rank with status 255 (its host's launcher
-/// sees a failure); the MPI engine cannot end one rank there and says so,
-/// and rank 0 then releases that rank from its barrier instead.
+/// and cannot end itself. A killed rank is seen failed by rank 0 at once,
+/// and the launcher reports it as killed at rank 0's request, not as a
+/// failure of the job. On its host a rank is killed by SIGKILL through a
+/// pidfd; on another host by its own relay on the MPI engine (SIGKILL
+/// too), by GPI-2's service thread on the GPI-2 engine (status 255).
 #[test]
 fn proc_kill_ends_the_other_ranks_and_the_job_goes_on() {
     let n = 4usize;
@@ -801,39 +800,22 @@ fn proc_kill_ends_the_other_ranks_and_the_job_goes_on() {
             barrier(ctx);
             let me = ctx.rank();
             if me != 0 {
-                // The MPI engine cannot kill a rank of another host: rank 0
-                // releases it with notification 5 instead.
-                let spared = ctx.engine() == gaspi::Engine::Mpi && !ctx.on_this_host(0);
-                if !spared {
-                    // Hang in there: nothing completes this barrier but
-                    // rank 0, which kills this rank instead, unless it
-                    // killed another first, which fails the barrier.
-                    let r = ctx.barrier(GroupId::ALL, Timeout::Block);
-                    assert!(
-                        matches!(r, Err(Error::RankFailed { .. })),
-                        "rank {me}: the barrier returned {r:?} instead of the kill"
-                    );
-                }
+                // Hang in there: nothing completes this barrier but rank 0,
+                // which kills this rank instead, unless it killed another
+                // first, which fails the barrier: then wait for the kill.
+                let r = ctx.barrier(GroupId::ALL, Timeout::Block);
+                assert!(
+                    matches!(r, Err(Error::RankFailed { .. })),
+                    "rank {me}: the barrier returned {r:?} instead of the kill"
+                );
                 loop {
                     ctx.acknowledge_failures();
-                    match ctx.notify_waitsome(0, 5..6, Timeout::Block) {
-                        Err(Error::RankFailed { .. }) => {}
-                        Ok(5) if spared => break,
-                        other => panic!("rank {me}: {other:?} instead of the kill"),
-                    }
-                }
-                // Released: leave once the deaths rank 0 caused are known
-                // here (its value: how many, plus one), so that nothing of
-                // this rank's end waits for a dead rank inside MPI.
-                let killed = ctx.notify_reset(0, 5).unwrap() as usize - 1;
-                while ctx.acknowledge_failures().len() < killed {
-                    let r = ctx.notify_waitsome(0, 6..7, Timeout::Block);
+                    let r = ctx.notify_waitsome(0, 5..6, Timeout::Block);
                     assert!(
                         matches!(r, Err(Error::RankFailed { .. })),
-                        "rank {me}: {r:?}"
+                        "rank {me}: {r:?} instead of the kill"
                     );
                 }
-                return;
             }
             let n = ctx.num_ranks();
             assert!(matches!(
@@ -844,22 +826,9 @@ fn proc_kill_ends_the_other_ranks_and_the_job_goes_on() {
                 ctx.proc_kill(n, Timeout::Block),
                 Err(Error::InvalidRank { rank, .. }) if rank == n
             ));
-            let mut killed = Vec::new();
-            let mut spared = Vec::new();
             for r in 1..n {
-                match ctx.proc_kill(r, Timeout::Block) {
-                    Ok(()) => killed.push(r),
-                    Err(Error::InvalidArgument(m))
-                        if ctx.engine() == gaspi::Engine::Mpi && !ctx.on_this_host(r) =>
-                    {
-                        assert!(m.contains("another host"), "{m}");
-                        spared.push(r);
-                    }
-                    Err(e) => panic!("proc_kill({r}): {e:?}"),
-                }
-            }
-            // Seen failed at once, and not to be killed twice.
-            for &r in &killed {
+                ctx.proc_kill(r, Timeout::Block).unwrap();
+                // Seen failed at once, and not to be killed twice.
                 assert!(matches!(ctx.proc_ping(r), Err(Error::RankFailed { rank }) if rank == r));
                 assert_eq!(ctx.state_vec()[r as usize], RankState::Corrupt);
                 assert!(matches!(
@@ -869,13 +838,7 @@ fn proc_kill_ends_the_other_ranks_and_the_job_goes_on() {
             }
             let mut failed = ctx.acknowledge_failures();
             failed.sort_unstable();
-            assert_eq!(failed, killed);
-            for &r in &spared {
-                let value = killed.len() as u32 + 1;
-                ctx.notify(r, 0, Notification::new(5, value), 0, Timeout::Block)
-                    .unwrap();
-            }
-            ctx.wait(0, Timeout::Block).unwrap();
+            assert_eq!(failed, (1..n).collect::<Vec<_>>());
         },
         |_, report| {
             let zero = &report.ranks[0];
@@ -883,19 +846,14 @@ fn proc_kill_ends_the_other_ranks_and_the_job_goes_on() {
                 zero.status.success() && !zero.stopped_by_launcher,
                 "{zero:?}"
             );
+            let gpi2 = std::env::var("GASPI_ENGINE").as_deref() == Ok("gpi2");
             for o in &report.ranks[1..] {
                 assert!(!o.stopped_by_launcher, "{o:?}");
-                if (o.rank as usize) < per_host {
-                    assert_eq!(o.killed_by, Some(0), "{o:?}");
-                    assert_eq!(o.status.signal(), Some(libc::SIGKILL), "{o:?}");
-                } else if std::env::var("GASPI_ENGINE").as_deref() == Ok("gpi2") {
-                    assert_eq!(
-                        (o.killed_by, o.status.code()),
-                        (Some(0), Some(255)),
-                        "{o:?}"
-                    );
+                assert_eq!(o.killed_by, Some(0), "{o:?}");
+                if (o.rank as usize) >= per_host && gpi2 {
+                    assert_eq!(o.status.code(), Some(255), "{o:?}");
                 } else {
-                    assert!(o.status.success(), "{o:?}");
+                    assert_eq!(o.status.signal(), Some(libc::SIGKILL), "{o:?}");
                 }
             }
             assert!(report.success(), "{report:?}");

@@ -348,7 +348,8 @@ impl Context {
     }
 
     /// End `rank`'s process (`gaspi_proc_kill`): it is killed (SIGKILL on
-    /// this host, GPI-2's `gaspi_proc_kill` on another host under the
+    /// this host and, through its relay thread, on another host under the
+    /// MPI engine; GPI-2's `gaspi_proc_kill` on another host under the
     /// GPI-2 engine, which ends the process with status 255), and every
     /// other rank then sees it failed ([`Error::RankFailed`],
     /// [`Context::state_vec`]), as after a crash. `gaspi-run` reports a
@@ -356,12 +357,16 @@ impl Context {
     /// ([`RankOutcome::killed_by`](crate::launcher::RankOutcome::killed_by)),
     /// not as a failure of the job, and lets the others run on.
     ///
+    /// Under `mpirun` or `srun` the job ends with the rank, as it does
+    /// when any rank dies.
+    ///
     /// Errors: [`Error::InvalidRank`] for a rank outside the job,
     /// [`Error::InvalidArgument`] for this rank itself (GPI-2 answers
-    /// `GASPI_ERR_INV_RANK`) and for a rank on another host under the MPI
-    /// engine (MPI ends ranks only with the whole job), and
-    /// [`Error::RankFailed`] or [`Error::RankTerminated`] for a rank that
-    /// ended already.
+    /// `GASPI_ERR_INV_RANK`), [`Error::RankFailed`] or
+    /// [`Error::RankTerminated`] for a rank that ended already, and
+    /// [`Error::Timeout`] where another host did not take the request in
+    /// time (it may still take it: a retry asks again, which is
+    /// harmless).
     ///
     /// ```no_run
     /// # let ctx = gaspi::Context::init(gaspi::Config::default())?;

@@ -324,13 +324,8 @@ pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
     fn corrupt_ranks(&self) -> Vec<Rank>;
 
     /// End `rank`, a running rank of another host (`proc_kill`); returns
-    /// once the request is on its way. By default no engine can.
-    fn kill(&self, rank: Rank, _timeout: Timeout) -> Result<()> {
-        Err(Error::InvalidArgument(format!(
-            "proc_kill: rank {rank} runs on another host, where the {:?} engine cannot end a process",
-            self.kind()
-        )))
-    }
+    /// once the rank's host took the request (the rank ends then).
+    fn kill(&self, rank: Rank, timeout: Timeout) -> Result<()>;
 
     // --- passive --------------------------------------------------------
 

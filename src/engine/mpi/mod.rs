@@ -69,12 +69,12 @@ mod watch;
 
 use crate::config::Engine;
 use crate::engine::inbox::Inbox;
-use crate::engine::job::JobBlock;
+use crate::engine::job::{self, JobBlock};
 use crate::engine::lent::Lent;
 use crate::engine::segment::{SegmentObject, Span};
 use crate::engine::transport::{AtomicOp, Combine, Contribution, Key, Post, Transfer, Transport};
 use crate::engine::wait::{Patience, lock};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::types::{Deadline, NotificationId, QueueId, Rank, SegmentId, Timeout};
 use relay::{Bound, Shared};
 use std::collections::BTreeMap;
@@ -394,6 +394,30 @@ impl Transport for Mpi {
 
     fn keyed_made(&self, object: u64) {
         Mpi::keyed_made(self, object)
+    }
+
+    fn kill(&self, rank: Rank, timeout: Timeout) -> Result<()> {
+        // Answered once the rank's relay took it (it then ends its own
+        // process); a request that timed out is left to MPI and may still
+        // end the rank.
+        let mut q = ffi::send(
+            self.shared.comm,
+            Vec::new(),
+            rank as usize,
+            watch::TAG_KILL,
+            true,
+        )?;
+        let deadline = timeout.deadline();
+        while !q.test()? {
+            match self.state_of(rank as usize) {
+                job::FAILED => return Err(Error::RankFailed { rank }),
+                job::TERMINATED => return Err(Error::RankTerminated { rank }),
+                _ if deadline.expired() => return Err(Error::Timeout),
+                _ => {}
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        Ok(())
     }
 
     fn depart(&self) {

@@ -16,6 +16,10 @@
 //! ranks up to the next live one are exactly those no other host watches.
 //! (`mpirun` and `srun` usually end the whole job first; our launcher
 //! lets the survivors see the failure.)
+//!
+//! A rank of another host asks for this rank's end (`proc_kill`) with a
+//! synchronous message, [`TAG_KILL`]: the relay records the request in its
+//! host's control block and sends its own process SIGKILL.
 
 use super::ffi;
 use super::intake::reap;
@@ -29,6 +33,9 @@ use std::time::{Duration, Instant};
 pub(super) const TAG_FAILED: i32 = 4;
 /// Tag of a ping.
 pub(super) const TAG_PING: i32 = 5;
+/// Tag of a request to end the receiving rank (`proc_kill`, from another
+/// host): a synchronous empty message; the sender's rank is its source.
+pub(super) const TAG_KILL: i32 = 6;
 /// How often the watch looks for deaths on its host.
 const PERIOD: Duration = Duration::from_millis(100);
 /// How often a host's lowest running rank pings the ranks after its host.
@@ -117,6 +124,14 @@ impl Watch {
         while let Some((_, _, m)) = ffi::improbe(comm, None, TAG_PING) {
             let _ = ffi::mrecv(m, &mut []);
             busy = true;
+        }
+        if let Some((from, _, m)) = ffi::improbe(comm, None, TAG_KILL) {
+            if ffi::mrecv(m, &mut []).is_ok() && from < block.nranks() {
+                // Recorded first, so that the launcher reports the death
+                // as asked for.
+                block.mark_killed(self.rank, from);
+                crate::sys::kill_self();
+            }
         }
         while let Some((_, len, m)) = ffi::improbe(comm, None, TAG_FAILED) {
             let mut buf = vec![0u8; len.max(4)];
