@@ -43,15 +43,7 @@ impl Processes {
     /// if `rank` is not of this host, its process has exited, or no pidfd
     /// of it could be opened.
     pub(crate) fn live_pid(&self, job: &JobBlock, rank: Rank) -> Option<u32> {
-        if !self.host.contains(&rank) {
-            return None;
-        }
-        let at = usize::from(rank - self.host.start);
-        let (pid, fd) = self
-            .opened
-            .get(at)?
-            .get_or_init(|| open(job, rank))
-            .as_ref()?;
+        let (pid, fd) = self.opened(job, rank)?;
         (!crate::sys::readable_now(fd.as_fd())).then_some(*pid)
     }
 
@@ -60,18 +52,21 @@ impl Processes {
     /// is not of this host, its process has exited, or no pidfd of it
     /// could be opened.
     pub(crate) fn kill(&self, job: &JobBlock, rank: Rank) -> bool {
+        self.opened(job, rank)
+            .is_some_and(|(_, fd)| crate::sys::pidfd_kill(fd.as_fd()).is_ok())
+    }
+
+    /// `rank`'s pid and pidfd, opened on first use: `None` if `rank` is
+    /// not of this host or no pidfd of its process could be opened.
+    fn opened(&self, job: &JobBlock, rank: Rank) -> Option<&(u32, OwnedFd)> {
         if !self.host.contains(&rank) {
-            return false;
+            return None;
         }
         let at = usize::from(rank - self.host.start);
-        let Some(Some((_, fd))) = self
-            .opened
-            .get(at)
-            .map(|o| o.get_or_init(|| open(job, rank)))
-        else {
-            return false;
-        };
-        crate::sys::pidfd_kill(fd.as_fd()).is_ok()
+        self.opened
+            .get(at)?
+            .get_or_init(|| open(job, rank))
+            .as_ref()
     }
 }
 

@@ -77,6 +77,13 @@ fn discount_stall(sent: Instant, last: Instant, now: Instant) -> Instant {
     }
 }
 
+/// Whether `rank` is a rank of another host than `host` that has neither
+/// failed nor terminated (other hosts' ranks are absent from a host's
+/// `block` until then).
+fn reachable(block: &JobBlock, host: &Range<usize>, rank: usize) -> bool {
+    !host.contains(&rank) && block.slot(rank).state.load(SeqCst) == job::ABSENT
+}
+
 /// The failure watch of one rank, run by its relay thread.
 pub(super) struct Watch {
     host: Range<usize>,
@@ -152,7 +159,8 @@ impl Watch {
             block.probe();
         }
         let state = |r: usize| block.slot(r).state.load(SeqCst);
-        let reachable = |r: usize| !self.host.contains(&r) && state(r) == job::ABSENT;
+        let host = self.host.clone();
+        let reachable = |r: usize| reachable(block, &host, r);
         if self.host.clone().find(|&r| state(r) == job::RUNNING) != Some(self.rank) {
             return busy;
         }
@@ -198,10 +206,8 @@ impl Watch {
             .into_iter()
             .filter(|r| !self.told.contains(r))
             .collect();
-        let reachable =
-            |r: usize| !self.host.contains(&r) && block.slot(r).state.load(SeqCst) == job::ABSENT;
         for &d in &dead {
-            for r in (0..block.nranks()).filter(|&r| reachable(r)) {
+            for r in (0..block.nranks()).filter(|&r| reachable(block, &self.host, r)) {
                 let news = (d as u32).to_ne_bytes().to_vec();
                 if let Ok(q) = ffi::send(comm, news, r, TAG_FAILED, false) {
                     self.sends.push(q);
