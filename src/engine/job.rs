@@ -527,6 +527,15 @@ impl JobBlock {
             .compare_exchange(0, by as u32 + 1, SeqCst, SeqCst);
     }
 
+    /// Take back `by`'s request for `rank`'s end (it could not be carried
+    /// out), unless another rank's stands.
+    pub(crate) fn unmark_killed(&self, rank: usize, by: usize) {
+        let _ = self
+            .slot(rank)
+            .killed_by
+            .compare_exchange(by as u32 + 1, 0, SeqCst, SeqCst);
+    }
+
     /// The rank that asked for `rank`'s end, if one did.
     pub(crate) fn killed_by(&self, rank: usize) -> Option<usize> {
         (self.slot(rank).killed_by.load(SeqCst) as usize).checked_sub(1)

@@ -564,46 +564,45 @@ impl Native {
             )));
         }
         self.check_alive(rank)?;
-        let r = usize::from(rank);
-        // Recorded in this host's block (a launcher of several emulated
-        // hosts reads every host's).
-        self.job.mark_killed(r, usize::from(self.rank));
-        let unmark = || {
-            let me = u32::from(self.rank) + 1;
-            let _ = self
-                .job
-                .slot(r)
-                .killed_by
-                .compare_exchange(me, 0, SeqCst, SeqCst);
-        };
-        if !self.same_host(rank) {
-            let Some(t) = self.transport() else {
-                unmark();
-                return Err(Error::Environment(format!(
+        let remote = match self.same_host(rank) {
+            true => None,
+            false => Some(self.transport().ok_or_else(|| {
+                Error::Environment(format!(
                     "proc_kill: rank {rank} is on another host, and no transport reaches it"
-                )));
-            };
-            if let Err(e) = t.kill(rank, timeout) {
-                unmark();
-                return Err(e);
+                ))
+            })?),
+        };
+        let (r, me) = (usize::from(rank), usize::from(self.rank));
+        // Recorded in this host's block before the kill (a launcher of
+        // several emulated hosts reads every host's).
+        self.job.mark_killed(r, me);
+        let killed = match remote {
+            Some(t) => t.kill(rank, timeout).map(|()| true),
+            None => Ok(self.processes.kill(&self.job, rank)),
+        };
+        match killed {
+            Ok(true) => {
+                // This host (and through its watch the others) at once;
+                // another host's rank's own host learns it from its
+                // launcher or its ranks' probes.
+                self.job.mark_failed(r);
+                Ok(())
             }
-            // Its host learns it from its launcher or its ranks' probes;
-            // this host (and through it the others) at once.
-            self.job.mark_failed(r);
-            return Ok(());
+            Ok(false) => {
+                // Not reached: it ended meanwhile (say so), or its process
+                // cannot be named from here.
+                self.job.unmark_killed(r, me);
+                self.job.probe();
+                self.check_alive(rank)?;
+                Err(Error::InvalidArgument(format!(
+                    "proc_kill: rank {rank}'s process cannot be reached from here (its pid is from another pid namespace, or the kernel lacks pidfd_open)"
+                )))
+            }
+            Err(e) => {
+                self.job.unmark_killed(r, me);
+                Err(e)
+            }
         }
-        if self.processes.kill(&self.job, rank) {
-            self.job.mark_failed(r);
-            return Ok(());
-        }
-        // Not reached: it ended meanwhile (say so), or its process cannot
-        // be named from here.
-        unmark();
-        self.job.probe();
-        self.check_alive(rank)?;
-        Err(Error::InvalidArgument(format!(
-            "proc_kill: rank {rank}'s process cannot be reached from here (its pid is from another pid namespace, or the kernel lacks pidfd_open)"
-        )))
     }
 
     /// Fail with a failed rank the user has not acknowledged, the first to

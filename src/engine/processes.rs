@@ -4,12 +4,12 @@
 //! a pid passes to a new process once the old one has exited and been
 //! reaped: a copy aimed at a rank that has just died could land in another
 //! program of the same user. (A kill goes through the pidfd itself, so it
-//! never reaches another process.) So a rank's pid is taken from the job's control block (which
-//! only the job's processes write), never from a word in a window; a pidfd
-//! is opened for it on first use and kept only if the process behind the
-//! pid then started when the rank recorded (a pidfd names the process that
-//! held the pid when it was opened); and before each copy the pidfd must
-//! say that this process has not exited. A process that has not exited
+//! never reaches another process.) So a rank's pid is taken from the job's
+//! control block (which only the job's processes write), never from a word
+//! in a window; a pidfd is opened for it on first use and kept only if the
+//! process behind the pid then started when the rank recorded (a pidfd
+//! names the process that held the pid when it was opened); and before
+//! each copy the pidfd must say that this process has not exited. A process that has not exited
 //! keeps its pid, so the copy reaches the rank unless it exits, is reaped
 //! and its pid is taken again in the microseconds between the check and
 //! the copy.
