@@ -14,7 +14,10 @@
  * destination's page by 64 to 2048 bytes besides: on an AMD EPYC VM (Zen
  * 3, family 25 model 1) only a destination 1..31 bytes past the source's
  * offset within a 4 KiB page was slow (22.6 us at +16, 1.3-1.9 us at
- * +64+16 and beyond), not those offsets within a cache line alone.
+ * +64+16 and beyond), not those offsets within a cache line alone; on
+ * an AMD EPYC Zen 5 VM (family 26 model 2) only 1..15 bytes past (3-4
+ * GB/s, against 36-58 from +16), which the runtime measures too
+ * (sys::slow_copy_offsets).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -391,64 +391,73 @@ fn cross_memory(
     Ok(())
 }
 
-/// Whether the kernel's cross-memory copy ([`read_process_memory`]) is
-/// three or more times slower where the destination lies 16 bytes past
-/// the source within a page than at the same page offset
-/// ([`copy_offsets_slow`] of `process_vm_readv` from this process's own
-/// memory), measured once per process, the first time it is asked. The
-/// kernel copies with `rep movsb`, which on an AMD EPYC VM runs 20-30
-/// times slower at such offsets; on an Intel Xeon VM 1.1 times (see
-/// `engine::memcopy`). `false` where the kernel refuses the copy (no
-/// single copies are made there anyway).
-pub(crate) fn cross_copy_offsets_slow() -> bool {
-    static SLOW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SLOW.get_or_init(|| copy_offsets_slow(|src, dst| copy_own_memory(src, dst).ok()))
+/// Where the kernel's cross-memory copy ([`read_process_memory`]) is
+/// slow: destinations 1 to `n - 1` bytes past the source's offset within
+/// a page, `n` as [`slow_copy_offsets`] finds it for `process_vm_readv`
+/// from this process's own memory (0: nowhere), measured once per
+/// process, the first time it is asked. The kernel copies with `rep
+/// movsb`, which on AMD EPYC VMs runs 10-30 times slower at such offsets;
+/// on an Intel Xeon VM 1.1 times (see `engine::memcopy`). 0 where the
+/// kernel refuses the copy (no single copies are made there anyway).
+pub(crate) fn cross_copy_slow_offsets() -> usize {
+    static SLOW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *SLOW.get_or_init(|| slow_copy_offsets(|src, dst| copy_own_memory(src, dst).ok()))
 }
 
-/// Whether `copy` is three or more times slower where the destination
-/// lies 16 bytes past the source within a 4 KiB page than where both lie
-/// at the same page offset: the best of 5 copies of 64 KiB each way, the
-/// two ways taken in turn so that one preemption cannot spoil every copy
-/// of one way (about 0.1 ms with a fast copy). `rep movsb`, with which
-/// glibc's `memcpy` and the kernel copy most sizes, runs 20-30 times
-/// slower on AMD EPYC (Zen 3, family 25 model 1, measured) where
-/// `(dst - src) % 4096` is 1 to 31: only there, not at those offsets
-/// within a cache line alone (a destination 64 + 16 bytes past the page
-/// offset of its source copies at full speed). Both buffers lie at known
+/// Where `copy` is slow: `n` such that a destination 1 to `n - 1` bytes
+/// past the source's offset within a 4 KiB page copies three or more
+/// times slower than one at the same page offset, or 0 where neither
+/// probe is. `rep movsb`, with which glibc's `memcpy` and the kernel copy
+/// most sizes, is slow only there, not at those offsets within a cache
+/// line alone (a destination 64 + 16 bytes past the page offset of its
+/// source copies at full speed), and how far it reaches depends on the
+/// CPU: 1 to 31 bytes on AMD EPYC Zen 3 (family 25 model 1; `n` = 32), 1
+/// to 15 on Zen 5 (family 26 model 2; `n` = 16: 3-4 GB/s there against
+/// 36-58 from 16 bytes on), so two probes, 8 and 24 bytes past, each
+/// against the same offset: the best of 5 copies of 64 KiB each way, the
+/// ways taken in turn so that one preemption cannot spoil every copy of
+/// one way (about 0.2 ms with a fast copy). Both buffers lie at known
 /// page offsets in one allocation here, since the heap places two
-/// allocations at any distance (measured with two `Vec`s, this said
-/// "not slow" on that machine). `false` where `copy` fails (returns
-/// `None`).
-pub(crate) fn copy_offsets_slow(mut copy: impl FnMut(&[u8], &mut [u8]) -> Option<()>) -> bool {
+/// allocations at any distance (measured with two `Vec`s, this said "not
+/// slow" on Zen 3). 0 where `copy` fails (returns `None`).
+pub(crate) fn slow_copy_offsets(mut copy: impl FnMut(&[u8], &mut [u8]) -> Option<()>) -> usize {
     const LEN: usize = 64 << 10;
     const PAGE: usize = 4096;
+    const SHIFTS: [usize; 3] = [0, 8, 24];
     // Written through (not calloc'd zero pages), so that no copy reads
     // the shared zero page or faults.
     let mut buf = vec![1u8; 2 * LEN + 3 * PAGE];
     let base = buf.as_ptr().align_offset(PAGE);
     if base >= PAGE {
-        return false;
+        return 0;
     }
     // The source at a page boundary, the destination `shift` bytes past
     // a page boundary after it.
     let (head, tail) = buf.split_at_mut(base + LEN + PAGE);
     let src = &head[base..base + LEN];
-    let mut best = [std::time::Duration::MAX; 2];
+    let mut best = [std::time::Duration::MAX; SHIFTS.len()];
     for _ in 0..5 {
-        for (way, shift) in [0, 16].into_iter().enumerate() {
+        for (way, shift) in SHIFTS.into_iter().enumerate() {
             let at = std::time::Instant::now();
             if copy(src, &mut tail[shift..shift + LEN]).is_none() {
-                return false;
+                return 0;
             }
             best[way] = best[way].min(at.elapsed());
         }
     }
-    best[1] > best[0].saturating_mul(3)
+    let slow = |way: usize| best[way] > best[0].saturating_mul(3);
+    if slow(2) {
+        32
+    } else if slow(1) {
+        16
+    } else {
+        0
+    }
 }
 
 /// Copy `src` into `dst` (the same length) through `process_vm_readv` on
 /// this process itself: the kernel's cross-memory copy, for
-/// [`cross_copy_offsets_slow`].
+/// [`cross_copy_slow_offsets`].
 fn copy_own_memory(src: &[u8], dst: &mut [u8]) -> io::Result<()> {
     assert_eq!(src.len(), dst.len(), "copy_own_memory: lengths differ");
     let local = libc::iovec {
@@ -492,8 +501,8 @@ mod tests {
     /// A copy twenty times as slow at offsets is told apart; a copy that
     /// fails is not called slow.
     #[test]
-    fn copy_offsets_slow_finds_an_offset_penalty() {
-        let penalised = copy_offsets_slow(|src, dst| {
+    fn slow_copy_offsets_finds_an_offset_penalty() {
+        let slow = slow_copy_offsets(|src, dst| {
             let times = if dst.as_ptr() as usize % 64 == 0 {
                 1
             } else {
@@ -505,30 +514,35 @@ mod tests {
             }
             Some(())
         });
-        assert!(penalised);
-        assert!(!copy_offsets_slow(|_, _| None));
+        assert_eq!(slow, 32);
+        assert_eq!(slow_copy_offsets(|_, _| None), 0);
     }
 
-    /// The penalty of the AMD EPYC VM, where only a destination 1 to 31
-    /// bytes past its source's offset within a 4 KiB page copies slowly,
-    /// is found wherever the allocator puts the buffers: the two ways
-    /// measured put the destination at the source's page offset and 16
-    /// bytes past it.
+    /// The penalties of the AMD EPYC VMs, where only a destination 1 to 31
+    /// (Zen 3) or 1 to 15 (Zen 5) bytes past its source's offset within a
+    /// 4 KiB page copies slowly, are found and told apart wherever the
+    /// allocator puts the buffers: the ways measured put the destination
+    /// at the source's page offset, 8 and 24 bytes past it.
     #[test]
-    fn copy_offsets_slow_finds_a_page_offset_penalty() {
-        let mut seen = std::collections::BTreeSet::new();
-        let penalised = copy_offsets_slow(|src, dst| {
-            let apart = (dst.as_ptr() as usize).wrapping_sub(src.as_ptr() as usize) % 4096;
-            seen.insert(apart);
-            let times = if (1..32).contains(&apart) { 20 } else { 1 };
-            for _ in 0..times {
-                dst.copy_from_slice(src);
-                std::hint::black_box(&mut *dst);
-            }
-            Some(())
-        });
-        assert!(penalised);
-        assert_eq!(seen.into_iter().collect::<Vec<_>>(), [0, 16]);
+    fn slow_copy_offsets_finds_how_far_a_page_offset_penalty_reaches() {
+        for reach in [16, 32] {
+            let mut seen = std::collections::BTreeSet::new();
+            let slow = slow_copy_offsets(|src, dst| {
+                let apart = (dst.as_ptr() as usize).wrapping_sub(src.as_ptr() as usize) % 4096;
+                seen.insert(apart);
+                // A copy that takes 20 times as long where penalised
+                // (spun, not copied: the CPU's own copy may be slow at
+                // other offsets than this test's).
+                let us = if (1..reach).contains(&apart) { 400 } else { 20 };
+                let until = std::time::Instant::now() + std::time::Duration::from_micros(us);
+                while std::time::Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                Some(())
+            });
+            assert_eq!(slow, reach);
+            assert_eq!(seen.into_iter().collect::<Vec<_>>(), [0, 8, 24]);
+        }
     }
 
     #[test]

@@ -159,8 +159,8 @@ pub fn through_transport() -> bool {
 }
 
 /// Whether this machine's kernel copies between processes three or more
-/// times slower where the destination lies 16 bytes past the source's
-/// offset within a page (measured once per process): where it does, an
+/// times slower where the destination lies a few bytes past the source's
+/// offset within a page (8 or 24, measured once per process): where it does, an
 /// [`Alltoallv`](crate::Alltoallv) sends pieces between such buffers through
 /// the window rather than in one copy.
 ///
@@ -171,7 +171,7 @@ pub fn through_transport() -> bool {
 /// println!("single copies expected: {one_copy_expected}");
 /// ```
 pub fn kernel_copy_offsets_slow() -> bool {
-    crate::sys::cross_copy_offsets_slow()
+    crate::sys::cross_copy_slow_offsets() > 0
 }
 
 /// The most nodes of the widest layout [`layouts`] keeps across hosts

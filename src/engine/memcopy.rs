@@ -11,9 +11,11 @@
 //! page, so a collective's result copied out of a window into the
 //! caller's buffer hit that case wherever the allocator put it so (64 KiB
 //! per rank allgatherv into private buffers: 350 us instead of 43).
-//! Where the CPU has AVX2 and `memcpy` is that slow at such offsets
-//! (measured once per process, [`crate::sys::copy_offsets_slow`], about
-//! 0.1 ms), copies from [`LOOP_MIN`] bytes on between such offsets
+//! (On an AMD EPYC Zen 5 VM the slow offsets are 1..15 bytes: 3-4 GB/s,
+//! against 36-58 GB/s from 16 bytes on.) Where the CPU has AVX2 and
+//! `memcpy` is that slow at such offsets (measured once per process,
+//! with how far the slow offsets reach: [`crate::sys::slow_copy_offsets`],
+//! about 0.2 ms), copies from [`LOOP_MIN`] bytes on between such offsets
 //! ([`offsets_alias`]) take 32-byte vector loads and aligned stores
 //! instead: as fast at those offsets as glibc's at the same page offset.
 //! Every other copy is glibc's, which was faster there from 1 MiB on (on
@@ -35,22 +37,25 @@
 /// with vector moves of its own, never `rep movsb`.
 const LOOP_MIN: usize = 2048;
 
-/// Whether copies of [`LOOP_MIN`] bytes or more at offsets that alias
-/// ([`offsets_alias`]) take the vector loop: the
-/// CPU has AVX2 and glibc's `memcpy` is three or more times slower at a
-/// destination 16 bytes past the source's page offset than at the same
-/// one ([`crate::sys::copy_offsets_slow`]). Measured once per process.
+/// Which copies of [`LOOP_MIN`] bytes or more take the vector loop: those
+/// whose destination lies 1 to `n - 1` bytes past the source's offset
+/// within a page ([`offsets_alias`]), where the CPU has AVX2 and glibc's
+/// `memcpy` is three or more times slower there than at the same page
+/// offset ([`crate::sys::slow_copy_offsets`]); 0: none. Measured once per
+/// process.
 #[cfg(all(target_arch = "x86_64", not(miri)))]
-fn vector_loop() -> bool {
-    static LOOP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+fn vector_loop() -> usize {
+    static LOOP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *LOOP.get_or_init(|| {
-        std::is_x86_feature_detected!("avx2")
-            && crate::sys::copy_offsets_slow(|src, dst| {
-                dst.copy_from_slice(src);
-                // The copy is kept (no one reads `dst` otherwise).
-                std::hint::black_box(dst);
-                Some(())
-            })
+        if !std::is_x86_feature_detected!("avx2") {
+            return 0;
+        }
+        crate::sys::slow_copy_offsets(|src, dst| {
+            dst.copy_from_slice(src);
+            // The copy is kept (no one reads `dst` otherwise).
+            std::hint::black_box(dst);
+            Some(())
+        })
     })
 }
 
@@ -61,11 +66,13 @@ pub(crate) fn prepare() {
     vector_loop();
 }
 
-/// Whether a copy from `src` to `dst` puts the destination 1 to 31 bytes
-/// past the source's offset within a 4 KiB page, where `rep movsb` may be
-/// slow ([`vector_loop`]). Wrapping: only the offset within a page matters.
-pub(crate) fn offsets_alias(src: usize, dst: usize) -> bool {
-    (1..32).contains(&(dst.wrapping_sub(src) % 4096))
+/// Whether a copy from `src` to `dst` puts the destination 1 to `slow -
+/// 1` bytes past the source's offset within a 4 KiB page, where `rep
+/// movsb` is slow on a CPU whose slow offsets reach that far
+/// ([`crate::sys::slow_copy_offsets`]; `slow` 0: nowhere). Wrapping: only
+/// the offset within a page matters.
+pub(crate) fn offsets_alias(src: usize, dst: usize, slow: usize) -> bool {
+    (1..slow).contains(&(dst.wrapping_sub(src) % 4096))
 }
 
 /// Copy `len` bytes from `src` to `dst`, as [`std::ptr::copy_nonoverlapping`]
@@ -79,7 +86,7 @@ pub(crate) fn offsets_alias(src: usize, dst: usize) -> bool {
 /// mappings): the bytes are plain data and no Rust reference covers them.
 pub(crate) unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
-    if len >= LOOP_MIN && offsets_alias(src as usize, dst as usize) && vector_loop() {
+    if len >= LOOP_MIN && offsets_alias(src as usize, dst as usize, vector_loop()) {
         // SAFETY: the caller's promise; AVX2 is present (`vector_loop`).
         unsafe { x86::copy_avx2::<false>(src, dst, len) };
         return;
@@ -321,27 +328,29 @@ mod tests {
         }
     }
 
-    /// Only a destination 1 to 31 bytes past the source's offset within a
-    /// page aliases, whichever buffer lies first in memory.
+    /// Only a destination 1 to `slow - 1` bytes past the source's offset
+    /// within a page aliases, whichever buffer lies first in memory;
+    /// nothing where no offset is slow.
     #[test]
     fn offsets_alias_within_a_page_only() {
         let src = 1 << 20;
-        for (dst, alias) in [
-            (src, false),
-            (src + 16, true),
-            (src + 31, true),
-            (src + 32, false),
-            (src + 64 + 16, false),
-            (src + 4096 + 8, true),
-            (src - 4096 + 24, true),
-            (src - 16, false),
+        for (dst, zen3, zen5) in [
+            (src, false, false),
+            (src + 1, true, true),
+            (src + 8, true, true),
+            (src + 15, true, true),
+            (src + 16, true, false),
+            (src + 31, true, false),
+            (src + 32, false, false),
+            (src + 64 + 8, false, false),
+            (src + 4096 + 8, true, true),
+            (src - 4096 + 24, true, false),
+            (src - 16, false, false),
         ] {
-            assert_eq!(
-                offsets_alias(src, dst),
-                alias,
-                "dst - src = {}",
-                dst as isize - src as isize
-            );
+            let what = format!("dst - src = {}", dst as isize - src as isize);
+            assert_eq!(offsets_alias(src, dst, 32), zen3, "{what}");
+            assert_eq!(offsets_alias(src, dst, 16), zen5, "{what}");
+            assert!(!offsets_alias(src, dst, 0), "{what}");
         }
     }
 

@@ -63,14 +63,16 @@ pub(super) fn brief(deadline: Deadline, most: std::time::Duration) -> Deadline {
 }
 
 /// Whether the kernel copies a piece from address `src` to address `dst`
-/// at full speed: the destination does not lie 1 to 31 bytes past the
-/// source's offset within a 4 KiB page, or this machine's kernel copy is
-/// not slow there ([`crate::sys::cross_copy_offsets_slow`]; see
-/// `Alltoallv::aligned`). Wrapping: only the offset within a page
-/// matters.
+/// at full speed: the destination does not lie at the offsets past the
+/// source's within a 4 KiB page where this machine's kernel copy is slow
+/// ([`crate::sys::cross_copy_slow_offsets`]; see `Alltoallv::aligned`).
+/// Wrapping: only the offset within a page matters.
 pub(super) fn kernel_copy_fast(src: u64, dst: u64) -> bool {
-    !crate::engine::memcopy::offsets_alias(src as usize, dst as usize)
-        || !crate::sys::cross_copy_offsets_slow()
+    !crate::engine::memcopy::offsets_alias(
+        src as usize,
+        dst as usize,
+        crate::sys::cross_copy_slow_offsets(),
+    )
 }
 
 impl<'a, T: Pod> Alltoallv<'a, T> {
@@ -115,7 +117,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             self.once_min = usize::try_from(min).unwrap_or(usize::MAX).max(1);
             self.measured = measured;
             // Measured now rather than in the first call.
-            crate::sys::cross_copy_offsets_slow();
+            crate::sys::cross_copy_slow_offsets();
         }
         Ok(())
     }
@@ -324,13 +326,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// Whether this rank's piece for local rank `lt` (sending from buffer
     /// `src`, `lt` receiving into buffer `dst`) may go in one copy, both at
     /// their places ([`Alltoallv::place_word`]): its destination does not
-    /// lie 1 to 31 bytes past its source's offset within a 4 KiB page, or
-    /// the kernel's copy is not slow there. The kernel copies with `rep
-    /// movsb`, which on an AMD EPYC VM runs 20-30 times slower at such
-    /// offsets (see `engine::memcopy`), and on an Intel Xeon VM 1.1 times:
-    /// each process measures which
-    /// ([`crate::sys::cross_copy_offsets_slow`]), and where it is slow
-    /// those pieces go through the window. (Buffers at such offsets are
+    /// lie 1 to 31 bytes past its source's offset within a 4 KiB page (1
+    /// to 15 on AMD Zen 5), or the kernel's copy is not slow there. The
+    /// kernel copies with `rep movsb`, which on AMD EPYC VMs runs 10-30
+    /// times slower at such offsets (see `engine::memcopy`), and on an
+    /// Intel Xeon VM 1.1 times: each process measures where
+    /// ([`crate::sys::cross_copy_slow_offsets`]), and those pieces go
+    /// through the window. (Buffers at such offsets are
     /// common: a `Vec` of 128 KiB or more starts 16 bytes into a page,
     /// and once a program has freed a large buffer, glibc serves the next
     /// ones from its heap, at any 16-byte offset; refusing them everywhere
