@@ -47,8 +47,10 @@
 # Each stage has a time cap (seconds) so that one call of a lent machine
 # brings back whatever finished: CAP_COLL (default 200), CAP_KERNELS (200),
 # CAP_COLL8 (100), CAP_MPI_LAYOUT (100 per layout of mpi-N; a round of
-# mpi-8 took about 150 s on the 16-core machine). Rounds alternate the
-# sides as the scripts do.
+# mpi-8 took about 150 s on the 16-core machine; over TCP, with
+# MPI_GATHER_SIZES="65536 1048576", a layout of mpi-tcp-4 took 99 s and
+# one of mpi-tcp-8 about 110-120 s). Rounds alternate the sides as the
+# scripts do. The kit travels only when the call names it: carry .devkit.
 # Usage: scripts/device-figures.sh OUTDIR [ROUNDS]
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -3,16 +3,16 @@
 //! (raw memory) or [`copy_slice`] (Rust slices).
 //!
 //! Why not always `memcpy`: glibc (2.36, Debian 12) copies sizes from a
-//! few KiB up to its non-temporal threshold with `rep movsb`, and on AMD
-//! EPYC VMs `rep movsb` runs at 1.5-2.8 GB/s instead of 30-90 GB/s when
-//! the destination's offset within a 4 KiB page is 1..31 bytes past the
-//! source's — 20-30 times slower. GASPI offsets are the user's, windows
-//! start on pages, and a `Vec` of 128 KiB or more starts 16 bytes into a
-//! page, so a collective's result copied out of a window into the
-//! caller's buffer hit that case wherever the allocator put it so (64 KiB
-//! per rank allgatherv into private buffers: 350 us instead of 43).
-//! (On an AMD EPYC Zen 5 VM the slow offsets are 1..15 bytes: 3-4 GB/s,
-//! against 36-58 GB/s from 16 bytes on.) Where the CPU has AVX2 and
+//! few KiB up to its non-temporal threshold with `rep movsb`, and on an
+//! AMD EPYC Zen 3 VM `rep movsb` runs at 1.5-2.8 GB/s instead of 30-90
+//! GB/s when the destination's offset within a 4 KiB page is 1..31 bytes
+//! past the source's — 20-30 times slower (on a Zen 5 VM 1..15 bytes: 3-4
+//! GB/s against 36-58). GASPI offsets are the user's, windows start on
+//! pages, and a `Vec` of 128 KiB or more starts 16 bytes into a page, so
+//! a collective's result copied out of a window into the caller's buffer
+//! hit that case on Zen 3 wherever the allocator put it so (64 KiB per
+//! rank allgatherv into private buffers: 350 us instead of 43); on Zen 5
+//! buffers at odd `u64` offsets do. Where the CPU has AVX2 and
 //! `memcpy` is that slow at such offsets (measured once per process,
 //! with how far the slow offsets reach: [`crate::sys::slow_copy_offsets`],
 //! about 0.2 ms), copies from [`LOOP_MIN`] bytes on between such offsets
