@@ -146,6 +146,13 @@ fn run_dist(d: Dist) {
                 ..small
             };
             check_fixed(ctx, d, 37, calls, shared_out);
+            // Four copies of the data area in turn: calls 4 apart write
+            // the same places.
+            let four = AlltoallvOptions {
+                copies: Some(4),
+                ..shared_out
+            };
+            check_fixed(ctx, d, 37, calls, four);
             check_fixed(ctx, d, 300, 4, AlltoallvOptions::default());
             // Every piece between nodes written straight from its
             // sender's buffer, the chunks only notifications, with one
@@ -268,7 +275,7 @@ fn single_copies_inside_a_node_beside_results_in_place() {
 
 /// Write this rank's pieces of iteration `it` into the window where
 /// `Alltoallv::outgoing` says: elements `from..` of each (the others
-/// stay from the call before last, of the same parity).
+/// stay from the call `copies` calls before, which used the same copy).
 fn write_outgoing(
     a: &Alltoallv<u64>,
     counts: &[usize],
@@ -285,11 +292,38 @@ fn write_outgoing(
     }
 }
 
+/// Call `it` of `a` (fixed `counts`) the way `(it + me) % 3` says: pieces
+/// made in the window, `run` or `run_into` (into a poisoned buffer), and
+/// check the result (`what` names the case in a failure).
+fn call_each_way(a: &mut Alltoallv<u64>, counts: &[usize], me: usize, it: usize, what: &str) {
+    let n = a.recv_counts().len();
+    let row = &counts[me * n..(me + 1) * n];
+    match (it + me) % 3 {
+        0 => {
+            write_outgoing(a, counts, n, me, it, 0);
+            a.run_in_window(B).unwrap();
+            check_in_place(a, counts, n, me, it);
+        }
+        1 => {
+            a.run(&send_of(counts, n, me, it), row, B).unwrap();
+            check_in_place(a, counts, n, me, it);
+        }
+        _ => {
+            let mut recv = vec![u64::MAX; expected(counts, n, me, 0).len()];
+            a.run_into(&send_of(counts, n, me, it), row, &mut recv, B)
+                .unwrap();
+            assert_eq!(recv, expected(counts, n, me, it), "{what} it {it}");
+        }
+    }
+}
+
 /// Pieces made in the window and sent by `run_in_window`, on every layout
 /// and distribution, while in the same calls other ranks send from
 /// buffers with results in place or in their own buffers (single copies
 /// where they may): every rank gets every piece. A piece left alone keeps
-/// what was written for the call before last (the same copy).
+/// what was written for the call that used the same copy of the window,
+/// `copies` calls before (two copies for small pieces, four set for the
+/// large ones).
 #[test]
 fn pieces_made_in_the_window_beside_send_buffers() {
     for (ranks, ppn) in layouts() {
@@ -311,36 +345,21 @@ fn pieces_made_in_the_window_beside_send_buffers() {
                     block_bytes: 8 * 64,
                     single_copy_min: Some(8 << 10),
                     direct_min,
+                    copies: (c >= 2048).then_some(4),
                     ..Default::default()
                 };
                 let counts = counts(d, n, c, 11 + k as u64);
                 let mut a = Alltoallv::<u64>::with_options(ctx, 20, &counts, opts, B).unwrap();
-                let row = &counts[me * n..(me + 1) * n];
-                let want_len = expected(&counts, n, me, 0).len();
                 for it in 0..12 {
-                    match (it + me) % 3 {
-                        0 => {
-                            write_outgoing(&a, &counts, n, me, it, 0);
-                            a.run_in_window(B).unwrap();
-                            check_in_place(&a, &counts, n, me, it);
-                        }
-                        1 => {
-                            a.run(&send_of(&counts, n, me, it), row, B).unwrap();
-                            check_in_place(&a, &counts, n, me, it);
-                        }
-                        _ => {
-                            let mut recv = vec![u64::MAX; want_len];
-                            let send = send_of(&counts, n, me, it);
-                            a.run_into(&send, row, &mut recv, B).unwrap();
-                            assert_eq!(recv, expected(&counts, n, me, it), "{d:?} it {it}");
-                        }
-                    }
+                    call_each_way(&mut a, &counts, me, it, &format!("{d:?}"));
                 }
-                // Calls 12 and 13 write every piece, 14 and 15 only the
-                // first element of each: the rest stays from two calls
-                // before.
-                for it in 12..16 {
-                    if it < 14 {
+                // The next `copies` calls write every piece, as many after
+                // them only the first element of each: the rest stays from
+                // `copies` calls before.
+                let k = a.copies();
+                assert_eq!(k, if c >= 2048 { 4 } else { 2 });
+                for it in 12..12 + 2 * k {
+                    if it < 12 + k {
                         write_outgoing(&a, &counts, n, me, it, 0);
                     } else {
                         for t in (0..n).filter(|&t| counts[me * n + t] > 0) {
@@ -352,7 +371,7 @@ fn pieces_made_in_the_window_beside_send_buffers() {
                         let got = a.received(s as u16).unwrap().to_vec();
                         let want: Vec<u64> = (0..counts[s * n + me])
                             .map(|i| match (i, it) {
-                                (1.., 14..) => value(s, me, it - 2, i),
+                                (1.., it) if it >= 12 + k => value(s, me, it - k, i),
                                 _ => value(s, me, it, i),
                             })
                             .collect();
@@ -364,6 +383,123 @@ fn pieces_made_in_the_window_beside_send_buffers() {
             }
         });
     }
+}
+
+/// Where a rank receives 16 KiB or more per call and no rank shares its
+/// cores, the calls turn through more copies of the data area than two
+/// (`AlltoallvOptions::copies`), as many as the options' rule says, the
+/// same on every rank; with copies set, as many as set. The results stay
+/// right through more than two turns, in place, private (single copies
+/// and offered buffers where the calls take them) and made in the window,
+/// counts fixed or unknown.
+#[test]
+fn calls_turn_through_more_copies_of_the_window() {
+    for (ranks, ppn) in gaspi::testing::layouts(&[(2, 1), (4, 2), (3, 3)]) {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let counts = counts(Dist::Random, n, 2048, 7);
+            let same_everywhere = |c: usize| {
+                let (mut most, mut least) = ([0u64], [0u64]);
+                ctx.allreduce(&[c as u64], &mut most, ReduceOp::Max, GroupId::ALL, B)
+                    .unwrap();
+                ctx.allreduce(&[c as u64], &mut least, ReduceOp::Min, GroupId::ALL, B)
+                    .unwrap();
+                assert_eq!((most[0], least[0]), (c as u64, c as u64), "copies differ");
+            };
+            for set in [None, Some(6)] {
+                let opts = AlltoallvOptions {
+                    copies: set,
+                    ..Default::default()
+                };
+                let mut a = Alltoallv::<u64>::with_options(ctx, 2, &counts, opts, B).unwrap();
+                let p = a.plan().unwrap();
+                let received = (0..n)
+                    .map(|t| (0..n).map(|s| 8 * counts[s * n + t]).sum::<usize>())
+                    .max()
+                    .unwrap();
+                let largest = (0..ctx.num_nodes())
+                    .map(|k| 8 * p.window_len(k))
+                    .max()
+                    .unwrap();
+                let rule = |shared| opts.copies_for(received, largest, shared).unwrap();
+                match set {
+                    Some(c) => assert_eq!(a.copies(), c),
+                    None => {
+                        assert!(rule(false) > 2 && rule(false) % 2 == 0, "{}", rule(false));
+                        assert_eq!(rule(true), 2);
+                        assert!([rule(false), rule(true)].contains(&a.copies()));
+                    }
+                }
+                same_everywhere(a.copies());
+                let what = format!("{} copies", a.copies());
+                for it in 0..2 * a.copies() + 3 {
+                    call_each_way(&mut a, &counts, me, it, &what);
+                }
+                drop(a);
+                barrier(ctx);
+            }
+            // Unknown sizes: copies by the capacity, or as set.
+            let capacity = 2048 * n;
+            for set in [None, Some(4)] {
+                let opts = AlltoallvOptions {
+                    copies: set,
+                    ..Default::default()
+                };
+                let mut u =
+                    Alltoallv::<u64>::with_unknown_sizes(ctx, 3, capacity, opts, B).unwrap();
+                if let Some(c) = set {
+                    assert_eq!(u.copies(), c);
+                }
+                same_everywhere(u.copies());
+                let mut recv = vec![0u64; capacity];
+                for it in 0..2 * u.copies() + 1 {
+                    let c = self::counts(Dist::Random, n, [256, 1024][it % 2], it as u64);
+                    let row = &c[me * n..(me + 1) * n];
+                    let want = expected(&c, n, me, it);
+                    recv.fill(u64::MAX);
+                    u.run_into(&send_of(&c, n, me, it), row, &mut recv, B)
+                        .unwrap();
+                    assert_eq!(recv[..want.len()], want[..], "unknown sizes, it {it}");
+                }
+                drop(u);
+                barrier(ctx);
+            }
+        });
+    }
+}
+
+/// Copies of the data area that are odd or fewer than two are refused on
+/// every rank, as are copies that the ranks do not all give alike; an
+/// alltoallv made afterwards works.
+#[test]
+fn bad_or_disagreeing_copies_are_refused() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as u64);
+        let with = |c: usize| AlltoallvOptions {
+            copies: Some(c),
+            ..Default::default()
+        };
+        for c in [0, 1, 3, 7] {
+            match Alltoallv::<u64>::alltoall(ctx, 2, 4, with(c), B) {
+                Err(Error::InvalidArgument(m)) => assert!(m.contains("even"), "{m}"),
+                other => panic!("copies {c}: {other:?}"),
+            }
+        }
+        let mine = with(if me == 0 { 4 } else { 2 });
+        assert!(matches!(
+            Alltoallv::<u64>::alltoall(ctx, 2, 4, mine, B),
+            Err(Error::InvalidArgument(_))
+        ));
+        let mut a = Alltoallv::<u64>::alltoall(ctx, 2, 4, with(8), B).unwrap();
+        assert_eq!(a.copies(), 8);
+        let mut recv = vec![0u64; 4 * n];
+        for call in 0..10 {
+            a.run_into(&vec![100 * me + call; 4 * n], &vec![4; n], &mut recv, B)
+                .unwrap();
+            let want: Vec<u64> = (0..n as u64).flat_map(|s| [100 * s + call; 4]).collect();
+            assert_eq!(recv, want, "call {call}");
+        }
+    });
 }
 
 /// Pieces in the window need fixed counts; their places are refused for a
@@ -454,11 +590,13 @@ fn single_copies_need_the_whole_node() {
 /// two, through the windows): inside a node, and into buffers offered to
 /// other nodes' senders. Every rank of a node takes the same way in the
 /// same call, chosen by the node's first rank, and the results are the
-/// same either way. The first calls warm up and then try the two ways in
-/// turn (`collectives/timed_choice.rs`: 2 calls, then 8 alternating,
-/// twice first), so in calls 0, 1, 2, 4, 6 and 8 every piece from another
-/// rank comes through the window, on every rank: one node of 4 (single
-/// copies inside it), 2 nodes of one (offers only), 2 nodes of 2 (both).
+/// same either way. The first turn through the window's copies is not
+/// measured (its calls touch the window's pages for the first time); then
+/// 4 calls warm up and the probes try the two ways in turn, 4 calls each,
+/// the usual (two copies) first (`collectives/timed_choice.rs`), so up to
+/// the 8th call after the first turn every piece from another rank comes
+/// through the window, on every rank: one node of 4 (single copies inside
+/// it), 2 nodes of one (offers only), 2 nodes of 2 (both).
 #[test]
 fn calls_measure_single_copies_and_agree_on_each_call() {
     for (ranks, ppn) in gaspi::testing::layouts(&[(4, 4), (2, 1), (4, 2)]) {
@@ -470,15 +608,20 @@ fn calls_measure_single_copies_and_agree_on_each_call() {
             let mut store = vec![0u64; 4096 * n + 8];
             let recv = line_aligned(&mut store, 4096 * n);
             let mut once = 0u64;
-            for it in 0..14 {
+            // The first turn through the window's copies is not measured
+            // (32 KiB per pair: more than two copies where the ranks have
+            // a core each).
+            let start = a.copies() - 2;
+            for it in 0..start + 14 {
                 a.run_into(&send_of(&counts, n, me, it), row, recv, B)
                     .unwrap();
                 assert_eq!(*recv, expected(&counts, n, me, it), "it {it}");
                 let others = (0..n).filter(|&s| s != me);
                 let pulled = others.filter(|&s| a.received(s as u16).is_err()).count();
-                // Calls 0-3 warm up, then the probes take each way for 4
-                // calls in turn, from the usual (two copies).
-                if !(8..12).contains(&it) {
+                // Calls 0-3 after the first turn warm up, then the probes
+                // take each way for 4 calls in turn, from the usual (two
+                // copies).
+                if !(start + 8..start + 12).contains(&it) {
                     assert_eq!(pulled, 0, "call {it} copies twice");
                 } else {
                     once += pulled as u64;
@@ -1207,8 +1350,10 @@ fn unknown_sizes_change_every_call_on_every_layout() {
                 block_bytes: 8 * 24,
                 ..Default::default()
             };
+            // (And six copies of the data area in turn.)
             let direct = AlltoallvOptions {
                 direct_min: Some(8 * 20),
+                copies: Some(6),
                 ..staged
             };
             let mut a = Alltoallv::<u64>::with_unknown_sizes(ctx, 11, capacity, staged, B).unwrap();

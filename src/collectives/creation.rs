@@ -99,29 +99,37 @@ impl<'c> Creation<'c> {
     /// made by every rank: the largest of the ranks' proposals
     /// ([`next_keyed_id`](super::next_keyed_id)), so that no two objects of
     /// the job share one. `more` are further words the ranks agree on by
-    /// their maximum in the same allreduce over all ranks (written over
-    /// with the agreed values). In one allreduce where the configuration
-    /// allows as many elements (the default's 255 do), else in as few as
-    /// it takes, each a step of its own, so that a call after a timeout
-    /// resumes the allreduce that timed out.
+    /// their maximum in the same allreduce over all ranks
+    /// ([`Creation::agree_max`]).
     pub(crate) fn keyed_object_id(&mut self, more: &mut [u64]) -> Result<u64> {
-        let ctx = self.ctx;
         let mut words = vec![super::next_keyed_id()];
         words.extend_from_slice(more);
-        if ctx.num_ranks() >= 2 {
-            let per = (ctx.config.allreduce_elem_max as usize).max(1);
-            for piece in words.chunks_mut(per) {
-                let agreed = self.step(|t| {
-                    let mut all = vec![0u64; piece.len()];
-                    ctx.allreduce(piece, &mut all, ReduceOp::Max, GroupId::ALL, t)?;
-                    Ok(all)
-                })?;
-                piece.copy_from_slice(&agreed);
-            }
-        }
+        self.agree_max(&mut words)?;
         super::keyed_id_taken(words[0]);
         more.copy_from_slice(&words[1..]);
         Ok(words[0])
+    }
+
+    /// Agree on `words` by their maximum over all ranks (written over with
+    /// the agreed values): in one allreduce where the configuration
+    /// allows as many elements (the default's 255 do), else in as few as
+    /// it takes, each a step of its own, so that a call after a timeout
+    /// resumes the allreduce that timed out.
+    pub(crate) fn agree_max(&mut self, words: &mut [u64]) -> Result<()> {
+        let ctx = self.ctx;
+        if ctx.num_ranks() < 2 {
+            return Ok(());
+        }
+        let per = (ctx.config.allreduce_elem_max as usize).max(1);
+        for piece in words.chunks_mut(per) {
+            let agreed = self.step(|t| {
+                let mut all = vec![0u64; piece.len()];
+                ctx.allreduce(piece, &mut all, ReduceOp::Max, GroupId::ALL, t)?;
+                Ok(all)
+            })?;
+            piece.copy_from_slice(&agreed);
+        }
+        Ok(())
     }
 
     /// The step that makes the object's window by `f`; once made (also by

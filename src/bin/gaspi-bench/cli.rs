@@ -146,6 +146,14 @@ pub struct Cli {
     #[arg(long = "a2a-stream-stores", value_name = "S", default_value = "auto", value_parser = ["auto", "yes", "no"], help_heading = "Alltoallv")]
     pub a2a_stream_stores: String,
 
+    /// Alltoallv: copies of the node window's data area that the calls use
+    /// in turn (an even number, at least 2), or `auto`: 2 where ranks share
+    /// cores or a rank receives under 16 KiB per call, else enough that 2
+    /// MiB of a rank's results lie between two uses of a copy (at most 64
+    /// copies and 32 MiB) [default: 2].
+    #[arg(long = "a2a-copies", value_name = "C", default_value = "2", value_parser = parse_copies, help_heading = "Alltoallv")]
+    pub a2a_copies: Copies,
+
     #[command(flatten, next_help_heading = "Model (a cluster's parameters)")]
     pub model: ModelArgs,
 }
@@ -157,6 +165,27 @@ fn parse_size_or_off(s: &str) -> Result<usize, String> {
     } else {
         parse_size(s)
     }
+}
+
+/// `--a2a-copies`: a number, or `auto` (`None`: the rule of
+/// `gaspi::AlltoallvOptions::copies`).
+#[derive(Clone, Copy, Debug)]
+pub struct Copies(pub Option<usize>);
+
+fn parse_copies(s: &str) -> Result<Copies, String> {
+    if s == "auto" {
+        return Ok(Copies(None));
+    }
+    let c = s
+        .parse()
+        .map_err(|_| format!("{s:?}: a number of copies or auto"))?;
+    // The library's own check (an even number, at least 2).
+    let opts = gaspi::AlltoallvOptions {
+        copies: Some(c),
+        ..Default::default()
+    };
+    opts.copies_for(0, 0, false).map_err(|e| e.to_string())?;
+    Ok(Copies(Some(c)))
 }
 
 /// Sizes, parsed.

@@ -439,6 +439,7 @@ pub fn run_on(cli: &Cli, ctx: Context, twin: Twin) -> Result<bool, gaspi::Error>
                 single_copy_min: cli.single_copy_min,
                 direct_min: cli.direct_min,
                 stream_stores: crate::cli::yes_no_auto(&cli.a2a_stream_stores),
+                copies: cli.a2a_copies.0,
                 ..Default::default()
             },
             per_op: cli.per_op,

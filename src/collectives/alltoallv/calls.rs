@@ -412,7 +412,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
             Ok(None) => {
                 let call = self.calls;
-                self.last = (call % 2) as usize;
+                self.last = call;
                 self.calls += 1;
                 let p = self.plan.as_ref().expect("a completed call has a plan");
                 let total: usize = (0..n).map(|s| p.count(s, me)).sum();

@@ -102,13 +102,35 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .max()
             .unwrap_or(0);
         let table = 2 * most_in + ctx.num_nodes();
-        let two = extent::mul("alltoallv window", plan.window_len(node), 2)?;
+        // Every sum and product below is at most the total of the counts,
+        // whose bytes the plan checked fit in memory.
+        let received = (0..plan.layout.ranks)
+            .map(|t| {
+                (0..plan.layout.ranks)
+                    .map(|s| plan.count(s, t))
+                    .sum::<usize>()
+            })
+            .max()
+            .unwrap_or(0);
+        let largest = (0..ctx.num_nodes())
+            .map(|k| plan.window_len(k))
+            .max()
+            .unwrap_or(0);
+        let copies = Self::copies_agreed(ctx, options, &mut creation, [received, largest], elem)?;
+        let data = extent::mul("alltoallv window", plan.window_len(node), copies)?;
         let data_base = Self::control_bytes(ctx).div_ceil(elem);
-        let elems = extent::add("alltoallv window", data_base, two)?;
+        let elems = extent::add("alltoallv window", data_base, data)?;
         let bytes = extent::mul("alltoallv window", elems, elem)?;
         let window = Self::create_window(ctx, segment, bytes, table, &mut creation)?;
-        let plan = Some(plan);
-        let a = Self::made(ctx, segment, window, options, Sizes::Fixed, plan, data_base);
+        let (sizes, plan) = (Sizes::Fixed, Some(plan));
+        let a = Self::made(
+            ctx,
+            segment,
+            window,
+            options,
+            (sizes, plan),
+            (data_base, copies),
+        );
         a.probed(&creation)
     }
 
@@ -150,12 +172,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         creation.agree(shape, "alltoallv")?;
         let elem = std::mem::size_of::<T>().max(1);
         let (n, nodes) = (ctx.num_ranks() as usize, ctx.num_nodes());
-        // Two copies of staging and receive areas of `capacity` per rank
-        // each, for the largest node (so that every node's copies start at
-        // the same place).
+        // Copies of staging and receive areas of `capacity` per rank each,
+        // for the largest node (so that every node's copies start at the
+        // same place).
         let area = extent::mul("capacity * ranks per node", capacity, ctx.ranks_per_node())?;
         let copy = extent::mul("alltoallv window", area, 2)?;
-        let data = extent::mul("alltoallv window", copy, 2)?;
+        let copies = Self::copies_agreed(ctx, options, &mut creation, [capacity, copy], elem)?;
+        let data = extent::mul("alltoallv window", copy, copies)?;
         let data_bytes = extent::mul("alltoallv window", data, elem)?;
         let matrices = extent::mul("alltoallv count matrices", n, n)?;
         let count_bytes = extent::mul("alltoallv count matrices", matrices, 16)?;
@@ -174,18 +197,49 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             data_ids,
             copy,
         };
-        let a = Self::made(ctx, segment, window, options, sizes, None, data_base);
+        let a = Self::made(
+            ctx,
+            segment,
+            window,
+            options,
+            (sizes, None),
+            (data_base, copies),
+        );
         a.probed(&creation)
     }
 
     /// `shape` with the element type and the options that lay out the
-    /// chunks between nodes (the block size; the others are each rank's
-    /// own, agreed on in the calls, or the node's): what every rank must
-    /// give alike.
+    /// windows and the chunks between nodes (the block size and the copies
+    /// of the data area; the others are each rank's own, agreed on in the
+    /// calls, or the node's): what every rank must give alike.
     fn shape(shape: Shape, options: AlltoallvOptions) -> Shape {
         shape
             .debug(&std::any::type_name::<T>())
             .number(options.block_bytes)
+            .debug(&options.copies)
+    }
+
+    /// The copies of the data area ([`AlltoallvOptions::copies_for`])
+    /// where a rank receives at most `received` elements of `elem` bytes
+    /// per call and the largest node's data area holds `area`. Where the
+    /// options leave them to their rule ([`AlltoallvOptions::copies`]
+    /// `None`, the same on every rank: the shapes agreed), a step of
+    /// `creation` agrees on whether some rank of the job shares its cores
+    /// with other ranks (an allreduce).
+    fn copies_agreed(
+        ctx: &Context,
+        options: AlltoallvOptions,
+        creation: &mut Creation,
+        [received, area]: [usize; 2],
+        elem: usize,
+    ) -> Result<usize> {
+        let mut shared = [0];
+        if options.copies.is_none() {
+            shared[0] = u64::from(ctx.engine.host_shares_cores());
+            creation.agree_max(&mut shared)?;
+        }
+        let bytes = |elems: usize| elems.saturating_mul(elem);
+        options.copies_for(bytes(received), bytes(area), shared[0] != 0)
     }
 
     /// The step of `creation` that makes the window.

@@ -3,22 +3,27 @@
 //! windows, and one message set per pair of nodes instead of one per pair
 //! of ranks), built on [`AlltoallvPlan`](crate::plan::AlltoallvPlan).
 //!
-//! Every node has one window with two copies of its data area, used by
-//! calls in turn (by the parity of the call number): a staging area for
-//! its sections to other nodes and a receive area with one section per
-//! source node (see [`crate::plan::AlltoallvPlan`]). Two copies let a call
-//! start while the previous result is still being read, so no barrier
-//! opens a call. One call with counts known at creation
+//! Every node has one window with copies of its data area, used by calls
+//! in turn (call `k` copy `k % copies`, an even number of them: two by
+//! default, more for results that are read, [`AlltoallvOptions::copies`]):
+//! a staging area for its sections to other nodes and a receive area
+//! with one section per source node (see
+//! [`crate::plan::AlltoallvPlan`]). Two copies let a call start while the
+//! previous result is still being read, so no barrier opens a call; more
+//! let the lines a rank read leave its cache before a sender writes them
+//! again. Two calls in a row use copies of different parity, so the last
+//! call before this one to use its copy is the call before the previous
+//! one, or older. One call with counts known at creation
 //! ([`Alltoallv::new`]), on every rank:
 //! 1. from the third call on, the node's ranks tell every node that sends
 //!    to it, and to which it sends nothing, that it may write this call's
 //!    copy (a "credit" notification per such node, shared out among them):
 //!    having passed the previous call's closing wait, every rank of the
-//!    node is done with the result of the call before, which used the same
-//!    copy. Where the two nodes send each other data, no credit is needed:
-//!    a node's chunks of the previous call said as much (a node writes its
-//!    chunks only once all its ranks have staged, that is, once all are
-//!    done with the call before);
+//!    node is done with the result of the call before, and so with every
+//!    older call that used this copy. Where the two nodes send each other
+//!    data, no credit is needed: a node's chunks of the previous call
+//!    said as much (a node writes its chunks only once all its ranks have
+//!    staged, that is, once all are done with the call before);
 //! 2. the rank copies its pieces for other nodes into the staging area, at
 //!    their place in their node pair's section, and says so in its
 //!    progress word (a cache line per local rank at the window's start);
@@ -66,7 +71,8 @@
 //! piece then moves not at all, between nodes once. The places of a call
 //! are free from when the rank's previous call has returned: that call's
 //! closing wait saw every rank of the node done with the call before it
-//! (which used the same copy), and its chunk writes completed.
+//! (and so with every older call that used the same copy), and its chunk
+//! writes completed.
 //!
 //! **Single copies** inside a node, for private results: two copies
 //! through the window cost each byte a write and a read of lines another

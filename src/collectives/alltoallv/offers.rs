@@ -325,7 +325,6 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         &self,
         send: &[T],
         send_counts: &[usize],
-        parity: usize,
         deadline: Deadline,
     ) -> Result<()> {
         if !self.direct_to.contains(&true) {
@@ -342,13 +341,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 continue;
             }
             self.await_credit(p, to, deadline)?;
-            let place = |t: usize| (self.area(to, parity) + p.recv_at(me, t)) * elem;
+            let place = |t: usize| (self.area(to, self.calls) + p.recv_at(me, t)) * elem;
             if self.in_window {
                 for (t, &c) in ranks.zip(counts).filter(|&(_, &c)| c > 0) {
                     let staged = p
                         .stage_at(me, t)
                         .expect("a piece for another node is staged");
-                    let here = Local::new(self.segment, (self.area(node, parity) + staged) * elem);
+                    let here =
+                        Local::new(self.segment, (self.area(node, self.calls) + staged) * elem);
                     let remote = Remote::new(self.peer(to), self.segment, place(t));
                     let queue = self.options.queue;
                     crate::collectives::with_room(self.ctx, queue, deadline, || {

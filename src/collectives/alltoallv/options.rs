@@ -1,7 +1,9 @@
-//! [`AlltoallvOptions`]: chunk size, queue, the one-sender limit, and the
-//! thresholds of single copies, unstaged pieces and streaming stores, with
-//! the measurements behind their defaults.
+//! [`AlltoallvOptions`]: chunk size, queue, the one-sender limit, the
+//! thresholds of single copies, unstaged pieces and streaming stores, and
+//! the copies of the window's data area, with the measurements behind
+//! their defaults.
 
+use crate::error::{Error, Result};
 use crate::types::QueueId;
 
 /// Options of an [`Alltoallv`](crate::Alltoallv).
@@ -104,6 +106,59 @@ pub struct AlltoallvOptions {
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub stream_stores: Option<bool>,
+    /// How many copies of the node window's data area (staging and receive
+    /// areas) the calls use in turn, call `k` copy `k % copies`: an even
+    /// number, at least 2 (two let a call start while the previous result
+    /// is still read; an even number keeps consecutive calls in copies of
+    /// different parity, which is what the calls' credits guard).
+    ///
+    /// A rank that reads its result (out of the window into its buffer, or
+    /// in place) takes the window's lines into its cache; when a sender
+    /// writes the same lines two calls later, each store must first take
+    /// them back from that cache, one line at a time. With enough copies
+    /// the lines have left the reader's cache by then; but a call whose
+    /// result nobody reads then writes lines no cache holds. Measured on a
+    /// 2-core AMD EPYC (Zen 5) VM, a core per rank, 10 alternated rounds,
+    /// `None` (the rule below) against 2, medians of the per-round ratios
+    /// (the guide's alltoallv figures, docs/guide/benchmarking.md):
+    /// private results 0.69 and 0.74 of the time at 16 and 64 KiB per pair
+    /// on one node of 2, 0.72 and 0.66 on 2 nodes of 1, 0.94-1.02 from 256
+    /// KiB; results in place that the benchmark leaves unread (it reads
+    /// the ends of each piece) 1.10-1.37 times as long at 16-64 KiB.
+    ///
+    /// `Some(2)` (the default): two copies. `None`: copies by a rule, for
+    /// calls whose results are read (private results above all): 2 where
+    /// some rank of the job shares its cores with other ranks (the
+    /// reader's lines are then in the writer's caches too, and more copies
+    /// only miss them: on the same VM, 8 ranks in 2 nodes of 4 took 1.1-1.6
+    /// times as long with them) or a rank receives less than
+    /// [`AlltoallvOptions::ROTATE_MIN`] bytes per call, else enough that
+    /// each rank's results of [`AlltoallvOptions::ROTATION_BYTES`] lie
+    /// between two uses of a copy, at most
+    /// [`AlltoallvOptions::MAX_AUTO_COPIES`] and no more than fit
+    /// [`AlltoallvOptions::ROTATION_WINDOW_MAX`] of window (never below 2),
+    /// the same on every rank (whether some rank shares its cores is
+    /// agreed when the alltoallv is made).
+    /// Every rank must give the same; an odd number or 0 is
+    /// [`Error::InvalidArgument`] when the
+    /// alltoallv is made.
+    ///
+    /// ```
+    /// use gaspi::{Alltoallv, AlltoallvOptions, Config, Context, Timeout};
+    /// let ctx = Context::init(Config::default())?;
+    /// let n = ctx.num_ranks() as usize;
+    /// let four = AlltoallvOptions { copies: Some(4), ..Default::default() };
+    /// let mut a = Alltoallv::<u64>::alltoall(&ctx, 2, 4, four, Timeout::Block)?;
+    /// assert_eq!(a.copies(), 4);
+    /// for call in 0..5 {
+    ///     a.run(&vec![call; 4 * n], &vec![4; n], Timeout::Block)?;
+    ///     assert_eq!(a.received(0)?.to_vec(), [call; 4]);
+    /// }
+    /// let three = AlltoallvOptions { copies: Some(3), ..Default::default() };
+    /// assert!(Alltoallv::<u64>::alltoall(&ctx, 3, 4, three, Timeout::Block).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub copies: Option<usize>,
 }
 
 impl Default for AlltoallvOptions {
@@ -115,6 +170,7 @@ impl Default for AlltoallvOptions {
             single_copy_min: None,
             direct_min: None,
             stream_stores: None,
+            copies: Some(2),
         }
     }
 }
@@ -134,6 +190,10 @@ impl AlltoallvOptions {
     /// (`scripts/alltoall_model.c`) put the crossover between 1 and 16 KiB
     /// per piece on a 16-core Xeon (8 and 16 ranks), where the single copy
     /// took 0.2-0.7 of the time of two from 16 KiB to 1 MiB per piece.
+    /// On a 2-core AMD EPYC (Zen 5) VM, 2 ranks in 2 nodes of 1, the two
+    /// copies through the window turned 3-5 times slower than usual for
+    /// stretches of seconds (so did a C model of them), the kernel's copy
+    /// not: measuring from 16 KiB lets the calls take it then.
     pub const DEFAULT_SINGLE_COPY_MIN: usize = 16 << 10;
     /// The smallest piece that may go in one copy where the ranks share
     /// cores (`single_copy_min: None`, the calls' way measured): 32 KiB.
@@ -158,4 +218,55 @@ impl AlltoallvOptions {
     /// hosts, unstaged was slower at 16 KiB per pair, mixed at 64-256 KiB,
     /// 0.7-0.9 of the staged time at 1 MiB.
     pub const DEFAULT_TRANSPORT_DIRECT_MIN: usize = 256 << 10;
+    /// The fewest bytes a rank receives per call for which `copies: None`
+    /// takes more than two copies: 16 KiB (below, a call moves few lines;
+    /// not measured there).
+    pub const ROTATE_MIN: usize = 16 << 10;
+    /// How many bytes of each rank's results `copies: None` puts between
+    /// two uses of a copy: 2 MiB, more than a core's level-2 cache (1 MiB
+    /// on AMD Zen 5, 2 MiB on Intel Sapphire Rapids). On a 2-core Zen 5
+    /// VM, 2 ranks in 2 nodes of 1 at 16 KiB per pair, private results
+    /// gained nothing from 16 copies (512 KiB of a rank's results between
+    /// uses) and took 0.66 of the time with 64 (2 MiB).
+    pub const ROTATION_BYTES: usize = 2 << 20;
+    /// The most copies `copies: None` takes: 64.
+    pub const MAX_AUTO_COPIES: usize = 64;
+    /// The largest window (all copies of a node's data area) for which
+    /// `copies: None` takes more than two copies: 32 MiB.
+    pub const ROTATION_WINDOW_MAX: usize = 32 << 20;
+
+    /// The copies of the data area for these options (see
+    /// [`AlltoallvOptions::copies`]), where a rank receives at most
+    /// `received` bytes per call, the largest node's data area (one copy)
+    /// holds `area` bytes, and `cores_shared` says whether some rank of
+    /// the job shares its cores with others.
+    ///
+    /// ```
+    /// use gaspi::AlltoallvOptions;
+    /// assert_eq!(AlltoallvOptions::default().copies_for(1 << 20, 1 << 20, false)?, 2);
+    /// let auto = AlltoallvOptions { copies: None, ..Default::default() };
+    /// assert_eq!(auto.copies_for(8 << 10, 16 << 10, false)?, 2);
+    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, false)?, 32);
+    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, true)?, 2);
+    /// assert_eq!(auto.copies_for(4 << 20, 8 << 20, false)?, 2);
+    /// let odd = AlltoallvOptions { copies: Some(5), ..auto };
+    /// assert!(odd.copies_for(1, 1, false).is_err());
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn copies_for(&self, received: usize, area: usize, cores_shared: bool) -> Result<usize> {
+        match self.copies {
+            Some(c) if c < 2 || c % 2 == 1 => Err(Error::InvalidArgument(format!(
+                "an alltoallv's copies of its data area must be an even number, at least 2; got {c}"
+            ))),
+            Some(c) => Ok(c),
+            None if cores_shared || received < Self::ROTATE_MIN => Ok(2),
+            None => {
+                let wanted = Self::ROTATION_BYTES
+                    .div_ceil(received)
+                    .min(Self::MAX_AUTO_COPIES);
+                let fit = Self::ROTATION_WINDOW_MAX / area.max(1);
+                Ok((wanted.min(fit) & !1).max(2))
+            }
+        }
+    }
 }

@@ -46,6 +46,22 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.once_min != usize::MAX
     }
 
+    /// How many copies of the data area the calls use in turn (see
+    /// [`AlltoallvOptions::copies`](crate::AlltoallvOptions::copies)),
+    /// the same on every rank.
+    ///
+    /// ```
+    /// # use gaspi::{Alltoallv, Config, Context, Timeout};
+    /// # let ctx = Context::init(Config::default())?;
+    /// // A few bytes per call: two copies.
+    /// let a = Alltoallv::<u8>::alltoall(&ctx, 0, 1, Default::default(), Timeout::Block)?;
+    /// assert_eq!(a.copies(), 2);
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    pub fn copies(&self) -> usize {
+        self.copies
+    }
+
     /// The segment id of the node windows.
     ///
     /// ```
@@ -131,11 +147,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// the receive area, where its receiver finds it
     /// ([`Alltoallv::received`]).
     ///
-    /// The places alternate between two copies by the parity of the call,
-    /// and each is this rank's alone: what is written for one call stays
-    /// for the call after next (unless a call of [`Alltoallv::run`] or
+    /// The places turn through the window's [`Alltoallv::copies`] copies
+    /// with the call number (call `k` uses copy `k % copies`), and each is
+    /// this rank's alone: what is written for one call stays for the call
+    /// `copies` calls later (unless a call of [`Alltoallv::run`] or
     /// [`Alltoallv::run_into`] in between copied its send buffer there),
-    /// so that a piece that does not change is written once per parity.
+    /// so that a piece that does not change is written once per copy
+    /// (with the default two copies,
+    /// [`AlltoallvOptions::copies`](crate::AlltoallvOptions::copies), once
+    /// per parity of the call).
     /// Valid from when the previous call has returned (before the first,
     /// at once) until the next call starts. Fixed counts only: with sizes
     /// unknown in advance the places are known only inside a call
@@ -164,7 +184,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             Some(staged) => staged,
             None => p.recv_at(me, t),
         };
-        let at = self.area(self.ctx.node(), (self.calls % 2) as usize) + at;
+        let at = self.area(self.ctx.node(), self.calls) + at;
         Ok(self.window.view::<T>().sub(at..at + p.count(me, t)))
     }
 

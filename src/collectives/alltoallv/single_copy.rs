@@ -255,7 +255,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         wait_out(|| readers.load(SeqCst) != 0, failed);
         // (In the window nothing is read: every piece was pushed.)
         if self.line(local, DECIDED).load(SeqCst) == tag && !self.in_window {
-            self.stage(send, send_counts, Staged::Read, (self.calls % 2) as usize);
+            self.stage(send, send_counts, Staged::Read);
             word.fetch_or(MOVED, SeqCst);
             self.wake();
         }

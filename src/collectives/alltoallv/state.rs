@@ -177,8 +177,11 @@ pub struct Alltoallv<'a, T> {
     pub(super) control: SegmentView<u64>,
     /// Elements of `T` before the data areas.
     pub(super) data_base: usize,
-    /// The copy of the data area that holds the last result.
-    pub(super) last: usize,
+    /// Copies of the data area, used by calls in turn (an even number, at
+    /// least 2: [`AlltoallvOptions::copies`]).
+    pub(super) copies: usize,
+    /// The call whose result the window holds (the last completed).
+    pub(super) last: u64,
     /// Calls completed.
     pub(super) calls: u64,
     /// Claims on the node's table in the calls completed.
@@ -285,15 +288,15 @@ pub struct Alltoallv<'a, T> {
 }
 
 impl<'a, T: Pod> Alltoallv<'a, T> {
-    /// The collective on its new `window`, before its first call.
+    /// The collective on its new `window`, before its first call: its data
+    /// areas after `data_base` elements, `copies` of them.
     pub(super) fn made(
         ctx: &'a Context,
         segment: SegmentId,
         window: Window,
         options: AlltoallvOptions,
-        sizes: Sizes,
-        plan: Option<AlltoallvPlan>,
-        data_base: usize,
+        (sizes, plan): (Sizes, Option<AlltoallvPlan>),
+        (data_base, copies): (usize, usize),
     ) -> Alltoallv<'a, T> {
         let mut a = Alltoallv {
             ctx,
@@ -304,6 +307,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             sizes,
             plan,
             data_base,
+            copies,
             last: 0,
             calls: 0,
             claimed: 0,
@@ -342,6 +346,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             _t: PhantomData,
         };
         a.plan_direct();
+        // The first turn through more copies than two touches each page
+        // of the window for the first time in this process (a fault per
+        // page): the calls start measuring their ways once it is over.
+        a.choice.reset(copies as u64 - 2);
         a
     }
 
@@ -376,14 +384,19 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
     }
 
-    /// Where copy `parity` of `node`'s data area starts in its window.
-    pub(super) fn area(&self, node: usize, parity: usize) -> usize {
+    /// Where the copy of `node`'s data area that call number `call` uses
+    /// starts in its window: copy `call % copies`. The copies are even in
+    /// number, so two calls in a row use copies of different parity, and
+    /// a copy's last user before `call` is call `call - 2` or older: what
+    /// the credits and the closing waits of the calls guard.
+    pub(super) fn area(&self, node: usize, call: u64) -> usize {
         let len = match (self.sizes, &self.plan) {
             (Sizes::Fixed, Some(p)) => p.window_len(node),
             (Sizes::Unknown { copy, .. }, _) => copy,
             (Sizes::Fixed, None) => unreachable!("fixed counts have a plan"),
         };
-        self.data_base + parity * len
+        // The window holds `copies * len` elements after `data_base`.
+        self.data_base + (call % self.copies as u64) as usize * len
     }
 
     /// Bytes of the control words at the window's start: a cache line per

@@ -160,7 +160,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     };
                     // First what goes straight to other nodes (it may wait
                     // for credits: a call resumed redoes only this).
-                    self.write_direct(send, send_counts, parity, deadline)?;
+                    self.write_direct(send, send_counts, deadline)?;
                     let p = self.plan.as_ref().expect("planned");
                     let once = self.has_single(p) && self.once_way;
                     // (In the window there is no `recv`: nothing to read.)
@@ -169,7 +169,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         self.announce(send, recv.as_deref(), fits);
                     }
                     if !self.in_window {
-                        self.stage(send, send_counts, Staged::Out, parity);
+                        self.stage(send, send_counts, Staged::Out);
                     }
                     self.publish(step(2));
                     self.stagings += 1;
@@ -205,14 +205,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     for i in next..end {
                         *phase = Phase::Sending { next: i, end, wait };
                         let c = p.chunks(node)[i];
-                        self.send_chunk(p, &c, parity, deadline)?;
+                        self.send_chunk(p, &c, deadline)?;
                     }
                     // The pieces for this node's ranks, while chunks travel.
                     if self.once {
                         self.decide(send, deadline)?;
                     }
                     if !self.in_window {
-                        self.stage(send, send_counts, Staged::Node, parity);
+                        self.stage(send, send_counts, Staged::Node);
                     }
                     if local == 0 {
                         let word = self.next_choice_word();
@@ -305,17 +305,17 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.await_lines::<PROGRESS>(step, deadline)
     }
 
-    /// Copy this rank's pieces from `send` into copy `parity` of the data
-    /// area: those for other nodes into the staging area (`Staged::Out`),
+    /// Copy this rank's pieces from `send` into the call's copy of the
+    /// data area: those for other nodes into the staging area (`Staged::Out`),
     /// or those for this node's ranks into the receive area
     /// (`Staged::Node`), but those that their receivers read themselves,
     /// or only those (`Staged::Read`: a call that failed moves them, see
     /// [`Alltoallv::withdraw`]).
-    pub(super) fn stage(&self, send: &[T], send_counts: &[usize], which: Staged, parity: usize) {
+    pub(super) fn stage(&self, send: &[T], send_counts: &[usize], which: Staged) {
         let p = self.plan.as_ref().expect("planned");
         let (me, local) = (self.ctx.rank() as usize, self.ctx.local_rank() as usize);
         let first = p.layout.node_ranks(p.layout.node_of(me)).start;
-        let base = self.area(self.ctx.node(), parity);
+        let base = self.area(self.ctx.node(), self.calls);
         let view = self.window.view::<T>();
         // Whether `t` reads this rank's piece for it out of `send` itself.
         let read = |t: usize| self.once && self.single(p, me, t) && !self.pushes(local, t - first);
@@ -337,23 +337,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         }
     }
 
-    /// Write chunk `c` of plan `p` from and to copy `parity` of the data
-    /// areas, with its notification (the call's tag).
-    fn send_chunk(
-        &self,
-        p: &AlltoallvPlan,
-        c: &Chunk,
-        parity: usize,
-        deadline: Deadline,
-    ) -> Result<()> {
+    /// Write chunk `c` of plan `p` from and to the call's copies of the
+    /// data areas, with its notification (the call's tag).
+    fn send_chunk(&self, p: &AlltoallvPlan, c: &Chunk, deadline: Deadline) -> Result<()> {
         self.await_credit(p, c.to, deadline)?;
-        self.post_chunk(
-            p,
-            c,
-            parity,
-            crate::collectives::call_tag(self.calls),
-            deadline,
-        )
+        self.post_chunk(p, c, crate::collectives::call_tag(self.calls), deadline)
     }
 
     /// From the third call on, node `to`'s credit for this call (or a
@@ -378,18 +366,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Post chunk `c` (see `send_chunk`).
-    fn post_chunk(
-        &self,
-        p: &AlltoallvPlan,
-        c: &Chunk,
-        parity: usize,
-        tag: u32,
-        deadline: Deadline,
-    ) -> Result<()> {
+    fn post_chunk(&self, p: &AlltoallvPlan, c: &Chunk, tag: u32, deadline: Deadline) -> Result<()> {
         let elem = std::mem::size_of::<T>();
         let (from, to) = p.chunk_at(c);
-        let from = (self.area(self.ctx.node(), parity) + from) * elem;
-        let to = (self.area(c.to, parity) + to) * elem;
+        let from = (self.area(self.ctx.node(), self.calls) + from) * elem;
+        let to = (self.area(c.to, self.calls) + to) * elem;
+        let parity = (self.calls % 2) as usize;
         // A section written unstaged: only the notification.
         let len = if self.direct_to[c.to] {
             0
