@@ -469,8 +469,9 @@ fn calls_turn_through_more_copies_of_the_window() {
 }
 
 /// Copies of the data area that are odd or fewer than two are refused on
-/// every rank, as are copies that the ranks do not all give alike; an
-/// alltoallv made afterwards works.
+/// every rank, as are copies that the ranks do not all give alike and so
+/// many that the window's size overflows; an alltoallv made afterwards
+/// works.
 #[test]
 fn bad_or_disagreeing_copies_are_refused() {
     Job::new(&[4]).ppn(2).run(|ctx| {
@@ -485,6 +486,11 @@ fn bad_or_disagreeing_copies_are_refused() {
                 other => panic!("copies {c}: {other:?}"),
             }
         }
+        // So many that the window's size overflows: an error, no window.
+        assert!(matches!(
+            Alltoallv::<u64>::alltoall(ctx, 2, 4, with(1 << 62), B),
+            Err(Error::SizeOverflow { .. })
+        ));
         let mine = with(if me == 0 { 4 } else { 2 });
         assert!(matches!(
             Alltoallv::<u64>::alltoall(ctx, 2, 4, mine, B),
