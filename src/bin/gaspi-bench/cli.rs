@@ -147,11 +147,11 @@ pub struct Cli {
     pub a2a_stream_stores: String,
 
     /// Alltoallv: copies of the node window's data area that the calls use
-    /// in turn (an even number, at least 2), or `auto`: 2 where ranks share
-    /// cores or a rank receives under 16 KiB per call, else enough that 2
-    /// MiB of a rank's results lie between two uses of a copy (at most 64
-    /// copies and 32 MiB) [default: 2].
-    #[arg(long = "a2a-copies", value_name = "C", default_value = "2", value_parser = parse_copies, help_heading = "Alltoallv")]
+    /// in turn (an even number, at least 2), or `auto` (the library's
+    /// default): 2 where ranks share cores or a rank receives under 16 KiB
+    /// per call, else enough that 2 MiB of a rank's results lie between two
+    /// uses of a copy (at most 64 copies and 32 MiB) [default: auto].
+    #[arg(long = "a2a-copies", value_name = "C", default_value = "auto", value_parser = parse_copies, help_heading = "Alltoallv")]
     pub a2a_copies: Copies,
 
     #[command(flatten, next_help_heading = "Model (a cluster's parameters)")]

@@ -506,7 +506,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
         }
         let view = self.window.view::<T>();
-        let base = self.area(self.ctx.node(), self.last);
+        let place = |s: usize| self.recv_place(p, self.last, s, me);
         let left =
             |s: usize| p.count(s, me) > 0 && !self.pulled_from.get(s).copied().unwrap_or(false);
         let mut s = 0;
@@ -517,15 +517,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 s += 1;
                 continue;
             }
-            let (start, at) = (p.recv_at(s, me), self.recv_at[s]);
+            let (start, at) = (place(s), self.recv_at[s]);
             let mut len = p.count(s, me);
             s += 1;
-            while s < n && left(s) && p.recv_at(s, me) == start + len && self.recv_at[s] == at + len
-            {
+            while s < n && left(s) && place(s) == start + len && self.recv_at[s] == at + len {
                 len += p.count(s, me);
                 s += 1;
             }
-            view.copy_to_slice_with(base + start, &mut recv[at..at + len], self.streaming);
+            view.copy_to_slice_with(start, &mut recv[at..at + len], self.streaming);
         }
     }
 }

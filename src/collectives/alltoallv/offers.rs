@@ -341,7 +341,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 continue;
             }
             self.await_credit(p, to, deadline)?;
-            let place = |t: usize| (self.area(to, self.calls) + p.recv_at(me, t)) * elem;
+            let place = |t: usize| self.recv_place(p, self.calls, me, t) * elem;
             if self.in_window {
                 for (t, &c) in ranks.zip(counts).filter(|&(_, &c)| c > 0) {
                     let staged = p

@@ -110,27 +110,21 @@ pub struct AlltoallvOptions {
     /// areas) the calls use in turn, call `k` copy `k % copies`: an even
     /// number, at least 2 (two let a call start while the previous result
     /// is still read; an even number keeps consecutive calls in copies of
-    /// different parity, which is what the calls' credits guard).
+    /// different parity, which is what the calls' credits guard). A rank's
+    /// piece for itself turns through the first two copies only: its
+    /// writer and its reader are the same core.
     ///
     /// A rank that reads its result (out of the window into its buffer, or
     /// in place) takes the window's lines into its cache; when a sender
     /// writes the same lines two calls later, each store must first take
     /// them back from that cache, one line at a time. With enough copies
     /// the lines have left the reader's cache by then; but a call whose
-    /// result nobody reads then writes lines no cache holds. Measured on a
-    /// 2-core AMD EPYC (Zen 5) VM, a core per rank, 10 alternated rounds,
-    /// `None` (the rule below) against 2, medians of the per-round ratios
-    /// (the guide's alltoallv figures, docs/guide/benchmarking.md):
-    /// private results 0.69 and 0.74 of the time at 16 and 64 KiB per pair
-    /// on one node of 2, 0.72 and 0.66 on 2 nodes of 1, 0.94-1.02 from 256
-    /// KiB; results in place that the benchmark leaves unread (it reads
-    /// the ends of each piece) 1.10-1.37 times as long at 16-64 KiB.
+    /// result nobody reads then writes lines no cache holds.
     ///
-    /// `Some(2)` (the default): two copies. `None`: copies by a rule, for
-    /// calls whose results are read (private results above all): 2 where
-    /// some rank of the job shares its cores with other ranks (the
-    /// reader's lines are then in the writer's caches too, and more copies
-    /// only miss them: on the same VM, 8 ranks in 2 nodes of 4 took 1.1-1.6
+    /// `None` (the default): copies by a rule: 2 where some rank of the
+    /// job shares its cores with other ranks (the reader's lines are then
+    /// in the writer's caches too, and more copies only miss them: on a
+    /// 2-core AMD EPYC (Zen 5) VM, 8 ranks in 2 nodes of 4 took 1.1-1.6
     /// times as long with them) or a rank receives less than
     /// [`AlltoallvOptions::ROTATE_MIN`] bytes per call, else enough that
     /// each rank's results of [`AlltoallvOptions::ROTATION_BYTES`] lie
@@ -138,10 +132,17 @@ pub struct AlltoallvOptions {
     /// [`AlltoallvOptions::MAX_AUTO_COPIES`] and no more than fit
     /// [`AlltoallvOptions::ROTATION_WINDOW_MAX`] of window (never below 2),
     /// the same on every rank (whether some rank shares its cores is
-    /// agreed when the alltoallv is made).
-    /// Every rank must give the same; an odd number or 0 is
-    /// [`Error::InvalidArgument`] when the
-    /// alltoallv is made.
+    /// agreed when the alltoallv is made). Measured on a 2-core AMD EPYC
+    /// (Zen 4) VM, a core per rank, 10 alternated rounds, the rule against
+    /// 2 copies, medians of the per-round ratios (the guide's alltoallv
+    /// figures, docs/guide/benchmarking.md): private results 0.66 and
+    /// 0.62 of the time at 16 and 64 KiB per pair on one node of 2, 0.62
+    /// and 0.57 on 2 nodes of 1, 0.93-0.99 at 256 KiB and 1 MiB; results
+    /// in place that the benchmark leaves unread (it reads the ends of
+    /// each piece) 0.91-1.04 (before a rank's own piece kept to two
+    /// copies, 1.09-1.30 there).
+    /// `Some(c)`: `c` copies. Every rank must give the same; an odd number
+    /// or 0 is [`Error::InvalidArgument`] when the alltoallv is made.
     ///
     /// ```
     /// use gaspi::{Alltoallv, AlltoallvOptions, Config, Context, Timeout};
@@ -170,7 +171,7 @@ impl Default for AlltoallvOptions {
             single_copy_min: None,
             direct_min: None,
             stream_stores: None,
-            copies: Some(2),
+            copies: None,
         }
     }
 }
@@ -243,12 +244,13 @@ impl AlltoallvOptions {
     ///
     /// ```
     /// use gaspi::AlltoallvOptions;
-    /// assert_eq!(AlltoallvOptions::default().copies_for(1 << 20, 1 << 20, false)?, 2);
-    /// let auto = AlltoallvOptions { copies: None, ..Default::default() };
+    /// let auto = AlltoallvOptions::default();
     /// assert_eq!(auto.copies_for(8 << 10, 16 << 10, false)?, 2);
     /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, false)?, 32);
     /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, true)?, 2);
     /// assert_eq!(auto.copies_for(4 << 20, 8 << 20, false)?, 2);
+    /// let two = AlltoallvOptions { copies: Some(2), ..auto };
+    /// assert_eq!(two.copies_for(64 << 10, 192 << 10, false)?, 2);
     /// let odd = AlltoallvOptions { copies: Some(5), ..auto };
     /// assert!(odd.copies_for(1, 1, false).is_err());
     /// # Ok::<(), gaspi::Error>(())

@@ -113,7 +113,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 )));
             }
             Some(p) => {
-                let at = self.area(self.ctx.node(), self.last) + p.recv_at(source as usize, me);
+                let at = self.recv_place(p, self.last, source as usize, me);
                 view.sub(at..at + p.count(source as usize, me))
             }
             None => view.sub(0..0),
@@ -148,12 +148,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// ([`Alltoallv::received`]).
     ///
     /// The places turn through the window's [`Alltoallv::copies`] copies
-    /// with the call number (call `k` uses copy `k % copies`), and each is
+    /// with the call number (call `k` uses copy `k % copies`; this rank's
+    /// piece for itself through the first two, copy `k % 2`), and each is
     /// this rank's alone: what is written for one call stays for the call
-    /// `copies` calls later (unless a call of [`Alltoallv::run`] or
-    /// [`Alltoallv::run_into`] in between copied its send buffer there),
-    /// so that a piece that does not change is written once per copy
-    /// (with the default two copies,
+    /// `copies` calls later (unless a call in between wrote that place:
+    /// one of [`Alltoallv::run`] or [`Alltoallv::run_into`], which copy
+    /// their send buffers there, or for the piece for itself any call of
+    /// the same parity), so that a piece that does not change is written
+    /// once per copy (with two copies,
     /// [`AlltoallvOptions::copies`](crate::AlltoallvOptions::copies), once
     /// per parity of the call).
     /// Valid from when the previous call has returned (before the first,
@@ -181,10 +183,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let (p, me) = (self.window_plan()?, self.ctx.rank() as usize);
         let t = target as usize;
         let at = match p.stage_at(me, t) {
-            Some(staged) => staged,
-            None => p.recv_at(me, t),
+            Some(staged) => self.area(self.ctx.node(), self.calls) + staged,
+            None => self.recv_place(p, self.calls, me, t),
         };
-        let at = self.area(self.ctx.node(), self.calls) + at;
         Ok(self.window.view::<T>().sub(at..at + p.count(me, t)))
     }
 

@@ -399,6 +399,19 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.data_base + (call % self.copies as u64) as usize * len
     }
 
+    /// Where the piece from rank `s` to rank `t` of call number `call`
+    /// lies in the window of `t`'s node (in elements), in plan `p`: its
+    /// place in that call's copy of the receive area ([`Alltoallv::area`]),
+    /// but a rank's piece for itself turns through the first two copies
+    /// only (copy `call % 2`). Its one writer and one reader are the same
+    /// rank, whose cache still holds the lines two calls later; more
+    /// copies would only miss them (the copies are for lines that another
+    /// core read, see [`AlltoallvOptions::copies`]).
+    pub(super) fn recv_place(&self, p: &AlltoallvPlan, call: u64, s: usize, t: usize) -> usize {
+        let call = if s == t { call % 2 } else { call };
+        self.area(p.layout.node_of(t), call) + p.recv_at(s, t)
+    }
+
     /// Bytes of the control words at the window's start: a cache line per
     /// local rank, one for the node's count of stagings and its way of
     /// copying, then each local rank's push mask (see

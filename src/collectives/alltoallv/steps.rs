@@ -325,15 +325,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             }
             let to = match (p.stage_at(me, t), which) {
                 (Some(_), Staged::Out) if self.direct_to[p.layout.node_of(t)] => continue,
-                (Some(staged), Staged::Out) => staged,
+                (Some(staged), Staged::Out) => base + staged,
                 (None, Staged::Node) if t == me && self.own_direct => continue,
                 (None, Staged::Node) if read(t) => continue,
-                (None, Staged::Node) => p.recv_at(me, t),
-                (None, Staged::Read) if read(t) => p.recv_at(me, t),
+                (None, Staged::Node) => self.recv_place(p, self.calls, me, t),
+                (None, Staged::Read) if read(t) => self.recv_place(p, self.calls, me, t),
                 _ => continue,
             };
             let piece = &send[self.send_at[t]..self.send_at[t] + c];
-            view.copy_from_slice_with(base + to, piece, self.streaming);
+            view.copy_from_slice_with(to, piece, self.streaming);
         }
     }
 
