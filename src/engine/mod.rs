@@ -468,6 +468,12 @@ impl Native {
         self.patience().shares_cores(ranks)
     }
 
+    /// Bytes free now for shared-memory objects on this host (the file
+    /// system of `/dev/shm`), where it says (`None`: unknown).
+    pub(crate) fn shm_free(&self) -> Option<u64> {
+        shm::free_bytes()
+    }
+
     /// Whether no other rank of this machine may run on this rank's CPUs
     /// (as they were when it joined).
     pub(crate) fn own_cpus(&self) -> bool {

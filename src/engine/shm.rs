@@ -76,6 +76,13 @@ pub(crate) fn check_room(len: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Bytes free now in the shared-memory file system (`/dev/shm`), where it
+/// says (`None`: unknown, or a file system that reports no size).
+pub(crate) fn free_bytes() -> Option<u64> {
+    let st = rustix::fs::statvfs(SHM_DIR).ok()?;
+    (st.f_blocks != 0).then(|| st.f_bavail.saturating_mul(st.f_frsize.max(1)))
+}
+
 /// Give the new object `fd` its size `len` and reserve its memory.
 fn size_and_reserve(fd: &OwnedFd, len: usize) -> io::Result<()> {
     let size = i64::try_from(len).map_err(|_| no_space())? as u64;

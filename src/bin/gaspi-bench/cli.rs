@@ -184,7 +184,8 @@ fn parse_copies(s: &str) -> Result<Copies, String> {
         copies: Some(c),
         ..Default::default()
     };
-    opts.copies_for(0, 0, false).map_err(|e| e.to_string())?;
+    opts.copies_for(0, 0, false, None)
+        .map_err(|e| e.to_string())?;
     Ok(Copies(Some(c)))
 }
 

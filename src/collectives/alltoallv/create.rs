@@ -225,7 +225,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// options leave them to their rule ([`AlltoallvOptions::copies`]
     /// `None`, the same on every rank: the shapes agreed), a step of
     /// `creation` agrees on whether some rank of the job shares its cores
-    /// with other ranks (an allreduce).
+    /// with other ranks and on the least shared memory free among the
+    /// hosts (an allreduce).
     fn copies_agreed(
         ctx: &Context,
         options: AlltoallvOptions,
@@ -233,13 +234,20 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         [received, area]: [usize; 2],
         elem: usize,
     ) -> Result<usize> {
-        let mut shared = [0];
+        // Whether cores are shared, and `u64::MAX` less the room (the
+        // largest is the least room; unknown: no word of it).
+        let mut words = [0, 0];
         if options.copies.is_none() {
-            shared[0] = u64::from(ctx.engine.host_shares_cores());
-            creation.agree_max(&mut shared)?;
+            words[0] = u64::from(ctx.engine.host_shares_cores());
+            words[1] = ctx.engine.shm_free().map_or(0, |free| u64::MAX - free);
+            creation.agree_max(&mut words)?;
         }
+        let room = match words[1] {
+            0 => None,
+            w => Some(usize::try_from(u64::MAX - w).unwrap_or(usize::MAX)),
+        };
         let bytes = |elems: usize| elems.saturating_mul(elem);
-        options.copies_for(bytes(received), bytes(area), shared[0] != 0)
+        options.copies_for(bytes(received), bytes(area), words[0] != 0, room)
     }
 
     /// The step of `creation` that makes the window.

@@ -130,7 +130,8 @@ pub struct AlltoallvOptions {
     /// each rank's results of [`AlltoallvOptions::ROTATION_BYTES`] lie
     /// between two uses of a copy, at most
     /// [`AlltoallvOptions::MAX_AUTO_COPIES`] and no more than fit
-    /// [`AlltoallvOptions::ROTATION_WINDOW_MAX`] of window (never below 2),
+    /// [`AlltoallvOptions::ROTATION_WINDOW_MAX`] of window or a quarter of
+    /// the shared memory free (never below 2),
     /// the same on every rank (whether some rank shares its cores is
     /// agreed when the alltoallv is made). Measured on a 2-core AMD EPYC
     /// (Zen 4) VM, a core per rank, 10 alternated rounds, the rule against
@@ -233,29 +234,45 @@ impl AlltoallvOptions {
     /// The most copies `copies: None` takes: 64.
     pub const MAX_AUTO_COPIES: usize = 64;
     /// The largest window (all copies of a node's data area) for which
-    /// `copies: None` takes more than two copies: 32 MiB.
+    /// `copies: None` takes more than two copies: 32 MiB, and no more than
+    /// a [`AlltoallvOptions::ROTATION_ROOM_SHARE`]-th of the free space of
+    /// the shared-memory file system (`/dev/shm`: 64 MiB in a container
+    /// by default) on the host with the least.
     pub const ROTATION_WINDOW_MAX: usize = 32 << 20;
+    /// `copies: None` takes more than two copies only into a window of at
+    /// most this fraction of the shared memory free (4: a quarter).
+    pub const ROTATION_ROOM_SHARE: usize = 4;
 
     /// The copies of the data area for these options (see
     /// [`AlltoallvOptions::copies`]), where a rank receives at most
     /// `received` bytes per call, the largest node's data area (one copy)
-    /// holds `area` bytes, and `cores_shared` says whether some rank of
-    /// the job shares its cores with others.
+    /// holds `area` bytes, `cores_shared` says whether some rank of the
+    /// job shares its cores with others, and `room` is the least free
+    /// space of the shared-memory file system among the job's hosts
+    /// (`None`: unknown).
     ///
     /// ```
     /// use gaspi::AlltoallvOptions;
     /// let auto = AlltoallvOptions::default();
-    /// assert_eq!(auto.copies_for(8 << 10, 16 << 10, false)?, 2);
-    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, false)?, 32);
-    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, true)?, 2);
-    /// assert_eq!(auto.copies_for(4 << 20, 8 << 20, false)?, 2);
+    /// assert_eq!(auto.copies_for(8 << 10, 16 << 10, false, None)?, 2);
+    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, false, None)?, 32);
+    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, true, None)?, 2);
+    /// assert_eq!(auto.copies_for(4 << 20, 8 << 20, false, None)?, 2);
+    /// // A quarter of 12 MiB free: 16 copies of 192 KiB.
+    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, false, Some(12 << 20))?, 16);
     /// let two = AlltoallvOptions { copies: Some(2), ..auto };
-    /// assert_eq!(two.copies_for(64 << 10, 192 << 10, false)?, 2);
+    /// assert_eq!(two.copies_for(64 << 10, 192 << 10, false, None)?, 2);
     /// let odd = AlltoallvOptions { copies: Some(5), ..auto };
-    /// assert!(odd.copies_for(1, 1, false).is_err());
+    /// assert!(odd.copies_for(1, 1, false, None).is_err());
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn copies_for(&self, received: usize, area: usize, cores_shared: bool) -> Result<usize> {
+    pub fn copies_for(
+        &self,
+        received: usize,
+        area: usize,
+        cores_shared: bool,
+        room: Option<usize>,
+    ) -> Result<usize> {
         match self.copies {
             Some(c) if c < 2 || c % 2 == 1 => Err(Error::InvalidArgument(format!(
                 "an alltoallv's copies of its data area must be an even number, at least 2; got {c}"
@@ -266,7 +283,10 @@ impl AlltoallvOptions {
                 let wanted = Self::ROTATION_BYTES
                     .div_ceil(received)
                     .min(Self::MAX_AUTO_COPIES);
-                let fit = Self::ROTATION_WINDOW_MAX / area.max(1);
+                let window = room.map_or(Self::ROTATION_WINDOW_MAX, |r| {
+                    (r / Self::ROTATION_ROOM_SHARE).min(Self::ROTATION_WINDOW_MAX)
+                });
+                let fit = window / area.max(1);
                 Ok((wanted.min(fit) & !1).max(2))
             }
         }
