@@ -134,14 +134,14 @@ pub struct AlltoallvOptions {
     /// the shared memory free (never below 2),
     /// the same on every rank (whether some rank shares its cores is
     /// agreed when the alltoallv is made). Measured on a 2-core AMD EPYC
-    /// (Zen 4) VM, a core per rank, 10 alternated rounds, the rule against
+    /// (Zen 4) VM, a core per rank, 20 alternated rounds, the rule against
     /// 2 copies, medians of the per-round ratios (the guide's alltoallv
-    /// figures, docs/guide/benchmarking.md): private results 0.66 and
-    /// 0.62 of the time at 16 and 64 KiB per pair on one node of 2, 0.62
-    /// and 0.57 on 2 nodes of 1, 0.93-0.99 at 256 KiB and 1 MiB; results
+    /// figures, docs/guide/benchmarking.md): private results 0.73 and
+    /// 0.65 of the time at 16 and 64 KiB per pair on one node of 2, 0.69
+    /// and 0.64 on 2 nodes of 1, 0.92-1.02 at 256 KiB and 1 MiB; results
     /// in place that the benchmark leaves unread (it reads the ends of
-    /// each piece) 0.91-1.04 (before a rank's own piece kept to two
-    /// copies, 1.09-1.30 there).
+    /// each piece) 1.01-1.13 times as long (1.09-1.30 at 16-64 KiB before
+    /// a rank's own piece kept to two copies).
     /// `Some(c)`: `c` copies. Every rank must give the same; an odd number
     /// or 0 is [`Error::InvalidArgument`] when the alltoallv is made.
     ///
