@@ -65,15 +65,10 @@ pub(crate) fn check_room(len: usize) -> io::Result<()> {
     if i64::try_from(len).is_err() {
         return Err(no_space());
     }
-    if let Ok(st) = rustix::fs::statvfs(SHM_DIR) {
-        if st.f_blocks != 0 {
-            let free = u128::from(st.f_bavail) * u128::from(st.f_frsize.max(1));
-            if (len as u128) > free {
-                return Err(no_space());
-            }
-        }
+    match free_bytes() {
+        Some(free) if len as u64 > free => Err(no_space()),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Bytes free now in the shared-memory file system (`/dev/shm`), where it
