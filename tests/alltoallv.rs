@@ -373,10 +373,7 @@ fn pieces_made_in_the_window_beside_send_buffers() {
                         // A rank's piece for itself turns through the
                         // first two copies only: the last call that wrote
                         // it whole is the last of its parity before 12 + k.
-                        let whole = |it: usize| match s == me {
-                            true => 12 + k - 2 + it % 2,
-                            false => it - k,
-                        };
+                        let whole = |it: usize| if s == me { 12 + k - 2 + it % 2 } else { it - k };
                         let want: Vec<u64> = (0..counts[s * n + me])
                             .map(|i| match (i, it) {
                                 (1.., it) if it >= 12 + k => value(s, me, whole(it), i),
@@ -396,7 +393,7 @@ fn pieces_made_in_the_window_beside_send_buffers() {
 /// Bytes free in the shared-memory file system now.
 fn shm_free() -> u64 {
     let st = rustix::fs::statvfs("/dev/shm").expect("statvfs /dev/shm");
-    st.f_bavail * st.f_frsize
+    st.f_bavail.saturating_mul(st.f_frsize)
 }
 
 /// Where a rank receives 16 KiB or more per call and no rank shares its
