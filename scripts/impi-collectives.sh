@@ -10,7 +10,12 @@
 # VARIANTS="shared private" (default) picks; "window" adds the alltoallv
 # whose pieces are made in the window (aggregated-window: its input copy
 # left out too, so only a program that makes its data there may compare
-# with it). COLLS (default "allreduce
+# with it); "unknown" adds the alltoallv with sizes unknown in advance
+# (unknown-private: counts exchanged in the call) against Intel MPI's
+# MPI_Alltoall of the counts then MPI_Alltoallv (coll_bench
+# alltoallv-unknown; rows named alltoallv-unknown-DIST), "varying" the
+# same with counts that change every call (unknown-varying against
+# coll_bench alltoallv-varying). COLLS (default "allreduce
 # allgatherv alltoallv") picks the collectives; alltoallv sizes are bytes
 # per pair of ranks (A2A_SIZES), its distributions A2A_DISTS.
 #
@@ -149,10 +154,21 @@ for r in $(seq 1 "$rounds"); do
                     medians | sed "s|\$|,$a$w|" >>"$out/impi"
             done
         done
+        # (With sizes unknown, the counts' MPI_Alltoall at Intel MPI's
+        # default algorithm, the data's at each.)
+        a2a_modes=""
+        for v in $variants; do
+            mode=alltoallv
+            [ "$v" = unknown ] && mode=alltoallv-unknown
+            [ "$v" = varying ] && mode=alltoallv-varying
+            case " $a2a_modes " in *" $mode "*) ;; *) a2a_modes="$a2a_modes $mode" ;; esac
+        done
         has alltoallv && for d in $a2a_dists; do
+            for mode in $a2a_modes; do
             for a in 1 2 3 4 5; do
-                I_MPI_ADJUST_ALLTOALLV=$a launch "$ppn" "$venv/coll_bench" alltoallv "impi-$a" "$d" $a2a_sizes |
+                I_MPI_ADJUST_ALLTOALLV=$a launch "$ppn" "$venv/coll_bench" "$mode" "impi-$a" "$d" $a2a_sizes |
                     medians | sed "s|\$|,$a$w|" >>"$out/impi"
+            done
             done
         done
         done
@@ -162,9 +178,13 @@ for r in $(seq 1 "$rounds"); do
         : >"$out/ours"
         for v in $variants; do
             sleep "$cooldown"
+            # Rows of sizes unknown are named as coll_bench names its own.
+            rename=cat
             case "$v" in
                 private) red=auto-private gat=ring-private a2a=aggregated-private ;;
                 window) red="" gat="" a2a=aggregated-window ;;
+                unknown) red="" gat="" a2a=unknown-private rename="sed s/^alltoallv-/alltoallv-unknown-/" ;;
+                varying) red="" gat="" a2a=unknown-varying rename="sed s/^alltoallv-/alltoallv-varying-/" ;;
                 *) red=auto gat=ring-shared a2a=aggregated ;;
             esac
             has allreduce && [ -n "$red" ] && ours "$ppn" "$place" allreduce --impl $red \
@@ -175,7 +195,7 @@ for r in $(seq 1 "$rounds"); do
             done
             has alltoallv && for d in $a2a_dists; do
                 ours "$ppn" "$place" alltoallv --impl $a2a --dist "$d" \
-                    --sizes "$(echo $a2a_sizes | tr ' ' ,)" | medians | sed "s/\$/,$v/" >>"$out/ours"
+                    --sizes "$(echo $a2a_sizes | tr ' ' ,)" | medians | $rename | sed "s/\$/,$v/" >>"$out/ours"
             done
         done
         awk -F, -v ppn="$ppn" -v place="$place" -v round="$r" '

@@ -6,11 +6,25 @@
  *   coll_bench allreduce  IMPL SIZES...            (bytes of f64 per rank)
  *   coll_bench allgatherv IMPL DIST SIZES...       (mean bytes of u64 per rank)
  *   coll_bench alltoallv  IMPL DIST SIZES...       (mean bytes of u64 per pair)
+ *   coll_bench alltoallv-unknown IMPL DIST SIZES... (the same, counts learned
+ *                                                   in each call)
+ *   coll_bench alltoallv-varying IMPL DIST SIZES... (the same, counts that
+ *                                                   change every call)
  *
  * IMPL only labels the rows (e.g. impi-3 for I_MPI_ADJUST_ALLREDUCE=3);
  * DIST is regular, decreasing or bcast (Al Ahad et al. 2018) for
  * allgatherv, regular, random or sparse for alltoallv (gaspi-bench's
- * pair_counts: src/bin/gaspi-bench/alltoallv.rs). */
+ * pair_counts: src/bin/gaspi-bench/alltoallv.rs).
+ *
+ * alltoallv-unknown is the MPI twin of `gaspi-bench alltoallv --impl
+ * unknown-private` (sizes unknown in advance): each call first learns what
+ * it receives with an MPI_Alltoall of the send counts, computes the
+ * receive displacements, then calls MPI_Alltoallv into a buffer sized for
+ * the most any rank receives (what an MPI code that does not know its
+ * counts must do); its rows are named alltoallv-unknown-DIST.
+ * alltoallv-varying (rows alltoallv-varying-DIST) is the twin of
+ * unknown-varying: every other call adds an element to every other
+ * non-empty piece. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -184,18 +198,43 @@ static uint64_t a2a_value(int s, int t, long i, long k, long it) {
   return pair | 1ull << 31 | (uint64_t)i;
 }
 
-struct a2a { uint64_t *send, *recv; int *sc, *sd, *rc, *rd; };
+/* unknown-varying's odd calls: one element more in every non-empty piece
+ * at an odd index i = s * n + t (alltoallv.rs: varied). */
+static long a2a_turn_count(const char *dist, long i, long c, int turn) {
+  long k = a2a_count(dist, i, c);
+  return k + (turn && k > 0 && i % 2 == 1);
+}
+
+/* A call's counts and buffers: one turn, or two in alternation (counts
+ * that vary); recv is shared. rc/rd are what the call receives (learned in
+ * the call where sizes are unknown), expect what it should. */
+struct turn { uint64_t *send; int *sc, *sd, *expect, *ed; };
+struct a2a { struct turn t[2]; int turns; uint64_t *recv; int *rc, *rd; int unknown; };
 
 static int a2a_call(void *arg, long it, int full) {
   struct a2a *a = arg;
+  struct turn *u = &a->t[it % a->turns];
   int ok = 1;
   for (int q = 0; q < n; q++) {
-    long k = a->sc[q];
+    long k = u->sc[q];
     if (k == 0) continue;
-    a->send[a->sd[q]] = a2a_value(me, q, 0, k, it);
-    a->send[a->sd[q] + k - 1] = a2a_value(me, q, k - 1, k, it);
+    u->send[u->sd[q]] = a2a_value(me, q, 0, k, it);
+    u->send[u->sd[q] + k - 1] = a2a_value(me, q, k - 1, k, it);
   }
-  MPI_Alltoallv(a->send, a->sc, a->sd, MPI_UINT64_T, a->recv, a->rc, a->rd, MPI_UINT64_T, MPI_COMM_WORLD);
+  if (a->unknown) {
+    /* The counts first, then the places they give. */
+    MPI_Alltoall(u->sc, 1, MPI_INT, a->rc, 1, MPI_INT, MPI_COMM_WORLD);
+    int at = 0;
+    for (int s = 0; s < n; s++) {
+      ok &= a->rc[s] == u->expect[s];
+      a->rd[s] = at;
+      at += a->rc[s];
+    }
+  } else {
+    memcpy(a->rc, u->expect, n * sizeof(int));
+    memcpy(a->rd, u->ed, n * sizeof(int));
+  }
+  MPI_Alltoallv(u->send, u->sc, u->sd, MPI_UINT64_T, a->recv, a->rc, a->rd, MPI_UINT64_T, MPI_COMM_WORLD);
   for (int s = 0; s < n; s++) {
     long k = a->rc[s], at = a->rd[s];
     if (k == 0) continue;
@@ -208,33 +247,50 @@ static int a2a_call(void *arg, long it, int full) {
   return ok;
 }
 
-static void alltoallv(const char *impl, const char *dist, long size) {
-  long c = size / 8 > 0 ? size / 8 : 1, total = 0, sent = 0, got = 0;
-  struct a2a a = {NULL, NULL, malloc(n * sizeof(int)), malloc(n * sizeof(int)), malloc(n * sizeof(int)),
-                  malloc(n * sizeof(int))};
+/* unknown: counts learned in each call; turns: 2 where they vary. */
+static void alltoallv(const char *impl, const char *dist, long size, int unknown, int turns) {
+  long c = size / 8 > 0 ? size / 8 : 1, total = 0, most = 0;
+  struct a2a a = {.turns = turns, .rc = malloc(n * sizeof(int)), .rd = malloc(n * sizeof(int)), .unknown = unknown};
   for (long i = 0; i < (long)n * n; i++) total += a2a_count(dist, i, c);
-  for (int r = 0; r < n; r++) {
-    a.sc[r] = (int)a2a_count(dist, (long)me * n + r, c);
-    a.sd[r] = (int)sent;
-    sent += a.sc[r];
-    a.rc[r] = (int)a2a_count(dist, (long)r * n + me, c);
-    a.rd[r] = (int)got;
-    got += a.rc[r];
+  for (int v = 0; v < turns; v++) {
+    struct turn *u = &a.t[v];
+    long sent = 0, got = 0;
+    u->sc = malloc(n * sizeof(int));
+    u->sd = malloc(n * sizeof(int));
+    u->expect = malloc(n * sizeof(int));
+    u->ed = malloc(n * sizeof(int));
+    for (int r = 0; r < n; r++) {
+      long in = 0;
+      for (int s = 0; s < n; s++) in += a2a_turn_count(dist, (long)s * n + r, c, v);
+      if (in > most) most = in;
+      u->sc[r] = (int)a2a_turn_count(dist, (long)me * n + r, c, v);
+      u->sd[r] = (int)sent;
+      sent += u->sc[r];
+      u->expect[r] = (int)a2a_turn_count(dist, (long)r * n + me, c, v);
+      u->ed[r] = (int)got;
+      got += u->expect[r];
+    }
+    u->send = malloc((sent > 0 ? sent : 1) * 8);
+    for (int t = 0; t < n; t++)
+      for (long i = 0; i < u->sc[t]; i++) u->send[u->sd[t] + i] = a2a_value(me, t, i, u->sc[t], 0);
   }
-  a.send = malloc((sent > 0 ? sent : 1) * 8);
-  a.recv = malloc((got > 0 ? got : 1) * 8);
-  for (int t = 0; t < n; t++)
-    for (long i = 0; i < a.sc[t]; i++) a.send[a.sd[t] + i] = a2a_value(me, t, i, a.sc[t], 0);
+  /* Room for the most any rank receives (sizes unknown: what a code that
+   * does not know its counts must allocate). */
+  a.recv = malloc((most > 0 ? most : 1) * 8);
   long reps = reps_for(total * 8 / n, 5000, 1L << 30);
   double t[BATCHES];
   int ok = timed(reps, a2a_call, &a, t);
   char bench[64];
-  snprintf(bench, sizeof bench, "alltoallv-%s", dist);
+  snprintf(bench, sizeof bench, "alltoallv-%s%s", turns > 1 ? "varying-" : unknown ? "unknown-" : "", dist);
   row(bench, impl, c * 8, reps, t, ok);
-  free(a.send);
+  for (int v = 0; v < turns; v++) {
+    free(a.t[v].send);
+    free(a.t[v].sc);
+    free(a.t[v].sd);
+    free(a.t[v].expect);
+    free(a.t[v].ed);
+  }
   free(a.recv);
-  free(a.sc);
-  free(a.sd);
   free(a.rc);
   free(a.rd);
 }
@@ -245,15 +301,18 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   if (argc < 4) {
     if (me == 0)
-      fprintf(stderr, "usage: coll_bench allreduce IMPL SIZES... | allgatherv|alltoallv IMPL DIST SIZES...\n");
+      fprintf(stderr,
+              "usage: coll_bench allreduce IMPL SIZES... | allgatherv|alltoallv|alltoallv-unknown|alltoallv-varying IMPL DIST SIZES...\n");
     MPI_Finalize();
     return 2;
   }
-  int gather = !strcmp(argv[1], "allgatherv"), a2a = !strcmp(argv[1], "alltoallv");
+  int gather = !strcmp(argv[1], "allgatherv"), varying = !strcmp(argv[1], "alltoallv-varying");
+  int unknown = varying || !strcmp(argv[1], "alltoallv-unknown");
+  int a2a = unknown || !strcmp(argv[1], "alltoallv");
   for (int a = gather || a2a ? 4 : 3; a < argc; a++) {
     long size = atol(argv[a]);
     if (gather) allgatherv(argv[2], argv[3], size);
-    else if (a2a) alltoallv(argv[2], argv[3], size);
+    else if (a2a) alltoallv(argv[2], argv[3], size, unknown, varying ? 2 : 1);
     else allreduce(argv[2], size);
   }
   MPI_Finalize();

@@ -26,14 +26,18 @@ const QUEUE: u8 = 1;
 /// `aggregated-displaced` (as `aggregated-private`, with `MPI_Alltoallv`'s
 /// displacements: [`DISPLACED_GAP`] elements after every piece in both
 /// buffers, `Alltoallv::run_into_displaced`), `unknown-private` (counts
-/// exchanged in each call, result copied out), `flat` (every rank writes
-/// every other rank's piece into its segment with its own notification).
-pub const ALLTOALLV_IMPLS: [&str; 6] = [
+/// exchanged in each call, result copied out), `unknown-varying` (the
+/// same with counts that change from call to call: every other call adds
+/// an element to every other non-empty piece, [`varied`]), `flat` (every
+/// rank writes every other rank's piece into its segment with its own
+/// notification).
+pub const ALLTOALLV_IMPLS: [&str; 7] = [
     "aggregated",
     "aggregated-private",
     "aggregated-window",
     "aggregated-displaced",
     "unknown-private",
+    "unknown-varying",
     "flat",
 ];
 /// The elements after every piece, in the send and the receive buffer, of
@@ -66,6 +70,17 @@ pub fn pair_counts(dist: &str, n: usize, c: usize) -> Vec<usize> {
                 _ => c,
             }
         })
+        .collect()
+}
+
+/// The counts of `unknown-varying`'s odd calls: `counts` with one element
+/// more in every non-empty piece at an odd index (so that each call's
+/// counts differ from the last call's, as sizes unknown in advance may).
+pub fn varied(counts: &[usize]) -> Vec<usize> {
+    counts
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| k + usize::from(k > 0 && i % 2 == 1))
         .collect()
 }
 
@@ -203,21 +218,29 @@ fn alltoallv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     } else {
         0
     };
-    let pieces = Pieces::new(&counts, n, me, gap);
-    let row = &pieces.row;
-    let mut send = pieces.send_buffer(0);
-    let mut recv = vec![0u64; pieces.recv_len];
-    let most = (0..n)
-        .map(|r| {
-            let sent: usize = counts[r * n..(r + 1) * n].iter().sum();
-            let got: usize = (0..n).map(|s| counts[s * n + r]).sum();
-            sent.max(got)
+    // The counts of each call in turn (two where they vary), their pieces
+    // and send buffers.
+    let mut turns = vec![counts.clone()];
+    if imp == "unknown-varying" {
+        turns.push(varied(&counts));
+    }
+    let pieces: Vec<Pieces> = turns.iter().map(|c| Pieces::new(c, n, me, gap)).collect();
+    let mut sends: Vec<Vec<u64>> = pieces.iter().map(|p| p.send_buffer(0)).collect();
+    let mut recv = vec![0u64; pieces.iter().map(|p| p.recv_len).max().unwrap_or(0)];
+    let most = turns
+        .iter()
+        .flat_map(|counts| {
+            (0..n).map(move |r| {
+                let sent: usize = counts[r * n..(r + 1) * n].iter().sum();
+                let got: usize = (0..n).map(|s| counts[s * n + r]).sum();
+                sent.max(got)
+            })
         })
         .max()
         .unwrap_or(0);
     let mut a = match imp {
         "flat" => None,
-        "unknown-private" => Some(
+        "unknown-private" | "unknown-varying" => Some(
             Alltoallv::<u64>::with_unknown_sizes(ctx, WINDOW, most, b.alltoallv, B)
                 .expect("Alltoallv"),
         ),
@@ -228,7 +251,10 @@ fn alltoallv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     };
     let mut flat = (imp == "flat").then(|| Flat::new(b, &counts));
     let mut ok = true;
-    let mut call = |it: usize, full: bool, send: &mut [u64], recv: &mut [u64]| {
+    let mut call = |it: usize, full: bool, recv: &mut [u64]| {
+        let turn = it % pieces.len();
+        let (pieces, send) = (&pieces[turn], &mut sends[turn]);
+        let row = &pieces.row;
         pieces.touch(send, it);
         match (a.as_mut(), flat.as_mut()) {
             (Some(a), _) if imp == "aggregated" || imp == "aggregated-window" => {
@@ -278,10 +304,10 @@ fn alltoallv_one(b: &Bench, dist: &str, imp: &str, c: usize) -> Row {
     b.barrier();
     let warm = reps / 10;
     for it in 0..warm {
-        call(it, false, &mut send, &mut recv);
+        call(it, false, &mut recv);
     }
-    let samples = b.batches(reps, 1.0, |i| call(warm + i, false, &mut send, &mut recv));
-    call(warm + reps, true, &mut send, &mut recv);
+    let samples = b.batches(reps, 1.0, |i| call(warm + i, false, &mut recv));
+    call(warm + reps, true, &mut recv);
     drop(a);
     drop(flat);
     let verified = b.all_ok(ok);

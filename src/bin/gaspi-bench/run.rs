@@ -255,6 +255,7 @@ fn alltoallv(s: &Session, out: &mut Printer) {
             "aggregated-window",
             "aggregated-displaced",
             "unknown-private",
+            "unknown-varying",
             "flat",
         ],
     );

@@ -138,7 +138,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// ([`Alltoallv::run`]'s `send_counts`; they may differ from call to
     /// call and between ranks): no rank sends, and no rank receives, more
     /// than `capacity` elements in one call. The counts travel in the call
-    /// (a size phase before the data; see the module documentation).
+    /// (a size phase before the data; see the module documentation); a
+    /// call whose counts, every rank's, are those of the call before keeps
+    /// that call's plan instead of computing it again.
     ///
     /// Every rank must give the same counts (capacity), element type and
     /// block size ([`AlltoallvOptions::block_bytes`]); ranks that disagree

@@ -258,6 +258,9 @@ pub struct Alltoallv<'a, T> {
     /// in the target's receive buffer when it holds its pieces packed (in
     /// elements; see `Alltoallv::push_into`).
     pub(super) push_at: Vec<usize>,
+    /// Sizes unknown: the count matrix the call in progress read (kept
+    /// from call to call, so that reading it allocates nothing).
+    pub(super) matrix: Vec<u64>,
     /// Whether each call copies large pieces once or twice by the node's
     /// measurements (`single_copy_min: None`): inside the node, and into
     /// offered buffers from other nodes.
@@ -336,6 +339,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             direct_to: Vec::new(),
             staged_len: 0,
             push_at: Vec::new(),
+            matrix: Vec::new(),
             measured: false,
             once_way: true,
             private: false,

@@ -454,10 +454,23 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             {}
             self.claimed = until;
         }
-        let mut matrix = vec![0u64; n * n];
+        let mut matrix = std::mem::take(&mut self.matrix);
+        matrix.resize(n * n, 0);
         self.control
             .copy_to_slice(self.matrix_at(parity), &mut matrix);
+        // The counts of the last plan again (an application that repeats
+        // its pattern): that plan, which passed the checks below, is this
+        // call's; every rank finds the same, having made the same plans.
+        let same = self.plan.as_ref().is_some_and(|p| {
+            p.counts.len() == matrix.len()
+                && p.counts.iter().zip(&matrix).all(|(&c, &m)| c as u64 == m)
+        });
+        if same {
+            self.matrix = matrix;
+            return Ok(Ok(()));
+        }
         let counts: Vec<usize> = matrix.iter().map(|&c| c as usize).collect();
+        self.matrix = matrix;
         let elem = std::mem::size_of::<T>().max(1);
         let block = Self::block_elems(ctx, self.options);
         let plan = AlltoallvPlan::new(Layout::of(ctx), &counts, elem, block, data_ids);
