@@ -28,8 +28,9 @@ pub enum BenchName {
     /// u64 elements, node-aggregated: --impl aggregated (result in the node
     /// window), aggregated-private, aggregated-window (pieces made in the
     /// window), aggregated-displaced (private, at MPI displacements),
-    /// unknown-private (counts sent in the call), unknown-varying (the same, counts changing every call), flat; --dist
-    /// regular, random, sparse; bytes = mean per pair of ranks
+    /// unknown-private (counts sent in the call), unknown-varying (the
+    /// same, counts changing every call), flat; --dist regular, random,
+    /// sparse; bytes = mean per pair of ranks
     Alltoallv,
     /// RMA epochs: the puts of --pattern, then MPI_Win_fence, per --design
     Fence,

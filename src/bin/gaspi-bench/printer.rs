@@ -161,10 +161,11 @@ impl Printer {
             }
         }
         lines.push(format!(
-            "alltoallv          64 KiB    {} per call, private {}, sizes unknown {}, flat {} (per pair, regular)",
+            "alltoallv          64 KiB    {} per call, private {}, sizes unknown {} (varying {}), flat {} (per pair, regular)",
             us(self.find("alltoallv-regular", "aggregated", 65_536)),
             us(self.find("alltoallv-regular", "aggregated-private", 65_536)),
             us(self.find("alltoallv-regular", "unknown-private", 65_536)),
+            us(self.find("alltoallv-regular", "unknown-varying", 65_536)),
             us(self.find("alltoallv-regular", "flat", 65_536)),
         ));
         lines.push(format!(

@@ -249,15 +249,7 @@ fn alltoallv(s: &Session, out: &mut Printer) {
         .unwrap_or_else(|| vec!["regular".into()]);
     let impls = s.impls(
         &["aggregated", "aggregated-private"],
-        &[
-            "aggregated",
-            "aggregated-private",
-            "aggregated-window",
-            "aggregated-displaced",
-            "unknown-private",
-            "unknown-varying",
-            "flat",
-        ],
+        &alltoallv::ALLTOALLV_IMPLS,
     );
     let mut rows = Vec::new();
     for dist in &dists {

@@ -147,8 +147,8 @@
 //! the node's rows are all written). Once all rows have come, every rank
 //! computes the same plan (or keeps the last call's, where the counts are
 //! those of the last call: a pattern that repeats costs no planning) and
-//! the data moves as above. Count matrices
-//! and their ids alternate between two copies by the parity of the call, so a node one call ahead
+//! the data moves as above. Count matrices and their ids alternate
+//! between two copies by the parity of the call, so a node one call ahead
 //! never overwrites rows still being read.
 //!
 //! The files, bottom-up: `options.rs`, `state.rs` (the fields and the
