@@ -101,7 +101,8 @@ impl AlltoallvPlan {
     /// node receives more than `max_ids` chunks.
     ///
     /// Fails with [`Error::InvalidArgument`] if `counts` has the wrong
-    /// length or the layout no ranks per node, and with
+    /// length, the layout no ranks per node, or a node receives from more
+    /// other nodes than `max_ids` (each needs an id), and with
     /// [`Error::SizeOverflow`] if the total does not fit in memory.
     ///
     /// ```
@@ -113,6 +114,10 @@ impl AlltoallvPlan {
     /// assert!(AlltoallvPlan::new(l, &[1, 2, 3], 8, 10, 4).is_err());
     /// assert!(AlltoallvPlan::new(Layout { ranks: 2, ppn: 0 }, &[1; 4], 8, 10, 4).is_err());
     /// assert!(AlltoallvPlan::new(l, &[usize::MAX, 1, 0, 0], 8, 10, 4).is_err());
+    /// // 3 nodes send to each node: 2 ids cannot tell their chunks apart.
+    /// let four = Layout { ranks: 4, ppn: 1 };
+    /// assert!(AlltoallvPlan::new(four, &[1; 16], 8, 10, 2).is_err());
+    /// assert!(AlltoallvPlan::new(four, &[1; 16], 8, 10, 3).is_ok());
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     pub fn new(
@@ -122,6 +127,36 @@ impl AlltoallvPlan {
         block_elems: usize,
         max_ids: usize,
     ) -> Result<AlltoallvPlan> {
+        let mut plan = AlltoallvPlan {
+            layout,
+            counts: Vec::new(),
+            block_elems: 0,
+            section_len: Vec::new(),
+            stage_at: Vec::new(),
+            recv_at: Vec::new(),
+            stage_len: Vec::new(),
+            recv_len: Vec::new(),
+            piece_at: Vec::new(),
+            chunks: Vec::new(),
+            in_chunks: Vec::new(),
+            shares: Vec::new(),
+        };
+        plan.renew(layout, counts, elem_bytes, block_elems, max_ids)?;
+        Ok(plan)
+    }
+
+    /// Make this plan [`AlltoallvPlan::new`]'s plan for these arguments,
+    /// in the memory it holds (an alltoallv with sizes unknown in advance
+    /// plans every call whose counts change). On an error (those of
+    /// `new`) the plan is as it was.
+    pub(crate) fn renew(
+        &mut self,
+        layout: Layout,
+        counts: &[usize],
+        elem_bytes: usize,
+        block_elems: usize,
+        max_ids: usize,
+    ) -> Result<()> {
         let n = layout.ranks;
         if layout.ppn == 0 {
             return Err(Error::InvalidArgument(
@@ -142,10 +177,32 @@ impl AlltoallvPlan {
             elem_bytes.max(1),
         )?;
         let nodes = layout.nodes();
+        // Each node's non-empty sections from other nodes need an id each,
+        // however large the chunks.
+        let sends = |from: usize, to: usize| {
+            let to = layout.node_ranks(to);
+            layout.node_ranks(from).any(|s| {
+                counts[s * n + to.start..s * n + to.end]
+                    .iter()
+                    .any(|&c| c > 0)
+            })
+        };
+        for to in 0..nodes {
+            let senders = (0..nodes).filter(|&f| f != to && sends(f, to)).count();
+            if senders > max_ids.max(1) {
+                return Err(Error::InvalidArgument(format!(
+                    "node {to} of the alltoallv receives from {senders} other nodes, \
+                     more than its {max_ids} notification ids"
+                )));
+            }
+        }
         let pair = |from: usize, to: usize| from * nodes + to;
+        self.layout = layout;
+        refill(&mut self.counts, counts.iter().copied());
 
-        let mut section_len = vec![0; nodes * nodes];
-        let mut piece_at = vec![0; n * n];
+        let (section_len, piece_at) = (&mut self.section_len, &mut self.piece_at);
+        refill(section_len, (0..nodes * nodes).map(|_| 0));
+        refill(piece_at, (0..n * n).map(|_| 0));
         for from in 0..nodes {
             for to in 0..nodes {
                 let mut at = 0;
@@ -158,10 +215,13 @@ impl AlltoallvPlan {
                 section_len[pair(from, to)] = at;
             }
         }
-        let mut stage_at = vec![0; nodes * nodes];
-        let mut recv_at = vec![0; nodes * nodes];
-        let mut stage_len = vec![0; nodes];
-        let mut recv_len = vec![0; nodes];
+        let section_len = &self.section_len;
+        let (stage_at, recv_at) = (&mut self.stage_at, &mut self.recv_at);
+        let (stage_len, recv_len) = (&mut self.stage_len, &mut self.recv_len);
+        refill(stage_at, (0..nodes * nodes).map(|_| 0));
+        refill(recv_at, (0..nodes * nodes).map(|_| 0));
+        refill(stage_len, (0..nodes).map(|_| 0));
+        refill(recv_len, (0..nodes).map(|_| 0));
         for node in 0..nodes {
             for other in 0..nodes {
                 recv_at[pair(other, node)] = recv_len[node];
@@ -175,30 +235,32 @@ impl AlltoallvPlan {
 
         // Chunk size: enough that every node's incoming chunks fit the ids
         // (each section's last chunk may be partial: one per node more).
-        let incoming = |b: usize| -> Vec<usize> {
+        let incoming = |b: usize, to: usize| -> usize {
             (0..nodes)
-                .map(|to| {
-                    (0..nodes)
-                        .filter(|&from| from != to)
-                        .map(|from| section_len[pair(from, to)].div_ceil(b))
-                        .sum()
-                })
-                .collect()
+                .filter(|&from| from != to)
+                .map(|from| section_len[pair(from, to)].div_ceil(b))
+                .sum()
         };
         let mut block_elems = block_elems.max(1);
         let room = max_ids.saturating_sub(nodes).max(1);
-        let most = recv_len.iter().max().copied().unwrap_or(0);
+        let most = self.recv_len.iter().max().copied().unwrap_or(0);
         block_elems = block_elems.max(most.div_ceil(room));
-        while incoming(block_elems).iter().any(|&c| c > max_ids.max(1)) {
+        while (0..nodes).any(|to| incoming(block_elems, to) > max_ids.max(1)) {
             block_elems = block_elems.saturating_mul(2);
         }
-        let in_chunks = incoming(block_elems);
+        self.block_elems = block_elems;
+        refill(
+            &mut self.in_chunks,
+            (0..nodes).map(|to| incoming(block_elems, to)),
+        );
 
         // Ids at a target: by source node, then chunk by chunk. Each node
         // sends to the nodes after it first (cyclically), so that the
         // nodes do not all start with the same target.
-        let mut chunks = vec![Vec::new(); nodes];
-        for (from, list) in chunks.iter_mut().enumerate() {
+        self.chunks.resize_with(nodes, Vec::new);
+        self.chunks.truncate(nodes);
+        for (from, list) in self.chunks.iter_mut().enumerate() {
+            list.clear();
             for k in 1..nodes {
                 let to = (from + k) % nodes;
                 let first_id: usize = (0..from)
@@ -219,37 +281,24 @@ impl AlltoallvPlan {
         }
 
         // Node-local balance: local rank l sends the chunks that start in
-        // the l-th of L equal parts of the node's bytes to send.
-        let mut shares = Vec::with_capacity(n);
-        for (node, list) in chunks.iter().enumerate() {
+        // the l-th of L equal parts of the node's bytes to send (the
+        // owners of a node's chunks never decrease, so each local rank's
+        // are a range).
+        self.shares.clear();
+        for (node, list) in self.chunks.iter().enumerate() {
             let local = layout.node_ranks(node).len();
-            let bytes = stage_len[node] as u128;
-            let mut owner = Vec::with_capacity(list.len());
-            let mut start = 0u128;
-            for c in list {
-                owner.push(((start * local as u128) / bytes.max(1)) as usize);
-                start += c.len as u128;
-            }
+            let bytes = (self.stage_len[node] as u128).max(1);
+            let (mut c, mut start) = (0, 0u128);
             for l in 0..local {
-                let first = owner.partition_point(|&o| o < l);
-                let end = owner.partition_point(|&o| o <= l);
-                shares.push(first..end);
+                let first = c;
+                while c < list.len() && (start * local as u128 / bytes) as usize <= l {
+                    start += list[c].len as u128;
+                    c += 1;
+                }
+                self.shares.push(first..c);
             }
         }
-        Ok(AlltoallvPlan {
-            layout,
-            counts: counts.to_vec(),
-            block_elems,
-            section_len,
-            stage_at,
-            recv_at,
-            stage_len,
-            recv_len,
-            piece_at,
-            chunks,
-            in_chunks,
-            shares,
-        })
+        Ok(())
     }
 
     fn pair(&self, from: usize, to: usize) -> usize {
@@ -513,5 +562,72 @@ impl AlltoallvPlan {
             let _ = writeln!(s, "  rank {r} sends: {}", list.join(" "));
         }
         s
+    }
+}
+
+/// Make `v` hold `items`, in the memory it has.
+fn refill<T>(v: &mut Vec<T>, items: impl Iterator<Item = T>) {
+    v.clear();
+    v.extend(items);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts for `ranks` ranks from a seed: empty, small and large pieces.
+    fn counts(ranks: usize, seed: u64) -> Vec<usize> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..ranks * ranks)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                [0, 1, 3, 40, 1000][(x % 5) as usize]
+            })
+            .collect()
+    }
+
+    /// A plan made again in the memory of another (of another layout,
+    /// counts, chunk size and ids) is the plan `new` makes; a renewal that
+    /// fails leaves the plan as it was.
+    #[test]
+    fn a_renewed_plan_is_a_new_one() {
+        let layouts: Vec<Layout> = [(1, 1), (2, 1), (4, 2), (6, 4), (7, 3), (9, 1), (8, 8)]
+            .iter()
+            .map(|&(ranks, ppn)| Layout { ranks, ppn })
+            .collect();
+        let mut plan = AlltoallvPlan::new(layouts[0], &[5], 8, 4, 16).unwrap();
+        let mut seed = 1;
+        for round in 0..3 {
+            for &l in layouts.iter().chain(layouts.iter().rev()) {
+                seed += 1;
+                let c = counts(l.ranks, seed);
+                // Ids for every source node at least (fewer: refused, below).
+                let nodes = l.nodes();
+                let ids = [nodes, nodes + 3, 1024][(seed % 3) as usize];
+                let block = [1, 7, 64][round];
+                plan.renew(l, &c, 8, block, ids).unwrap();
+                assert_eq!(
+                    plan,
+                    AlltoallvPlan::new(l, &c, 8, block, ids).unwrap(),
+                    "{l:?}"
+                );
+                let before = plan.clone();
+                assert!(plan.renew(l, &c[1..], 8, block, ids).is_err());
+                let mut over = c.clone();
+                over[0] = usize::MAX;
+                assert!(plan.renew(l, &over, 8, block, ids).is_err());
+                assert!(
+                    plan.renew(Layout { ppn: 0, ..l }, &c, 8, block, ids)
+                        .is_err()
+                );
+                if nodes > 2 {
+                    let full = vec![1; l.ranks * l.ranks];
+                    assert!(plan.renew(l, &full, 8, block, nodes - 2).is_err());
+                }
+                assert_eq!(plan, before, "a failed renewal changed the plan");
+            }
+        }
     }
 }

@@ -259,8 +259,10 @@ pub struct Alltoallv<'a, T> {
     /// elements; see `Alltoallv::push_into`).
     pub(super) push_at: Vec<usize>,
     /// Sizes unknown: the count matrix the call in progress read (kept
-    /// from call to call, so that reading it allocates nothing).
+    /// from call to call, so that reading it allocates nothing), and the
+    /// plan before the one in use, in whose memory the next plan is made.
     pub(super) matrix: Vec<u64>,
+    pub(super) spare_plan: Option<AlltoallvPlan>,
     /// Whether each call copies large pieces once or twice by the node's
     /// measurements (`single_copy_min: None`): inside the node, and into
     /// offered buffers from other nodes.
@@ -340,6 +342,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             staged_len: 0,
             push_at: Vec::new(),
             matrix: Vec::new(),
+            spare_plan: None,
             measured: false,
             once_way: true,
             private: false,

@@ -473,7 +473,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.matrix = matrix;
         let elem = std::mem::size_of::<T>().max(1);
         let block = Self::block_elems(ctx, self.options);
-        let plan = AlltoallvPlan::new(Layout::of(ctx), &counts, elem, block, data_ids);
+        let layout = Layout::of(ctx);
+        // Made in the memory of the plan before the last, where there is one.
+        let plan = match self.spare_plan.take() {
+            Some(mut p) => p.renew(layout, &counts, elem, block, data_ids).map(|()| p),
+            None => AlltoallvPlan::new(layout, &counts, elem, block, data_ids),
+        };
         let over = |what: &str, r: usize, total: usize| {
             Error::InvalidArgument(format!(
                 "rank {r} {what} {total} elements in this call, the alltoallv's capacity is {capacity}"
@@ -486,14 +491,18 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         for r in 0..n {
             let sent: usize = (0..n).map(|t| plan.count(r, t)).sum();
             let got: usize = (0..n).map(|s| plan.count(s, r)).sum();
-            if sent > capacity {
-                return Ok(Err(over("sends", r, sent)));
-            }
-            if got > capacity {
-                return Ok(Err(over("receives", r, got)));
-            }
+            let refused = if sent > capacity {
+                over("sends", r, sent)
+            } else if got > capacity {
+                over("receives", r, got)
+            } else {
+                continue;
+            };
+            // The plan in use stays (the last call's result is its).
+            self.spare_plan = Some(plan);
+            return Ok(Err(refused));
         }
-        self.plan = Some(plan);
+        self.spare_plan = self.plan.replace(plan);
         self.plan_direct();
         Ok(Ok(()))
     }
