@@ -201,8 +201,8 @@ impl AlltoallvPlan {
         refill(&mut self.counts, counts.iter().copied());
 
         let (section_len, piece_at) = (&mut self.section_len, &mut self.piece_at);
-        refill(section_len, (0..nodes * nodes).map(|_| 0));
-        refill(piece_at, (0..n * n).map(|_| 0));
+        zeroed(section_len, nodes * nodes);
+        zeroed(piece_at, n * n);
         for from in 0..nodes {
             for to in 0..nodes {
                 let mut at = 0;
@@ -218,10 +218,10 @@ impl AlltoallvPlan {
         let section_len = &self.section_len;
         let (stage_at, recv_at) = (&mut self.stage_at, &mut self.recv_at);
         let (stage_len, recv_len) = (&mut self.stage_len, &mut self.recv_len);
-        refill(stage_at, (0..nodes * nodes).map(|_| 0));
-        refill(recv_at, (0..nodes * nodes).map(|_| 0));
-        refill(stage_len, (0..nodes).map(|_| 0));
-        refill(recv_len, (0..nodes).map(|_| 0));
+        zeroed(stage_at, nodes * nodes);
+        zeroed(recv_at, nodes * nodes);
+        zeroed(stage_len, nodes);
+        zeroed(recv_len, nodes);
         for node in 0..nodes {
             for other in 0..nodes {
                 recv_at[pair(other, node)] = recv_len[node];
@@ -258,7 +258,6 @@ impl AlltoallvPlan {
         // sends to the nodes after it first (cyclically), so that the
         // nodes do not all start with the same target.
         self.chunks.resize_with(nodes, Vec::new);
-        self.chunks.truncate(nodes);
         for (from, list) in self.chunks.iter_mut().enumerate() {
             list.clear();
             for k in 1..nodes {
@@ -569,6 +568,12 @@ impl AlltoallvPlan {
 fn refill<T>(v: &mut Vec<T>, items: impl Iterator<Item = T>) {
     v.clear();
     v.extend(items);
+}
+
+/// Make `v` hold `len` zeros, in the memory it has.
+fn zeroed(v: &mut Vec<usize>, len: usize) {
+    v.clear();
+    v.resize(len, 0);
 }
 
 #[cfg(test)]

@@ -259,9 +259,10 @@ pub struct Alltoallv<'a, T> {
     /// elements; see `Alltoallv::push_into`).
     pub(super) push_at: Vec<usize>,
     /// Sizes unknown: the count matrix the call in progress read (kept
-    /// from call to call, so that reading it allocates nothing), and the
-    /// plan before the one in use, in whose memory the next plan is made.
+    /// from call to call, so that reading it allocates nothing).
     pub(super) matrix: Vec<u64>,
+    /// Sizes unknown: the plan before the one in use, in whose memory the
+    /// next plan is made (`AlltoallvPlan::renew`).
     pub(super) spare_plan: Option<AlltoallvPlan>,
     /// Whether each call copies large pieces once or twice by the node's
     /// measurements (`single_copy_min: None`): inside the node, and into
