@@ -1395,9 +1395,10 @@ fn unknown_sizes_change_or_repeat_on_every_layout() {
             for it in 0..calls {
                 // Both: staged, and the larger pieces written straight.
                 let a = if it < calls / 2 { &mut a } else { &mut b };
-                // Every fourth call repeats the counts of the call before
-                // (whose plan it keeps), with new data.
-                let like = if it % 4 == 3 { it - 1 } else { it };
+                // Every third call repeats the counts of the call before
+                // (whose plan it keeps), with new data: in place and into
+                // private buffers in turn.
+                let like = if it % 3 == 2 { it - 1 } else { it };
                 let d = [Dist::Regular, Dist::Random, Dist::Sparse][like % 3];
                 let counts = counts(d, n, [0, 1, 40][(like / 3) % 3], like as u64);
                 let row = &counts[me * n..(me + 1) * n];

@@ -198,7 +198,8 @@ impl AlltoallvPlan {
         }
         let pair = |from: usize, to: usize| from * nodes + to;
         self.layout = layout;
-        refill(&mut self.counts, counts.iter().copied());
+        self.counts.clear();
+        self.counts.extend_from_slice(counts);
 
         let (section_len, piece_at) = (&mut self.section_len, &mut self.piece_at);
         zeroed(section_len, nodes * nodes);
