@@ -850,7 +850,7 @@ fn an_offered_buffer_is_taken_back_on_timeout() {
 /// Calls of 4 MiB per rank measure whether their stores into the windows
 /// go faster streaming (non-temporal) or cached: the probes after the
 /// first calls take both kinds in turn, so among these calls some stream.
-/// With `stream_stores: Some(true)` every call streams, large or small
+/// With `stream_stores: Some(true)` every call streams into the windows, large or small
 /// (random sizes: pieces below and above the vector loop's minimum).
 /// Every result is right either way, in place and private.
 #[test]
@@ -941,6 +941,57 @@ fn every_node_takes_the_ways_the_first_node_measured_faster() {
             "node {} took {ways:?}",
             ctx.node()
         );
+    });
+}
+
+/// Private calls with a piece of 8 KiB or more for another rank measure
+/// streaming stores into the windows (their receivers copy every piece
+/// out in the call, so the call's time shows what the stores cost the
+/// readers); in-place calls of the same size, private calls of 4 KiB
+/// pieces (16 KiB per rank) and private calls whose only large piece is
+/// a rank's own (which goes straight into its buffer) keep ordinary
+/// stores. The calls' times are made to say that streaming is faster:
+/// after the probes the private calls of 8 KiB pieces stream, where the
+/// nodes share one host's memory (through a transport between hosts the
+/// nodes would share the measured kind by a round trip per call).
+#[test]
+fn private_calls_with_pieces_of_8_kib_measure_streaming_stores() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let one_machine = (0..n).all(|r| ctx.on_this_host(r as gaspi::Rank));
+        let own_large: Vec<usize> = (0..n * n)
+            .map(|i| if i / n == i % n { 1024 } else { 128 })
+            .collect();
+        // (counts, private calls, streaming expected after the probes).
+        let cases = [
+            (counts(Dist::Regular, n, 1024, 3), true, one_machine),
+            (counts(Dist::Regular, n, 1024, 3), false, false),
+            (counts(Dist::Regular, n, 512, 3), true, false),
+            (own_large, true, false),
+        ];
+        for (case, (counts, private, streams)) in cases.into_iter().enumerate() {
+            let mut a = Alltoallv::<u64>::new(ctx, 1, &counts, B).unwrap();
+            a.testing_call_times(|_, [_, streaming]| {
+                Duration::from_millis(if streaming { 1 } else { 2 })
+            });
+            let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
+            let mut ways = Vec::new();
+            for it in 0..44 {
+                let into = private.then_some(&mut recv[..]);
+                run_and_check(&mut a, &counts, (n, me), it, into);
+                ways.push(a.testing_ways()[1]);
+            }
+            if streams {
+                // Calls 0-3 warm up, 4-35 probe in runs of 8 (4-11
+                // cached, 12-19 streaming, ...); the last probe decides.
+                assert!(ways[12..20].iter().all(|&w| w), "case {case}: {ways:?}");
+                assert!(ways[38..].iter().all(|&w| w), "case {case}: {ways:?}");
+            } else {
+                assert!(!ways.contains(&true), "case {case}: {ways:?}");
+            }
+            drop(a);
+            barrier(ctx);
+        }
     });
 }
 

@@ -139,10 +139,11 @@ pub struct Cli {
     #[arg(long, value_name = "B", value_parser = parse_size_or_off, help_heading = "Alltoallv")]
     pub direct_min: Option<usize>,
 
-    /// Alltoallv: pieces copied into the windows, and private results out
-    /// of them, with non-temporal stores (yes), ordinary ones (no), or
-    /// whichever the calls measure faster where a rank sends 4 MiB or more
-    /// (auto).
+    /// Alltoallv: pieces copied into the windows (and, in calls of 4 MiB
+    /// or more per rank, private results out of them) with non-temporal
+    /// stores (yes), ordinary ones (no), or whichever the calls measure
+    /// faster where a rank sends 4 MiB or more, or with private results a
+    /// piece of 8 KiB or more (auto).
     #[arg(long = "a2a-stream-stores", value_name = "S", default_value = "auto", value_parser = ["auto", "yes", "no"], help_heading = "Alltoallv")]
     pub a2a_stream_stores: String,
 

@@ -17,14 +17,32 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
 
 /// Calls in which a rank sends fewer bytes make their stores into the
-/// windows and the caller's buffer ordinary (cached); from this size on,
-/// the job measures whether streaming (non-temporal) stores are faster
-/// (`Alltoallv::choice`). On the 2-core Xeon VM, streaming stores took
-/// 0.63-0.64 of the time of an in-place call of 8 ranks at 1 MiB per pair
-/// (8 MiB per rank), made no difference at 4 MiB per rank (4 ranks), and
-/// measuring them cost 2-6% at 2 MiB per rank (8 ranks at 256 KiB per
-/// pair), where ordinary stores are as fast (docs/guide/benchmarking.md).
+/// windows ordinary (cached), but private calls (below); from this size
+/// on, the job measures whether streaming (non-temporal) stores are
+/// faster (`Alltoallv::choice`), and a call that streams makes its copies
+/// into the caller's buffer streaming too: its data outgrow the caches.
+/// On the 2-core Xeon VM, streaming stores took 0.63-0.64 of the time of
+/// an in-place call of 8 ranks at 1 MiB per pair (8 MiB per rank), made no
+/// difference at 4 MiB per rank (4 ranks), and measuring them cost 2-6% at
+/// 2 MiB per rank (8 ranks at 256 KiB per pair), where ordinary stores are
+/// as fast (docs/guide/benchmarking.md).
 const STREAM_MIN_BYTES: usize = 4 << 20;
+
+/// Private calls ([`Alltoallv::run_into`]) in which a rank sends a piece
+/// of this many bytes or more to another rank measure streaming stores
+/// into the windows. Their receivers copy every piece out of the window
+/// inside the call, so the call's time includes what the stores cost the
+/// readers: where the reader's core is far from the writer's (another
+/// core complex, another socket), a line it reads from memory comes
+/// sooner than one it takes from the writer's cache. On the 2-core AMD
+/// EPYC Zen 4 VM, whose two cores are now near (a cache line's round trip
+/// 50-65 ns) and now far apart (320-360 ns), 2 ranks in 2 nodes of 1 took
+/// 5.2 us at 8 KiB per pair with ordinary stores and 2.6 with streaming
+/// ones while far; pieces of 4 KiB gained nothing (4 ranks in 2 nodes of
+/// 2: the pieces between nodes are staged, and the engine's copy of the
+/// node's message is ordinary), and near cores favour ordinary stores
+/// (docs/guide/benchmarking.md).
+const STREAM_PRIVATE_MIN_PIECE: usize = 8 << 10;
 
 /// What a call sends from and where its pieces lie in the caller's
 /// buffers: in the window ([`Alltoallv::run_in_window`]), or in `send`
@@ -393,8 +411,17 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             self.pulled_from.clear();
             self.pulled_into = None;
             (self.offer_made, self.offered) = (false, None);
+            let elem = std::mem::size_of::<T>();
+            let bytes = total.saturating_mul(elem);
+            // (This rank's piece for itself goes straight into `recv`.)
+            let others = send_counts.iter().enumerate().filter(|&(t, _)| t != me);
+            let piece = others.map(|(_, &c)| c).max().unwrap_or(0);
+            let private_large = recv.is_some()
+                && piece.saturating_mul(elem) >= STREAM_PRIVATE_MIN_PIECE
+                && self.nodes_mapped;
             self.stream_measured = self.options.stream_stores.is_none()
-                && total.saturating_mul(std::mem::size_of::<T>()) >= STREAM_MIN_BYTES;
+                && (bytes >= STREAM_MIN_BYTES || private_large);
+            self.outgrows_caches = bytes >= STREAM_MIN_BYTES;
             let measures = (self.measured && recv.is_some()) || self.stream_measured;
             if measures && self.ctx.local_rank() == 0 {
                 timed = Some(Instant::now());
@@ -417,7 +444,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 let p = self.plan.as_ref().expect("a completed call has a plan");
                 let total: usize = (0..n).map(|s| p.count(s, me)).sum();
                 // Only the node's first rank times calls (`timed`).
-                let measured = timed.map(|t| (t, [self.measures_once(p), self.stream_measured]));
+                let measured = timed.map(|t| (t, [self.once_measured, self.stream_measured]));
                 let ways = [self.once_way, self.streaming];
                 let bytes = total.saturating_mul(std::mem::size_of::<T>());
                 // The first rank writes its ways in use into the word of
@@ -474,6 +501,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         Ok(())
     }
 
+    /// Whether the call in progress copies into the caller's buffer with
+    /// streaming stores: where it streams into the windows and its data
+    /// outgrow the caches (`Alltoallv::outgrows_caches`). Below that, the
+    /// caller's core likely reads its result next, from its cache.
+    fn streaming_out(&self) -> bool {
+        self.streaming && self.outgrows_caches
+    }
+
     /// Copy this rank's received pieces into `recv` at their places
     /// (`Alltoallv::recv_at`), but those it read straight from their
     /// senders: its own piece from `send` where the call left it out of
@@ -486,7 +521,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             if len > 0 {
                 let (from, to) = (self.send_at[me], self.recv_at[me]);
                 let (dst, src) = (&mut recv[to..to + len], &send[from..from + len]);
-                copy_slice_with(dst, src, self.streaming);
+                copy_slice_with(dst, src, self.streaming_out());
             }
             let n = p.layout.ranks.max(self.pulled_from.len());
             self.pulled_from.resize(n, false);
@@ -524,7 +559,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 len += p.count(s, me);
                 s += 1;
             }
-            view.copy_to_slice_with(start, &mut recv[at..at + len], self.streaming);
+            view.copy_to_slice_with(start, &mut recv[at..at + len], self.streaming_out());
         }
     }
 }

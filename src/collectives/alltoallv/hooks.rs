@@ -85,7 +85,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// Test aid: the ways the last call took, `[once, streaming]`: whether
     /// it copied large pieces inside the node once, whether its stores
-    /// into the windows and the caller's buffer streamed.
+    /// into the windows streamed.
     #[doc(hidden)]
     pub fn testing_ways(&self) -> [bool; 2] {
         [self.once, self.streaming]

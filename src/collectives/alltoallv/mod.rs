@@ -127,11 +127,16 @@
 //! the writers at work before it returns, so nothing is written into its
 //! buffer once the call has returned.
 //!
-//! Calls in which a rank sends `calls::STREAM_MIN_BYTES` or more measure
+//! Calls in which a rank sends `calls::STREAM_MIN_BYTES` or more, and
+//! private calls with a piece of `calls::STREAM_PRIVATE_MIN_PIECE` or more
+//! (nodes on one machine), measure
 //! whether the copies into the windows (staged pieces, and pieces written
-//! unstaged into other nodes' windows) and out of them into the caller's
-//! buffer are faster with non-temporal stores, which do not read each
-//! line before writing it ([`AlltoallvOptions::stream_stores`]); the same
+//! unstaged into other nodes' windows) are faster with non-temporal
+//! stores, which do not read each line before writing it and leave it in
+//! memory rather than in the writer's cache, where a reader on a far core
+//! gets it sooner ([`AlltoallvOptions::stream_stores`]); the copies out
+//! of the window into the caller's buffer stream with them in the large
+//! calls only, whose data outgrow the caches; the same
 //! calls time that choice and the single copies' (`ChoicePair`), and the
 //! word the node's first rank publishes carries both. Every node takes
 //! the ways of the job's first node where that node measured them (a

@@ -78,22 +78,32 @@ pub struct AlltoallvOptions {
     pub direct_min: Option<usize>,
     /// Whether a call copies the pieces it stages in its node's window,
     /// those it writes unstaged into other nodes' windows (where this
-    /// process makes that copy: the native engine) and, with private
-    /// results ([`Alltoallv::run_into`](crate::Alltoallv::run_into)),
-    /// those it copies from the window into the caller's buffer with non-temporal stores (`Some(true)`:
-    /// the lines go to memory, not into this core's cache), with ordinary
-    /// ones (`Some(false)`), or, `None` (the default), whichever the
-    /// job's calls have measured faster, in calls where this rank sends
-    /// 4 MiB or more (smaller calls take ordinary stores): the first
-    /// node's first rank times each kind, keeps the faster by a margin of
-    /// 10% and tells the ranks, which try the other kind in 4 calls of
-    /// every 256, as
+    /// process makes that copy: the native engine) with non-temporal
+    /// stores (`Some(true)`: the lines go to memory, not into this core's
+    /// cache), with ordinary ones (`Some(false)`), or, `None` (the
+    /// default), whichever the job's calls have measured faster, in calls
+    /// where this rank sends 4 MiB or more, or, with private results
+    /// ([`Alltoallv::run_into`](crate::Alltoallv::run_into)), whose
+    /// readers copy every piece out within the call, a piece of 8 KiB or
+    /// more to another rank, where the nodes are on one machine (the
+    /// native engine; a transport between hosts would take a round trip
+    /// per call to share the measured kind); other calls take ordinary
+    /// stores. The first node's first rank times each kind,
+    /// keeps the faster by a margin of 10% and tells the ranks, which try
+    /// the other kind in 4 calls of every 256, as
     /// [`AllreduceOptions::stream_inputs`](crate::AllreduceOptions::stream_inputs)
-    /// does. Where a call's data outgrow the caches, streaming stores save
-    /// reading each line before writing it (on a 2-core Xeon VM, 8 ranks
-    /// at 1 MiB per pair took 0.64 of the time in place, 0.82-0.93 with
-    /// private results); below, the receivers read the pieces from the
-    /// cache instead of memory. The result is the same either way.
+    /// does. A streaming call of 4 MiB or more per rank also copies its
+    /// private results out of the window with non-temporal stores. Where a
+    /// call's data outgrow the caches, streaming stores save reading each
+    /// line before writing it (on a 2-core Xeon VM, 8 ranks at 1 MiB per
+    /// pair took 0.64 of the time in place, 0.82-0.93 with private
+    /// results); where the reader's core is far from the writer's (another
+    /// core complex or socket), it takes a line from memory sooner than
+    /// from the writer's cache (on an AMD EPYC VM whose two cores were now
+    /// near, now far apart, 8 KiB per pair with private results took
+    /// about 0.6 of the time while far); below, and between near cores,
+    /// the receivers read the pieces from the cache instead of memory.
+    /// The result is the same either way.
     ///
     /// ```
     /// use gaspi::{Alltoallv, AlltoallvOptions, Config, Context, Timeout};

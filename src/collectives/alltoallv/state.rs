@@ -11,6 +11,7 @@ use crate::collectives::alltoallv_plan::AlltoallvPlan;
 use crate::collectives::control_word;
 use crate::collectives::timed_choice::ChoicePair;
 use crate::context::Context;
+use crate::engine::transfer::PutFrom;
 use crate::segments::SegmentView;
 use crate::types::{Rank, SegmentId};
 use crate::windows::Window;
@@ -275,11 +276,27 @@ pub struct Alltoallv<'a, T> {
     /// Whether the call in progress copies its result into the caller's
     /// buffer (`run_into`).
     pub(super) private: bool,
+    /// Whether every node's window is mapped here (the native engine's
+    /// emulated nodes; a job of one node, trivially): then the first
+    /// node's word of measured ways is read with a plain atomic in every
+    /// call that measures (`Alltoallv::next_choice_word`), where a
+    /// transport between hosts would take a round trip, which the private
+    /// calls that measure streaming stores from
+    /// `calls::STREAM_PRIVATE_MIN_PIECE` need not pay.
+    pub(super) nodes_mapped: bool,
+    /// Whether the call in progress has its way of single copies measured
+    /// (`Alltoallv::measures_once`, found once its plan is known).
+    pub(super) once_measured: bool,
     /// Whether the call in progress is large enough for its stores into
-    /// the windows to be measured (`calls::STREAM_MIN_BYTES`), and whether it
-    /// makes them streaming (non-temporal).
+    /// the windows to be measured (`calls::STREAM_MIN_BYTES`, or
+    /// `calls::STREAM_PRIVATE_MIN_PIECE` with private results), and whether
+    /// it makes them streaming (non-temporal).
     pub(super) stream_measured: bool,
     pub(super) streaming: bool,
+    /// Whether this rank sends `calls::STREAM_MIN_BYTES` or more in the call
+    /// in progress: then a streaming call's copies into the caller's buffer
+    /// stream too (`Alltoallv::streaming_out`).
+    pub(super) outgrows_caches: bool,
     /// The node's measurements, timed by its first rank: the first of the
     /// pair whether calls copy once (`true`) inside the node (where
     /// `measured`), the second whether their stores into the windows and
@@ -304,8 +321,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         (sizes, plan): (Sizes, Option<AlltoallvPlan>),
         (data_base, copies): (usize, usize),
     ) -> Alltoallv<'a, T> {
+        let nodes_mapped = (0..ctx.num_nodes()).all(|node| {
+            let first = ctx.node_ranks(node).start;
+            ctx.writes_from_memory_to(first) == PutFrom::Mapped
+        });
         let mut a = Alltoallv {
             ctx,
+            nodes_mapped,
             segment,
             control: window.view(),
             window,
@@ -349,6 +371,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             private: false,
             stream_measured: false,
             streaming: false,
+            once_measured: false,
+            outgrows_caches: false,
             choice: ChoicePair::default(),
             keep_window: false,
             _t: PhantomData,

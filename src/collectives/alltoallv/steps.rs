@@ -48,8 +48,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // Where this call measured no way, the next one likely measures
         // none either and takes no way from the word: no remote atomic
         // (through a transport, a round trip per call).
-        let once = self.plan.as_ref().is_some_and(|p| self.measures_once(p));
-        if self.ctx.node() == 0 || !(once || self.stream_measured) {
+        if self.ctx.node() == 0 || !(self.once_measured || self.stream_measured) {
             return own;
         }
         let first = self.ctx.node_ranks(0).start;
@@ -151,6 +150,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     let word = self.choice_word(self.calls).load(SeqCst);
                     let [once, streaming] = self.choice.pick(self.calls, word);
                     self.once_way = once || !self.measured;
+                    let p = self.plan.as_ref().expect("planned");
+                    self.once_measured = self.measures_once(p);
                     if !self.offer_made {
                         self.offer(tag, recv.as_deref(), fits, self.once_way);
                     }
