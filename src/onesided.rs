@@ -20,7 +20,8 @@ impl Context {
     /// The API's checks of one-sided operations with `rank` (GASPI's
     /// argument checks before the engine call): the queue, the rank, every
     /// transfer's size and both segment ids, the notification's segment id;
-    /// then one engine call, then the traffic count.
+    /// then one engine call, then the traffic count. `streaming`: see
+    /// [`Context::write_notify_with`].
     fn transfer(
         &self,
         rank: Rank,
@@ -28,6 +29,7 @@ impl Context {
         dir: Direction,
         notify: Option<(Rank, SegmentId, Notification)>,
         queue: QueueId,
+        streaming: bool,
     ) -> Result<()> {
         self.queues.check(queue)?;
         self.engine.check_rank(rank)?;
@@ -50,7 +52,7 @@ impl Context {
         let reserved = std::cell::Cell::new(false);
         let posted = self
             .engine
-            .transfer(rank, entries, dir, notify, queue, |n| {
+            .transfer(rank, entries, dir, notify, queue, streaming, |n| {
                 self.queues.reserve(queue, n)?;
                 reserved.set(true);
                 Ok(())
@@ -210,7 +212,7 @@ impl Context {
         _timeout: Timeout,
     ) -> Result<()> {
         let e = ListEntry::new(src, dst.segment, dst.offset, size);
-        self.transfer(dst.rank, &[e], Direction::Put, None, queue)
+        self.transfer(dst.rank, &[e], Direction::Put, None, queue, false)
     }
 
     /// Read `size` bytes from `src` into `dst` (`gaspi_read`). The data is
@@ -238,7 +240,7 @@ impl Context {
         _timeout: Timeout,
     ) -> Result<()> {
         let e = ListEntry::new(dst, src.segment, src.offset, size);
-        self.transfer(src.rank, &[e], Direction::Get, None, queue)
+        self.transfer(src.rank, &[e], Direction::Get, None, queue, false)
     }
 
     /// Write `size` bytes from `src` to `dst`, then set `notification` in
@@ -266,9 +268,27 @@ impl Context {
         queue: QueueId,
         _timeout: Timeout,
     ) -> Result<()> {
+        self.write_notify_with(src, dst, size, notification, queue, false)
+    }
+
+    /// [`Context::write_notify`]; with `streaming`, its copy, where this
+    /// process makes it (`dst`'s node mapped here), takes non-temporal
+    /// stores: the lines go to memory instead of into this core's cache,
+    /// for data that a far core reads next (the collectives' messages
+    /// between nodes, where their timing says so). Through a transport,
+    /// a plain write.
+    pub(crate) fn write_notify_with(
+        &self,
+        src: Local,
+        dst: Remote,
+        size: usize,
+        notification: Notification,
+        queue: QueueId,
+        streaming: bool,
+    ) -> Result<()> {
         let e = ListEntry::new(src, dst.segment, dst.offset, size);
         let n = Some((dst.rank, dst.segment, notification));
-        self.transfer(dst.rank, &[e], Direction::Put, n, queue)
+        self.transfer(dst.rank, &[e], Direction::Put, n, queue, streaming)
     }
 
     /// Read `size` bytes from `src` into `dst`, then set notification `id`
@@ -298,7 +318,7 @@ impl Context {
     ) -> Result<()> {
         let e = ListEntry::new(dst, src.segment, src.offset, size);
         let n = Some((self.rank(), dst.segment, Notification::new(id, 1)));
-        self.transfer(src.rank, &[e], Direction::Get, n, queue)
+        self.transfer(src.rank, &[e], Direction::Get, n, queue, false)
     }
 
     /// Set `notification` in the table of segment `segment` of `rank`
@@ -334,6 +354,7 @@ impl Context {
             Direction::Put,
             Some((rank, segment, notification)),
             queue,
+            false,
         )
     }
 
@@ -360,7 +381,7 @@ impl Context {
         _timeout: Timeout,
     ) -> Result<()> {
         self.check_list(entries)?;
-        self.transfer(rank, entries, Direction::Put, None, queue)
+        self.transfer(rank, entries, Direction::Put, None, queue, false)
     }
 
     /// Write every element of `entries` to `rank`, then set `notification`
@@ -391,7 +412,7 @@ impl Context {
     ) -> Result<()> {
         self.check_list(entries)?;
         let n = Some((rank, notification_segment, notification));
-        self.transfer(rank, entries, Direction::Put, n, queue)
+        self.transfer(rank, entries, Direction::Put, n, queue, false)
     }
 
     /// Read every element of `entries` from `rank` (`gaspi_read_list`).
@@ -418,7 +439,7 @@ impl Context {
         _timeout: Timeout,
     ) -> Result<()> {
         self.check_list(entries)?;
-        self.transfer(rank, entries, Direction::Get, None, queue)
+        self.transfer(rank, entries, Direction::Get, None, queue, false)
     }
 
     /// Read every element of `entries` from `rank`, then set notification
@@ -447,7 +468,7 @@ impl Context {
     ) -> Result<()> {
         self.check_list(entries)?;
         let n = Some((self.rank(), notification_segment, Notification::new(id, 1)));
-        self.transfer(rank, entries, Direction::Get, n, queue)
+        self.transfer(rank, entries, Direction::Get, n, queue, false)
     }
 
     /// Largest single transfer in bytes (`gaspi_transfer_size_max`).

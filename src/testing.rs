@@ -21,7 +21,7 @@
 
 use crate::config::{Config, Engine};
 use crate::context::Context;
-use crate::launcher::{Launch, Output, Report, describe_status};
+use crate::launcher::{Binding, Launch, Output, Report, describe_status};
 use std::time::Duration;
 
 /// Set in the ranks of a test job: the name of the test they run.
@@ -85,6 +85,7 @@ pub struct Job {
     config: Config,
     timeout: Duration,
     env: Vec<(String, String)>,
+    binding: Binding,
 }
 
 /// Ranks per node of the jobs whose test gives no layout:
@@ -279,6 +280,7 @@ impl Job {
             config: Config::default(),
             timeout: Duration::from_secs(120),
             env: Vec::new(),
+            binding: Binding::default(),
         }
     }
 
@@ -317,6 +319,21 @@ impl Job {
         self
     }
 
+    /// How the ranks are bound to the CPUs the test may use
+    /// (`gaspi-run --bind`; default [`Binding::Block`]).
+    ///
+    /// ```no_run
+    /// use gaspi::launcher::Binding;
+    /// // 4 ranks in nodes of 2, each node's ranks on different CPUs.
+    /// gaspi::testing::Job::new(&[4]).ppn(2).binding(Binding::Spread).run(|ctx| {
+    ///     ctx.barrier(gaspi::GroupId::ALL, gaspi::Timeout::Block).unwrap();
+    /// });
+    /// ```
+    pub fn binding(mut self, binding: Binding) -> Job {
+        self.binding = binding;
+        self
+    }
+
     /// Stop and fail the job if it runs longer (default 120 s).
     ///
     /// ```no_run
@@ -348,7 +365,8 @@ impl Job {
             .output(Output::Capture)
             .timeout(self.timeout)
             .backtraces_on_stop(true)
-            .grace(Duration::from_secs(5));
+            .grace(Duration::from_secs(5))
+            .binding(self.binding);
         for (k, v) in &self.env {
             l = l.env(k, v);
         }

@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use gaspi::launcher::Binding;
 use gaspi::plan::AlltoallvPlan;
 use gaspi::testing::Job;
 use gaspi::{
@@ -944,21 +945,58 @@ fn every_node_takes_the_ways_the_first_node_measured_faster() {
     });
 }
 
-/// Private calls with a piece of 8 KiB or more for another rank measure
-/// streaming stores into the windows (their receivers copy every piece
-/// out in the call, so the call's time shows what the stores cost the
-/// readers); in-place calls of the same size, private calls of 4 KiB
-/// pieces (16 KiB per rank) and private calls whose only large piece is
-/// a rank's own (which goes straight into its buffer) keep ordinary
-/// stores. The calls' times are made to say that streaming is faster:
-/// after the probes the private calls of 8 KiB pieces stream, where the
-/// nodes share one host's memory (through a transport between hosts the
-/// nodes would share the measured kind by a round trip per call).
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    let set = rustix::thread::sched_getaffinity(None).unwrap();
+    (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .collect()
+}
+
+/// By rank of the job, by rank: whether both are bound to one and the
+/// same CPU (a test's ranks are bound as `gaspi-run --bind block` binds
+/// them: 4 ranks on 2 CPUs, ranks 0 and 1 on the first).
+fn one_cpu_together(ctx: &Context) -> Vec<Vec<bool>> {
+    let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+    let mine = allowed_cpus();
+    // Each rank's lowest and highest CPU, plus one.
+    let mut spans = vec![0u64; 2 * n];
+    spans[2 * me] = mine[0] as u64 + 1;
+    spans[2 * me + 1] = *mine.last().unwrap() as u64 + 1;
+    ctx.allreduce(&spans.clone(), &mut spans, ReduceOp::Max, GroupId::ALL, B)
+        .unwrap();
+    let single = |r: usize| spans[2 * r] == spans[2 * r + 1];
+    (0..n)
+        .map(|s| {
+            (0..n)
+                .map(|t| single(s) && spans[2 * s..2 * s + 2] == spans[2 * t..2 * t + 2])
+                .collect()
+        })
+        .collect()
+}
+
+/// Private calls with a piece for another rank of 8 KiB or more, or of 2
+/// KiB or more in a node where ranks share a CPU, measure streaming
+/// stores into the windows (their receivers copy every piece out in the
+/// call, so the call's time shows what the stores cost the readers);
+/// in-place calls of the same size, private calls of smaller pieces and
+/// private calls whose only large piece is a rank's own (which goes
+/// straight into its buffer) keep ordinary stores. The calls' times are
+/// made to say that streaming is faster: after the probes the private
+/// calls that measure stream, where the nodes share one host's memory
+/// (through a transport between hosts the nodes would share the measured
+/// kind by a round trip per call).
 #[test]
-fn private_calls_with_pieces_of_8_kib_measure_streaming_stores() {
-    Job::new(&[4]).ppn(2).run(|ctx| {
+fn private_calls_with_pieces_of_8_kib_or_2_kib_on_shared_cpus_measure_streaming_stores() {
+    // (2 ranks: on 2 CPUs or more, each on a CPU of its own.)
+    Job::new(&[2, 4]).ppn(2).run(|ctx| {
         let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
         let one_machine = (0..n).all(|r| ctx.on_this_host(r as gaspi::Rank));
+        let together = one_cpu_together(ctx);
+        let node = ctx.node_ranks(ctx.node());
+        let shares_cpu = node
+            .map(|s| s as usize)
+            .any(|s| (0..n).any(|t| t != s && together[s][t]));
         let own_large: Vec<usize> = (0..n * n)
             .map(|i| if i / n == i % n { 1024 } else { 128 })
             .collect();
@@ -966,11 +1004,27 @@ fn private_calls_with_pieces_of_8_kib_measure_streaming_stores() {
         let cases = [
             (counts(Dist::Regular, n, 1024, 3), true, one_machine),
             (counts(Dist::Regular, n, 1024, 3), false, false),
-            (counts(Dist::Regular, n, 512, 3), true, false),
+            (
+                counts(Dist::Regular, n, 512, 3),
+                true,
+                one_machine && shares_cpu,
+            ),
+            (
+                counts(Dist::Regular, n, 256, 3),
+                true,
+                one_machine && shares_cpu,
+            ),
+            (counts(Dist::Regular, n, 128, 3), true, false),
             (own_large, true, false),
         ];
         for (case, (counts, private, streams)) in cases.into_iter().enumerate() {
-            let mut a = Alltoallv::<u64>::new(ctx, 1, &counts, B).unwrap();
+            // Two copies of the window: the probes start at call 4 (more
+            // copies delay them until each has been used once).
+            let two = AlltoallvOptions {
+                copies: Some(2),
+                ..AlltoallvOptions::default()
+            };
+            let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, two, B).unwrap();
             a.testing_call_times(|_, [_, streaming]| {
                 Duration::from_millis(if streaming { 1 } else { 2 })
             });
@@ -989,6 +1043,120 @@ fn private_calls_with_pieces_of_8_kib_measure_streaming_stores() {
             } else {
                 assert!(!ways.contains(&true), "case {case}: {ways:?}");
             }
+            drop(a);
+            barrier(ctx);
+        }
+    });
+}
+
+/// A streaming call's stores into the windows stream only where some
+/// reader is bound to another CPU than the writer: a line stored for a
+/// rank of the writer's own CPU is in the cache that rank reads from. 4
+/// ranks in 2 nodes, bound in blocks (on 2 CPUs a node per CPU) and
+/// spread (on 2 CPUs, each node's ranks on both; on 1 CPU both put all
+/// on it, on 4 or more a CPU or more each, none shared), private calls
+/// of 8 KiB pieces whose times favour streaming:
+/// - written straight into the other node's window (`direct_min` 8 KiB),
+///   a rank streams exactly its pieces for ranks not on its CPU, into
+///   either node's window;
+/// - staged (`direct_min` off), a rank streams its pieces for its node's
+///   ranks not on its CPU, its staged pieces where a rank of its node is
+///   not on its CPU (one of them writes the node's message), and the
+///   node's message where a rank of the other node is not on the
+///   writer's CPU.
+///
+/// The bytes streamed, summed over each node, say so in every call; the
+/// data are checked.
+#[test]
+fn streaming_stores_skip_readers_on_the_writers_cpu() {
+    for binding in [Binding::Block, Binding::Spread] {
+        streaming_stores_by_cpu(binding);
+    }
+}
+
+fn streaming_stores_by_cpu(binding: Binding) {
+    Job::new(&[4]).ppn(2).binding(binding).run(|ctx| {
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let together = one_cpu_together(ctx);
+        let apart = |s: usize, t: usize| !together[s][t];
+        let piece = 8u64 << 10;
+        let node_of = |r: usize| r / 2;
+        let node_ranks = |k: usize| 2 * k..2 * k + 2;
+        // The bytes the ranks of node `k` stream in a streaming call.
+        let direct = |k: usize| -> u64 {
+            node_ranks(k)
+                .flat_map(|s| (0..n).filter(move |&t| t != s).map(move |t| (s, t)))
+                .filter(|&(s, t)| apart(s, t))
+                .count() as u64
+                * piece
+        };
+        let staged = |k: usize| -> u64 {
+            let mut bytes = 0;
+            for s in node_ranks(k) {
+                let to_node = node_ranks(k).filter(|&t| t != s && apart(s, t)).count();
+                bytes += to_node as u64 * piece;
+                if node_ranks(k).any(|t| apart(s, t)) {
+                    bytes += 2 * piece; // its pieces for the other node
+                }
+            }
+            // The node's message, 4 pieces, by whichever of its ranks
+            // writes it: the answer must not depend on which.
+            let other = 1 - k;
+            let streams: Vec<bool> = node_ranks(k)
+                .map(|s| node_ranks(other).any(|t| apart(s, t)))
+                .collect();
+            assert!(streams.iter().all(|&w| w == streams[0]), "{together:?}");
+            bytes + u64::from(streams[0]) * 4 * piece
+        };
+        // Two copies of the window: the probes start at call 4.
+        let options = AlltoallvOptions {
+            single_copy_min: Some(usize::MAX),
+            copies: Some(2),
+            ..AlltoallvOptions::default()
+        };
+        let expected_of: [&dyn Fn(usize) -> u64; 2] = [&direct, &staged];
+        for (case, (direct_min, expected_of)) in [8 << 10, usize::MAX]
+            .into_iter()
+            .zip(expected_of)
+            .enumerate()
+        {
+            let counts = counts(Dist::Regular, n, 1024, 5);
+            let options = AlltoallvOptions {
+                direct_min: Some(direct_min),
+                ..options
+            };
+            let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, options, B).unwrap();
+            a.testing_call_times(|_, [_, streaming]| {
+                Duration::from_millis(if streaming { 1 } else { 2 })
+            });
+            let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
+            let mut streamed_calls = 0;
+            for it in 0..44 {
+                run_and_check(&mut a, &counts, (n, me), it, Some(&mut recv[..]));
+                // By node: bytes streamed, and calls that streamed.
+                let mut sums = vec![0u64; 4];
+                sums[2 * node_of(me)] = a.testing_streamed();
+                sums[2 * node_of(me) + 1] = u64::from(a.testing_ways()[1]);
+                ctx.allreduce(&sums.clone(), &mut sums, ReduceOp::Sum, GroupId::ALL, B)
+                    .unwrap();
+                for k in 0..2 {
+                    // Both ranks of a node stream, or neither.
+                    assert!(sums[2 * k + 1] != 1, "case {case}, call {it}: {sums:?}");
+                    let expected = if sums[2 * k + 1] == 2 {
+                        expected_of(k)
+                    } else {
+                        0
+                    };
+                    assert_eq!(
+                        sums[2 * k],
+                        expected,
+                        "{binding:?}, case {case}, call {it}, node {k}: CPUs together {together:?}"
+                    );
+                }
+                streamed_calls += u64::from(a.testing_ways()[1]);
+            }
+            let one_machine = (0..n).all(|r| ctx.on_this_host(r as gaspi::Rank));
+            assert_eq!(streamed_calls > 0, one_machine, "case {case}");
             drop(a);
             barrier(ctx);
         }

@@ -137,23 +137,30 @@ pub(crate) fn post(
     segment: SegmentId,
     queue: QueueId,
     to: Rank,
-    (local, remote, len): (usize, usize, usize),
+    bytes: (usize, usize, usize),
     n: Notification,
     deadline: Deadline,
 ) -> Result<()> {
-    with_room(ctx, queue, deadline, || {
-        if len == 0 {
-            ctx.notify(to, segment, n, queue, Timeout::Block)
-        } else {
-            ctx.write_notify(
-                Local::new(segment, local),
-                Remote::new(to, segment, remote),
-                len,
-                n,
-                queue,
-                Timeout::Block,
-            )
-        }
+    post_with(ctx, segment, queue, to, bytes, n, false, deadline)
+}
+
+/// [`post`], the copy made with non-temporal stores where `streaming`
+/// and this process makes it ([`Context::write_notify_with`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn post_with(
+    ctx: &Context,
+    segment: SegmentId,
+    queue: QueueId,
+    to: Rank,
+    (local, remote, len): (usize, usize, usize),
+    n: Notification,
+    streaming: bool,
+    deadline: Deadline,
+) -> Result<()> {
+    let (src, dst) = (Local::new(segment, local), Remote::new(to, segment, remote));
+    with_room(ctx, queue, deadline, || match len {
+        0 => ctx.notify(to, segment, n, queue, Timeout::Block),
+        _ => ctx.write_notify_with(src, dst, len, n, queue, streaming),
     })
 }
 

@@ -261,6 +261,14 @@ pub(crate) fn cpus_of_its_own(mine: u32, others: impl IntoIterator<Item = u32>) 
         })
 }
 
+/// Whether ranks whose CPUs span `a` and `b` ([`cpu_span`]) are both
+/// bound to one and the same CPU: a line one of them writes is in the
+/// cache the other reads from. Unknown spans (0) share nothing known.
+pub(crate) fn one_cpu_shared(a: u32, b: u32) -> bool {
+    let single = |s: u32| s != 0 && (s >> 16) == (s & 0xffff) + 1;
+    single(a) && a == b
+}
+
 /// The token of the host whose first rank is `first` in a job of emulated
 /// hosts (what its ranks' shared-memory objects are named after).
 pub(crate) fn host_token(token: &str, first: usize) -> String {
@@ -640,6 +648,22 @@ mod tests {
         assert_eq!(cpu_span(&[]), 0);
         assert_eq!(cpu_span(&[70_000]), 0);
         assert!(cpus_of_its_own(one(0xfffe), [one(0)]));
+    }
+
+    #[test]
+    fn ranks_bound_to_one_cpu_together_are_told_apart_from_the_rest() {
+        let one = |c| cpu_span(&[c]);
+        assert!(one_cpu_shared(one(3), one(3)));
+        assert!(one_cpu_shared(one(0), one(0)));
+        assert!(!one_cpu_shared(one(0), one(1)));
+        // The same span of several CPUs (unbound ranks, or bound to a
+        // block) says nothing about which CPU each runs on.
+        let span = |lo, hi| cpu_span(&(lo..=hi).collect::<Vec<_>>());
+        assert!(!one_cpu_shared(span(0, 1), span(0, 1)));
+        assert!(!one_cpu_shared(one(0), span(0, 1)));
+        // Unknown CPUs.
+        assert!(!one_cpu_shared(0, 0));
+        assert!(!one_cpu_shared(one(2), 0));
     }
 
     #[test]

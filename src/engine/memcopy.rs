@@ -112,6 +112,24 @@ pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
     }
 }
 
+/// [`copy`], or with `streaming` and disjoint ranges
+/// [`copy_nonoverlapping_streaming`] (overlapping ranges take [`copy`]).
+///
+/// # Safety
+/// As [`copy`].
+pub(crate) unsafe fn copy_with(src: *const u8, dst: *mut u8, len: usize, streaming: bool) {
+    let disjoint = (src as usize).abs_diff(dst as usize) >= len;
+    // SAFETY: the caller's promise; the streaming copy only on disjoint
+    // ranges (checked), which is its contract.
+    unsafe {
+        if streaming && disjoint {
+            copy_nonoverlapping_streaming(src, dst, len);
+        } else {
+            copy(src, dst, len);
+        }
+    }
+}
+
 /// `dst.copy_from_slice(src)` through [`copy_nonoverlapping`]; panics if
 /// the lengths differ, as `copy_from_slice` does.
 pub(crate) fn copy_slice<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {

@@ -480,6 +480,16 @@ impl Native {
         self.own_cpus
     }
 
+    /// Whether ranks `a` and `b` are both bound to the same single CPU (as
+    /// they were when they joined: [`job::one_cpu_shared`]): what one
+    /// writes, the other reads from the same cache. False unless both run
+    /// on this rank's host, or where either may run on more than one CPU.
+    pub(crate) fn one_cpu_together(&self, a: Rank, b: Rank) -> bool {
+        let span = |r: Rank| self.job.slot(r as usize).cpus.load(SeqCst);
+        let here = self.host.contains(&a) && self.host.contains(&b);
+        here && job::one_cpu_shared(span(a), span(b))
+    }
+
     /// The pid by which a kernel copy between processes reaches `rank`
     /// now: `None` unless it runs on this host and its process, checked
     /// against the job's record, has not exited ([`processes`]).

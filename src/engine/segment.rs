@@ -605,14 +605,23 @@ impl SegmentObject {
     }
 
     /// Copy `len` bytes from data offset `off` of `self` to data offset
-    /// `dst_off` of `dst` (which may be `self`; ranges may overlap).
-    pub(crate) fn copy_to(&self, off: usize, dst: &SegmentObject, dst_off: usize, len: usize) {
+    /// `dst_off` of `dst` (which may be `self`; ranges may overlap); with
+    /// `streaming`, by non-temporal stores where they do not overlap
+    /// ([`memcopy::copy_with`]).
+    pub(crate) fn copy_to(
+        &self,
+        off: usize,
+        dst: &SegmentObject,
+        dst_off: usize,
+        len: usize,
+        streaming: bool,
+    ) {
         let (s, d) = (self.span(off, len), dst.span(dst_off, len));
         // SAFETY: both ranges are inside live mappings (span checks), which
         // `self` and `dst` keep mapped for the duration of the call.
         // Concurrent access by other ranks is the GASPI contract's business:
         // the bytes are plain data and no Rust reference covers them.
-        unsafe { memcopy::copy(s, d, len) };
+        unsafe { memcopy::copy_with(s, d, len, streaming) };
     }
 
     /// Copy `out.len()` bytes from data offset `off` into `out`; with

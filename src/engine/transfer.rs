@@ -209,6 +209,10 @@ impl Native {
     /// everything, `reserve` the queue entries (the transfers, plus one for
     /// the notification), move the data, then post the notification
     /// (`notify`: to (rank, segment); a read's is this rank's own).
+    /// `streaming`: copies made here (mapped memory) take non-temporal
+    /// stores, for data that a far core reads next; a transport's
+    /// transfers ignore it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn transfer(
         &self,
         rank: Rank,
@@ -216,11 +220,12 @@ impl Native {
         dir: Direction,
         notify: Option<(Rank, SegmentId, Notification)>,
         queue: QueueId,
+        streaming: bool,
         reserve: impl Fn(u32) -> Result<()>,
     ) -> Result<()> {
         match self.to_node_of(rank) {
             Some(t) => self.transfer_through(t, rank, entries, dir, notify, queue, reserve),
-            None => self.transfer_mapped(rank, entries, dir, notify, reserve),
+            None => self.transfer_mapped(rank, entries, dir, notify, streaming, reserve),
         }
     }
 
@@ -232,6 +237,7 @@ impl Native {
         entries: &[ListEntry],
         dir: Direction,
         notify: Option<(Rank, SegmentId, Notification)>,
+        streaming: bool,
         reserve: impl Fn(u32) -> Result<()>,
     ) -> Result<()> {
         self.run(|pin| {
@@ -253,14 +259,20 @@ impl Native {
             reserve(queue_entries(entries, notify))?;
             for c in checked.as_slice() {
                 match dir {
-                    Direction::Put => {
-                        c.local
-                            .copy_to(c.local_offset, c.remote, c.remote_offset, c.size)
-                    }
-                    Direction::Get => {
-                        c.remote
-                            .copy_to(c.remote_offset, c.local, c.local_offset, c.size)
-                    }
+                    Direction::Put => c.local.copy_to(
+                        c.local_offset,
+                        c.remote,
+                        c.remote_offset,
+                        c.size,
+                        streaming,
+                    ),
+                    Direction::Get => c.remote.copy_to(
+                        c.remote_offset,
+                        c.local,
+                        c.local_offset,
+                        c.size,
+                        streaming,
+                    ),
                 }
             }
             if let Some((obj, n)) = target {

@@ -143,7 +143,7 @@ pub struct Cli {
     /// or more per rank, private results out of them) with non-temporal
     /// stores (yes), ordinary ones (no), or whichever the calls measure
     /// faster where a rank sends 4 MiB or more, or with private results a
-    /// piece of 8 KiB or more (auto).
+    /// piece of 8 KiB or more, 2 KiB where ranks share a CPU (auto).
     #[arg(long = "a2a-stream-stores", value_name = "S", default_value = "auto", value_parser = ["auto", "yes", "no"], help_heading = "Alltoallv")]
     pub a2a_stream_stores: String,
 

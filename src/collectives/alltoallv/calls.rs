@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::extent;
 use crate::types::Timeout;
 use bytemuck::Pod;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Instant;
 
 /// Calls in which a rank sends fewer bytes make their stores into the
@@ -38,11 +38,18 @@ const STREAM_MIN_BYTES: usize = 4 << 20;
 /// EPYC Zen 4 VM, whose two cores are now near (a cache line's round trip
 /// 50-65 ns) and now far apart (320-360 ns), 2 ranks in 2 nodes of 1 took
 /// 5.2 us at 8 KiB per pair with ordinary stores and 2.6 with streaming
-/// ones while far; pieces of 4 KiB gained nothing (4 ranks in 2 nodes of
-/// 2: the pieces between nodes are staged, and the engine's copy of the
-/// node's message is ordinary), and near cores favour ordinary stores
-/// (docs/guide/benchmarking.md).
+/// ones while far; measured from 4 KiB, their calls of 4 KiB took 0.81
+/// of the time while far but 1.15 while near, where ordinary stores win
+/// and measuring costs (docs/guide/benchmarking.md).
 const STREAM_PRIVATE_MIN_PIECE: usize = 8 << 10;
+
+/// [`STREAM_PRIVATE_MIN_PIECE`] where ranks of the node share a CPU (more
+/// ranks than cores, bound in blocks): a rank's pieces for the ranks of
+/// its CPU stay ordinary (`Alltoallv::streams_to`), and those for the
+/// other CPUs gain from smaller sizes on. With 4 and 8 ranks on the Zen 4
+/// VM's 2 cores, 2 KiB per pair took 0.58-0.90 of the time while far and
+/// 1.03-1.05 while near, 4 KiB 0.45-0.60 and 1.00-1.03.
+const STREAM_SHARED_MIN_PIECE: usize = 2 << 10;
 
 /// What a call sends from and where its pieces lie in the caller's
 /// buffers: in the window ([`Alltoallv::run_in_window`]), or in `send`
@@ -405,6 +412,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let mut timed = None;
         if phase == Phase::Start {
             self.in_window = in_window;
+            self.streamed.store(0, Relaxed);
             self.private = recv.is_some();
             self.pull = false;
             self.own_direct = false;
@@ -416,9 +424,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             // (This rank's piece for itself goes straight into `recv`.)
             let others = send_counts.iter().enumerate().filter(|&(t, _)| t != me);
             let piece = others.map(|(_, &c)| c).max().unwrap_or(0);
-            let private_large = recv.is_some()
-                && piece.saturating_mul(elem) >= STREAM_PRIVATE_MIN_PIECE
-                && self.nodes_mapped;
+            let min_piece = match self.shares_cpu {
+                true => STREAM_SHARED_MIN_PIECE,
+                false => STREAM_PRIVATE_MIN_PIECE,
+            };
+            let private_large =
+                recv.is_some() && piece.saturating_mul(elem) >= min_piece && self.nodes_mapped;
             self.stream_measured = self.options.stream_stores.is_none()
                 && (bytes >= STREAM_MIN_BYTES || private_large);
             self.outgrows_caches = bytes >= STREAM_MIN_BYTES;

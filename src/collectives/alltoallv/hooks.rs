@@ -83,6 +83,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.call_times = Some(CallTimes(Box::new(times)));
     }
 
+    /// Test aid: the bytes this rank's last call stored into windows
+    /// with streaming stores (its pieces, and the node's messages it
+    /// wrote into other nodes' windows mapped here).
+    #[doc(hidden)]
+    pub fn testing_streamed(&self) -> u64 {
+        self.streamed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Test aid: the ways the last call took, `[once, streaming]`: whether
     /// it copied large pieces inside the node once, whether its stores
     /// into the windows streamed.

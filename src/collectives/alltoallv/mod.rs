@@ -129,12 +129,16 @@
 //!
 //! Calls in which a rank sends `calls::STREAM_MIN_BYTES` or more, and
 //! private calls with a piece of `calls::STREAM_PRIVATE_MIN_PIECE` or more
-//! (nodes on one machine), measure
-//! whether the copies into the windows (staged pieces, and pieces written
-//! unstaged into other nodes' windows) are faster with non-temporal
+//! (`calls::STREAM_SHARED_MIN_PIECE` where ranks of the node share a CPU;
+//! nodes on one machine), measure
+//! whether the copies into the windows (staged pieces, pieces written
+//! unstaged into other nodes' windows, and the node's messages) are
+//! faster with non-temporal
 //! stores, which do not read each line before writing it and leave it in
 //! memory rather than in the writer's cache, where a reader on a far core
-//! gets it sooner ([`AlltoallvOptions::stream_stores`]); the copies out
+//! gets it sooner ([`AlltoallvOptions::stream_stores`]); in the smaller
+//! of those calls, data whose readers are all bound to the writer's one
+//! CPU stay in its cache (`Alltoallv::streams_to`); the copies out
 //! of the window into the caller's buffer stream with them in the large
 //! calls only, whose data outgrow the caches; the same
 //! calls time that choice and the single copies' (`ChoicePair`), and the

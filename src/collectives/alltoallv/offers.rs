@@ -364,23 +364,26 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 }
                 posted = true;
             } else {
-                // One call per node: the engine completes them together.
-                // Pieces whose receivers offered their buffers go there.
-                let mut pieces = Vec::with_capacity(counts.len());
+                // One call per node and kind of stores (`streams_to`): the
+                // engine completes them together. Pieces whose receivers
+                // offered their buffers go there.
+                let mut pieces = [const { Vec::new() }; 2];
                 for (t, &c) in ranks.zip(counts).filter(|&(_, &c)| c > 0) {
                     let from = self.send_at[t];
                     let piece: &[u8] = bytemuck::cast_slice(&send[from..from + c]);
                     if !self.push_into(p, t, piece, deadline)? {
-                        pieces.push((piece, place(t)));
+                        let streams = self.streams_to(std::iter::once(t));
+                        pieces[usize::from(streams)].push((piece, place(t)));
                     }
                 }
-                if !pieces.is_empty() {
-                    self.ctx.write_from_memory(
-                        self.peer(to),
-                        self.segment,
-                        &pieces,
-                        self.streaming,
-                    )?;
+                for (streams, pieces) in [false, true].into_iter().zip(&pieces) {
+                    if !pieces.is_empty() {
+                        let peer = self.peer(to);
+                        self.ctx
+                            .write_from_memory(peer, self.segment, pieces, streams)?;
+                        let bytes = pieces.iter().map(|(d, _)| d.len()).sum();
+                        self.count_streamed(bytes, streams);
+                    }
                 }
             }
         }

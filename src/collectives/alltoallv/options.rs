@@ -77,19 +77,23 @@ pub struct AlltoallvOptions {
     /// a node must choose the same.
     pub direct_min: Option<usize>,
     /// Whether a call copies the pieces it stages in its node's window,
-    /// those it writes unstaged into other nodes' windows (where this
-    /// process makes that copy: the native engine) with non-temporal
-    /// stores (`Some(true)`: the lines go to memory, not into this core's
+    /// those it writes unstaged into other nodes' windows, and the node's
+    /// messages it writes into other nodes' windows (where this process
+    /// makes those copies: the native engine) with non-temporal stores
+    /// (`Some(true)`: the lines go to memory, not into this core's
     /// cache), with ordinary ones (`Some(false)`), or, `None` (the
     /// default), whichever the job's calls have measured faster, in calls
     /// where this rank sends 4 MiB or more, or, with private results
     /// ([`Alltoallv::run_into`](crate::Alltoallv::run_into)), whose
     /// readers copy every piece out within the call, a piece of 8 KiB or
-    /// more to another rank, where the nodes are on one machine (the
-    /// native engine; a transport between hosts would take a round trip
-    /// per call to share the measured kind); other calls take ordinary
-    /// stores. The first node's first rank times each kind,
-    /// keeps the faster by a margin of 10% and tells the ranks, which try
+    /// more to another rank (2 KiB where ranks of the node share a CPU),
+    /// where the nodes are on one machine (the native engine; a transport
+    /// between hosts would take a round trip per call to share the
+    /// measured kind); other calls take ordinary stores. Below 4 MiB per
+    /// rank, a measured call that streams keeps its stores ordinary for
+    /// data whose readers are all bound to the writer's one CPU (the line
+    /// is in the cache they read from). The first node's first rank times
+    /// each kind, keeps the faster by a margin of 10% and tells the ranks, which try
     /// the other kind in 4 calls of every 256, as
     /// [`AllreduceOptions::stream_inputs`](crate::AllreduceOptions::stream_inputs)
     /// does. A streaming call of 4 MiB or more per rank also copies its
@@ -101,7 +105,8 @@ pub struct AlltoallvOptions {
     /// core complex or socket), it takes a line from memory sooner than
     /// from the writer's cache (on an AMD EPYC VM whose two cores were now
     /// near, now far apart, 8 KiB per pair with private results took
-    /// about 0.6 of the time while far); below, and between near cores,
+    /// about 0.6 of the time while far, and 4 ranks sharing the 2 cores
+    /// about 0.55 at 4 KiB); below, and between near cores,
     /// the receivers read the pieces from the cache instead of memory.
     /// The result is the same either way.
     ///

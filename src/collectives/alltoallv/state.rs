@@ -17,7 +17,7 @@ use crate::types::{Rank, SegmentId};
 use crate::windows::Window;
 use bytemuck::Pod;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 
 /// The words of a rank's control line (a cache line per local rank at the
@@ -297,6 +297,15 @@ pub struct Alltoallv<'a, T> {
     /// in progress: then a streaming call's copies into the caller's buffer
     /// stream too (`Alltoallv::streaming_out`).
     pub(super) outgrows_caches: bool,
+    /// By rank: whether it is bound to the one CPU this rank is bound to
+    /// (this rank too, if bound so; fixed at creation;
+    /// `Alltoallv::streams_to`); and whether some rank of this node shares
+    /// its one CPU with another rank.
+    pub(super) cpu_mates: Vec<bool>,
+    pub(super) shares_cpu: bool,
+    /// Bytes this rank stored into windows with streaming stores in its
+    /// call in progress or last call (`Alltoallv::testing_streamed`).
+    pub(super) streamed: AtomicU64,
     /// The node's measurements, timed by its first rank: the first of the
     /// pair whether calls copy once (`true`) inside the node (where
     /// `measured`), the second whether their stores into the windows and
@@ -325,6 +334,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             let first = ctx.node_ranks(node).start;
             ctx.writes_from_memory_to(first) == PutFrom::Mapped
         });
+        let together = |a: Rank, b: Rank| ctx.engine.one_cpu_together(a, b);
+        let ranks = 0..ctx.num_ranks();
+        let cpu_mates = ranks.clone().map(|r| together(ctx.rank(), r)).collect();
+        let shares_cpu = ctx
+            .node_ranks(ctx.node())
+            .any(|s| ranks.clone().any(|t| t != s && together(s, t)));
         let mut a = Alltoallv {
             ctx,
             nodes_mapped,
@@ -373,6 +388,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             streaming: false,
             once_measured: false,
             outgrows_caches: false,
+            cpu_mates,
+            shares_cpu,
+            streamed: AtomicU64::new(0),
             choice: ChoicePair::default(),
             keep_window: false,
             _t: PhantomData,
@@ -556,6 +574,25 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// Where [`Alltoallv::choice_word`] of `call` lies in a node's window.
     pub(super) fn choice_at(&self, call: u64) -> usize {
         64 * self.ctx.ranks_per_node() + 8 * (1 + (call % 2) as usize)
+    }
+
+    /// Whether this rank's stores into a window of data that `readers`
+    /// read next take non-temporal stores: where the call in progress
+    /// streams (`Alltoallv::streaming`), but not where its timed choice
+    /// made it stream in a call that fits the caches and every reader is
+    /// bound to this rank's CPU: a line it stores is then in the cache
+    /// they read from, where a streaming store would send it to memory.
+    pub(super) fn streams_to(&self, mut readers: impl Iterator<Item = usize>) -> bool {
+        let chosen = self.options.stream_stores.is_none() && !self.outgrows_caches;
+        self.streaming && !(chosen && readers.all(|r| self.cpu_mates[r]))
+    }
+
+    /// Count `bytes` stored into a window in `Alltoallv::streamed` where
+    /// they took streaming stores (`streams`).
+    pub(super) fn count_streamed(&self, bytes: usize, streams: bool) {
+        if streams {
+            self.streamed.fetch_add(bytes as u64, Relaxed);
+        }
     }
 
     /// Whether a call planned as `p` has a piece between two ranks of this

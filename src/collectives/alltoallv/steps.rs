@@ -64,9 +64,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// Whether the call in progress, planned as `p`, has its way of single
     /// copies measured: by default, with private results, where some piece
-    /// may go in one copy (inside the node, or into an offered buffer).
-    pub(super) fn measures_once(&self, p: &AlltoallvPlan) -> bool {
-        self.measured && self.private && (self.has_single(p) || self.has_offered(p))
+    /// may go in one copy (inside the node: `single`, what
+    /// [`Alltoallv::has_single`] found for `p`; or into an offered buffer).
+    pub(super) fn measures_once(&self, p: &AlltoallvPlan, single: bool) -> bool {
+        self.measured && self.private && (single || self.has_offered(p))
     }
 
     /// Run the call's phases from `phase` on, updating it as they finish.
@@ -151,7 +152,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     let [once, streaming] = self.choice.pick(self.calls, word);
                     self.once_way = once || !self.measured;
                     let p = self.plan.as_ref().expect("planned");
-                    self.once_measured = self.measures_once(p);
+                    let single = self.has_single(p);
+                    self.once_measured = self.measures_once(p, single);
                     if !self.offer_made {
                         self.offer(tag, recv.as_deref(), fits, self.once_way);
                     }
@@ -162,8 +164,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // First what goes straight to other nodes (it may wait
                     // for credits: a call resumed redoes only this).
                     self.write_direct(send, send_counts, deadline)?;
-                    let p = self.plan.as_ref().expect("planned");
-                    let once = self.has_single(p) && self.once_way;
+                    let once = single && self.once_way;
                     // (In the window there is no `recv`: nothing to read.)
                     (self.once, self.own_direct) = (once, fits);
                     if self.once {
@@ -320,6 +321,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let view = self.window.view::<T>();
         // Whether `t` reads this rank's piece for it out of `send` itself.
         let read = |t: usize| self.once && self.single(p, me, t) && !self.pushes(local, t - first);
+        // Who reads a piece next: its receiver, or where it is staged the
+        // node's ranks (one of them writes it on to the receiver's node).
+        let node = self.ctx.node_ranks(self.ctx.node()).map(|r| r as usize);
+        let staged_streams = self.streams_to(node);
         for (t, &c) in send_counts.iter().enumerate() {
             if c == 0 {
                 continue;
@@ -333,8 +338,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 (None, Staged::Read) if read(t) => self.recv_place(p, self.calls, me, t),
                 _ => continue,
             };
+            let streams = match which {
+                Staged::Out => staged_streams,
+                Staged::Node | Staged::Read => self.streams_to(std::iter::once(t)),
+            };
             let piece = &send[self.send_at[t]..self.send_at[t] + c];
-            view.copy_from_slice_with(to, piece, self.streaming);
+            view.copy_from_slice_with(to, piece, streams);
+            self.count_streamed(std::mem::size_of_val(piece), streams);
         }
     }
 
@@ -379,15 +389,20 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         } else {
             c.len * elem
         };
-        crate::collectives::post(
+        let streams = self.streams_to(self.ctx.node_ranks(c.to).map(|r| r as usize));
+        crate::collectives::post_with(
             self.ctx,
             self.segment,
             self.options.queue,
             self.peer(c.to),
             (from, to, len),
             Notification::new((self.chunk_ids(c.to, parity) + c.id) as u32, tag),
+            streams,
             deadline,
-        )
+        )?;
+        // (Through a transport the stores are not this process's.)
+        self.count_streamed(len, streams && self.nodes_mapped);
+        Ok(())
     }
 
     /// Fixed counts: node `to` may write here (a credit). Unknown sizes:
