@@ -96,37 +96,21 @@ pub(crate) unsafe fn copy_nonoverlapping(src: *const u8, dst: *mut u8, len: usiz
 }
 
 /// Copy `len` bytes from `src` to `dst`, where the ranges may overlap (as
-/// [`std::ptr::copy`]): disjoint ranges take [`copy_nonoverlapping`].
+/// [`std::ptr::copy`]): disjoint ranges take [`copy_nonoverlapping`], or
+/// with `streaming` [`copy_nonoverlapping_streaming`].
 ///
 /// # Safety
 /// As [`std::ptr::copy`]: `src` readable and `dst` writable for `len`
 /// bytes; see [`copy_nonoverlapping`] on concurrent access.
-pub(crate) unsafe fn copy(src: *const u8, dst: *mut u8, len: usize) {
+pub(crate) unsafe fn copy_with(src: *const u8, dst: *mut u8, len: usize, streaming: bool) {
     let (s, d) = (src as usize, dst as usize);
     if s.abs_diff(d) >= len {
-        // SAFETY: the ranges are disjoint (checked); the rest is the caller's.
-        unsafe { copy_nonoverlapping(src, dst, len) };
+        // SAFETY: the ranges are disjoint (checked), the contract of both
+        // copies; the rest is the caller's.
+        unsafe { copy_nonoverlapping_with(src, dst, len, streaming) };
     } else {
         // SAFETY: the caller's promise, the same contract.
         unsafe { std::ptr::copy(src, dst, len) };
-    }
-}
-
-/// [`copy`], or with `streaming` and disjoint ranges
-/// [`copy_nonoverlapping_streaming`] (overlapping ranges take [`copy`]).
-///
-/// # Safety
-/// As [`copy`].
-pub(crate) unsafe fn copy_with(src: *const u8, dst: *mut u8, len: usize, streaming: bool) {
-    let disjoint = (src as usize).abs_diff(dst as usize) >= len;
-    // SAFETY: the caller's promise; the streaming copy only on disjoint
-    // ranges (checked), which is its contract.
-    unsafe {
-        if streaming && disjoint {
-            copy_nonoverlapping_streaming(src, dst, len);
-        } else {
-            copy(src, dst, len);
-        }
     }
 }
 
@@ -374,17 +358,25 @@ mod tests {
 
     #[test]
     fn overlapping_copies_move_like_memmove() {
-        for len in [100, LOOP_MIN, 3 * LOOP_MIN + 5] {
+        // (Streaming or not: overlapping ranges never take the streaming
+        // copy, disjoint ones (shift = len) do.)
+        for (len, streaming) in [100, LOOP_MIN, 3 * LOOP_MIN + 5]
+            .into_iter()
+            .flat_map(|len| [(len, false), (len, true)])
+        {
             for shift in [1usize, 8, 33, len / 2, len] {
+                let what = format!("{len} by {shift}, streaming {streaming}");
                 let orig: Vec<u8> = (0..len + shift).map(|i| (i % 251) as u8).collect();
                 let mut fwd = orig.clone();
+                let at = fwd.as_mut_ptr();
                 // SAFETY: both ranges lie inside `fwd`.
-                unsafe { copy(fwd.as_ptr(), fwd.as_mut_ptr().add(shift), len) };
-                assert_eq!(&fwd[shift..], &orig[..len], "forward {len} by {shift}");
+                unsafe { copy_with(at, at.add(shift), len, streaming) };
+                assert_eq!(&fwd[shift..], &orig[..len], "forward {what}");
                 let mut back = orig.clone();
+                let at = back.as_mut_ptr();
                 // SAFETY: both ranges lie inside `back`.
-                unsafe { copy(back.as_ptr().add(shift), back.as_mut_ptr(), len) };
-                assert_eq!(&back[..len], &orig[shift..], "backward {len} by {shift}");
+                unsafe { copy_with(at.add(shift), at, len, streaming) };
+                assert_eq!(&back[..len], &orig[shift..], "backward {what}");
             }
         }
     }
