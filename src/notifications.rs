@@ -158,7 +158,7 @@ impl Context {
         ids: Range<NotificationId>,
         timeout: Timeout,
     ) -> Result<(NotificationId, NotificationValue)> {
-        self.claim_or_done(segment, ids, None, timeout)
+        self.claim_or_done(segment, ids, None, timeout, || false)
             .map(|c| c.expect("without a target count a claim is the only way out"))
     }
 
@@ -184,7 +184,23 @@ impl Context {
         claimed: u64,
         timeout: Timeout,
     ) -> Result<Option<(NotificationId, NotificationValue)>> {
-        self.claim_or_done(segment, ids, Some(claimed), timeout)
+        self.claim_or_done(segment, ids, Some(claimed), timeout, || false)
+    }
+
+    /// [`Context::notify_claim_until`] for a collective that knows when the
+    /// ranks that may run on this rank's core have nothing to do but wait,
+    /// as this rank does, for ranks of other cores: while `idle_core` says
+    /// so, the automatic mode spins where it would yield
+    /// ([`Patience::wait_or_spin`](crate::engine::wait::Patience::wait_or_spin)).
+    pub(crate) fn notify_claim_until_or_spin(
+        &self,
+        segment: SegmentId,
+        ids: Range<NotificationId>,
+        claimed: u64,
+        timeout: Timeout,
+        idle_core: impl FnMut() -> bool,
+    ) -> Result<Option<(NotificationId, NotificationValue)>> {
+        self.claim_or_done(segment, ids, Some(claimed), timeout, idle_core)
     }
 
     fn claim_or_done(
@@ -193,6 +209,7 @@ impl Context {
         ids: Range<NotificationId>,
         done_at: Option<u64>,
         timeout: Timeout,
+        idle_core: impl FnMut() -> bool,
     ) -> Result<Option<(NotificationId, NotificationValue)>> {
         let obj = self.table_of(segment, &ids)?;
         let table = obj.notifications();
@@ -203,7 +220,7 @@ impl Context {
             }
             None => None,
         };
-        self.engine.patience().wait(
+        self.engine.patience().wait_or_spin(
             table.ww,
             timeout.deadline(),
             || {
@@ -222,6 +239,7 @@ impl Context {
                     }
                 }
             },
+            idle_core,
             || self.engine.faults(),
         )
     }

@@ -953,10 +953,8 @@ fn allowed_cpus() -> Vec<usize> {
         .collect()
 }
 
-/// By rank of the job, by rank: whether both are bound to one and the
-/// same CPU (a test's ranks are bound as `gaspi-run --bind block` binds
-/// them: 4 ranks on 2 CPUs, ranks 0 and 1 on the first).
-fn one_cpu_together(ctx: &Context) -> Vec<Vec<bool>> {
+/// By rank of the job: the lowest and highest CPU it may run on.
+fn cpu_spans(ctx: &Context) -> Vec<(u64, u64)> {
     let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
     let mine = allowed_cpus();
     // Each rank's lowest and highest CPU, plus one.
@@ -965,14 +963,74 @@ fn one_cpu_together(ctx: &Context) -> Vec<Vec<bool>> {
     spans[2 * me + 1] = *mine.last().unwrap() as u64 + 1;
     ctx.allreduce(&spans.clone(), &mut spans, ReduceOp::Max, GroupId::ALL, B)
         .unwrap();
-    let single = |r: usize| spans[2 * r] == spans[2 * r + 1];
-    (0..n)
+    spans.chunks(2).map(|s| (s[0] - 1, s[1] - 1)).collect()
+}
+
+/// By rank of the job, by rank: whether both are bound to one and the
+/// same CPU (a test's ranks are bound as `gaspi-run --bind block` binds
+/// them: 4 ranks on 2 CPUs, ranks 0 and 1 on the first).
+fn one_cpu_together(ctx: &Context) -> Vec<Vec<bool>> {
+    let spans = cpu_spans(ctx);
+    let single = |r: usize| spans[r].0 == spans[r].1;
+    (0..spans.len())
         .map(|s| {
-            (0..n)
-                .map(|t| single(s) && spans[2 * s..2 * s + 2] == spans[2 * t..2 * t + 2])
+            (0..spans.len())
+                .map(|t| single(s) && spans[s] == spans[t])
                 .collect()
         })
         .collect()
+}
+
+/// A rank bound to one CPU on which only ranks of its node may run knows
+/// them (`testing_core_mates`): once they have done their part of a call,
+/// they wait, as it does, for ranks of other CPUs, and its waits spin
+/// rather than hand the CPU to a rank that can only hand it back. Where
+/// a rank of another node may run on its CPU (which may have work while
+/// this rank waits), or it may run on several, it has none and yields.
+/// On 2 CPUs, `--bind block` puts each node of 2 on a CPU of its own, and
+/// `--bind spread` a rank of each node on each CPU. Calls in every layout
+/// move the data right.
+#[test]
+fn waits_spin_where_a_cpus_ranks_are_all_of_the_node() {
+    for binding in [Binding::Block, Binding::Spread] {
+        Job::new(&[4]).ppn(2).binding(binding).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let spans = cpu_spans(ctx);
+            let overlap = |s: usize, t: usize| spans[s].0 <= spans[t].1 && spans[t].0 <= spans[s].1;
+            let node = ctx.node_ranks(ctx.node());
+            let node = node.start as usize..node.end as usize;
+            let mates: Vec<usize> = (0..n).filter(|&r| r != me && overlap(me, r)).collect();
+            let single = spans[me].0 == spans[me].1;
+            // The ranks of other hosts are not known to a rank.
+            let one_host = (0..n).all(|r| ctx.on_this_host(r as gaspi::Rank));
+            let expected = (one_host && single && mates.iter().all(|r| node.contains(r)))
+                .then(|| mates.iter().map(|r| r - node.start).collect::<Vec<_>>());
+            // The CPUs the job's ranks were bound to, lowest to highest.
+            let lowest = spans.iter().map(|s| s.0).min().unwrap();
+            let cpus = spans.iter().map(|s| s.1).max().unwrap() + 1 - lowest;
+            if cpus == 2 && one_host && node.len() == 2 {
+                let on_2_cpus = match binding {
+                    Binding::Block => Some(vec![1 - me % 2]),
+                    _ => None,
+                };
+                assert_eq!(expected, on_2_cpus, "{binding:?}: spans {spans:?}");
+            }
+            let counts = counts(Dist::Regular, n, 128, 1);
+            let mut a = Alltoallv::<u64>::new(ctx, 1, &counts, B).unwrap();
+            assert_eq!(
+                a.testing_core_mates(),
+                expected,
+                "{binding:?}: spans {spans:?}"
+            );
+            let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
+            for it in 0..20 {
+                let private = (it % 2 == 1).then_some(&mut recv[..]);
+                run_and_check(&mut a, &counts, (n, me), it, private);
+            }
+            drop(a);
+            barrier(ctx);
+        });
+    }
 }
 
 /// Private calls with a piece for another rank of 8 KiB or more, or of 2

@@ -63,12 +63,27 @@ pub(crate) fn control_word(control: &SegmentView<u64>, local: usize, k: usize) -
 /// own words").
 pub(crate) fn await_control<const K: usize>(
     ctx: &Context,
-    (window, control): (&Window, &SegmentView<u64>),
+    lines: (&Window, &SegmentView<u64>),
     locals: Range<usize>,
     at_least: u64,
     deadline: Deadline,
 ) -> Result<()> {
-    ctx.engine.patience().wait(
+    await_control_or_spin::<K>(ctx, lines, locals, at_least, deadline, || false)
+}
+
+/// [`await_control`] for a caller that knows when the ranks that may run
+/// on its core have nothing to do but wait, as it does, for ranks of other
+/// cores: while `idle_core` says so, the automatic mode spins where it
+/// would yield ([`Patience::wait_or_spin`](crate::engine::wait::Patience::wait_or_spin)).
+pub(crate) fn await_control_or_spin<const K: usize>(
+    ctx: &Context,
+    (window, control): (&Window, &SegmentView<u64>),
+    locals: Range<usize>,
+    at_least: u64,
+    deadline: Deadline,
+    idle_core: impl FnMut() -> bool,
+) -> Result<()> {
+    ctx.engine.patience().wait_or_spin(
         window.object().notifications().ww,
         deadline,
         || {
@@ -77,6 +92,7 @@ pub(crate) fn await_control<const K: usize>(
                 .all(|l| control_word(control, l, K).load(SeqCst) >= at_least)
                 .then_some(())
         },
+        idle_core,
         || ctx.engine.faults(),
     )
 }

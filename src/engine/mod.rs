@@ -490,6 +490,16 @@ impl Native {
         here && job::one_cpu_shared(span(a), span(b))
     }
 
+    /// Whether ranks `a` and `b` may run on a common CPU (by their CPUs
+    /// as they were when they joined): both run on this rank's host and
+    /// their CPUs overlap, or either's are unknown
+    /// ([`job::cpus_of_its_own`]).
+    pub(crate) fn may_share_cpu(&self, a: Rank, b: Rank) -> bool {
+        let span = |r: Rank| self.job.slot(r as usize).cpus.load(SeqCst);
+        let here = self.host.contains(&a) && self.host.contains(&b);
+        here && !job::cpus_of_its_own(span(a), [span(b)])
+    }
+
     /// The pid by which a kernel copy between processes reaches `rank`
     /// now: `None` unless it runs on this host and its process, checked
     /// against the job's record, has not exited ([`processes`]).

@@ -91,6 +91,16 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.streamed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Test aid: the local ranks that may run on this rank's CPU, where
+    /// this rank is bound to one CPU and no rank of another node may run
+    /// on it (`None` elsewhere): while they all wait in a call, as this
+    /// rank does, for ranks of other CPUs, its waits spin instead of
+    /// yielding.
+    #[doc(hidden)]
+    pub fn testing_core_mates(&self) -> Option<Vec<usize>> {
+        self.core_mates.clone()
+    }
+
     /// Test aid: the ways the last call took, `[once, streaming]`: whether
     /// it copied large pieces inside the node once, whether its stores
     /// into the windows streamed.

@@ -44,7 +44,11 @@
 //!    placed its pieces for the node: every piece is in place, and no send
 //!    buffer of the node is still read. It need not wait for the others to
 //!    see the chunks too, which costs a hand-off of the cores where ranks
-//!    share them.
+//!    share them. Where a rank is bound to one CPU on which only ranks of
+//!    its node may run (`Alltoallv::core_mates`), and those have placed
+//!    their pieces, both waits spin instead of yielding: the ranks they
+//!    wait for run on other CPUs, and a yield would only hand the CPU to
+//!    a rank that hands it back.
 //!
 //! The waits on the progress words are one-sided: a rank that arrives
 //! last does not wait for a release, unlike a barrier's. On one node a

@@ -303,6 +303,12 @@ pub struct Alltoallv<'a, T> {
     /// its one CPU with another rank.
     pub(super) cpu_mates: Vec<bool>,
     pub(super) shares_cpu: bool,
+    /// The local ranks that may run on this rank's CPU, where this rank is
+    /// bound to one CPU and no rank of another node may run on it (`None`
+    /// elsewhere; fixed at creation): while all of them are done with
+    /// their part of a call and wait, as this rank does, for ranks of other
+    /// CPUs, its waits spin instead of yielding (`Alltoallv::core_idle`).
+    pub(super) core_mates: Option<Vec<usize>>,
     /// Bytes this rank stored into windows with streaming stores in its
     /// call in progress or last call (`Alltoallv::testing_streamed`).
     pub(super) streamed: AtomicU64,
@@ -340,6 +346,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let shares_cpu = ctx
             .node_ranks(ctx.node())
             .any(|s| ranks.clone().any(|t| t != s && together(s, t)));
+        let core_mates = Self::core_mates(ctx);
         let mut a = Alltoallv {
             ctx,
             nodes_mapped,
@@ -390,6 +397,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             outgrows_caches: false,
             cpu_mates,
             shares_cpu,
+            core_mates,
             streamed: AtomicU64::new(0),
             choice: ChoicePair::default(),
             keep_window: false,
@@ -630,6 +638,40 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// Word `k` of local rank `local`'s control line (see [`PROGRESS`]).
     pub(super) fn line(&self, local: usize, k: usize) -> &AtomicU64 {
         control_word(&self.control, local, k)
+    }
+
+    /// The local ranks that may run on this rank's CPU, where this rank is
+    /// bound to one CPU and every rank that may run on it is of this node
+    /// (`None` elsewhere, and in a job across hosts: the ranks of other
+    /// hosts are not known here).
+    fn core_mates(ctx: &Context) -> Option<Vec<usize>> {
+        let (me, ranks) = (ctx.rank(), 0..ctx.num_ranks());
+        let node = ctx.node_ranks(ctx.node());
+        let engine = &ctx.engine;
+        if !ranks.clone().all(|r| engine.same_host(r)) || !engine.one_cpu_together(me, me) {
+            return None;
+        }
+        let mut mates = ranks.filter(|&r| r != me && engine.may_share_cpu(me, r));
+        let mut locals = Vec::new();
+        mates.try_for_each(|r| {
+            let local = node.contains(&r).then(|| (r - node.start) as usize)?;
+            locals.push(local);
+            Some(())
+        })?;
+        Some(locals)
+    }
+
+    /// Whether every local rank that may run on this rank's CPU has
+    /// reached `step` of its calls ([`Alltoallv::core_mates`]): from step
+    /// 3 of a call on (pieces placed, reads done), such a rank only waits
+    /// for the node's chunks and its ranks' placing, as this rank does, and
+    /// cannot return before this rank's wait ends; where none of them can
+    /// run, a yield would only hand the CPU to one that yields it back.
+    pub(super) fn core_idle(&self, step: u64) -> bool {
+        self.core_mates.as_ref().is_some_and(|m| {
+            m.iter()
+                .all(|&l| self.line(l, PROGRESS).load(SeqCst) >= step)
+        })
     }
 
     /// Wake the node's ranks waiting on a control line.

@@ -6,8 +6,8 @@
 
 use super::state::{Alltoallv, LEARNED, PROGRESS, Phase, Sizes};
 use crate::collectives::alltoallv_plan::{AlltoallvPlan, Chunk};
-use crate::collectives::await_control;
 use crate::collectives::layout::Layout;
+use crate::collectives::{await_control, await_control_or_spin};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Notification, Remote, Timeout};
 use bytemuck::Pod;
@@ -239,11 +239,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         let first = self.chunk_ids(node, parity) as u32;
                         let ids = first..first + expect as u32;
                         let until = self.claimed + expect as u64;
-                        while let Some((_, v)) = ctx.notify_claim_until(
+                        // The chunks come from ranks of other nodes, so of
+                        // other CPUs where `core_idle` can say yes.
+                        while let Some((_, v)) = ctx.notify_claim_until_or_spin(
                             self.segment,
                             ids.clone(),
                             until,
                             deadline.timeout(),
+                            || self.core_idle(step(3)),
                         )? {
                             debug_assert_eq!(v, tag);
                         }
@@ -263,7 +266,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // read what it reads out of them (single copies): no
                     // need to wait for the others to see the chunks too (a
                     // hand-off of the cores each, where ranks share them).
-                    self.gather(step(3), deadline)?;
+                    // Once this CPU's ranks are all there, those awaited
+                    // run on other CPUs.
+                    let lines = (&self.window, &self.control);
+                    let all = 0..local_num;
+                    let idle = || self.core_idle(step(3));
+                    await_control_or_spin::<PROGRESS>(ctx, lines, all, step(3), deadline, idle)?;
                     return Ok(None);
                 }
             }
