@@ -651,14 +651,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         if !ranks.clone().all(|r| engine.same_host(r)) || !engine.one_cpu_together(me, me) {
             return None;
         }
-        let mut mates = ranks.filter(|&r| r != me && engine.may_share_cpu(me, r));
-        let mut locals = Vec::new();
-        mates.try_for_each(|r| {
-            let local = node.contains(&r).then(|| (r - node.start) as usize)?;
-            locals.push(local);
-            Some(())
-        })?;
-        Some(locals)
+        let mates: Vec<Rank> = ranks
+            .filter(|&r| r != me && engine.may_share_cpu(me, r))
+            .collect();
+        let locals = mates.iter().map(|&r| (r - node.start) as usize);
+        mates
+            .iter()
+            .all(|r| node.contains(r))
+            .then(|| locals.collect())
     }
 
     /// Whether every local rank that may run on this rank's CPU has
