@@ -648,6 +648,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let (me, ranks) = (ctx.rank(), 0..ctx.num_ranks());
         let node = ctx.node_ranks(ctx.node());
         let engine = &ctx.engine;
+        // `one_cpu_together(me, me)`: this rank is bound to one CPU.
         if !ranks.clone().all(|r| engine.same_host(r)) || !engine.one_cpu_together(me, me) {
             return None;
         }
