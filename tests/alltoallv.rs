@@ -1654,14 +1654,20 @@ fn unknown_sizes_change_or_repeat_on_every_layout() {
         Job::new(&[ranks]).ppn(ppn).run(|ctx| {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
             let capacity = 8 * 40 * n;
+            // The node's last rank to stage sends all its chunks where
+            // they are 320 bytes or less: some calls (and layouts) one
+            // way, some the other.
             let staged = AlltoallvOptions {
                 block_bytes: 8 * 24,
+                one_sender_max: 8 * 40,
                 ..Default::default()
             };
-            // (And six copies of the data area in turn.)
+            // (And six copies of the data area in turn, and the node's
+            // chunks shared out among its ranks.)
             let direct = AlltoallvOptions {
                 direct_min: Some(8 * 20),
                 copies: Some(6),
+                one_sender_max: 0,
                 ..staged
             };
             let mut a = Alltoallv::<u64>::with_unknown_sizes(ctx, 11, capacity, staged, B).unwrap();

@@ -187,8 +187,10 @@ pub struct Alltoallv<'a, T> {
     pub(super) calls: u64,
     /// Claims on the node's table in the calls completed.
     pub(super) claimed: u64,
-    /// Calls that staged (all but those refused for their sizes).
-    pub(super) stagings: u64,
+    /// Calls in which the node's last rank to stage sends all its chunks
+    /// ([`Alltoallv::staged_count`]): at the last rank of such a call, the
+    /// node's count is this times its ranks.
+    pub(super) stagings_counted: u64,
     /// The call in progress, if one timed out.
     pub(super) phase: Option<Phase>,
     /// The smallest piece copied once inside the node (see
@@ -361,7 +363,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             last: 0,
             calls: 0,
             claimed: 0,
-            stagings: 0,
+            stagings_counted: 0,
             phase: None,
             once_min: usize::MAX,
             once: false,
@@ -551,7 +553,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.mask_word(s, t / 64).load(SeqCst) >> (t % 64) & 1 == 1
     }
 
-    /// How many times the node's ranks have staged, in all (see
+    /// How many times the node's ranks have staged in calls whose last
+    /// rank to stage sends all the node's chunks, in all (see
     /// [`AlltoallvOptions::one_sender_max`]): the cache line after the
     /// progress words.
     pub(super) fn staged_count(&self) -> &AtomicU64 {

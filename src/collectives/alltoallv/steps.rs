@@ -174,15 +174,18 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         self.stage(send, send_counts, Staged::Out);
                     }
                     self.publish(step(2));
-                    self.stagings += 1;
-                    let p = self.plan().expect("planned");
                     let elem = std::mem::size_of::<T>();
                     let outgoing = self.staged_len.saturating_mul(elem);
-                    *phase = if outgoing <= self.options.one_sender_max {
+                    let one_sender = outgoing <= self.options.one_sender_max;
+                    // (Only such calls count: with sizes unknown, the node's
+                    // calls may change from one way to the other.)
+                    self.stagings_counted += u64::from(one_sender);
+                    let p = self.plan().expect("planned");
+                    *phase = if one_sender {
                         // The node's last rank to stage sends it all, at
                         // once: nobody waits for the others to stage.
                         let arrived = self.staged_count().fetch_add(1, SeqCst) + 1;
-                        let last = arrived == self.stagings * local_num as u64;
+                        let last = arrived == self.stagings_counted * local_num as u64;
                         let all = if last { p.chunks(node).len() } else { 0 };
                         Phase::Sending {
                             next: 0,
