@@ -989,7 +989,8 @@ fn one_cpu_together(ctx: &Context) -> Vec<Vec<bool>> {
 /// this rank waits), or it may run on several, it has none and yields.
 /// On 2 CPUs, `--bind block` puts each node of 2 on a CPU of its own, and
 /// `--bind spread` a rank of each node on each CPU. Calls in every layout
-/// move the data right.
+/// move the data right, with counts known and with sizes unknown (whose
+/// waits for the count rows spin too).
 #[test]
 fn waits_spin_where_a_cpus_ranks_are_all_of_the_node() {
     for binding in [Binding::Block, Binding::Spread] {
@@ -1003,7 +1004,7 @@ fn waits_spin_where_a_cpus_ranks_are_all_of_the_node() {
             let single = spans[me].0 == spans[me].1;
             // The ranks of other hosts are not known to a rank.
             let one_host = (0..n).all(|r| ctx.on_this_host(r as gaspi::Rank));
-            let expected = (one_host && single && mates.iter().all(|r| node.contains(r)))
+            let want_mates = (one_host && single && mates.iter().all(|r| node.contains(r)))
                 .then(|| mates.iter().map(|r| r - node.start).collect::<Vec<_>>());
             // The CPUs the job's ranks were bound to, lowest to highest.
             let lowest = spans.iter().map(|s| s.0).min().unwrap();
@@ -1013,13 +1014,13 @@ fn waits_spin_where_a_cpus_ranks_are_all_of_the_node() {
                     Binding::Block => Some(vec![1 - me % 2]),
                     _ => None,
                 };
-                assert_eq!(expected, on_2_cpus, "{binding:?}: spans {spans:?}");
+                assert_eq!(want_mates, on_2_cpus, "{binding:?}: spans {spans:?}");
             }
             let counts = counts(Dist::Regular, n, 128, 1);
             let mut a = Alltoallv::<u64>::new(ctx, 1, &counts, B).unwrap();
             assert_eq!(
                 a.testing_core_mates(),
-                expected,
+                want_mates,
                 "{binding:?}: spans {spans:?}"
             );
             let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
@@ -1028,6 +1029,20 @@ fn waits_spin_where_a_cpus_ranks_are_all_of_the_node() {
                 run_and_check(&mut a, &counts, (n, me), it, private);
             }
             drop(a);
+            // Sizes unknown: the waits for the rows spin too (the node's
+            // last rank to write its row sends them all), counts changing.
+            let capacity = 8 * 128 * n;
+            let mut u =
+                Alltoallv::<u64>::with_unknown_sizes(ctx, 2, capacity, Default::default(), B)
+                    .unwrap();
+            assert_eq!(u.testing_core_mates(), want_mates, "{binding:?}");
+            let mut recv = vec![0u64; capacity];
+            for it in 0..20 {
+                let changing = self::counts(Dist::Random, n, 64, it as u64);
+                let how = format!("{binding:?} it={it}");
+                run_unknown_and_check(&mut u, &changing, (n, me), it, &mut recv, &how);
+            }
+            drop(u);
             barrier(ctx);
         });
     }
@@ -1648,6 +1663,29 @@ fn bad_displacements_are_refused() {
 /// to call (distribution, size, seed), and now and then the last call's
 /// counts again with new data (a call that keeps the last plan), in place
 /// and into private buffers.
+/// Call `a` (sizes unknown) with `counts` and this call's data, into
+/// `recv` in odd calls and in place in even ones, and check the result.
+fn run_unknown_and_check(
+    a: &mut Alltoallv<u64>,
+    counts: &[usize],
+    (n, me): (usize, usize),
+    it: usize,
+    recv: &mut [u64],
+    how: &str,
+) {
+    let row = &counts[me * n..(me + 1) * n];
+    let send = send_of(counts, n, me, it);
+    let want = expected(counts, n, me, it);
+    if it % 2 == 1 {
+        recv.fill(u64::MAX);
+        a.run_into(&send, row, recv, B).unwrap();
+        assert_eq!(recv[..want.len()], want[..], "{how}");
+    } else {
+        a.run(&send, row, B).unwrap();
+        check_in_place(a, counts, n, me, it);
+    }
+}
+
 #[test]
 fn unknown_sizes_change_or_repeat_on_every_layout() {
     for (ranks, ppn) in layouts() {
@@ -1655,15 +1693,16 @@ fn unknown_sizes_change_or_repeat_on_every_layout() {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
             let capacity = 8 * 40 * n;
             // The node's last rank to stage sends all its chunks where
-            // they are 320 bytes or less: some calls (and layouts) one
-            // way, some the other.
+            // they are 320 bytes or less, and its last to write its row
+            // all its rows: some calls (and layouts) one way, some the
+            // other.
             let staged = AlltoallvOptions {
                 block_bytes: 8 * 24,
                 one_sender_max: 8 * 40,
                 ..Default::default()
             };
             // (And six copies of the data area in turn, and the node's
-            // chunks shared out among its ranks.)
+            // count rows and chunks shared out among its ranks.)
             let direct = AlltoallvOptions {
                 direct_min: Some(8 * 20),
                 copies: Some(6),
@@ -1684,17 +1723,14 @@ fn unknown_sizes_change_or_repeat_on_every_layout() {
                 let like = if it % 3 == 2 { it - 1 } else { it };
                 let d = [Dist::Regular, Dist::Random, Dist::Sparse][like % 3];
                 let counts = counts(d, n, [0, 1, 40][(like / 3) % 3], like as u64);
-                let row = &counts[me * n..(me + 1) * n];
-                let send = send_of(&counts, n, me, it);
-                let want = expected(&counts, n, me, it);
-                if it % 2 == 1 {
-                    recv.fill(u64::MAX);
-                    a.run_into(&send, row, &mut recv, B).unwrap();
-                    assert_eq!(recv[..want.len()], want[..], "{d:?} it={it}");
-                } else {
-                    a.run(&send, row, B).unwrap();
-                    check_in_place(a, &counts, n, me, it);
-                }
+                run_unknown_and_check(
+                    a,
+                    &counts,
+                    (n, me),
+                    it,
+                    &mut recv,
+                    &format!("{d:?} it={it}"),
+                );
                 assert_eq!(a.plan().unwrap().counts, counts);
             }
         });

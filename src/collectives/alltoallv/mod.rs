@@ -154,10 +154,14 @@
 //! With sizes unknown in advance ([`Alltoallv::with_unknown_sizes`]), each
 //! call starts with a size phase: every rank writes its row of counts into
 //! the node's count matrix, and each node writes its rows to every other
-//! node in one notified write (shared out among its ranks). That message is
+//! node in one notified write (by the node's last rank to write its row, or
+//! above [`AlltoallvOptions::one_sender_max`] bytes shared out among its
+//! ranks once all have written). That message is
 //! also the credit: a node sends it only once its ranks are done with the
-//! previous call (the call opens with a wait on the progress words until
-//! the node's rows are all written). Once all rows have come, every rank
+//! previous call (each has written its row of this call). Where a rank's
+//! CPU runs only ranks of its node, its waits for the node's rows and for
+//! the other nodes' spin while every rank of the CPU waits for them too, as
+//! the waits of step 4 do. Once all rows have come, every rank
 //! computes the same plan (or keeps the last call's, where the counts are
 //! those of the last call: a pattern that repeats costs no planning) and
 //! the data moves as above. Count matrices and their ids alternate

@@ -29,8 +29,11 @@ pub struct AlltoallvOptions {
     /// Up to this many bytes going out of a node per call, the node's last
     /// rank to stage its pieces writes all the node's chunks, and no rank
     /// waits for the others to stage; above, the node's ranks share the
-    /// chunks out by bytes and each waits until all have staged. 0: always
-    /// share. Default [`AlltoallvOptions::DEFAULT_ONE_SENDER_MAX`].
+    /// chunks out by bytes and each waits until all have staged. With
+    /// sizes unknown, the same for the node's rows of counts: up to this
+    /// many bytes of them, the node's last rank to write its row sends
+    /// them all. 0: always share. Default
+    /// [`AlltoallvOptions::DEFAULT_ONE_SENDER_MAX`].
     pub one_sender_max: usize,
     /// With private results
     /// ([`Alltoallv::run_into`](crate::Alltoallv::run_into)), a piece of

@@ -41,6 +41,19 @@ pub(super) const DECIDED: usize = 5;
 pub(super) const THRESHOLD: usize = 6;
 pub(super) const READERS: usize = 7;
 
+/// The steps of a call that a rank's [`PROGRESS`] word says it has reached:
+/// `STEPS * call + j`, for `j` one of [`ROWS`] (with sizes unknown in
+/// advance: its row of counts written), [`SENT`] (the node's count rows
+/// that it sends to other nodes sent), [`STAGED`] (its pieces staged) and
+/// [`PLACED`] (its pieces for its node's ranks placed, and its reads out
+/// of its node's send buffers done). With counts known, a call's word
+/// goes from the last call's `PLACED` straight to `STAGED`.
+pub(super) const STEPS: u64 = 4;
+pub(super) const ROWS: u64 = 1;
+pub(super) const SENT: u64 = 2;
+pub(super) const STAGED: u64 = 3;
+pub(super) const PLACED: u64 = 4;
+
 /// The bit of a rank's [`ANNOUNCE`] word that says its call failed and
 /// took the announcement back (`Alltoallv::withdraw`): its send buffer may
 /// be gone.
@@ -120,10 +133,13 @@ pub(super) enum Sizes {
 pub(super) enum Phase {
     /// Unknown sizes: writing the rank's row of counts.
     Start,
-    /// Unknown sizes: waiting until the node's ranks have written theirs.
-    Rows,
-    /// Sending credits (fixed) or count rows (unknown), from the `next`th.
-    Opening { next: usize },
+    /// Unknown sizes: waiting until the node's ranks have written theirs,
+    /// then sending this rank's share of the node's rows (`send`) or not
+    /// (the node's last rank to write its row sends them all).
+    Rows { send: bool },
+    /// Sending credits (fixed) or count rows (unknown), from the `next`th:
+    /// this rank's share, or all (`all`).
+    Opening { next: usize, all: bool },
     /// Unknown sizes: waiting for the other nodes' rows.
     Counting,
     /// Copying into the staging area.
@@ -188,9 +204,12 @@ pub struct Alltoallv<'a, T> {
     /// Claims on the node's table in the calls completed.
     pub(super) claimed: u64,
     /// Calls in which the node's last rank to stage sends all its chunks
-    /// ([`Alltoallv::staged_count`]): at the last rank of such a call, the
+    /// ([`Alltoallv::staged_count`]), and, with sizes unknown, in which
+    /// the last rank to write its row sends all the node's rows
+    /// ([`Alltoallv::rows_count`]): at the last rank of such a call, the
     /// node's count is this times its ranks.
     pub(super) stagings_counted: u64,
+    pub(super) rows_counted: u64,
     /// The call in progress, if one timed out.
     pub(super) phase: Option<Phase>,
     /// The smallest piece copied once inside the node (see
@@ -364,6 +383,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             calls: 0,
             claimed: 0,
             stagings_counted: 0,
+            rows_counted: 0,
             phase: None,
             once_min: usize::MAX,
             once: false,
@@ -563,17 +583,27 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .expect("the control lines lie at the window's aligned start")
     }
 
+    /// With sizes unknown, how many times the node's ranks have written
+    /// their rows of counts in calls whose last rank to write sends all the
+    /// node's rows, in all (see [`AlltoallvOptions::one_sender_max`]):
+    /// beside [`Alltoallv::staged_count`] and the choice words.
+    pub(super) fn rows_count(&self) -> &AtomicU64 {
+        self.control
+            .atomic_u64(64 * self.ctx.ranks_per_node() + 24)
+            .expect("the control lines lie at the window's aligned start")
+    }
+
     /// Where the ways of a call are measured, the node's ways in use for
     /// call number `call` (as [`ChoicePair::word`]: bit 0 set, copies
     /// once; bit 1 set, streaming stores; and the [`LEARNED`] bits of
     /// [`Alltoallv::next_choice_word`]), after
     /// [`Alltoallv::staged_count`]: a word per parity of the call. The
     /// node's first rank writes the next call's during a call, before it
-    /// says its pieces for the node are placed and read (its step 3 of
-    /// `Alltoallv::publish`), and every rank reads its call's at staging:
-    /// so all read the same value (no rank starts the next call before the
-    /// first rank's step 3, nor does the first rank write this parity's
-    /// word again before every rank's step 3 of the next call). That
+    /// says its pieces for the node are placed and read (its [`PLACED`]
+    /// step), and every rank reads its call's at staging: so all read the
+    /// same value (no rank starts the next call before the first rank's
+    /// `PLACED`, nor does the first rank write this parity's word again
+    /// before every rank's `PLACED` of the next call). That
     /// every rank takes the same way keeps a call from waiting for an
     /// announcement or a push mask that a rank copying twice never makes.
     pub(super) fn choice_word(&self, call: u64) -> &AtomicU64 {
@@ -666,11 +696,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Whether every local rank that may run on this rank's CPU has
-    /// reached `step` of its calls ([`Alltoallv::core_mates`]): from step
-    /// 3 of a call on (pieces placed, reads done), such a rank only waits
-    /// for the node's chunks and its ranks' placing, as this rank does, and
-    /// cannot return before this rank's wait ends; where none of them can
-    /// run, a yield would only hand the CPU to one that yields it back.
+    /// reached `step` of its calls ([`Alltoallv::core_mates`]). From
+    /// [`PLACED`] of a call on (pieces placed, reads done), such a rank
+    /// only waits for the node's chunks and its ranks' placing, as this
+    /// rank does, and cannot return before this rank's wait ends; from
+    /// [`ROWS`] (or [`SENT`]) on, with sizes unknown, it waits for the
+    /// node's rows (or the other nodes' rows) as this rank does, while they
+    /// have not all come. Where none of them can run, a yield would only
+    /// hand the CPU to one that yields it back.
     pub(super) fn core_idle(&self, step: u64) -> bool {
         self.core_mates.as_ref().is_some_and(|m| {
             m.iter()

@@ -4,7 +4,7 @@
 //! words that tell the node's ranks how far each is, and the choice word
 //! by which the node's first rank tells them the way of the next calls.
 
-use super::state::{Alltoallv, LEARNED, PROGRESS, Phase, Sizes};
+use super::state::{Alltoallv, LEARNED, PLACED, PROGRESS, Phase, ROWS, SENT, STAGED, STEPS, Sizes};
 use crate::collectives::alltoallv_plan::{AlltoallvPlan, Chunk};
 use crate::collectives::layout::Layout;
 use crate::collectives::{await_control, await_control_or_spin};
@@ -87,29 +87,39 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let tag = crate::collectives::call_tag(self.calls);
         let parity = (self.calls % 2) as usize;
         // What each rank's progress word says in this call: rows written,
-        // pieces staged, pieces for the node placed and pieces read out of
-        // the node's send buffers (see `publish`).
+        // rows sent, pieces staged, pieces for the node placed and pieces
+        // read out of the node's send buffers (see `publish`).
         let calls = self.calls;
-        let step = |j: u64| 3 * calls + j;
+        let step = |j: u64| STEPS * calls + j;
         loop {
             match *phase {
                 Phase::Start => {
-                    if let Sizes::Unknown { .. } = self.sizes {
-                        self.write_row(parity, send_counts);
-                        self.publish(step(1));
-                        *phase = Phase::Rows;
-                    } else {
-                        *phase = Phase::Opening { next: 0 };
-                    }
+                    *phase = match self.sizes {
+                        Sizes::Unknown { .. } => self.write_row(parity, send_counts),
+                        Sizes::Fixed => Phase::Opening {
+                            next: 0,
+                            all: false,
+                        },
+                    };
                 }
-                Phase::Rows => {
-                    self.gather(step(1), deadline)?;
-                    *phase = Phase::Opening { next: 0 };
+                Phase::Rows { send } => {
+                    // The ranks of this CPU that have written their rows
+                    // wait for the same rows, of other CPUs' ranks.
+                    let idle = || self.core_idle(step(ROWS));
+                    self.gather_or_spin(step(ROWS), deadline, idle)?;
+                    *phase = match send {
+                        true => Phase::Opening {
+                            next: 0,
+                            all: false,
+                        },
+                        false => Phase::Counting,
+                    };
                 }
-                Phase::Opening { next } => {
+                Phase::Opening { next, all } => {
                     // Fixed: a credit to each node that sends here. Unknown:
                     // this node's count rows to every node. Shared out: the
-                    // k-th such message is local rank k's (mod the node's).
+                    // k-th such message is local rank k's (mod the node's),
+                    // unless this rank sends them all.
                     let targets: Vec<usize> = match self.sizes {
                         // The first two calls use copies never written.
                         Sizes::Fixed if self.calls < 2 => Vec::new(),
@@ -122,22 +132,27 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         Sizes::Unknown { .. } => (1..nodes).map(|k| (node + k) % nodes).collect(),
                     };
                     for (k, &to) in targets.iter().enumerate().skip(next) {
-                        if k % local_num != local {
+                        if !all && k % local_num != local {
                             continue;
                         }
-                        *phase = Phase::Opening { next: k };
+                        *phase = Phase::Opening { next: k, all };
                         self.open_to(to, parity, tag, deadline)?;
                     }
                     *phase = match self.sizes {
                         Sizes::Fixed => Phase::Staging,
-                        Sizes::Unknown { .. } => Phase::Counting,
+                        Sizes::Unknown { .. } => {
+                            self.publish(step(SENT));
+                            Phase::Counting
+                        }
                     };
                 }
                 Phase::Counting => {
-                    if let Err(refused) = self.count(parity, deadline)? {
+                    // The ranks of this CPU that have sent their rows wait
+                    // for the same rows, of other nodes.
+                    if let Err(refused) = self.count(parity, deadline, step(SENT))? {
                         // Every rank ends here alike; the words still say
                         // this call is over.
-                        self.publish(step(3));
+                        self.publish(step(PLACED));
                         return Ok(Some(refused));
                     }
                     *phase = Phase::Staging;
@@ -173,7 +188,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     if !self.in_window {
                         self.stage(send, send_counts, Staged::Out);
                     }
-                    self.publish(step(2));
+                    self.publish(step(STAGED));
                     let elem = std::mem::size_of::<T>();
                     let outgoing = self.staged_len.saturating_mul(elem);
                     let one_sender = outgoing <= self.options.one_sender_max;
@@ -205,7 +220,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     let p = self.plan.as_ref().expect("planned");
                     if wait && next < end {
                         // A chunk holds pieces of every local rank.
-                        self.gather(step(2), deadline)?;
+                        self.gather(step(STAGED), deadline)?;
                     }
                     for i in next..end {
                         *phase = Phase::Sending { next: i, end, wait };
@@ -233,7 +248,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // ranks are in place (or announced for them to read),
                     // and it reads nothing more out of its node's send
                     // buffers in this call.
-                    self.publish(step(3));
+                    self.publish(step(PLACED));
                     *phase = Phase::Receiving;
                 }
                 Phase::Receiving => {
@@ -249,7 +264,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                             ids.clone(),
                             until,
                             deadline.timeout(),
-                            || self.core_idle(step(3)),
+                            || self.core_idle(step(PLACED)),
                         )? {
                             debug_assert_eq!(v, tag);
                         }
@@ -273,8 +288,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // run on other CPUs.
                     let lines = (&self.window, &self.control);
                     let all = 0..local_num;
-                    let idle = || self.core_idle(step(3));
-                    await_control_or_spin::<PROGRESS>(ctx, lines, all, step(3), deadline, idle)?;
+                    let idle = || self.core_idle(step(PLACED));
+                    await_control_or_spin::<PROGRESS>(
+                        ctx,
+                        lines,
+                        all,
+                        step(PLACED),
+                        deadline,
+                        idle,
+                    )?;
                     return Ok(None);
                 }
             }
@@ -301,12 +323,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.await_words::<K>(0..self.ctx.local_num() as usize, at_least, deadline)
     }
 
-    /// Say that this rank has reached `step` of its calls (`3 * call + j`:
-    /// 1 its row of counts written, 2 its pieces staged, 3 its pieces for
-    /// its node's ranks placed and its reads out of its node's send
-    /// buffers done), and wake the node's waiters. A rank reaches a step
-    /// of a call only after it is done with the previous call (its claims
-    /// and sends included), so a word at a step also says that.
+    /// Say that this rank has reached `step` of its calls
+    /// (`STEPS * call + j`, `j` one of [`ROWS`], [`SENT`], [`STAGED`],
+    /// [`PLACED`]), and wake the node's waiters. A rank reaches a step of a
+    /// call only after it is done with the previous call (its claims and
+    /// sends included), so a word at a step also says that.
     fn publish(&self, step: u64) {
         self.line(self.ctx.local_rank() as usize, PROGRESS)
             .store(step, SeqCst);
@@ -315,7 +336,22 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// Wait until every rank of the node has reached `step`.
     fn gather(&self, step: u64, deadline: Deadline) -> Result<()> {
-        self.await_lines::<PROGRESS>(step, deadline)
+        self.gather_or_spin(step, deadline, || false)
+    }
+
+    /// [`Alltoallv::gather`], spinning where it would yield while
+    /// `idle_core` says that the ranks of this CPU all wait too.
+    fn gather_or_spin(
+        &self,
+        step: u64,
+        deadline: Deadline,
+        idle_core: impl FnMut() -> bool,
+    ) -> Result<()> {
+        let (lines, all) = (
+            (&self.window, &self.control),
+            0..self.ctx.local_num() as usize,
+        );
+        await_control_or_spin::<PROGRESS>(self.ctx, lines, all, step, deadline, idle_core)
     }
 
     /// Copy this rank's pieces from `send` into the call's copy of the
@@ -446,19 +482,50 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         )
     }
 
-    /// Unknown sizes: this rank's row of count matrix `parity`.
-    fn write_row(&self, parity: usize, send_counts: &[usize]) {
+    /// Unknown sizes: write this rank's row of count matrix `parity`, and
+    /// say so; the phase that follows. Up to `one_sender_max`
+    /// ([`super::AlltoallvOptions::one_sender_max`]) bytes of rows going
+    /// out of the node, the node's last rank to write its row sends them all
+    /// (`Phase::Opening` with `all`; it says nothing until they are sent:
+    /// a word at [`ROWS`] or beyond then says that its rank has nothing to
+    /// do until rows come), and the others, having nothing to send, say at
+    /// once that they have sent theirs: a rank of this CPU that waits for
+    /// rows then finds every rank of the CPU waiting too (`core_idle`),
+    /// where a rank that had yet to send its share would need a turn.
+    /// Above, every rank waits until all have written, then sends its
+    /// share.
+    fn write_row(&mut self, parity: usize, send_counts: &[usize]) -> Phase {
         let n = send_counts.len();
         let me = self.ctx.rank() as usize;
         let row: Vec<u64> = send_counts.iter().map(|&c| c as u64).collect();
         self.control
             .copy_from_slice(self.matrix_at(parity) + me * n, &row);
+        let (nodes, local_num) = (self.ctx.num_nodes(), self.ctx.local_num() as usize);
+        let outgoing = (nodes - 1)
+            .saturating_mul(local_num)
+            .saturating_mul(n)
+            .saturating_mul(8);
+        let step = STEPS * self.calls;
+        if outgoing > self.options.one_sender_max {
+            self.publish(step + ROWS);
+            return Phase::Rows { send: true };
+        }
+        self.rows_counted += 1;
+        let arrived = self.rows_count().fetch_add(1, SeqCst) + 1;
+        if arrived == self.rows_counted * local_num as u64 {
+            return Phase::Opening { next: 0, all: true };
+        }
+        self.publish(step + SENT);
+        Phase::Rows { send: false }
     }
 
     /// Unknown sizes: wait for every other node's count rows, then plan the
     /// call from the whole matrix. Every rank computes the same plan, so a
     /// capacity exceeded ends the call on all alike (`Ok(Err(_))`).
-    fn count(&mut self, parity: usize, deadline: Deadline) -> Result<Result<()>> {
+    /// While every rank of this CPU has reached `sent` (its rows sent), it
+    /// waits for the same rows, and the wait spins where it would yield
+    /// ([`Alltoallv::core_idle`]).
+    fn count(&mut self, parity: usize, deadline: Deadline, sent: u64) -> Result<Result<()>> {
         let Sizes::Unknown {
             capacity, data_ids, ..
         } = self.sizes
@@ -471,11 +538,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             let first = (data_ids + parity * nodes) as u32;
             let until = self.claimed + nodes as u64 - 1;
             while ctx
-                .notify_claim_until(
+                .notify_claim_until_or_spin(
                     self.segment,
                     first..first + nodes as u32,
                     until,
                     deadline.timeout(),
+                    || self.core_idle(sent),
                 )?
                 .is_some()
             {}
