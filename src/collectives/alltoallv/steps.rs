@@ -286,17 +286,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     // hand-off of the cores each, where ranks share them).
                     // Once this CPU's ranks are all there, those awaited
                     // run on other CPUs.
-                    let lines = (&self.window, &self.control);
-                    let all = 0..local_num;
                     let idle = || self.core_idle(step(PLACED));
-                    await_control_or_spin::<PROGRESS>(
-                        ctx,
-                        lines,
-                        all,
-                        step(PLACED),
-                        deadline,
-                        idle,
-                    )?;
+                    self.gather_or_spin(step(PLACED), deadline, idle)?;
                     return Ok(None);
                 }
             }
@@ -504,7 +495,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let outgoing = (nodes - 1)
             .saturating_mul(local_num)
             .saturating_mul(n)
-            .saturating_mul(8);
+            .saturating_mul(std::mem::size_of::<u64>());
         let step = STEPS * self.calls;
         if outgoing > self.options.one_sender_max {
             self.publish(step + ROWS);
