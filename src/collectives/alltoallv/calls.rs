@@ -6,7 +6,8 @@
 //! what a failing call leaves behind, and the copy of the result out of
 //! the window.
 
-use super::state::{Alltoallv, CallTimes, OFFER_MASK, Phase, Sizes, WITHDRAWN};
+use super::control::OFFER_MASK;
+use super::state::{Alltoallv, CallTimes, Phase, Sizes, WITHDRAWN};
 use crate::collectives::alltoallv_plan::AlltoallvPlan;
 use crate::engine::memcopy::copy_slice_with;
 use crate::error::{Error, Result};

@@ -168,12 +168,14 @@
 //! between two copies by the parity of the call, so a node one call ahead
 //! never overwrites rows still being read.
 //!
-//! The files, bottom-up: `options.rs`, `state.rs` (the fields and the
-//! window's words), `steps.rs` (a call's steps), `single_copy.rs` (reads
+//! The files, bottom-up: `options.rs`, `control.rs` (where the control
+//! words lie in the window), `state.rs` (the fields and the window's
+//! words), `steps.rs` (a call's steps), `single_copy.rs` (reads
 //! inside a node), `offers.rs` (writes between nodes), then what callers
 //! use: `create.rs`, `calls.rs`, `results.rs` and `hooks.rs` (for tests).
 
 mod calls;
+mod control;
 mod create;
 mod hooks;
 mod offers;

@@ -5,8 +5,9 @@
 //! documentation's "Single copies between nodes" and "Large pieces
 //! unstaged").
 
+use super::control::{OFFER, OFFER_ADDRESS, OFFER_MASK, offer_busy};
 use super::single_copy::{brief, kernel_copy_fast, wait_out};
-use super::state::{Alltoallv, AroundCopies, OFFER, OFFER_ADDRESS, OFFER_MASK, offer_busy};
+use super::state::{Alltoallv, AroundCopies};
 use crate::collectives::alltoallv_plan::AlltoallvPlan;
 use crate::context::Context;
 use crate::engine::transfer::PutFrom;

@@ -1,11 +1,12 @@
-//! The collective's state ([`Alltoallv`]'s fields) and where its words lie
-//! in the node's window: each local rank's control line (progress,
-//! announcements of single copies, the probe, the count of readers), the
-//! offers, places and push masks after them, the node's counters and
-//! choice words, and the count matrices of unknown sizes; the phases a
-//! call resumes from. Every other file of the collective adds methods on
+//! The collective's state ([`Alltoallv`]'s fields) and its words in the
+//! node's window (at the places [`Controls`] gives): each local rank's
+//! control line (progress, announcements of single copies, the probe, the
+//! count of readers), the offers, places and push masks after them, the
+//! node's counters and choice words, and the count matrices of unknown
+//! sizes; the phases a call resumes from. Every other file of the collective adds methods on
 //! top of this one.
 
+use super::control::Controls;
 use super::options::AlltoallvOptions;
 use crate::collectives::alltoallv_plan::AlltoallvPlan;
 use crate::collectives::control_word;
@@ -94,24 +95,6 @@ impl std::fmt::Debug for CallTimes<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CallTimes")
     }
-}
-
-/// The words of a rank's offer (see `Alltoallv::offer`), after the
-/// places: the offer itself, the address of its receive buffer, then a
-/// bit per rank of the job, set by each sender that wrote its piece
-/// straight into that buffer, then ([`offer_busy`]) a bit per rank of the
-/// job, set by each sender while it may hold a writer's place (so that a
-/// receiver whose call failed waits for the living writers, not only
-/// until some rank failed). (Its process is the one the job recorded for
-/// its rank, never one a word names: see `crate::engine::processes`.)
-pub(super) const OFFER: usize = 0;
-pub(super) const OFFER_ADDRESS: usize = 1;
-pub(super) const OFFER_MASK: usize = 2;
-
-/// The first of the offer's words of senders at work among `ranks`
-/// ranks, after its mask.
-pub(super) fn offer_busy(ranks: usize) -> usize {
-    OFFER_MASK + ranks.div_ceil(64)
 }
 
 /// Counts fixed at creation, or learned in every call.
@@ -492,44 +475,26 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.area(p.layout.node_of(t), call) + p.recv_at(s, t)
     }
 
-    /// Bytes of the control words at the window's start: a cache line per
-    /// local rank, one for the node's count of stagings and its way of
-    /// copying, then each local rank's push mask (see
-    /// [`Alltoallv::mask_word`]), places and offer
-    /// ([`Alltoallv::offer_at`]).
+    /// Where the control words lie in every node's window
+    /// ([`Controls`]).
+    pub(super) fn controls(ctx: &Context) -> Controls {
+        Controls::new(ctx.ranks_per_node(), ctx.num_ranks() as usize)
+    }
+
+    /// Bytes of the control words at the window's start.
     pub(super) fn control_bytes(ctx: &Context) -> usize {
-        let (rpn, n) = (ctx.ranks_per_node(), ctx.num_ranks() as usize);
-        Self::offers_at(rpn) + rpn * Self::offer_stride(n)
-    }
-
-    /// Where the offers start: after the places.
-    fn offers_at(rpn: usize) -> usize {
-        64 * (rpn + 1) + rpn * (Self::mask_stride(rpn) + Self::places_stride(rpn))
-    }
-
-    /// Bytes of one rank's offer among `ranks` ranks, in whole cache lines.
-    fn offer_stride(ranks: usize) -> usize {
-        (8 * (offer_busy(ranks) + ranks.div_ceil(64))).div_ceil(64) * 64
+        Self::controls(ctx).bytes()
     }
 
     /// The byte offset in every node's window of word `k` of local rank
-    /// `local`'s offer ([`OFFER`] and the words after it).
+    /// `local`'s offer (`control::OFFER` and the words after it).
     pub(super) fn offer_at(&self, local: usize, k: usize) -> usize {
-        let (rpn, n) = (self.ctx.ranks_per_node(), self.ctx.num_ranks() as usize);
-        Self::offers_at(rpn) + local * Self::offer_stride(n) + 8 * k
+        Self::controls(self.ctx).offer(local, k)
     }
 
     /// Word `k` of this node's local rank `local`'s offer.
     pub(super) fn offer_word(&self, local: usize, k: usize) -> &AtomicU64 {
-        self.control
-            .atomic_u64(self.offer_at(local, k))
-            .expect("the offers lie in the control words")
-    }
-
-    /// Bytes of one rank's places (see [`Alltoallv::place_word`]), in
-    /// whole cache lines.
-    fn places_stride(rpn: usize) -> usize {
-        (16 * rpn).div_ceil(64) * 64
+        self.control_at(Self::controls(self.ctx).offer(local, k))
     }
 
     /// Local rank `local`'s word for local rank `j` in a call with single
@@ -539,20 +504,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// announcement, so that the node's ranks find pieces at any
     /// displacements ([`Alltoallv::run_into_displaced`]).
     pub(super) fn place_word(&self, local: usize, recv: bool, j: usize) -> &AtomicU64 {
-        let rpn = self.ctx.ranks_per_node();
-        let at = 64 * (rpn + 1)
-            + rpn * Self::mask_stride(rpn)
-            + local * Self::places_stride(rpn)
-            + 8 * (usize::from(recv) * rpn + j);
-        self.control
-            .atomic_u64(at)
-            .expect("the places lie in the control lines")
-    }
-
-    /// Bytes of one rank's push mask: a bit per local rank, in whole
-    /// cache lines.
-    fn mask_stride(rpn: usize) -> usize {
-        rpn.div_ceil(64).div_ceil(8) * 64
+        self.control_at(Self::controls(self.ctx).place(local, recv, j))
     }
 
     /// Word `k` of local rank `local`'s push mask in a call with single
@@ -560,11 +512,14 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// its piece for local rank `t` into the window (`t` does not read it
     /// itself). Written only by `local`, before its announcement.
     pub(super) fn mask_word(&self, local: usize, k: usize) -> &AtomicU64 {
-        let rpn = self.ctx.ranks_per_node();
-        let at = 64 * (rpn + 1) + local * Self::mask_stride(rpn) + 8 * k;
+        self.control_at(Self::controls(self.ctx).mask(local, k))
+    }
+
+    /// The control word at byte `at` of this node's window.
+    fn control_at(&self, at: usize) -> &AtomicU64 {
         self.control
             .atomic_u64(at)
-            .expect("the push masks lie in the control lines")
+            .expect("the control words lie at the window's aligned start")
     }
 
     /// Whether local rank `s` copies its piece for local rank `t` into the
@@ -578,9 +533,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// [`AlltoallvOptions::one_sender_max`]): the cache line after the
     /// progress words.
     pub(super) fn staged_count(&self) -> &AtomicU64 {
-        self.control
-            .atomic_u64(64 * self.ctx.ranks_per_node())
-            .expect("the control lines lie at the window's aligned start")
+        self.control_at(Self::controls(self.ctx).staged_count())
     }
 
     /// With sizes unknown, how many times the node's ranks have written
@@ -588,9 +541,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// node's rows, in all (see [`AlltoallvOptions::one_sender_max`]):
     /// beside [`Alltoallv::staged_count`] and the choice words.
     pub(super) fn rows_count(&self) -> &AtomicU64 {
-        self.control
-            .atomic_u64(64 * self.ctx.ranks_per_node() + 24)
-            .expect("the control lines lie at the window's aligned start")
+        self.control_at(Self::controls(self.ctx).rows_count())
     }
 
     /// Where the ways of a call are measured, the node's ways in use for
@@ -607,14 +558,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// every rank takes the same way keeps a call from waiting for an
     /// announcement or a push mask that a rank copying twice never makes.
     pub(super) fn choice_word(&self, call: u64) -> &AtomicU64 {
-        self.control
-            .atomic_u64(self.choice_at(call))
-            .expect("the control lines lie at the window's aligned start")
+        self.control_at(self.choice_at(call))
     }
 
     /// Where [`Alltoallv::choice_word`] of `call` lies in a node's window.
     pub(super) fn choice_at(&self, call: u64) -> usize {
-        64 * self.ctx.ranks_per_node() + 8 * (1 + (call % 2) as usize)
+        Self::controls(self.ctx).choice(call)
     }
 
     /// Whether this rank's stores into a window of data that `readers`
