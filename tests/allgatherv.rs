@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use gaspi::testing::Job;
 use gaspi::{Allgatherv, AllgathervOptions, Context, GroupId, ReduceOp, Timeout};
+use std::time::Duration;
 
 const B: Timeout = Timeout::Block;
 
@@ -444,4 +445,69 @@ fn contributions_of_a_node_apart_take_the_ring() {
         assert_eq!(ag.messages(), expect);
         barrier(ctx);
     });
+}
+
+/// Calls with a private result of 256 KiB or more put the contributions
+/// into the window, and the blocks into the next node's, with the stores
+/// their node's first rank timed faster (`testing_call_times`: here
+/// streaming stores twice as fast, then twice as slow): calls 0-3 warm up
+/// with ordinary stores, the probes take each kind in runs of 4 (calls
+/// 8-11 streaming, 12-15 not), and from call 37 on (the last probe
+/// decides, the node's ranks read the word a call later) every call takes
+/// the faster. Calls with the result in the window, smaller results, and
+/// ranks all of whose readers share their one CPU take ordinary stores.
+/// The results are checked in every call: on one node and on nodes of 2.
+#[test]
+fn private_calls_take_the_stores_timed_faster() {
+    for (ranks, ppn) in gaspi::testing::layouts(&[(4, 4), (4, 2)]) {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            for faster in [true, false] {
+                // 64 KiB each: a result of 256 KiB.
+                let counts = vec![8192; n];
+                let displs = displs(&counts);
+                let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
+                ag.testing_call_times(move |_, streaming| {
+                    Duration::from_millis(if streaming == faster { 1 } else { 2 })
+                });
+                let mut got = vec![0u64; n * 8192];
+                let mut ways = Vec::new();
+                for it in 0..44 {
+                    let send = contribution(&counts, me, it);
+                    got.fill(u64::MAX);
+                    ag.run_into(&send, &mut got, B).unwrap();
+                    check_result(&got, &counts, &displs, it, &format!("{faster} it={it}"));
+                    ways.push(ag.testing_streaming());
+                }
+                if ag.testing_may_stream() {
+                    assert!(!ways[..4].iter().any(|&w| w), "warm-up: {ways:?}");
+                    assert!(ways[8..12].iter().all(|&w| w), "probes: {ways:?}");
+                    assert!(!ways[12..16].iter().any(|&w| w), "probes: {ways:?}");
+                    assert!(
+                        ways[37..].iter().all(|&w| w == faster),
+                        "{faster}: {ways:?}"
+                    );
+                } else {
+                    assert!(!ways.iter().any(|&w| w), "{ways:?}");
+                }
+                // In the window: ordinary stores.
+                ag.run(&contribution(&counts, me, 44), B).unwrap();
+                assert!(!ag.testing_streaming());
+                drop(ag);
+                barrier(ctx);
+            }
+            // A result of 64 KiB: ordinary stores, whatever the times say.
+            let counts = vec![8192 / n.max(1); n];
+            let displs = displs(&counts);
+            let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
+            ag.testing_call_times(|_, streaming| Duration::from_millis(2 - streaming as u64));
+            let mut got = vec![0u64; counts.iter().sum()];
+            for it in 0..44 {
+                ag.run_into(&contribution(&counts, me, it), &mut got, B)
+                    .unwrap();
+                assert!(!ag.testing_streaming(), "it {it}");
+            }
+            check_result(&got, &counts, &displs, 43, "small");
+        });
+    }
 }

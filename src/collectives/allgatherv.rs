@@ -22,7 +22,9 @@
 //!    out (see `Allgatherv::area`);
 //! 2. local allgatherv: the rank copies its contribution into the window
 //!    (on a job of one node, block by block, counting them in its
-//!    progress word);
+//!    progress word), with ordinary or, in the calls with a private result
+//!    whose timing says so, non-temporal stores (see
+//!    `Allgatherv::streaming`);
 //! 3. the rank says so in its copied word (in its control line) and
 //!    waits until every rank of the node has:
 //!    the node's data is all in the window (a wait of this collective's
@@ -66,6 +68,7 @@ use super::agree::Shape;
 use super::creation::Creation;
 use super::memory::NodeMemory;
 use super::plan::{AllgathervPlan, Layout};
+use super::timed_choice::{CallTimes, ChoicePair};
 use super::{await_control, control_word};
 use crate::context::Context;
 use crate::context::traffic::Op;
@@ -80,6 +83,7 @@ use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::SeqCst;
+use std::time::Instant;
 
 /// Options of an [`Allgatherv`].
 ///
@@ -156,6 +160,30 @@ const RECEIVED: usize = 2;
 /// ranks with private results copy each block out as it lands instead of
 /// waiting for the whole contribution ([`Allgatherv::copy_as_they_land`]).
 const PROGRESS: usize = 3;
+/// The word of the first local rank's control line that says which stores
+/// the node's ranks put their contributions into the window with, in the
+/// calls that measure it ([`ChoicePair::word`]: bit 0 set, non-temporal;
+/// see `Allgatherv::streaming`), published by that rank.
+const STREAM_CHOICE: usize = 4;
+
+/// The smallest result (over all ranks) whose calls with a private result
+/// measure which stores put the contributions into the window and write
+/// the blocks into the next node's. Other ranks read each right after it
+/// is put. An ordinary store leaves the line in the writer's cache and
+/// must first take it from the caches of the ranks that read it in the
+/// last call on this area; a non-temporal one sends it to memory. On the
+/// project's AMD EPYC VM (2 cores, 4 ranks on one node) the first was the
+/// faster where the two cores were near each other (a cache line's round
+/// trip about 50 ns: 29 us against 34 at 64 KiB per rank) and 2.3x slower
+/// where they were far (about 330 ns: 78 us against 34; 1 MiB per rank,
+/// 1,230 against 516), a state that changes for stretches of minutes
+/// (`docs/guide/benchmarking.md`, "The allgatherv's stores, chosen by
+/// timing"). Below this size (the allreduce's, for the same reason) a
+/// call's time says too little: at 8 KiB per rank the node's first rank
+/// timed its calls faster streaming while the job ran slower, and took
+/// each kind in turn. Results read in place take ordinary stores: a
+/// reader that reads little of the result does not pay for the hand-off.
+const STREAM_IN_MIN_BYTES: usize = 256 << 10;
 
 /// The smallest result (over all ranks) whose copies into the caller's
 /// buffer take non-temporal stores: such a copy outgrows the caches, and
@@ -307,6 +335,29 @@ pub struct Allgatherv<'a, T> {
     /// `run_into`: the blocks this rank has copied into the caller's
     /// buffer in the call in progress (by block id).
     copied: Vec<bool>,
+    /// The measured choice of stores for the contributions (the first of
+    /// the pair; the second is not used), timed by the node's first rank
+    /// in the calls with a private result of [`STREAM_IN_MIN_BYTES`] or
+    /// more.
+    stream: ChoicePair,
+    /// Whether the call in progress puts this rank's contribution into
+    /// the window with non-temporal stores: as the node's word
+    /// ([`STREAM_CHOICE`]) and the call's number say, in the calls that
+    /// measure it (the node's ranks take the same way in a call unless
+    /// one reads the word just as the first rank changes it: a matter of
+    /// speed only, and one call's).
+    streaming: bool,
+    /// Whether some rank that reads this rank's contribution in the window
+    /// (another rank of its node) may run on another CPU than this rank's
+    /// one CPU (`Native::one_cpu_together`): else the contribution's
+    /// lines are read from this CPU's cache, and streaming stores would
+    /// send them to memory.
+    in_streams: bool,
+    /// The same for the blocks this rank writes into the next node's
+    /// window, read by that node's ranks.
+    out_streams: bool,
+    /// Test aid: the times of measured calls (`testing_call_times`).
+    call_times: Option<CallTimes<'a>>,
     /// Blocks between hosts as messages, where they are.
     messages: Option<Messages>,
     /// After the control lines, a word per node: with messages, how much
@@ -446,6 +497,14 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             }
             _ => None,
         };
+        // Whether a rank of `ranks` but this one may run on another CPU
+        // than this rank's one CPU (where it reads what this rank stores).
+        let me = ctx.rank();
+        let elsewhere = |ranks: Range<usize>| {
+            let other = |r: usize| !ctx.engine.one_cpu_together(me, r as Rank);
+            ranks.filter(|&r| r != me as usize).any(other)
+        };
+        let next = (layout.node_of(me as usize) + 1) % layout.nodes();
         Ok(Allgatherv {
             ctx,
             segment,
@@ -458,6 +517,11 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             control,
             areas,
             copied: Vec::new(),
+            stream: ChoicePair::default(),
+            streaming: false,
+            in_streams: elsewhere(layout.node_ranks(layout.node_of(me as usize))),
+            out_streams: layout.nodes() > 1 && elsewhere(layout.node_ranks(next)),
+            call_times: None,
             messages,
             landed,
             moved: Vec::new(),
@@ -696,7 +760,18 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         }
         let deadline = timeout.deadline();
         let mut phase = self.phase.take().unwrap_or(Phase::Start);
+        // The node's first rank times the new calls (not resumed after a
+        // timeout) that measure their stores.
+        let mut timed = None;
+        let bytes = self.len.saturating_mul(std::mem::size_of::<T>());
         if phase == Phase::Start {
+            let may_stream = self.in_streams || self.out_streams;
+            let measured = recv.is_some() && bytes >= STREAM_IN_MIN_BYTES && may_stream;
+            let word = control_word(&self.control, 0, STREAM_CHOICE).load(SeqCst);
+            self.streaming = measured && self.stream.pick(self.calls, word)[0];
+            if measured && self.ctx.local_rank() == 0 {
+                timed = Some(Instant::now());
+            }
             self.copied.clear();
             self.copied.resize(self.plan.total_blocks(), false);
             self.moved.clear();
@@ -710,6 +785,16 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         self.moved = moved;
         match result {
             Ok(()) => {
+                if let Some(t) = timed {
+                    let ways = [self.streaming, false];
+                    let time = match &self.call_times {
+                        Some(CallTimes(times)) => times(self.calls, ways),
+                        None => t.elapsed(),
+                    };
+                    self.stream
+                        .record(self.calls, (ways, [true, false]), bytes, time);
+                    control_word(&self.control, 0, STREAM_CHOICE).store(self.stream.word(), SeqCst);
+                }
                 self.calls += 1;
                 Ok(())
             }
@@ -720,16 +805,20 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         }
     }
 
-    /// Run the call's phases from `phase` on, updating it as they finish.
     /// Write block `id` with its notification (value `tag`) to the rank
-    /// of this local rank on the next node.
+    /// of this local rank on the next node (with the stores of
+    /// `Allgatherv::streaming` where this process copies it and
+    /// `Allgatherv::out_streams`).
     fn send_block(&self, id: usize, tag: u32, deadline: Deadline) -> Result<()> {
         let b = self.plan.blocks[id];
         let elem = std::mem::size_of::<T>();
         let to = self.next_rank(self.ctx.rank() as usize);
         let bytes = ((self.area(self.calls) + b.offset) * elem, b.len * elem);
         let id = self.ids(self.calls) + id as u32;
-        self.post(to, &[bytes], Notification::new(id, tag), deadline)
+        let (ctx, seg, queue) = (self.ctx, self.segment, self.options.queue);
+        let (n, at) = (Notification::new(id, tag), (bytes.0, bytes.0, bytes.1));
+        let streaming = self.streaming && self.out_streams;
+        super::post_with(ctx, seg, queue, to, at, n, streaming, deadline)
     }
 
     /// Copy blocks `ids` from the window into `recv` (if there is one),
@@ -768,7 +857,9 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         self.len.saturating_mul(std::mem::size_of::<T>()) >= STREAM_OUT_MIN_BYTES
     }
 
-    /// Step 2: copy this rank's contribution `send` into the window. On a
+    /// Step 2: copy this rank's contribution `send` into the window (with
+    /// the stores of `Allgatherv::streaming`, where
+    /// `Allgatherv::in_streams`). On a
     /// job of one node, a contribution of several blocks goes block by
     /// block, each counted in the [`PROGRESS`] word as it lands, so that
     /// the node's ranks with private results copy it out meanwhile
@@ -781,8 +872,9 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let view = self.window.view::<T>();
         let at = self.area(self.calls);
         let blocks = plan.first_block[me]..plan.first_block[me + 1];
+        let streaming = self.streaming && self.in_streams;
         if self.ctx.num_nodes() > 1 || blocks.len() < 2 {
-            view.copy_from_slice(at + plan.displs[me], send);
+            view.copy_from_slice_with(at + plan.displs[me], send, streaming);
             return;
         }
         let word = control_word(&self.control, self.ctx.local_rank() as usize, PROGRESS);
@@ -793,7 +885,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         for (k, id) in blocks.enumerate() {
             let b = plan.blocks[id];
             let from = b.offset - plan.displs[me];
-            view.copy_from_slice(at + b.offset, &send[from..from + b.len]);
+            view.copy_from_slice_with(at + b.offset, &send[from..from + b.len], streaming);
             word.store(landed_word(call, k + 1), SeqCst);
             // Sleepers woken every PROGRESS_WAKE_BYTES (the ones that
             // poll see every block): a wake per block cost more than
@@ -1164,6 +1256,50 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     /// ```
     pub fn segment(&self) -> SegmentId {
         self.segment
+    }
+
+    /// Test aid, not part of the API (it may change in any release):
+    /// `times(call, streaming)` is taken for the time of each call that
+    /// this rank times for its node's choice of stores (the node's first
+    /// rank, in the calls with a private result that measure it), given
+    /// the stores the call took, instead of the time it took. For tests of
+    /// the choice; [`Allgatherv::testing_streaming`] says which stores a
+    /// call took.
+    ///
+    /// ```no_run
+    /// # use gaspi::{Allgatherv, Config, Context, Timeout};
+    /// # use std::time::Duration;
+    /// # let ctx = Context::init(Config::default())?;
+    /// # let n = ctx.num_ranks() as usize;
+    /// let displs: Vec<usize> = (0..n).map(|r| 8192 * r).collect();
+    /// let mut ag = Allgatherv::<u64>::new(&ctx, 1, &vec![8192; n], &displs, Timeout::Block)?;
+    /// // Streaming stores seem twice as fast.
+    /// ag.testing_call_times(|_, streaming| Duration::from_millis(2 - streaming as u64));
+    /// # Ok::<(), gaspi::Error>(())
+    /// ```
+    #[doc(hidden)]
+    pub fn testing_call_times(
+        &mut self,
+        times: impl Fn(u64, bool) -> std::time::Duration + Send + Sync + 'a,
+    ) {
+        self.call_times = Some(CallTimes(Box::new(move |call, [streaming, _]| {
+            times(call, streaming)
+        })));
+    }
+
+    /// Test aid: whether the last call (or the one in progress) took
+    /// non-temporal stores, where [`Allgatherv::testing_may_stream`].
+    #[doc(hidden)]
+    pub fn testing_streaming(&self) -> bool {
+        self.streaming
+    }
+
+    /// Test aid: whether this rank's calls with a large private result
+    /// measure their stores: some rank that reads what this rank stores
+    /// may run on another CPU than this rank's one CPU.
+    #[doc(hidden)]
+    pub fn testing_may_stream(&self) -> bool {
+        self.in_streams || self.out_streams
     }
 
     /// The rank with the same local rank as `rank` on the next node

@@ -1,8 +1,10 @@
 //! A choice between two ways of doing a collective's work, made by timing
 //! calls done each way: which stores an allreduce puts its inputs in with
 //! and copies a pipelined result out with (`hierarchical/stream_choice.rs`),
-//! and whether an alltoallv copies the pieces inside a node once or twice
-//! where its ranks share cores (`alltoallv/`). Which way is faster
+//! whether an alltoallv copies the pieces inside a node once or twice
+//! where its ranks share cores (`alltoallv/`), and which stores an
+//! allgatherv with a private result puts the contributions and the blocks
+//! between nodes in with (`allgatherv.rs`). Which way is faster
 //! depends on the machine (the two VMs of the workplace disagree on both)
 //! and, on virtual machines, on stretches of time; nothing the program can
 //! read says which, so the calls measure it.
@@ -237,6 +239,20 @@ impl TimedChoice {
     }
 }
 
+/// A test hook that gives the time of each call a node's first rank
+/// measures, from the call's number and its ways (`[first, second]` of a
+/// [`ChoicePair`]), instead of the time it took
+/// (`Alltoallv::testing_call_times`, `Allgatherv::testing_call_times`).
+pub(crate) struct CallTimes<'a>(
+    pub(crate) Box<dyn Fn(u64, [bool; 2]) -> Duration + Send + Sync + 'a>,
+);
+
+impl std::fmt::Debug for CallTimes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallTimes")
+    }
+}
+
 /// The median of `v` (the mean of the middle two of an even count), or
 /// `None` if it is empty.
 fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -254,7 +270,8 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// [`TimedChoice::staggered`] one (it tries its ways in other calls). The
 /// allreduce's stores for its inputs and for its private copies
 /// (`hierarchical/stream_choice.rs`); the alltoallv's single copies
-/// inside a node and its stores into the windows (`alltoallv/`). It times
+/// inside a node and its stores into the windows (`alltoallv/`); the
+/// allgatherv's stores (the first only: `allgatherv.rs`). It times
 /// only settled calls: those whose ways were taken by the [`SETTLE`] calls
 /// recorded before them, one after the other.
 #[derive(Clone, Debug)]

@@ -7,8 +7,9 @@
 //! the window.
 
 use super::control::OFFER_MASK;
-use super::state::{Alltoallv, CallTimes, Phase, Sizes, WITHDRAWN};
+use super::state::{Alltoallv, Phase, Sizes, WITHDRAWN};
 use crate::collectives::alltoallv_plan::AlltoallvPlan;
+use crate::collectives::timed_choice::CallTimes;
 use crate::engine::memcopy::copy_slice_with;
 use crate::error::{Error, Result};
 use crate::extent;

@@ -1,7 +1,8 @@
 //! Hooks for tests (hidden from the documentation): code run around each
 //! cross-memory copy, the times of measured calls, the ways a call took.
 
-use super::state::{Alltoallv, AroundCopies, CallTimes};
+use super::state::{Alltoallv, AroundCopies};
+use crate::collectives::timed_choice::CallTimes;
 use crate::types::Rank;
 use bytemuck::Pod;
 

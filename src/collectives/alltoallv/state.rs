@@ -10,7 +10,7 @@ use super::control::Controls;
 use super::options::AlltoallvOptions;
 use crate::collectives::alltoallv_plan::AlltoallvPlan;
 use crate::collectives::control_word;
-use crate::collectives::timed_choice::ChoicePair;
+use crate::collectives::timed_choice::{CallTimes, ChoicePair};
 use crate::context::Context;
 use crate::engine::transfer::PutFrom;
 use crate::segments::SegmentView;
@@ -82,18 +82,6 @@ pub(super) struct AroundCopies<'a>(pub(super) Box<dyn Fn(Rank, bool) + Send + Sy
 impl std::fmt::Debug for AroundCopies<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("AroundCopies")
-    }
-}
-
-/// A hook that gives the time of each call the node's first rank measures
-/// ([`Alltoallv::testing_call_times`]).
-pub(super) struct CallTimes<'a>(
-    pub(super) Box<dyn Fn(u64, [bool; 2]) -> std::time::Duration + Send + Sync + 'a>,
-);
-
-impl std::fmt::Debug for CallTimes<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CallTimes")
     }
 }
 
