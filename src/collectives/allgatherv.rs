@@ -161,8 +161,8 @@ const RECEIVED: usize = 2;
 /// waiting for the whole contribution ([`Allgatherv::copy_as_they_land`]).
 const PROGRESS: usize = 3;
 /// The word of the first local rank's control line that says which stores
-/// the node's ranks put their contributions into the window with, in the
-/// calls that measure it ([`ChoicePair::word`]: bit 0 set, non-temporal;
+/// the node's ranks put their contributions into the window and the blocks
+/// into the next node's with, in the calls that measure it ([`ChoicePair::word`]: bit 0 set, non-temporal;
 /// see `Allgatherv::streaming`), published by that rank.
 const STREAM_CHOICE: usize = 4;
 
@@ -341,7 +341,9 @@ pub struct Allgatherv<'a, T> {
     /// more.
     stream: ChoicePair,
     /// Whether the call in progress puts this rank's contribution into
-    /// the window with non-temporal stores: as the node's word
+    /// the window, and its blocks into the next node's, with non-temporal
+    /// stores (where [`Allgatherv::in_streams`] and
+    /// [`Allgatherv::out_streams`] let it): as the node's word
     /// ([`STREAM_CHOICE`]) and the call's number say, in the calls that
     /// measure it (the node's ranks take the same way in a call unless
     /// one reads the word just as the first rank changes it: a matter of
@@ -566,12 +568,8 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let (ctx, nodes) = (self.ctx, self.ctx.num_nodes());
         let prev = ctx.node_ranks((ctx.node() + nodes - 1) % nodes).start;
         let tag = super::call_tag(call);
-        self.post(
-            prev,
-            &[],
-            Notification::new(self.credit_id(call), tag),
-            deadline,
-        )
+        let credit = Notification::new(self.credit_id(call), tag);
+        self.post(prev, (0, 0), credit, false, deadline)
     }
 
     /// Say that this rank has reached progress `WORD` of the call
@@ -814,11 +812,8 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         let elem = std::mem::size_of::<T>();
         let to = self.next_rank(self.ctx.rank() as usize);
         let bytes = ((self.area(self.calls) + b.offset) * elem, b.len * elem);
-        let id = self.ids(self.calls) + id as u32;
-        let (ctx, seg, queue) = (self.ctx, self.segment, self.options.queue);
-        let (n, at) = (Notification::new(id, tag), (bytes.0, bytes.0, bytes.1));
-        let streaming = self.streaming && self.out_streams;
-        super::post_with(ctx, seg, queue, to, at, n, streaming, deadline)
+        let n = Notification::new(self.ids(self.calls) + id as u32, tag);
+        self.post(to, bytes, n, self.streaming && self.out_streams, deadline)
     }
 
     /// Copy blocks `ids` from the window into `recv` (if there is one),
@@ -1311,25 +1306,19 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         (next.start + local.min(next.len() - 1)) as Rank
     }
 
-    /// `write_notify` block `id` (or, without parts, a `notify`) into the
-    /// window on `to`.
+    /// `write_notify` the `len` bytes at byte `off` of this rank's window
+    /// to the same place of the window on `to` (none: a `notify`), with
+    /// non-temporal stores where `streaming` and this process copies them.
     fn post(
         &self,
         to: Rank,
-        parts: &[(usize, usize)],
+        (off, len): (usize, usize),
         n: Notification,
+        streaming: bool,
         deadline: Deadline,
     ) -> Result<()> {
-        let (off, len) = parts.first().copied().unwrap_or((0, 0));
-        super::post(
-            self.ctx,
-            self.segment,
-            self.options.queue,
-            to,
-            (off, off, len),
-            n,
-            deadline,
-        )
+        let (ctx, seg, queue) = (self.ctx, self.segment, self.options.queue);
+        super::post_with(ctx, seg, queue, to, (off, off, len), n, streaming, deadline)
     }
 }
 
