@@ -4,8 +4,9 @@
 mod common;
 
 use common::*;
+use gaspi::launcher::Binding;
 use gaspi::testing::Job;
-use gaspi::{Allgatherv, AllgathervOptions, Context, GroupId, ReduceOp, Timeout};
+use gaspi::{Allgatherv, AllgathervOptions, Alltoallv, Context, GroupId, ReduceOp, Timeout};
 use std::time::Duration;
 
 const B: Timeout = Timeout::Block;
@@ -508,6 +509,45 @@ fn private_calls_take_the_stores_timed_faster() {
                 assert!(!ag.testing_streaming(), "it {it}");
             }
             check_result(&got, &counts, &displs, 43, "small");
+        });
+    }
+}
+
+/// A rank bound to one CPU on which only ranks of its node may run knows
+/// them, as the alltoallv's ranks do (`testing_core_mates`; which ranks
+/// those are: the alltoallv's test of its waits): once they have sent
+/// their shares of a call's blocks and claim the other nodes', as it
+/// does, its claims spin rather than hand the CPU to a rank that can only
+/// hand it back. On 2 CPUs, `--bind block` puts each node of 2 on a CPU of
+/// its own, `--bind spread` a rank of each node on each CPU (none then).
+/// Calls move the data right either way, the result in the window and in
+/// the caller's buffer.
+#[test]
+fn claims_spin_where_a_cpus_ranks_are_all_of_the_node() {
+    for binding in [Binding::Block, Binding::Spread] {
+        Job::new(&[4]).ppn(2).binding(binding).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let counts = counts(Dist::Regular, n, 1000);
+            let displs = displs(&counts);
+            let mut ag = Allgatherv::<u64>::new(ctx, 10, &counts, &displs, B).unwrap();
+            let a = Alltoallv::<u64>::alltoall(ctx, 11, 1, Default::default(), B).unwrap();
+            assert_eq!(
+                ag.testing_core_mates(),
+                a.testing_core_mates(),
+                "{binding:?}"
+            );
+            drop(a);
+            let mut got = vec![0u64; counts.iter().sum()];
+            for it in 0..40 {
+                let send = contribution(&counts, me, it);
+                if it % 2 == 0 {
+                    ag.run(&send, B).unwrap().copy_to_slice(0, &mut got);
+                } else {
+                    got.fill(u64::MAX);
+                    ag.run_into(&send, &mut got, B).unwrap();
+                }
+                check_result(&got, &counts, &displs, it, &format!("{binding:?} it={it}"));
+            }
         });
     }
 }

@@ -40,7 +40,11 @@
 //! 5. every rank of the node claims blocks from the node's one table until
 //!    the node has all blocks of other nodes, and forwards each block it
 //!    claims to the next node unless that node is the block's own. Faster
-//!    ranks claim, and so forward, more.
+//!    ranks claim, and so forward, more. Where a rank is bound to one CPU
+//!    on which only ranks of its node may run, and those have sent their
+//!    shares too ([`SENT`]), its claims spin instead of yielding: the
+//!    blocks come from other CPUs, and a yield would only hand the CPU to
+//!    a rank that hands it back (as the alltoallv's claims).
 //!
 //! Every block crosses every node boundary once: `blocks * (nodes - 1)`
 //! inter-node writes per call, plus one credit per node
@@ -160,6 +164,11 @@ const RECEIVED: usize = 2;
 /// ranks with private results copy each block out as it lands instead of
 /// waiting for the whole contribution ([`Allgatherv::copy_as_they_land`]).
 const PROGRESS: usize = 3;
+/// The word of a rank's control line that counts the calls in which it has
+/// sent its share of the node's blocks and claims the other nodes' (step
+/// 5): where every rank that may run on its CPU is of its node and has
+/// got there too (`Allgatherv::core_idle`), a rank's claims spin.
+const SENT: usize = 5;
 /// The word of the first local rank's control line that says which stores
 /// the node's ranks put their contributions into the window and the blocks
 /// into the next node's with, in the calls that measure it ([`ChoicePair::word`]: bit 0 set, non-temporal;
@@ -360,6 +369,9 @@ pub struct Allgatherv<'a, T> {
     out_streams: bool,
     /// Test aid: the times of measured calls (`testing_call_times`).
     call_times: Option<CallTimes<'a>>,
+    /// The local ranks that may run on this rank's CPU, where all of them
+    /// are of this node ([`super::core_mates`]).
+    core_mates: Option<Vec<usize>>,
     /// Blocks between hosts as messages, where they are.
     messages: Option<Messages>,
     /// After the control lines, a word per node: with messages, how much
@@ -524,6 +536,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             in_streams: elsewhere(layout.node_ranks(layout.node_of(me as usize))),
             out_streams: layout.nodes() > 1 && elsewhere(layout.node_ranks(next)),
             call_times: None,
+            core_mates: super::core_mates(ctx),
             messages,
             landed,
             moved: Vec::new(),
@@ -803,6 +816,18 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         }
     }
 
+    /// Whether every local rank that may run on this rank's CPU
+    /// (`Allgatherv::core_mates`) has sent its share of call `call`'s
+    /// blocks ([`SENT`]): such a rank only claims blocks of other nodes,
+    /// as this rank does, and a yield would hand the CPU to a rank that
+    /// hands it back.
+    fn core_idle(&self, call: u64) -> bool {
+        self.core_mates.as_ref().is_some_and(|m| {
+            m.iter()
+                .all(|&l| control_word(&self.control, l, SENT).load(SeqCst) >= call)
+        })
+    }
+
     /// Write block `id` with its notification (value `tag`) to the rank
     /// of this local rank on the next node (with the stores of
     /// `Allgatherv::streaming` where this process copies it and
@@ -1020,13 +1045,19 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         copy_rest(&mut recv, copied);
                         return Ok(());
                     }
-                    let expect = (self.calls + 1) * plan.received_by(node) as u64;
+                    let call = self.calls + 1;
+                    control_word(&self.control, ctx.local_rank() as usize, SENT)
+                        .store(call, SeqCst);
+                    let expect = call * plan.received_by(node) as u64;
                     let range = ids..ids + plan.total_blocks() as u32;
-                    while let Some((id, v)) = ctx.notify_claim_until(
+                    // The blocks come from other nodes, so from other
+                    // CPUs where `core_idle` can say yes.
+                    while let Some((id, v)) = ctx.notify_claim_until_or_spin(
                         self.segment,
                         range.clone(),
                         expect,
                         deadline.timeout(),
+                        || self.core_idle(call),
                     )? {
                         debug_assert_eq!(v, tag);
                         let id = (id - ids) as usize;
@@ -1287,6 +1318,15 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     #[doc(hidden)]
     pub fn testing_streaming(&self) -> bool {
         self.streaming
+    }
+
+    /// Test aid: the local ranks that may run on this rank's CPU, where
+    /// this rank is bound to one CPU and no rank of another node may run
+    /// on it (`None` elsewhere): once they all claim blocks of other
+    /// nodes, as this rank does, its claims spin instead of yielding.
+    #[doc(hidden)]
+    pub fn testing_core_mates(&self) -> Option<Vec<usize>> {
+        self.core_mates.clone()
     }
 
     /// Test aid: whether this rank's calls with a large private result

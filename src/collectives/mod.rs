@@ -44,6 +44,31 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
+/// The local ranks that may run on this rank's CPU, where this rank is
+/// bound to one CPU and every rank that may run on it is of this node
+/// (`None` elsewhere, and in a job across hosts: the ranks of other hosts
+/// are not known here). While they all wait in a collective's call, as
+/// this rank does, for ranks of other CPUs, the call's waits may spin
+/// instead of yielding: a yield would only hand the CPU to a rank that
+/// hands it back (the alltoallv's and the allgatherv's claims).
+pub(crate) fn core_mates(ctx: &Context) -> Option<Vec<usize>> {
+    let (me, ranks) = (ctx.rank(), 0..ctx.num_ranks());
+    let node = ctx.node_ranks(ctx.node());
+    let engine = &ctx.engine;
+    // `one_cpu_together(me, me)`: this rank is bound to one CPU.
+    if !ranks.clone().all(|r| engine.same_host(r)) || !engine.one_cpu_together(me, me) {
+        return None;
+    }
+    let mates: Vec<Rank> = ranks
+        .filter(|&r| r != me && engine.may_share_cpu(me, r))
+        .collect();
+    let locals = mates.iter().map(|&r| (r - node.start) as usize);
+    mates
+        .iter()
+        .all(|r| node.contains(r))
+        .then(|| locals.collect())
+}
+
 /// Word `k` of local rank `local`'s control line in `control`: a
 /// collective's progress words, a cache line (eight words) per local rank
 /// at the start of the view, each written by its rank only.

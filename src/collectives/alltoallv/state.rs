@@ -338,7 +338,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         let shares_cpu = ctx
             .node_ranks(ctx.node())
             .any(|s| ranks.clone().any(|t| t != s && together(s, t)));
-        let core_mates = Self::core_mates(ctx);
+        let core_mates = crate::collectives::core_mates(ctx);
         let mut a = Alltoallv {
             ctx,
             nodes_mapped,
@@ -610,30 +610,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         control_word(&self.control, local, k)
     }
 
-    /// The local ranks that may run on this rank's CPU, where this rank is
-    /// bound to one CPU and every rank that may run on it is of this node
-    /// (`None` elsewhere, and in a job across hosts: the ranks of other
-    /// hosts are not known here).
-    fn core_mates(ctx: &Context) -> Option<Vec<usize>> {
-        let (me, ranks) = (ctx.rank(), 0..ctx.num_ranks());
-        let node = ctx.node_ranks(ctx.node());
-        let engine = &ctx.engine;
-        // `one_cpu_together(me, me)`: this rank is bound to one CPU.
-        if !ranks.clone().all(|r| engine.same_host(r)) || !engine.one_cpu_together(me, me) {
-            return None;
-        }
-        let mates: Vec<Rank> = ranks
-            .filter(|&r| r != me && engine.may_share_cpu(me, r))
-            .collect();
-        let locals = mates.iter().map(|&r| (r - node.start) as usize);
-        mates
-            .iter()
-            .all(|r| node.contains(r))
-            .then(|| locals.collect())
-    }
-
     /// Whether every local rank that may run on this rank's CPU has
-    /// reached `step` of its calls ([`Alltoallv::core_mates`]). From
+    /// reached `step` of its calls (`Alltoallv::core_mates`). From
     /// [`PLACED`] of a call on (pieces placed, reads done), such a rank
     /// only waits for the node's chunks and its ranks' placing, as this
     /// rank does, and cannot return before this rank's wait ends; from
