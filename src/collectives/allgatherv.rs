@@ -36,7 +36,11 @@
 //! 4. once the next node's credit for this call has arrived, the rank
 //!    writes its share of the node's blocks (see [`AllgathervPlan`]) with
 //!    `write_notify` to the rank with the same local rank on the next node
-//!    (formula 1), the block id as notification id;
+//!    (formula 1), the block id as notification id. Up to 64 KiB of the
+//!    node's contributions, the node's last rank to copy its own in (a
+//!    count in the window tells) writes all the node's blocks instead, and
+//!    the others write none and say so at once, without the node's wait of
+//!    step 3 first (`Allgatherv::one_sender`);
 //! 5. every rank of the node claims blocks from the node's one table until
 //!    the node has all blocks of other nodes, and forwards each block it
 //!    claims to the next node unless that node is the block's own. Faster
@@ -169,6 +173,17 @@ const PROGRESS: usize = 3;
 /// 5): where every rank that may run on its CPU is of its node and has
 /// got there too (`Allgatherv::core_idle`), a rank's claims spin.
 const SENT: usize = 5;
+/// The word of the first local rank's control line that counts the node's
+/// ranks' copies into the window, in all calls, where one rank sends all
+/// the node's blocks ([`Allgatherv::one_sender`]): the rank whose copy
+/// makes the count whole is the node's last and sends them.
+const COPIES: usize = 6;
+
+/// The most bytes of a node's contributions that its last rank to copy
+/// its own in sends alone ([`Allgatherv::one_sender`]), as the alltoallv's
+/// `AlltoallvOptions::one_sender_max`: below it the others' shares would
+/// cost more hand-offs of the CPUs than their copies take.
+const ONE_SENDER_MAX_BYTES: usize = 64 << 10;
 /// The word of the first local rank's control line that says which stores
 /// the node's ranks put their contributions into the window and the blocks
 /// into the next node's with, in the calls that measure it ([`ChoicePair::word`]: bit 0 set, non-temporal;
@@ -240,10 +255,13 @@ enum Phase {
     Start,
     /// Step 1 done: this call's credit, then step 2, the local copy.
     Opened,
-    /// Step 2 done, step 3: the wait until the node's copies are done.
-    Copied,
-    /// Step 4: waiting for the credit, then sending from block `next`.
-    Sending { next: usize },
+    /// Step 2 done, step 3: the wait until the node's copies are done;
+    /// then this rank sends blocks `first..end` (its share, all the node's
+    /// blocks, or none: [`Allgatherv::one_sender`]).
+    Copied { first: usize, end: usize },
+    /// Step 4: waiting for the credit, then sending from block `next` to
+    /// `end`.
+    Sending { next: usize, end: usize },
     /// Step 5: claiming and forwarding.
     Receiving,
     /// Steps 4 and 5 as messages ([`Messages`]).
@@ -372,6 +390,13 @@ pub struct Allgatherv<'a, T> {
     /// The local ranks that may run on this rank's CPU, where all of them
     /// are of this node ([`super::core_mates`]).
     core_mates: Option<Vec<usize>>,
+    /// Whether the node's last rank to copy its contribution into the
+    /// window sends all the node's blocks to the next node (up to
+    /// [`ONE_SENDER_MAX_BYTES`] of them, with several ranks per node, on
+    /// the ring): the others send nothing, say so at once ([`SENT`]) and
+    /// need not run for the call to go on, so the node's ranks that share
+    /// a CPU hand it over once per call instead of twice.
+    one_sender: bool,
     /// Blocks between hosts as messages, where they are.
     messages: Option<Messages>,
     /// After the control lines, a word per node: with messages, how much
@@ -519,6 +544,15 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             ranks.filter(|&r| r != me as usize).any(other)
         };
         let next = (layout.node_of(me as usize) + 1) % layout.nodes();
+        let node = layout.node_ranks(layout.node_of(me as usize));
+        let node_bytes = counts[node.clone()]
+            .iter()
+            .sum::<usize>()
+            .saturating_mul(elem);
+        let one_sender = layout.nodes() > 1
+            && node.len() > 1
+            && messages.is_none()
+            && node_bytes <= ONE_SENDER_MAX_BYTES;
         Ok(Allgatherv {
             ctx,
             segment,
@@ -537,6 +571,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             out_streams: layout.nodes() > 1 && elsewhere(layout.node_ranks(next)),
             call_times: None,
             core_mates: super::core_mates(ctx),
+            one_sender,
             messages,
             landed,
             moved: Vec::new(),
@@ -816,6 +851,29 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         }
     }
 
+    /// The blocks this rank sends to the next node in the call in
+    /// progress, just after copying its contribution in: its share of the
+    /// node's (`AllgathervPlan::sends`), or, where one rank sends them all
+    /// ([`Allgatherv::one_sender`]), all if its copy completed the node's
+    /// (then the node's data is in the window) and else none, said at once
+    /// ([`SENT`]). Called once per call.
+    fn my_sends(&self, plan: &AllgathervPlan) -> (usize, usize) {
+        let me = self.ctx.rank() as usize;
+        if !self.one_sender {
+            let share = plan.sends(me);
+            return (share.start, share.end);
+        }
+        let (local, local_num) = (self.ctx.local_rank() as usize, self.ctx.local_num() as u64);
+        let call = self.calls + 1;
+        let copies = control_word(&self.control, 0, COPIES).fetch_add(1, SeqCst) + 1;
+        if copies == call * local_num {
+            let node = plan.layout.node_of(me);
+            return (plan.node_first[node], plan.node_first[node + 1]);
+        }
+        control_word(&self.control, local, SENT).store(call, SeqCst);
+        (0, 0)
+    }
+
     /// Whether every local rank that may run on this rank's CPU
     /// (`Allgatherv::core_mates`) has sent its share of call `call`'s
     /// blocks ([`SENT`]): such a rank only claims blocks of other nodes,
@@ -975,7 +1033,6 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     ) -> Result<()> {
         let ctx = self.ctx;
         let plan = &self.plan;
-        let me = ctx.rank() as usize;
         let node = ctx.node();
         let nodes = ctx.num_nodes();
         let tag = super::call_tag(self.calls);
@@ -1001,9 +1058,10 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                         self.send_credit(self.calls, deadline)?;
                     }
                     self.copy_in(send);
-                    *phase = Phase::Copied;
+                    let (first, end) = self.my_sends(plan);
+                    *phase = Phase::Copied { first, end };
                 }
-                Phase::Copied => {
+                Phase::Copied { first, end } => {
                     if nodes == 1 && recv.is_some() {
                         self.copy_as_they_land(&mut recv, copied, deadline)?;
                         copy_rest(&mut recv, copied);
@@ -1016,19 +1074,18 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
                     }
                     *phase = match self.messages {
                         Some(_) => Phase::Exchanging,
-                        None => Phase::Sending {
-                            next: plan.sends(me).start,
-                        },
+                        None => Phase::Sending { next: first, end },
                     };
                 }
-                Phase::Sending { next } => {
+                Phase::Sending { next, end } => {
                     // The next node's credit for this call (or a later one:
                     // then this rank has nothing left to send for this call,
-                    // or the next node could not have finished it).
+                    // or the next node could not have finished it). Awaited
+                    // by the ranks that send nothing too: no credit comes in
+                    // after a rank's last call, once it gives up its window.
                     ctx.await_notification_tag(self.segment, credit, tag, deadline)?;
-                    let sends = plan.sends(me);
-                    for id in next..sends.end {
-                        *phase = Phase::Sending { next: id };
+                    for id in next..end {
+                        *phase = Phase::Sending { next: id, end };
                         self.send_block(id, tag, deadline)?;
                     }
                     // The node's blocks, complete since step 3, while
