@@ -169,9 +169,10 @@ const RECEIVED: usize = 2;
 /// waiting for the whole contribution ([`Allgatherv::copy_as_they_land`]).
 const PROGRESS: usize = 3;
 /// The word of a rank's control line that counts the calls in which it has
-/// sent its share of the node's blocks and claims the other nodes' (step
-/// 5): where every rank that may run on its CPU is of its node and has
-/// got there too (`Allgatherv::core_idle`), a rank's claims spin.
+/// sent its share of the node's blocks (step 4; where one rank sends them
+/// all, the others say so as soon as they know they are not that rank):
+/// where every rank that may run on its CPU is of its node and has got
+/// there too (`Allgatherv::core_idle`), a rank's claims spin.
 const SENT: usize = 5;
 /// The word of the first local rank's control line that counts the node's
 /// ranks' copies into the window, in all calls, where one rank sends all
@@ -876,9 +877,11 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
 
     /// Whether every local rank that may run on this rank's CPU
     /// (`Allgatherv::core_mates`) has sent its share of call `call`'s
-    /// blocks ([`SENT`]): such a rank only claims blocks of other nodes,
-    /// as this rank does, and a yield would hand the CPU to a rank that
-    /// hands it back.
+    /// blocks ([`SENT`]): nothing that such a rank still does in the call
+    /// lets the other nodes' blocks come sooner (it claims them, as this
+    /// rank does, or, with a private result, copies its node's blocks out
+    /// first, which a spin delays until this rank's claims end), and a
+    /// yield would hand the CPU to a rank that hands it back.
     fn core_idle(&self, call: u64) -> bool {
         self.core_mates.as_ref().is_some_and(|m| {
             m.iter()
