@@ -866,8 +866,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
         }
         let (local, local_num) = (self.ctx.local_rank() as usize, self.ctx.local_num() as u64);
         let call = self.calls + 1;
-        let copies = control_word(&self.control, 0, COPIES).fetch_add(1, SeqCst) + 1;
-        if copies == call * local_num {
+        if super::last_to_arrive(control_word(&self.control, 0, COPIES), call, local_num) {
             let node = plan.layout.node_of(me);
             return (plan.node_first[node], plan.node_first[node + 1]);
         }

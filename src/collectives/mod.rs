@@ -69,6 +69,18 @@ pub(crate) fn core_mates(ctx: &Context) -> Option<Vec<usize>> {
         .then(|| locals.collect())
 }
 
+/// Count this rank's arrival in round `round` (from 1) at a node's
+/// `counter`, a word to which each of the node's `ranks` ranks adds one in
+/// every round it counts, and say whether it was the round's last arrival
+/// (the count is then `round * ranks`): the node's rank that sends for
+/// all of them (the alltoallv's chunks and count rows, the allgatherv's
+/// blocks). The add is sequentially consistent, so what the others did
+/// before their arrivals (their copies into the window) happened before
+/// the last one's.
+pub(crate) fn last_to_arrive(counter: &AtomicU64, round: u64, ranks: u64) -> bool {
+    counter.fetch_add(1, SeqCst) + 1 == round * ranks
+}
+
 /// Word `k` of local rank `local`'s control line in `control`: a
 /// collective's progress words, a cache line (eight words) per local rank
 /// at the start of the view, each written by its rank only.

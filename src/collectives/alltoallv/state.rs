@@ -3,8 +3,8 @@
 //! control line (progress, announcements of single copies, the probe, the
 //! count of readers), the offers, places and push masks after them, the
 //! node's counters and choice words, and the count matrices of unknown
-//! sizes; the phases a call resumes from. Every other file of the collective adds methods on
-//! top of this one.
+//! sizes; the phases a call resumes from. Every other file of the
+//! collective adds methods on top of this one.
 
 use super::control::Controls;
 use super::options::AlltoallvOptions;

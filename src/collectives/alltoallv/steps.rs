@@ -7,7 +7,7 @@
 use super::state::{Alltoallv, LEARNED, PLACED, PROGRESS, Phase, ROWS, SENT, STAGED, STEPS, Sizes};
 use crate::collectives::alltoallv_plan::{AlltoallvPlan, Chunk};
 use crate::collectives::layout::Layout;
-use crate::collectives::{await_control, await_control_or_spin};
+use crate::collectives::{await_control, await_control_or_spin, last_to_arrive};
 use crate::error::{Error, Result};
 use crate::types::{Deadline, Notification, Remote, Timeout};
 use bytemuck::Pod;
@@ -199,8 +199,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     *phase = if one_sender {
                         // The node's last rank to stage sends it all, at
                         // once: nobody waits for the others to stage.
-                        let arrived = self.staged_count().fetch_add(1, SeqCst) + 1;
-                        let last = arrived == self.stagings_counted * local_num as u64;
+                        let (rounds, ranks) = (self.stagings_counted, local_num as u64);
+                        let last = last_to_arrive(self.staged_count(), rounds, ranks);
                         let all = if last { p.chunks(node).len() } else { 0 };
                         Phase::Sending {
                             next: 0,
@@ -502,8 +502,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             return Phase::Rows { send: true };
         }
         self.rows_counted += 1;
-        let arrived = self.rows_count().fetch_add(1, SeqCst) + 1;
-        if arrived == self.rows_counted * local_num as u64 {
+        if last_to_arrive(self.rows_count(), self.rows_counted, local_num as u64) {
             return Phase::Opening { next: 0, all: true };
         }
         self.publish(step + SENT);
