@@ -513,6 +513,56 @@ fn private_calls_take_the_stores_timed_faster() {
     }
 }
 
+/// The node's last rank to copy its contribution in sends all the node's
+/// blocks (`testing_one_sender`) up to 64 KiB of the node's contributions,
+/// and above that only where the node's ranks are all bound to one CPU
+/// (their shares would go one after the other from it anyway); where they
+/// may run on several CPUs, each sends its share, from its own CPU. The
+/// node's ranks agree, and calls each way move the data right, the result
+/// in the window and in the caller's buffer (where blocks between hosts go
+/// as messages, nobody sends them so). On 2 CPUs, `--bind block`
+/// puts each node of 2 on a CPU of its own (and in 4 nodes of 2, two nodes
+/// on each), `--bind spread` a rank of each node on each CPU.
+#[test]
+fn one_rank_sends_a_nodes_blocks_where_they_are_small_or_its_ranks_share_a_cpu() {
+    let jobs = [
+        (4, Binding::Block),
+        (4, Binding::Spread),
+        (8, Binding::Block),
+    ];
+    for (ranks, binding) in jobs {
+        Job::new(&[ranks]).ppn(2).binding(binding).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let together = one_cpu_together(ctx);
+            let node = ctx.node_ranks(ctx.node());
+            let one_cpu = node
+                .clone()
+                .all(|r| together[node.start as usize][r as usize]);
+            // 8 KiB per rank (16 of the node's), then 80 KiB (160).
+            for (seg, per_rank) in [(10, 1024), (11, 10_240)] {
+                let counts = counts(Dist::Regular, n, per_rank);
+                let displs = displs(&counts);
+                let mut ag = Allgatherv::<u64>::new(ctx, seg, &counts, &displs, B).unwrap();
+                let what = format!("{ranks} ranks, {binding:?}, {per_rank} per rank");
+                // (Between hosts of the MPI engine, blocks go as messages.)
+                let expect = !ag.messages() && (per_rank == 1024 || one_cpu);
+                assert_eq!(ag.testing_one_sender(), expect, "{what}");
+                let mut got = vec![0u64; counts.iter().sum()];
+                for it in 0..12 {
+                    let send = contribution(&counts, me, it);
+                    if it % 2 == 0 {
+                        ag.run(&send, B).unwrap().copy_to_slice(0, &mut got);
+                    } else {
+                        got.fill(u64::MAX);
+                        ag.run_into(&send, &mut got, B).unwrap();
+                    }
+                    check_result(&got, &counts, &displs, it, &format!("{what} it={it}"));
+                }
+            }
+        });
+    }
+}
+
 /// A rank bound to one CPU on which only ranks of its node may run knows
 /// them, as the alltoallv's ranks do (`testing_core_mates`; which ranks
 /// those are: the alltoallv's test of its waits): once they have sent

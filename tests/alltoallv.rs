@@ -945,42 +945,6 @@ fn every_node_takes_the_ways_the_first_node_measured_faster() {
     });
 }
 
-/// The CPUs this process may run on.
-fn allowed_cpus() -> Vec<usize> {
-    let set = rustix::thread::sched_getaffinity(None).unwrap();
-    (0..rustix::thread::CpuSet::MAX_CPU)
-        .filter(|&c| set.is_set(c))
-        .collect()
-}
-
-/// By rank of the job: the lowest and highest CPU it may run on.
-fn cpu_spans(ctx: &Context) -> Vec<(u64, u64)> {
-    let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
-    let mine = allowed_cpus();
-    // Each rank's lowest and highest CPU, plus one.
-    let mut spans = vec![0u64; 2 * n];
-    spans[2 * me] = mine[0] as u64 + 1;
-    spans[2 * me + 1] = *mine.last().unwrap() as u64 + 1;
-    ctx.allreduce(&spans.clone(), &mut spans, ReduceOp::Max, GroupId::ALL, B)
-        .unwrap();
-    spans.chunks(2).map(|s| (s[0] - 1, s[1] - 1)).collect()
-}
-
-/// By rank of the job, by rank: whether both are bound to one and the
-/// same CPU (a test's ranks are bound as `gaspi-run --bind block` binds
-/// them: 4 ranks on 2 CPUs, ranks 0 and 1 on the first).
-fn one_cpu_together(ctx: &Context) -> Vec<Vec<bool>> {
-    let spans = cpu_spans(ctx);
-    let single = |r: usize| spans[r].0 == spans[r].1;
-    (0..spans.len())
-        .map(|s| {
-            (0..spans.len())
-                .map(|t| single(s) && spans[s] == spans[t])
-                .collect()
-        })
-        .collect()
-}
-
 /// A rank bound to one CPU on which only ranks of its node may run knows
 /// them (`testing_core_mates`): once they have done their part of a call,
 /// they wait, as it does, for ranks of other CPUs, and its waits spin

@@ -159,14 +159,6 @@ fn ranks_started_without_a_launcher() {
 
 const CPUS_NAME: &str = "ranks_bound_apart_by_another_launcher_have_cpus_of_their_own";
 
-/// The CPUs this thread may run on.
-fn allowed_cpus() -> Vec<usize> {
-    let set = rustix::thread::sched_getaffinity(None).unwrap();
-    (0..rustix::thread::CpuSet::MAX_CPU)
-        .filter(|&c| set.is_set(c))
-        .collect()
-}
-
 /// mpirun and srun bind each rank to a core of its own without telling it
 /// the job's CPUs (each sees one, and counted one CPU for two ranks: its
 /// waits never spun): ranks find out when they join that their CPUs are

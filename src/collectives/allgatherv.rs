@@ -36,10 +36,11 @@
 //! 4. once the next node's credit for this call has arrived, the rank
 //!    writes its share of the node's blocks (see [`AllgathervPlan`]) with
 //!    `write_notify` to the rank with the same local rank on the next node
-//!    (formula 1), the block id as notification id. Up to 64 KiB of the
-//!    node's contributions, the node's last rank to copy its own in (a
-//!    count in the window tells) writes all the node's blocks instead, and
-//!    the others write none and say so at once, without the node's wait of
+//!    (formula 1), the block id as notification id. Where the node's ranks
+//!    are all bound to one CPU, and elsewhere up to 64 KiB of the node's
+//!    contributions, the node's last rank to copy its own in (a count in
+//!    the window tells) writes all the node's blocks instead, and the
+//!    others write none and say so at once, without the node's wait of
 //!    step 3 first (`Allgatherv::one_sender`);
 //! 5. every rank of the node claims blocks from the node's one table until
 //!    the node has all blocks of other nodes, and forwards each block it
@@ -181,9 +182,14 @@ const SENT: usize = 5;
 const COPIES: usize = 6;
 
 /// The most bytes of a node's contributions that its last rank to copy
-/// its own in sends alone ([`Allgatherv::one_sender`]), as the alltoallv's
+/// its own in sends alone ([`Allgatherv::one_sender`]) where the node's
+/// ranks may run on several CPUs, as the alltoallv's
 /// `AlltoallvOptions::one_sender_max`: below it the others' shares would
-/// cost more hand-offs of the CPUs than their copies take.
+/// cost more hand-offs of the CPUs than their copies take, above it one
+/// CPU's stores into the next node's window take longer than the shares'
+/// stores from several CPUs at once. Where the node's ranks are all bound
+/// to one CPU, their shares would go one after the other from that CPU
+/// anyway, and one rank sends them all whatever their size.
 const ONE_SENDER_MAX_BYTES: usize = 64 << 10;
 /// The word of the first local rank's control line that says which stores
 /// the node's ranks put their contributions into the window and the blocks
@@ -392,9 +398,10 @@ pub struct Allgatherv<'a, T> {
     /// are of this node ([`super::core_mates`]).
     core_mates: Option<Vec<usize>>,
     /// Whether the node's last rank to copy its contribution into the
-    /// window sends all the node's blocks to the next node (up to
-    /// [`ONE_SENDER_MAX_BYTES`] of them, with several ranks per node, on
-    /// the ring): the others send nothing, say so at once ([`SENT`]) and
+    /// window sends all the node's blocks to the next node (with several
+    /// ranks per node, on the ring; up to [`ONE_SENDER_MAX_BYTES`] of them
+    /// unless the node's ranks are all bound to one CPU): the others send
+    /// nothing, say so at once ([`SENT`]) and
     /// need not run for the call to go on, so the node's ranks that share
     /// a CPU hand it over once per call instead of twice.
     one_sender: bool,
@@ -550,10 +557,13 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             .iter()
             .sum::<usize>()
             .saturating_mul(elem);
+        // The same on every rank of the node: where its ranks are not all
+        // bound to one CPU, each has one of them elsewhere.
+        let in_streams = elsewhere(node.clone());
         let one_sender = layout.nodes() > 1
             && node.len() > 1
             && messages.is_none()
-            && node_bytes <= ONE_SENDER_MAX_BYTES;
+            && (node_bytes <= ONE_SENDER_MAX_BYTES || !in_streams);
         Ok(Allgatherv {
             ctx,
             segment,
@@ -568,7 +578,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             copied: Vec::new(),
             stream: ChoicePair::default(),
             streaming: false,
-            in_streams: elsewhere(layout.node_ranks(layout.node_of(me as usize))),
+            in_streams,
             out_streams: layout.nodes() > 1 && elsewhere(layout.node_ranks(next)),
             call_times: None,
             core_mates: super::core_mates(ctx),
@@ -1386,6 +1396,16 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     #[doc(hidden)]
     pub fn testing_core_mates(&self) -> Option<Vec<usize>> {
         self.core_mates.clone()
+    }
+
+    /// Test aid: whether the node's last rank to copy its contribution in
+    /// sends all the node's blocks (see `ONE_SENDER_MAX_BYTES`): with
+    /// several nodes and several ranks per node, up to 64 KiB of the
+    /// node's contributions, or where the node's ranks are all bound to
+    /// one CPU.
+    #[doc(hidden)]
+    pub fn testing_one_sender(&self) -> bool {
+        self.one_sender
     }
 
     /// Test aid: whether this rank's calls with a large private result
