@@ -143,7 +143,7 @@ fn run_dist(d: Dist) {
             // The node's ranks share its chunks out (and wait for each
             // other's staging) instead of its last rank sending them all.
             let shared_out = AlltoallvOptions {
-                one_sender_max: 0,
+                one_sender_max: Some(0),
                 ..small
             };
             check_fixed(ctx, d, 37, calls, shared_out);
@@ -945,6 +945,53 @@ fn every_node_takes_the_ways_the_first_node_measured_faster() {
     });
 }
 
+/// By default the node's last rank to stage sends all its chunks up to 64
+/// KiB going out of the node, and whatever their size where the node's
+/// ranks are all bound to one CPU (`testing_one_sender_max`; their shares
+/// would go from that CPU one after the other anyway); a limit set in the
+/// options holds everywhere. On 2 CPUs, `--bind block` puts each node of
+/// 2 on a CPU of its own (in 4 nodes of 2, two nodes on each), `--bind
+/// spread` a rank of each node on each CPU. Calls of 128 KiB going out of
+/// each node move the data right each way, in place and private.
+#[test]
+fn one_rank_sends_a_nodes_chunks_where_they_are_small_or_its_ranks_share_a_cpu() {
+    let jobs = [
+        (4, Binding::Block),
+        (4, Binding::Spread),
+        (8, Binding::Block),
+    ];
+    for (ranks, binding) in jobs {
+        Job::new(&[ranks]).ppn(2).binding(binding).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            let together = one_cpu_together(ctx);
+            let node = ctx.node_ranks(ctx.node());
+            let one_cpu = node.clone().all(|r| together[me][r as usize]);
+            let what = format!("{ranks} ranks, {binding:?}");
+            // 32 KiB per pair in 4 ranks (8 KiB in 8): 128 KiB out of a node.
+            let counts = counts(Dist::Regular, n, 16_384 / n, 1);
+            let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
+            for (seg, limit) in [(1, None), (2, Some(0))] {
+                let options = AlltoallvOptions {
+                    one_sender_max: limit,
+                    ..Default::default()
+                };
+                let mut a = Alltoallv::<u64>::with_options(ctx, seg, &counts, options, B).unwrap();
+                let want = match (limit, one_cpu) {
+                    (Some(set), _) => set,
+                    (None, true) => usize::MAX,
+                    (None, false) => AlltoallvOptions::DEFAULT_ONE_SENDER_MAX,
+                };
+                assert_eq!(a.testing_one_sender_max(), want, "{what}, {limit:?}");
+                for it in 0..12 {
+                    let private = (it % 2 == 1).then_some(&mut recv[..]);
+                    run_and_check(&mut a, &counts, (n, me), it, private);
+                }
+            }
+            barrier(ctx);
+        });
+    }
+}
+
 /// A rank bound to one CPU on which only ranks of its node may run knows
 /// them (`testing_core_mates`): once they have done their part of a call,
 /// they wait, as it does, for ranks of other CPUs, and its waits spin
@@ -1662,7 +1709,7 @@ fn unknown_sizes_change_or_repeat_on_every_layout() {
             // other.
             let staged = AlltoallvOptions {
                 block_bytes: 8 * 24,
-                one_sender_max: 8 * 40,
+                one_sender_max: Some(8 * 40),
                 ..Default::default()
             };
             // (And six copies of the data area in turn, and the node's
@@ -1670,7 +1717,7 @@ fn unknown_sizes_change_or_repeat_on_every_layout() {
             let direct = AlltoallvOptions {
                 direct_min: Some(8 * 20),
                 copies: Some(6),
-                one_sender_max: 0,
+                one_sender_max: Some(0),
                 ..staged
             };
             let mut a = Alltoallv::<u64>::with_unknown_sizes(ctx, 11, capacity, staged, B).unwrap();

@@ -184,7 +184,7 @@ const COPIES: usize = 6;
 /// The most bytes of a node's contributions that its last rank to copy
 /// its own in sends alone ([`Allgatherv::one_sender`]) where the node's
 /// ranks may run on several CPUs, as the alltoallv's
-/// `AlltoallvOptions::one_sender_max`: below it the others' shares would
+/// `AlltoallvOptions::DEFAULT_ONE_SENDER_MAX`: below it the others' shares would
 /// cost more hand-offs of the CPUs than their copies take, above it one
 /// CPU's stores into the next node's window take longer than the shares'
 /// stores from several CPUs at once. Where the node's ranks are all bound
@@ -400,7 +400,8 @@ pub struct Allgatherv<'a, T> {
     /// Whether the node's last rank to copy its contribution into the
     /// window sends all the node's blocks to the next node (with several
     /// ranks per node, on the ring; up to [`ONE_SENDER_MAX_BYTES`] of them
-    /// unless the node's ranks are all bound to one CPU): the others send
+    /// unless the node's ranks are all bound to one CPU,
+    /// [`super::node_on_one_cpu`]): the others send
     /// nothing, say so at once ([`SENT`]) and
     /// need not run for the call to go on, so the node's ranks that share
     /// a CPU hand it over once per call instead of twice.
@@ -557,13 +558,10 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             .iter()
             .sum::<usize>()
             .saturating_mul(elem);
-        // The same on every rank of the node: where its ranks are not all
-        // bound to one CPU, each has one of them elsewhere.
-        let in_streams = elsewhere(node.clone());
         let one_sender = layout.nodes() > 1
             && node.len() > 1
             && messages.is_none()
-            && (node_bytes <= ONE_SENDER_MAX_BYTES || !in_streams);
+            && (node_bytes <= ONE_SENDER_MAX_BYTES || super::node_on_one_cpu(ctx));
         Ok(Allgatherv {
             ctx,
             segment,
@@ -578,7 +576,7 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
             copied: Vec::new(),
             stream: ChoicePair::default(),
             streaming: false,
-            in_streams,
+            in_streams: elsewhere(node),
             out_streams: layout.nodes() > 1 && elsewhere(layout.node_ranks(next)),
             call_times: None,
             core_mates: super::core_mates(ctx),

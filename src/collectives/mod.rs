@@ -44,6 +44,19 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
+/// Whether every rank of this rank's node is bound to one CPU, the same
+/// as this rank's, by the CPUs the ranks were bound to when they joined
+/// (the same answer on every rank of the node). Then a node's ranks take
+/// their turns on that CPU whatever they do, and one of them sends all the
+/// node's data to other nodes whatever its size (the allgatherv's blocks,
+/// the alltoallv's chunks by default), where elsewhere each sends a share
+/// from its own CPU above a few KiB.
+pub(crate) fn node_on_one_cpu(ctx: &Context) -> bool {
+    let me = ctx.rank();
+    let mut node = ctx.node_ranks(ctx.node());
+    node.all(|r| ctx.engine.one_cpu_together(me, r))
+}
+
 /// The local ranks that may run on this rank's CPU, where this rank is
 /// bound to one CPU and every rank that may run on it is of this node
 /// (`None` elsewhere, and in a job across hosts: the ranks of other hosts

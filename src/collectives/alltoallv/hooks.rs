@@ -102,6 +102,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.core_mates.clone()
     }
 
+    /// Test aid: up to how many bytes going out of the node in a call the
+    /// node's last rank to be ready sends them all
+    /// ([`AlltoallvOptions::one_sender_max`](crate::AlltoallvOptions::one_sender_max),
+    /// resolved: `usize::MAX` for no limit).
+    #[doc(hidden)]
+    pub fn testing_one_sender_max(&self) -> usize {
+        self.one_sender_max
+    }
+
     /// Test aid: the ways the last call took, `[once, streaming]`: whether
     /// it copied large pieces inside the node once, whether its stores
     /// into the windows streamed.

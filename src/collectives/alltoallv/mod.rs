@@ -32,7 +32,8 @@
 //!    bytes among the local ranks) with `write_notify`, each once its
 //!    target node's credit for this call is there. Up to
 //!    [`AlltoallvOptions::one_sender_max`] bytes going out of the node
-//!    (64 KiB by default), the node's last rank to stage (a counter in the
+//!    (by default 64 KiB, or no limit where the node's ranks are all bound
+//!    to one CPU), the node's last rank to stage (a counter in the
 //!    window tells) writes all the node's chunks instead, and no rank waits
 //!    for the others' staging. Then the rank copies its pieces for ranks of
 //!    its own node straight into the receive area while the chunks travel,

@@ -18,7 +18,7 @@ use crate::types::QueueId;
 /// assert_eq!(a.plan().unwrap().block_elems, 512);
 /// # Ok::<(), gaspi::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AlltoallvOptions {
     /// The most bytes in one notified write between nodes: larger sections
     /// are cut into chunks that the node's ranks share out. 0 (the
@@ -32,9 +32,14 @@ pub struct AlltoallvOptions {
     /// chunks out by bytes and each waits until all have staged. With
     /// sizes unknown, the same for the node's rows of counts: up to this
     /// many bytes of them, the node's last rank to write its row sends
-    /// them all. 0: always share. Default
-    /// [`AlltoallvOptions::DEFAULT_ONE_SENDER_MAX`].
-    pub one_sender_max: usize,
+    /// them all. `Some(0)`: always share. `None` (the default):
+    /// [`AlltoallvOptions::DEFAULT_ONE_SENDER_MAX`] where the node's ranks
+    /// may run on several CPUs, and no limit where they are all bound to
+    /// one CPU (as `gaspi-run --bind block` binds a node of ranks that
+    /// share cores): their shares would go one after the other from that
+    /// CPU anyway, each after a hand-off of it. The node's ranks must
+    /// agree (the same value on all of them).
+    pub one_sender_max: Option<usize>,
     /// With private results
     /// ([`Alltoallv::run_into`](crate::Alltoallv::run_into)), a piece of
     /// at least this many bytes between two ranks of one node is copied once,
@@ -181,28 +186,18 @@ pub struct AlltoallvOptions {
     pub copies: Option<usize>,
 }
 
-impl Default for AlltoallvOptions {
-    fn default() -> AlltoallvOptions {
-        AlltoallvOptions {
-            block_bytes: 0,
-            queue: 0,
-            one_sender_max: AlltoallvOptions::DEFAULT_ONE_SENDER_MAX,
-            single_copy_min: None,
-            direct_min: None,
-            stream_stores: None,
-            copies: None,
-        }
-    }
-}
-
 impl AlltoallvOptions {
     /// The chunk size chosen for `block_bytes: 0` inside a host: 1 MiB
     /// (an aggregated section is usually sent whole).
     pub const DEFAULT_BLOCK_BYTES: usize = 1 << 20;
-    /// The default of `one_sender_max`: 64 KiB. Measured here (4 and 8
-    /// ranks on 2 cores, alternated rounds): one sender took 0.85-0.96 of
-    /// the shared-out time at 1-8 KiB per pair, 1.10 at 64-256 KiB on 2
-    /// nodes of 2 (256 KiB going out per node).
+    /// The limit of `one_sender_max: None` where the node's ranks may run
+    /// on several CPUs: 64 KiB. Measured here (4 and 8 ranks on 2 cores,
+    /// alternated rounds): one sender took 0.85-0.96 of the shared-out
+    /// time at 1-8 KiB per pair, 1.10 at 64-256 KiB on 2 nodes of 2 (256
+    /// KiB going out per node); with the node's ranks all on one CPU
+    /// (a node per CPU), later, 0.85 at 8 KiB per pair in 2 nodes of 4
+    /// (128 KiB going out), 0.94 at 32 KiB in 2 nodes of 2, 0.98-1.01 at
+    /// 64-256 KiB, hence no limit there.
     pub const DEFAULT_ONE_SENDER_MAX: usize = 64 << 10;
     /// The smallest piece that may go in one copy where the ranks have a
     /// core each (`single_copy_min: None`, the calls' way measured): 16

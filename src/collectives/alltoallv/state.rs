@@ -301,6 +301,12 @@ pub struct Alltoallv<'a, T> {
     /// their part of a call and wait, as this rank does, for ranks of other
     /// CPUs, its waits spin instead of yielding (`Alltoallv::core_idle`).
     pub(super) core_mates: Option<Vec<usize>>,
+    /// Up to this many bytes going out of the node in a call (chunks, or
+    /// with sizes unknown rows of counts), the node's last rank to be
+    /// ready sends them all: [`AlltoallvOptions::one_sender_max`], by
+    /// default resolved by where the node's ranks run (fixed at creation,
+    /// the same on every rank of the node).
+    pub(super) one_sender_max: usize,
     /// Bytes this rank stored into windows with streaming stores in its
     /// call in progress or last call (`Alltoallv::testing_streamed`).
     pub(super) streamed: AtomicU64,
@@ -339,6 +345,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .node_ranks(ctx.node())
             .any(|s| ranks.clone().any(|t| t != s && together(s, t)));
         let core_mates = crate::collectives::core_mates(ctx);
+        let one_sender_max =
+            options
+                .one_sender_max
+                .unwrap_or(match crate::collectives::node_on_one_cpu(ctx) {
+                    true => usize::MAX,
+                    false => AlltoallvOptions::DEFAULT_ONE_SENDER_MAX,
+                });
         let mut a = Alltoallv {
             ctx,
             nodes_mapped,
@@ -391,6 +404,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             cpu_mates,
             shares_cpu,
             core_mates,
+            one_sender_max,
             streamed: AtomicU64::new(0),
             choice: ChoicePair::default(),
             keep_window: false,

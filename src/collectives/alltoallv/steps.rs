@@ -191,7 +191,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                     self.publish(step(STAGED));
                     let elem = std::mem::size_of::<T>();
                     let outgoing = self.staged_len.saturating_mul(elem);
-                    let one_sender = outgoing <= self.options.one_sender_max;
+                    let one_sender = outgoing <= self.one_sender_max;
                     // (Only such calls count: with sizes unknown, the node's
                     // calls may change from one way to the other.)
                     self.stagings_counted += u64::from(one_sender);
@@ -475,7 +475,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// Unknown sizes: write this rank's row of count matrix `parity`, and
     /// say so; the phase that follows. Up to `one_sender_max`
-    /// ([`super::AlltoallvOptions::one_sender_max`]) bytes of rows going
+    /// ([`Alltoallv::one_sender_max`]) bytes of rows going
     /// out of the node, the node's last rank to write its row sends them all
     /// (`Phase::Opening` with `all`; it says nothing until they are sent:
     /// a word at [`ROWS`] or beyond then says that its rank has nothing to
@@ -497,7 +497,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .saturating_mul(n)
             .saturating_mul(std::mem::size_of::<u64>());
         let step = STEPS * self.calls;
-        if outgoing > self.options.one_sender_max {
+        if outgoing > self.one_sender_max {
             self.publish(step + ROWS);
             return Phase::Rows { send: true };
         }
