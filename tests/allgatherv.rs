@@ -525,19 +525,10 @@ fn private_calls_take_the_stores_timed_faster() {
 /// on each), `--bind spread` a rank of each node on each CPU.
 #[test]
 fn one_rank_sends_a_nodes_blocks_where_they_are_small_or_its_ranks_share_a_cpu() {
-    let jobs = [
-        (4, Binding::Block),
-        (4, Binding::Spread),
-        (8, Binding::Block),
-    ];
-    for (ranks, binding) in jobs {
+    for (ranks, binding) in NODES_OF_2_PLACED {
         Job::new(&[ranks]).ppn(2).binding(binding).run(|ctx| {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
-            let together = one_cpu_together(ctx);
-            let node = ctx.node_ranks(ctx.node());
-            let one_cpu = node
-                .clone()
-                .all(|r| together[node.start as usize][r as usize]);
+            let one_cpu = node_on_one_cpu(ctx);
             // 8 KiB per rank (16 of the node's), then 80 KiB (160).
             for (seg, per_rank) in [(10, 1024), (11, 10_240)] {
                 let counts = counts(Dist::Regular, n, per_rank);
@@ -547,19 +538,32 @@ fn one_rank_sends_a_nodes_blocks_where_they_are_small_or_its_ranks_share_a_cpu()
                 // (Between hosts of the MPI engine, blocks go as messages.)
                 let expect = !ag.messages() && (per_rank == 1024 || one_cpu);
                 assert_eq!(ag.testing_one_sender(), expect, "{what}");
-                let mut got = vec![0u64; counts.iter().sum()];
-                for it in 0..12 {
-                    let send = contribution(&counts, me, it);
-                    if it % 2 == 0 {
-                        ag.run(&send, B).unwrap().copy_to_slice(0, &mut got);
-                    } else {
-                        got.fill(u64::MAX);
-                        ag.run_into(&send, &mut got, B).unwrap();
-                    }
-                    check_result(&got, &counts, &displs, it, &format!("{what} it={it}"));
-                }
+                run_both_ways(&mut ag, (&counts, &displs), me, 12, &what);
             }
         });
+    }
+}
+
+/// `calls` calls of `ag` (made with `counts` and `displs`) by rank `me`,
+/// the result read in the window in even calls and copied into the
+/// caller's buffer in odd ones, each checked.
+fn run_both_ways(
+    ag: &mut Allgatherv<u64>,
+    (counts, displs): (&[usize], &[usize]),
+    me: usize,
+    calls: usize,
+    what: &str,
+) {
+    let mut got = vec![0u64; counts.iter().sum()];
+    for it in 0..calls {
+        let send = contribution(counts, me, it);
+        if it % 2 == 0 {
+            ag.run(&send, B).unwrap().copy_to_slice(0, &mut got);
+        } else {
+            got.fill(u64::MAX);
+            ag.run_into(&send, &mut got, B).unwrap();
+        }
+        check_result(&got, counts, displs, it, &format!("{what} it={it}"));
     }
 }
 
@@ -587,17 +591,7 @@ fn claims_spin_where_a_cpus_ranks_are_all_of_the_node() {
                 "{binding:?}"
             );
             drop(a);
-            let mut got = vec![0u64; counts.iter().sum()];
-            for it in 0..40 {
-                let send = contribution(&counts, me, it);
-                if it % 2 == 0 {
-                    ag.run(&send, B).unwrap().copy_to_slice(0, &mut got);
-                } else {
-                    got.fill(u64::MAX);
-                    ag.run_into(&send, &mut got, B).unwrap();
-                }
-                check_result(&got, &counts, &displs, it, &format!("{binding:?} it={it}"));
-            }
+            run_both_ways(&mut ag, (&counts, &displs), me, 40, &format!("{binding:?}"));
         });
     }
 }

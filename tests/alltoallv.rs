@@ -955,17 +955,10 @@ fn every_node_takes_the_ways_the_first_node_measured_faster() {
 /// each node move the data right each way, in place and private.
 #[test]
 fn one_rank_sends_a_nodes_chunks_where_they_are_small_or_its_ranks_share_a_cpu() {
-    let jobs = [
-        (4, Binding::Block),
-        (4, Binding::Spread),
-        (8, Binding::Block),
-    ];
-    for (ranks, binding) in jobs {
+    for (ranks, binding) in NODES_OF_2_PLACED {
         Job::new(&[ranks]).ppn(2).binding(binding).run(|ctx| {
             let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
-            let together = one_cpu_together(ctx);
-            let node = ctx.node_ranks(ctx.node());
-            let one_cpu = node.clone().all(|r| together[me][r as usize]);
+            let one_cpu = node_on_one_cpu(ctx);
             let what = format!("{ranks} ranks, {binding:?}");
             // 32 KiB per pair in 4 ranks (8 KiB in 8): 128 KiB out of a node.
             let counts = counts(Dist::Regular, n, 16_384 / n, 1);

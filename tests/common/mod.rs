@@ -1,7 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use gaspi::launcher::Report;
+use gaspi::launcher::{Binding, Report};
 use gaspi::{
     Alloc, Context, Error, GroupId, Notification, ReduceOp, SegmentId, SegmentView, Timeout,
 };
@@ -274,3 +274,22 @@ pub fn one_cpu_together(ctx: &Context) -> Vec<Vec<bool>> {
         })
         .collect()
 }
+
+/// Whether every rank of this rank's node is bound to one CPU, the same
+/// ([`one_cpu_together`]); a collective call on every rank.
+pub fn node_on_one_cpu(ctx: &Context) -> bool {
+    let together = one_cpu_together(ctx);
+    let me = ctx.rank() as usize;
+    let mut node = ctx.node_ranks(ctx.node());
+    node.all(|r| together[me][r as usize])
+}
+
+/// Jobs of nodes of 2 ranks (ranks, binding) whose nodes lie on one CPU
+/// each or not: on 2 CPUs, `--bind block` puts each node of 2 on a CPU of
+/// its own (in 4 nodes of 2, two nodes on each), `--bind spread` a rank
+/// of each node on each CPU ([`node_on_one_cpu`] says which).
+pub const NODES_OF_2_PLACED: [(usize, Binding); 3] = [
+    (4, Binding::Block),
+    (4, Binding::Spread),
+    (8, Binding::Block),
+];
