@@ -184,12 +184,12 @@ const COPIES: usize = 6;
 /// The most bytes of a node's contributions that its last rank to copy
 /// its own in sends alone ([`Allgatherv::one_sender`]) where the node's
 /// ranks may run on several CPUs, as the alltoallv's
-/// `AlltoallvOptions::DEFAULT_ONE_SENDER_MAX`: below it the others' shares would
-/// cost more hand-offs of the CPUs than their copies take, above it one
-/// CPU's stores into the next node's window take longer than the shares'
-/// stores from several CPUs at once. Where the node's ranks are all bound
-/// to one CPU, their shares would go one after the other from that CPU
-/// anyway, and one rank sends them all whatever their size.
+/// `AlltoallvOptions::DEFAULT_ONE_SENDER_MAX`: below it the others'
+/// shares would cost more hand-offs of the CPUs than their copies take,
+/// above it one CPU's stores into the next node's window take longer than
+/// the shares' stores from several CPUs at once. Where the node's ranks
+/// are all bound to one CPU, their shares would go one after the other
+/// from that CPU anyway, and one rank sends them all whatever their size.
 const ONE_SENDER_MAX_BYTES: usize = 64 << 10;
 /// The word of the first local rank's control line that says which stores
 /// the node's ranks put their contributions into the window and the blocks
@@ -401,10 +401,10 @@ pub struct Allgatherv<'a, T> {
     /// window sends all the node's blocks to the next node (with several
     /// ranks per node, on the ring; up to [`ONE_SENDER_MAX_BYTES`] of them
     /// unless the node's ranks are all bound to one CPU,
-    /// [`super::node_on_one_cpu`]): the others send
-    /// nothing, say so at once ([`SENT`]) and
-    /// need not run for the call to go on, so the node's ranks that share
-    /// a CPU hand it over once per call instead of twice.
+    /// [`super::node_on_one_cpu`]): the others send nothing, say so at
+    /// once ([`SENT`]) and need not run for the call to go on, so the
+    /// node's ranks that share a CPU hand it over once per call instead of
+    /// twice.
     one_sender: bool,
     /// Blocks between hosts as messages, where they are.
     messages: Option<Messages>,

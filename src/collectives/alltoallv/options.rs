@@ -194,10 +194,11 @@ impl AlltoallvOptions {
     /// on several CPUs: 64 KiB. Measured here (4 and 8 ranks on 2 cores,
     /// alternated rounds): one sender took 0.85-0.96 of the shared-out
     /// time at 1-8 KiB per pair, 1.10 at 64-256 KiB on 2 nodes of 2 (256
-    /// KiB going out per node); with the node's ranks all on one CPU
-    /// (a node per CPU), later, 0.85 at 8 KiB per pair in 2 nodes of 4
-    /// (128 KiB going out), 0.94 at 32 KiB in 2 nodes of 2, 0.98-1.01 at
-    /// 64-256 KiB, hence no limit there.
+    /// KiB going out per node). Where the node's ranks are all on one CPU
+    /// (a node per CPU), no limit against this one, later (2026-12-05,
+    /// Zen 4 VM): 0.90 at 32 KiB per pair in 2 nodes of 2 (128 KiB going
+    /// out), 0.85 and 0.99 at 8 KiB in 2 nodes of 4 (two runs, the cores
+    /// near and far), 0.99-1.01 at 64-256 KiB; hence no limit there.
     pub const DEFAULT_ONE_SENDER_MAX: usize = 64 << 10;
     /// The smallest piece that may go in one copy where the ranks have a
     /// core each (`single_copy_min: None`, the calls' way measured): 16
