@@ -890,10 +890,8 @@ impl<'a, T: Pod> Allgatherv<'a, T> {
     /// first, which a spin delays until this rank's claims end), and a
     /// yield would hand the CPU to a rank that hands it back.
     fn core_idle(&self, call: u64) -> bool {
-        self.core_mates.as_ref().is_some_and(|m| {
-            m.iter()
-                .all(|&l| control_word(&self.control, l, SENT).load(SeqCst) >= call)
-        })
+        let mates = self.core_mates.as_deref();
+        super::core_mates_reached(mates, &self.control, SENT, call)
     }
 
     /// Write block `id` with its notification (value `tag`) to the rank

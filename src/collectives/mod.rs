@@ -82,6 +82,23 @@ pub(crate) fn core_mates(ctx: &Context) -> Option<Vec<usize>> {
         .then(|| locals.collect())
 }
 
+/// Whether word `k` of the control line (in `control`, [`control_word`])
+/// of every local rank in `mates` ([`core_mates`]: `None` where they are
+/// not known) is at least `at_least`: the ranks that may run on this
+/// rank's CPU have all reached a step of a call from which they only wait
+/// for ranks of other CPUs, as this rank does, and its wait may spin.
+pub(crate) fn core_mates_reached(
+    mates: Option<&[usize]>,
+    control: &SegmentView<u64>,
+    k: usize,
+    at_least: u64,
+) -> bool {
+    mates.is_some_and(|m| {
+        m.iter()
+            .all(|&l| control_word(control, l, k).load(SeqCst) >= at_least)
+    })
+}
+
 /// Count this rank's arrival in round `round` (from 1) at a node's
 /// `counter`, a word to which each of the node's `ranks` ranks adds one in
 /// every round it counts, and say whether it was the round's last arrival

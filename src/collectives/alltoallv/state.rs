@@ -634,10 +634,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// have not all come. Where none of them can run, a yield would only
     /// hand the CPU to one that yields it back.
     pub(super) fn core_idle(&self, step: u64) -> bool {
-        self.core_mates.as_ref().is_some_and(|m| {
-            m.iter()
-                .all(|&l| self.line(l, PROGRESS).load(SeqCst) >= step)
-        })
+        let mates = self.core_mates.as_deref();
+        crate::collectives::core_mates_reached(mates, &self.control, PROGRESS, step)
     }
 
     /// Wake the node's ranks waiting on a control line.
