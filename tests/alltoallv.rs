@@ -397,13 +397,14 @@ fn shm_free() -> u64 {
     st.f_bavail.saturating_mul(st.f_frsize)
 }
 
-/// Where a rank receives 16 KiB or more per call and no rank shares its
-/// cores, the calls turn through more copies of the data area than two
-/// (`AlltoallvOptions::copies`), as many as the options' rule says, the
-/// same on every rank; with copies set, as many as set. The results stay
-/// right through more than two turns, in place, private (single copies
-/// and offered buffers where the calls take them) and made in the window,
-/// counts fixed or unknown.
+/// Where a rank receives 16 KiB or more per call, the calls turn through
+/// more copies of the data area than two (`AlltoallvOptions::copies`), as
+/// many as the options' rule says, the same on every rank (where ranks
+/// share cores, through all of them or the first two as the calls
+/// measure: `testing_copy`); with copies set, as many as set, all of them.
+/// The results stay right through more than two turns, in place, private
+/// (single copies and offered buffers where the calls take them) and made
+/// in the window, counts fixed or unknown.
 #[test]
 fn calls_turn_through_more_copies_of_the_window() {
     for (ranks, ppn) in gaspi::testing::layouts(&[(2, 1), (4, 2), (3, 3)]) {
@@ -433,14 +434,13 @@ fn calls_turn_through_more_copies_of_the_window() {
                     .map(|k| 8 * p.window_len(k))
                     .max()
                     .unwrap();
-                let rule = |shared, room| opts.copies_for(received, largest, shared, room).unwrap();
+                let rule = |room| opts.copies_for(received, largest, room).unwrap();
                 match set {
                     Some(c) => assert_eq!(a.copies(), c),
                     None => {
-                        let most = rule(false, None);
+                        let most = rule(None);
                         assert!(most > 2 && most % 2 == 0, "{most}");
-                        assert_eq!(rule(true, None), 2);
-                        assert_eq!(rule(false, Some(0)), 2);
+                        assert_eq!(rule(Some(0)), 2);
                         // Fewer where the shared memory has less room (a
                         // quarter of it free for the window), but all
                         // where it has plenty, as here unless other jobs
@@ -456,6 +456,15 @@ fn calls_turn_through_more_copies_of_the_window() {
                 let what = format!("{} copies", a.copies());
                 for it in 0..2 * a.copies() + 3 {
                     call_each_way(&mut a, &counts, me, it, &what);
+                    // Copies set: all of them in turn. By the rule, all in
+                    // the first turn, then (where measured) a copy of the
+                    // call's parity.
+                    let (copy, measured) = a.testing_copy();
+                    assert_eq!(copy % 2, it % 2, "{what}, call {it}");
+                    if !measured || it < a.copies() {
+                        assert_eq!(copy, it % a.copies(), "{what}, call {it}");
+                    }
+                    assert!(!(measured && set.is_some()), "{what}");
                 }
                 drop(a);
                 barrier(ctx);
@@ -488,6 +497,141 @@ fn calls_turn_through_more_copies_of_the_window() {
             }
         });
     }
+}
+
+/// Where the calls measure how many copies of the data area they turn
+/// through (all, or the first two; ranks that share cores, or
+/// `testing_measure_copies`), every node takes the first node's way in
+/// the same call: node 0's calls say that all copies are twice as fast
+/// until call 500, then the first two (`testing_call_times`), node 1's
+/// the opposite. The copy of each call is the same on every rank, of the
+/// call's parity, all copies after the probes and two after the change,
+/// and every call's results are right, private, in place and made in the
+/// window, on 2 and 3 nodes.
+#[test]
+fn every_node_turns_through_the_copies_the_first_node_measured_faster() {
+    for (ranks, ppn) in gaspi::testing::layouts(&[(4, 2), (6, 2)]) {
+        Job::new(&[ranks]).ppn(ppn).run(|ctx| {
+            let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+            // 16 KiB per pair: more than two copies by the rule.
+            let counts = counts(Dist::Regular, n, 2048, 3);
+            let mut a = Alltoallv::<u64>::new(ctx, 4, &counts, B).unwrap();
+            assert!(a.copies() > 2, "{} copies", a.copies());
+            a.testing_measure_copies();
+            let first = ctx.node() == 0;
+            a.testing_call_times(move |call, [_, _, all]| {
+                let all_faster = (call < 500) == first;
+                Duration::from_millis(if all == all_faster { 1 } else { 2 })
+            });
+            let row = counts[me * n..(me + 1) * n].to_vec();
+            let mut recv = vec![0u64; expected(&counts, n, me, 0).len()];
+            let mut copies = Vec::new();
+            for it in 0..1024 {
+                // Private but in a call of each stretch (not the first
+                // rank's 16th, which says whether the next is measured).
+                match (it + me) % 64 {
+                    40 => {
+                        a.run(&send_of(&counts, n, me, it), &row, B).unwrap();
+                        check_in_place(&a, &counts, n, me, it);
+                    }
+                    41 => {
+                        write_outgoing(&a, &counts, n, me, it, 0);
+                        a.run_in_window(B).unwrap();
+                        check_in_place(&a, &counts, n, me, it);
+                    }
+                    _ => {
+                        recv.fill(u64::MAX);
+                        a.run_into(&send_of(&counts, n, me, it), &row, &mut recv, B)
+                            .unwrap();
+                        assert!(recv == expected(&counts, n, me, it), "call {it}");
+                    }
+                }
+                let (copy, measured) = a.testing_copy();
+                assert!(measured);
+                assert_eq!(copy % 2, it % 2, "call {it}");
+                copies.push(copy);
+            }
+            // The same copies on every rank: a hash of them agreed.
+            let hash = copies.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
+                (h ^ c as u64).wrapping_mul(0x100_0000_01b3)
+            });
+            let (mut most, mut least) = ([0u64], [0u64]);
+            ctx.allreduce(&[hash], &mut most, ReduceOp::Max, GroupId::ALL, B)
+                .unwrap();
+            ctx.allreduce(&[hash], &mut least, ReduceOp::Min, GroupId::ALL, B)
+                .unwrap();
+            assert_eq!(most, least, "the ranks' copies differ");
+            // The first node's probes (calls 68-99) find all copies faster,
+            // its word for calls 192-255 says so; from call 500 on the two
+            // are faster, which a burst of tries (calls 700-703) finds and
+            // the word for calls 768-831 says. Beyond a copy below 2 in
+            // every 16th call of a turn through all and the bursts of tries
+            // of the way not in use, both show.
+            let beyond_two = |calls: std::ops::Range<usize>| -> usize {
+                copies[calls].iter().filter(|&&c| c >= 2).count()
+            };
+            assert!(beyond_two(192..500) >= 250, "{copies:?}");
+            assert!(beyond_two(832..1024) <= 8, "{copies:?}");
+            drop(a);
+            barrier(ctx);
+        });
+    }
+}
+
+/// A node may run ahead of the first node when the two exchange nothing:
+/// the ranks of node 1 (pieces inside their node only) reach call 48,
+/// where every rank reads the first node's way of turning through the
+/// copies for the next stretch of calls, while node 0 waits in its call
+/// 10 for them. Their call times out, nothing lost; node 0 goes on (it
+/// publishes the way at its call 16), and the same call, retried, reads
+/// it and completes with the right result, as do all the calls after.
+/// Node 0 finishes its calls first and drops its window only once node
+/// 1 has read its last word (at call 176; through MPI and GPI-2 a read of
+/// a window dropped fails).
+#[test]
+fn a_node_that_waits_for_the_first_nodes_copies_times_out_then_retries() {
+    Job::new(&[4]).ppn(2).run(|ctx| {
+        let (n, me) = (ctx.num_ranks() as usize, ctx.rank() as usize);
+        let node = ctx.node();
+        // 16 KiB per pair inside each node, nothing between nodes.
+        let mut counts = vec![0; n * n];
+        for s in 0..n {
+            for t in (0..n).filter(|&t| t / 2 == s / 2) {
+                counts[s * n + t] = 2048;
+            }
+        }
+        let mut a = Alltoallv::<u64>::new(ctx, 5, &counts, B).unwrap();
+        assert!(a.testing_measure_copies());
+        let row = counts[me * n..(me + 1) * n].to_vec();
+        let mut recv = vec![0u64; expected(&counts, n, me, 0).len()];
+        let seg = segment(ctx, 6, 64);
+        barrier(ctx);
+        for it in 0..200 {
+            let send = send_of(&counts, n, me, it);
+            if node == 0 && it == 10 {
+                // Until both ranks of node 1 have timed out at call 48.
+                for id in [2, 3] {
+                    ctx.notify_waitsome(6, id..id + 1, B).unwrap();
+                    ctx.notify_reset(6, id).unwrap();
+                }
+            }
+            if node == 1 && it == 48 {
+                let r = a.run_into(&send, &row, &mut recv, Timeout::ms(50));
+                assert!(matches!(r, Err(Error::Timeout)), "{r:?}");
+                for t in [0, 1] {
+                    ctx.notify(t, 6, Notification::new(me as u32, 1), 1, B)
+                        .unwrap();
+                }
+                ctx.wait(1, B).unwrap();
+            }
+            recv.fill(u64::MAX);
+            a.run_into(&send, &row, &mut recv, B).unwrap();
+            assert!(recv == expected(&counts, n, me, it), "call {it}");
+        }
+        drop(seg);
+        drop(a);
+        barrier(ctx);
+    });
 }
 
 /// Copies of the data area that are odd or fewer than two are refused on
@@ -922,7 +1066,7 @@ fn every_node_takes_the_ways_the_first_node_measured_faster() {
         let counts = counts(Dist::Regular, n, 128 << 10, 1);
         let mut a = Alltoallv::<u64>::new(ctx, 1, &counts, B).unwrap();
         let first = ctx.node() == 0;
-        a.testing_call_times(move |_, [_, streaming]| {
+        a.testing_call_times(move |_, [_, streaming, _]| {
             Duration::from_millis(if streaming == first { 1 } else { 2 })
         });
         let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
@@ -1102,7 +1246,7 @@ fn private_calls_with_pieces_of_8_kib_or_2_kib_on_shared_cpus_measure_streaming_
                 ..AlltoallvOptions::default()
             };
             let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, two, B).unwrap();
-            a.testing_call_times(|_, [_, streaming]| {
+            a.testing_call_times(|_, [_, streaming, _]| {
                 Duration::from_millis(if streaming { 1 } else { 2 })
             });
             let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];
@@ -1203,7 +1347,7 @@ fn streaming_stores_by_cpu(binding: Binding) {
                 ..options
             };
             let mut a = Alltoallv::<u64>::with_options(ctx, 1, &counts, options, B).unwrap();
-            a.testing_call_times(|_, [_, streaming]| {
+            a.testing_call_times(|_, [_, streaming, _]| {
                 Duration::from_millis(if streaming { 1 } else { 2 })
             });
             let mut recv = vec![0u64; (0..n).map(|s| counts[s * n + me]).sum()];

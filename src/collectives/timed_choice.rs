@@ -34,12 +34,17 @@
 //! The node's first local rank times the calls and publishes the way in
 //! use in a word of the node's window; every rank of the node picks by
 //! that word and the call number, so that all take the same way in the
-//! same call. Two choices timed by the same calls try their ways in
-//! different calls: a [`TimedChoice::staggered`] one changes way every
+//! same call. Choices timed by the same calls try their ways in
+//! different calls: a staggered one ([`TimedChoice::phased`] 1) changes way every
 //! `2 * RUN` calls in its probes where a default one changes every
-//! [`RUN`] (each combination of ways in turn), and its bursts come half a
-//! period later. Either way gives the same result: only the speed depends
-//! on it. [`ChoicePair`] is two such choices timed by the same calls.
+//! [`RUN`], a third every `4 * RUN` (each combination of ways in turn),
+//! and their bursts come half and a quarter of a period apart. Either way
+//! gives the same result: only the speed depends on it. [`Choices`] are
+//! two or three such choices timed by the same calls ([`ChoicePair`]:
+//! two). The alltoallv's third choice, of the copies its calls turn
+//! through, must be the same on every node in every call (its writers
+//! write into another node's copy): there the first node's way in use is
+//! agreed for stretches of calls (`alltoallv/rotation.rs`).
 
 use std::time::Duration;
 
@@ -74,7 +79,7 @@ pub(crate) const WARMUP: u64 = 4;
 pub(crate) const PROBES: u64 = 32;
 
 /// A default choice's probes take each way for this many calls in turn (a
-/// staggered one for twice as many).
+/// staggered one for twice as many, a third choice four times).
 pub(crate) const RUN: u64 = 4;
 
 /// Calls after a change of ways that are not timed ([`ChoicePair::record`];
@@ -96,18 +101,24 @@ pub(crate) struct TimedChoice {
     other: bool,
     /// The call number of the last reset.
     since: u64,
-    /// 1 for a staggered choice ([`TimedChoice::staggered`]), else 0.
+    /// 0 for a default choice, 1 for a staggered one, 2 for the third of
+    /// [`Choices`] ([`TimedChoice::phased`]).
     phase: u32,
 }
 
 impl TimedChoice {
-    /// A choice timed by the same calls as a default one, trying its ways
-    /// in other calls: its probes take each way for `2 * RUN` calls in
-    /// turn, its bursts come [`EXPLORE`]` / 2` calls after the default
-    /// one's.
-    pub(crate) fn staggered() -> TimedChoice {
+    /// A choice of phase `phase` (0: a default one; 1: a staggered one,
+    /// the second of [`Choices`]; 2: the third): its
+    /// probes take each way for `RUN << phase` calls in turn (so that the
+    /// two calls of each of its pairs of probes take the same ways of the
+    /// choices of lower phases, and each pair of theirs the same way of
+    /// this one: [`PROBES`] is `2 * (RUN << 2)`), its bursts come
+    /// [`EXPLORE`]` >> phase` calls before the default one's (phase 1:
+    /// half a period; phase 2: a quarter, between the others').
+    pub(crate) fn phased(phase: u32) -> TimedChoice {
+        debug_assert!(phase <= 2, "PROBES holds pairs of runs up to phase 2");
         TimedChoice {
-            phase: 1,
+            phase,
             ..TimedChoice::default()
         }
     }
@@ -128,7 +139,7 @@ impl TimedChoice {
     /// Whether call number `call` is in one of this choice's bursts of
     /// tries of the way not in use (past its warm-up and probes).
     pub(crate) fn exploring(&self, call: u64) -> bool {
-        let shift = u64::from(self.phase) * (EXPLORE / 2);
+        let shift = (EXPLORE >> self.phase) % EXPLORE;
         call.saturating_sub(self.since) >= WARMUP + PROBES
             && (call + shift) % EXPLORE >= EXPLORE - BURST
     }
@@ -240,14 +251,14 @@ impl TimedChoice {
 }
 
 /// A test hook that gives the time of each call a node's first rank
-/// measures, from the call's number and its ways (`[first, second]` of a
-/// [`ChoicePair`]), instead of the time it took
+/// measures, from the call's number and its ways (choice `i`'s at `i` of
+/// its [`Choices`]), instead of the time it took
 /// (`Alltoallv::testing_call_times`, `Allgatherv::testing_call_times`).
-pub(crate) struct CallTimes<'a>(
-    pub(crate) Box<dyn Fn(u64, [bool; 2]) -> Duration + Send + Sync + 'a>,
+pub(crate) struct CallTimes<'a, const N: usize = 2>(
+    pub(crate) Box<dyn Fn(u64, [bool; N]) -> Duration + Send + Sync + 'a>,
 );
 
-impl std::fmt::Debug for CallTimes<'_> {
+impl<const N: usize> std::fmt::Debug for CallTimes<'_, N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CallTimes")
     }
@@ -265,72 +276,73 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     }
 }
 
-/// Two measured choices of one collective, timed by the same calls: the
-/// first a default [`TimedChoice`], the second a
-/// [`TimedChoice::staggered`] one (it tries its ways in other calls). The
-/// allreduce's stores for its inputs and for its private copies
-/// (`hierarchical/stream_choice.rs`); the alltoallv's single copies
-/// inside a node and its stores into the windows (`alltoallv/`); the
-/// allgatherv's stores (the first only: `allgatherv.rs`). It times
-/// only settled calls: those whose ways were taken by the [`SETTLE`] calls
-/// recorded before them, one after the other.
+/// Measured choices of one collective, timed by the same calls: choice
+/// `i` is a [`TimedChoice::phased`] one of phase `i` (it tries its ways
+/// in other calls than the others: see the module documentation). Two
+/// ([`ChoicePair`]): the allreduce's stores for its inputs and for its
+/// private copies (`hierarchical/stream_choice.rs`); the allgatherv's
+/// stores (the first only: `allgatherv.rs`). Three: the alltoallv's
+/// single copies inside a node, its stores into the windows and how many
+/// copies of its window its calls turn through (`alltoallv/`). It times
+/// only settled calls: those whose ways were taken by the [`SETTLE`]
+/// calls recorded before them, one after the other.
 #[derive(Clone, Debug)]
-pub(crate) struct ChoicePair {
-    pub(crate) first: TimedChoice,
-    pub(crate) second: TimedChoice,
+pub(crate) struct Choices<const N: usize> {
+    pub(crate) choices: [TimedChoice; N],
     /// The last call recorded and its ways.
-    last: Option<(u64, [bool; 2])>,
+    last: Option<(u64, [bool; N])>,
     /// How many calls in a row, up to the last, took its ways.
     streak: u64,
 }
 
-impl Default for ChoicePair {
-    fn default() -> ChoicePair {
-        ChoicePair {
-            first: TimedChoice::default(),
-            second: TimedChoice::staggered(),
+/// Two measured choices ([`Choices`]).
+pub(crate) type ChoicePair = Choices<2>;
+
+impl<const N: usize> Default for Choices<N> {
+    fn default() -> Choices<N> {
+        Choices {
+            choices: std::array::from_fn(|i| TimedChoice::phased(i as u32)),
             last: None,
             streak: 0,
         }
     }
 }
 
-impl ChoicePair {
-    /// The ways in use as the word the node's first rank publishes: bit 0
-    /// the first choice's, bit 1 the second's.
+impl<const N: usize> Choices<N> {
+    /// The ways in use as the word the node's first rank publishes: bit
+    /// `i` choice `i`'s.
     pub(crate) fn word(&self) -> u64 {
-        u64::from(self.first.in_use()) | u64::from(self.second.in_use()) << 1
+        (0..N).fold(0, |w, i| w | u64::from(self.choices[i].in_use()) << i)
     }
 
-    /// Which of the two choices have decided from timed calls (their
-    /// probes are over; since their reset): before, a choice's way in use
-    /// says nothing.
-    pub(crate) fn learned(&self) -> [bool; 2] {
-        [&self.first, &self.second].map(|c| c.mean.iter().any(Option::is_some))
+    /// Which of the choices have decided from timed calls (their probes
+    /// are over; since their reset): before, a choice's way in use says
+    /// nothing.
+    pub(crate) fn learned(&self) -> [bool; N] {
+        self.choices
+            .each_ref()
+            .map(|c| c.mean.iter().any(Option::is_some))
     }
 
-    /// The ways (`[first, second]`) of call number `call` where the node's
-    /// word ([`ChoicePair::word`]) is `word`.
-    pub(crate) fn pick(&self, call: u64, word: u64) -> [bool; 2] {
-        [
-            self.first.pick(call, word & 1 != 0),
-            self.second.pick(call, word & 2 != 0),
-        ]
+    /// The ways (choice `i`'s at `i`) of call number `call` where the
+    /// node's word ([`Choices::word`]) is `word`.
+    pub(crate) fn pick(&self, call: u64, word: u64) -> [bool; N] {
+        std::array::from_fn(|i| self.choices[i].pick(call, word >> i & 1 != 0))
     }
 
     /// Call number `call` of `bytes` bytes took `time` the ways `ways`;
     /// `measured` says which of its ways were measured choices (the
     /// others were fixed, and that choice learns nothing). A choice does
-    /// not learn from a call in which the other measured choice tries its
+    /// not learn from a call in which another measured choice tries its
     /// way not in use: the time says more about that way than about this
-    /// choice's. Neither learns from a call that is not settled: fewer
+    /// choice's. None learns from a call that is not settled: fewer
     /// than [`SETTLE`] calls before it, each recorded right after the
     /// other, took its ways (a call not recorded, one refused or timed out
     /// for one, starts the count over).
     pub(crate) fn record(
         &mut self,
         call: u64,
-        (ways, measured): ([bool; 2], [bool; 2]),
+        (ways, measured): ([bool; N], [bool; N]),
         bytes: usize,
         time: Duration,
     ) {
@@ -346,18 +358,21 @@ impl ChoicePair {
         if self.streak <= SETTLE {
             return;
         }
-        if measured[0] && !(measured[1] && self.second.exploring(call)) {
-            self.first.record(call, ways[0], bytes, time);
-        }
-        if measured[1] && !(measured[0] && self.first.exploring(call)) {
-            self.second.record(call, ways[1], bytes, time);
+        let exploring: [bool; N] =
+            std::array::from_fn(|j| measured[j] && self.choices[j].exploring(call));
+        for i in 0..N {
+            let others_explore = (0..N).any(|j| j != i && exploring[j]);
+            if measured[i] && !others_explore {
+                self.choices[i].record(call, ways[i], bytes, time);
+            }
         }
     }
 
-    /// Start both over from call number `call` (the calls' size changed).
+    /// Start all over from call number `call` (the calls' size changed).
     pub(crate) fn reset(&mut self, call: u64) {
-        self.first.reset(call);
-        self.second.reset(call);
+        for c in &mut self.choices {
+            c.reset(call);
+        }
         (self.last, self.streak) = (None, 0);
     }
 }
@@ -484,7 +499,7 @@ mod tests {
         assert_eq!(pair.word(), 0b11);
         assert_eq!(pair.learned(), [true, true]);
         // A pair of probes not timed is left out; the others decide.
-        let mut c = TimedChoice::staggered();
+        let mut c = TimedChoice::phased(1);
         for call in 0..WARMUP + PROBES {
             let s = c.pick(call, c.in_use());
             if call != WARMUP + 2 {
@@ -522,7 +537,7 @@ mod tests {
 
     #[test]
     fn staggered_probes_take_runs_twice_as_long_and_bursts_come_half_a_period_later() {
-        let (plain, staggered) = (TimedChoice::default(), TimedChoice::staggered());
+        let (plain, staggered) = (TimedChoice::default(), TimedChoice::phased(1));
         let probes = |c: &TimedChoice| -> Vec<bool> {
             (WARMUP..WARMUP + PROBES)
                 .map(|k| c.pick(k, false))
@@ -597,7 +612,7 @@ mod tests {
                 assert_eq!(pair.word() & 1, 1, "call {call}");
             }
         }
-        assert_eq!(pair.first.means().map(|m| m.is_some()), [true, true]);
+        assert_eq!(pair.choices[0].means().map(|m| m.is_some()), [true, true]);
     }
 
     #[test]
@@ -614,5 +629,46 @@ mod tests {
         assert_eq!(pair.streak, SETTLE + 1);
         pair.reset(6);
         assert_eq!((pair.last, pair.streak), (None, 0));
+    }
+
+    #[test]
+    fn three_choices_compare_pairs_that_differ_in_their_own_way_only() {
+        // Each choice's other way takes its own share of the time: 0.5,
+        // 0.8 and 0.7. Every pair of probes of each choice differs in that
+        // choice's way only, so each finds its own ratio.
+        let time = |w: [bool; 3]| {
+            let share = [0.5, 0.8, 0.7];
+            let t = (0..3).fold(4_000.0, |t, i| if w[i] { t * share[i] } else { t });
+            Duration::from_secs_f64(t * 1e-6)
+        };
+        let mut three = Choices::<3>::default();
+        let probes: Vec<[bool; 3]> = (WARMUP..WARMUP + PROBES)
+            .map(|call| three.pick(call, 0))
+            .collect();
+        for (i, &w) in probes.iter().enumerate() {
+            for (c, run) in [(0, RUN), (1, 2 * RUN), (2, 4 * RUN)] {
+                // The pairs of choice `c`: probe i (usual way) and i + run.
+                if (i as u64 / run) % 2 == 0 {
+                    let partner = probes[i + run as usize];
+                    for other in (0..3).filter(|&o| o != c) {
+                        assert_eq!(w[other], partner[other], "choice {c}, probe {i}");
+                    }
+                    assert!(!w[c] && partner[c]);
+                }
+            }
+        }
+        for call in 0..WARMUP + PROBES {
+            let ways = three.pick(call, three.word());
+            three.record(call, (ways, [true; 3]), 1 << 20, time(ways));
+        }
+        assert_eq!(three.word(), 0b111);
+        assert_eq!(three.learned(), [true; 3]);
+        // The third choice's bursts come a quarter of a period before the
+        // first's, between them and the second's.
+        let bursts: Vec<u64> = (WARMUP + PROBES..EXPLORE)
+            .filter(|&k| three.choices[2].exploring(k))
+            .collect();
+        let quarter = EXPLORE - EXPLORE / 4;
+        assert_eq!(bursts, (quarter - BURST..quarter).collect::<Vec<_>>());
     }
 }

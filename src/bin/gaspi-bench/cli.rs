@@ -149,9 +149,11 @@ pub struct Cli {
 
     /// Alltoallv: copies of the node window's data area that the calls use
     /// in turn (an even number, at least 2), or `auto` (the library's
-    /// default): 2 where ranks share cores or a rank receives under 16 KiB
-    /// per call, else enough that 2 MiB of a rank's results lie between two
-    /// uses of a copy (at most 64 copies and 32 MiB) [default: auto].
+    /// default): 2 where a rank receives under 16 KiB per call, else enough
+    /// that 2 MiB of a rank's results lie between two uses of a copy (at
+    /// most 64 copies and 32 MiB), through which the calls turn where no
+    /// rank shares its cores, and where ranks share them, as the calls
+    /// measure faster, or through the first two [default: auto].
     #[arg(long = "a2a-copies", value_name = "C", default_value = "auto", value_parser = parse_copies, help_heading = "Alltoallv")]
     pub a2a_copies: Copies,
 
@@ -185,8 +187,7 @@ fn parse_copies(s: &str) -> Result<Copies, String> {
         copies: Some(c),
         ..Default::default()
     };
-    opts.copies_for(0, 0, false, None)
-        .map_err(|e| e.to_string())?;
+    opts.copies_for(0, 0, None).map_err(|e| e.to_string())?;
     Ok(Copies(Some(c)))
 }
 

@@ -435,7 +435,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             self.stream_measured = self.options.stream_stores.is_none()
                 && (bytes >= STREAM_MIN_BYTES || private_large);
             self.outgrows_caches = bytes >= STREAM_MIN_BYTES;
-            let measures = (self.measured && recv.is_some()) || self.stream_measured;
+            // (The copies turned through: with private results only, see
+            // `Alltoallv::turns_all`.)
+            let rotation = self.rotation.is_some();
+            let measures = ((self.measured || rotation) && recv.is_some()) || self.stream_measured;
             if measures && self.ctx.local_rank() == 0 {
                 timed = Some(Instant::now());
             }
@@ -457,8 +460,10 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                 let p = self.plan.as_ref().expect("a completed call has a plan");
                 let total: usize = (0..n).map(|s| p.count(s, me)).sum();
                 // Only the node's first rank times calls (`timed`).
-                let measured = timed.map(|t| (t, [self.once_measured, self.stream_measured]));
-                let ways = [self.once_way, self.streaming];
+                let rotation = self.rotation.is_some() && self.private;
+                let measured =
+                    timed.map(|t| (t, [self.once_measured, self.stream_measured, rotation]));
+                let ways = [self.once_way, self.streaming, self.turns_all(call)];
                 let bytes = total.saturating_mul(std::mem::size_of::<T>());
                 // The first rank writes its ways in use into the word of
                 // the call after next during the next call (see

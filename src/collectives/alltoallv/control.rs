@@ -5,7 +5,9 @@
 //! 1. a cache line per local rank (its progress, announcements and probe:
 //!    `state::PROGRESS` and the words after it);
 //! 2. the node's line: the count of stagings, the two choice words (one
-//!    per parity of the call), the count of rows;
+//!    per parity of the call), the count of rows, the two rotation words
+//!    (one per parity of the stretch of calls; the first node's are the
+//!    job's) and the count of their reads (`rotation.rs`);
 //! 3. each local rank's push mask (a bit per local rank);
 //! 4. each local rank's places (a word per local rank for its send
 //!    buffer, then one per local rank for its receive buffer);
@@ -68,6 +70,19 @@ impl Controls {
     /// in one-sender calls.
     pub(super) fn rows_count(self) -> usize {
         self.node_line() + 24
+    }
+
+    /// The first node's way of turning through the copies agreed for the
+    /// stretch of calls `epoch` (and its number), a word per parity of
+    /// the stretch (`rotation.rs`).
+    pub(super) fn rotation(self, epoch: u64) -> usize {
+        self.node_line() + 8 * (4 + (epoch % 2) as usize)
+    }
+
+    /// How many times the job's ranks have read a rotation word of the
+    /// first node, in all.
+    pub(super) fn rotation_reads(self) -> usize {
+        self.node_line() + 48
     }
 
     /// Where the push masks start: after the node's line.
@@ -145,6 +160,8 @@ mod tests {
         w.push((c.staged_count(), "staged".into()));
         w.extend((0..2).map(|p| (c.choice(p), format!("choice {p}"))));
         w.push((c.rows_count(), "rows".into()));
+        w.extend((0..2).map(|e| (c.rotation(e), format!("rotation {e}"))));
+        w.push((c.rotation_reads(), "rotation reads".into()));
         w
     }
 

@@ -116,7 +116,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .map(|k| plan.window_len(k))
             .max()
             .unwrap_or(0);
-        let copies = Self::copies_agreed(ctx, options, &mut creation, [received, largest], elem)?;
+        let rotation = Self::copies_agreed(ctx, options, &mut creation, [received, largest], elem)?;
+        let copies = rotation.0;
         let data = extent::mul("alltoallv window", plan.window_len(node), copies)?;
         let data_base = Self::control_bytes(ctx).div_ceil(elem);
         let elems = extent::add("alltoallv window", data_base, data)?;
@@ -129,7 +130,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             window,
             options,
             (sizes, plan),
-            (data_base, copies),
+            (data_base, rotation),
         );
         a.probed(&creation)
     }
@@ -179,8 +180,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // same place).
         let area = extent::mul("capacity * ranks per node", capacity, ctx.ranks_per_node())?;
         let copy = extent::mul("alltoallv window", area, 2)?;
-        let copies = Self::copies_agreed(ctx, options, &mut creation, [capacity, copy], elem)?;
-        let data = extent::mul("alltoallv window", copy, copies)?;
+        let rotation = Self::copies_agreed(ctx, options, &mut creation, [capacity, copy], elem)?;
+        let data = extent::mul("alltoallv window", copy, rotation.0)?;
         let data_bytes = extent::mul("alltoallv window", data, elem)?;
         let matrices = extent::mul("alltoallv count matrices", n, n)?;
         let count_bytes = extent::mul("alltoallv count matrices", matrices, 16)?;
@@ -205,7 +206,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             window,
             options,
             (sizes, None),
-            (data_base, copies),
+            (data_base, rotation),
         );
         a.probed(&creation)
     }
@@ -228,14 +229,15 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// `None`, the same on every rank: the shapes agreed), a step of
     /// `creation` agrees on whether some rank of the job shares its cores
     /// with other ranks and on the least shared memory free among the
-    /// hosts (an allreduce).
+    /// hosts (an allreduce). With them, whether the calls measure how
+    /// many they turn through ([`AlltoallvOptions::rotation_timed`]).
     fn copies_agreed(
         ctx: &Context,
         options: AlltoallvOptions,
         creation: &mut Creation,
         [received, area]: [usize; 2],
         elem: usize,
-    ) -> Result<usize> {
+    ) -> Result<(usize, bool)> {
         // Whether cores are shared, and `u64::MAX` less the room (the
         // largest is the least room; unknown: no word of it).
         let mut words = [0, 0];
@@ -249,7 +251,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             w => Some(usize::try_from(u64::MAX - w).unwrap_or(usize::MAX)),
         };
         let bytes = |elems: usize| elems.saturating_mul(elem);
-        options.copies_for(bytes(received), bytes(area), words[0] != 0, room)
+        let shared = words[0] != 0;
+        let copies = options.copies_for(bytes(received), bytes(area), room)?;
+        Ok((copies, options.rotation_timed(copies, shared)))
     }
 
     /// The step of `creation` that makes the window.

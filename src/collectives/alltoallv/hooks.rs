@@ -58,11 +58,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.around_reads = Some(AroundCopies(Box::new(hook)));
     }
 
-    /// Test aid: `times(call, [once, streaming])` is taken for the time of
-    /// each call that this rank times for its node's measurements (the
-    /// node's first rank, in calls whose ways are measured: see
-    /// [`AlltoallvOptions::single_copy_min`] and
-    /// [`AlltoallvOptions::stream_stores`]), given the ways the call took,
+    /// Test aid: `times(call, [once, streaming, all_copies])` is taken for
+    /// the time of each call that this rank times for its node's
+    /// measurements (the node's first rank, in calls whose ways are
+    /// measured: see [`AlltoallvOptions::single_copy_min`],
+    /// [`AlltoallvOptions::stream_stores`] and
+    /// [`AlltoallvOptions::copies`]), given the ways the call took,
     /// instead of the time it took. For tests of which ways the nodes
     /// choose; [`Alltoallv::testing_ways`] says which they took.
     ///
@@ -73,13 +74,13 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// # let counts = vec![1 << 17; (ctx.num_ranks() as usize).pow(2)];
     /// let mut a = Alltoallv::<u64>::new(&ctx, 1, &counts, Timeout::Block)?;
     /// // Streaming stores seem twice as fast.
-    /// a.testing_call_times(|_, [_, streaming]| Duration::from_millis(2 - streaming as u64));
+    /// a.testing_call_times(|_, [_, streaming, _]| Duration::from_millis(2 - streaming as u64));
     /// # Ok::<(), gaspi::Error>(())
     /// ```
     #[doc(hidden)]
     pub fn testing_call_times(
         &mut self,
-        times: impl Fn(u64, [bool; 2]) -> std::time::Duration + Send + Sync + 'a,
+        times: impl Fn(u64, [bool; 3]) -> std::time::Duration + Send + Sync + 'a,
     ) {
         self.call_times = Some(CallTimes(Box::new(times)));
     }
@@ -117,5 +118,30 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     #[doc(hidden)]
     pub fn testing_ways(&self) -> [bool; 2] {
         [self.once, self.streaming]
+    }
+
+    /// Test aid, not part of the API (it may change in any release): the
+    /// calls measure how many copies of the data area they turn through
+    /// (all, or the first two: [`AlltoallvOptions::copies`] `None` where
+    /// ranks share cores) even where no rank shares its cores, so that a
+    /// test sees it on any machine. Every rank must call it before its
+    /// first call, or none; `false` (and nothing changes) where the
+    /// window has two copies, or calls were made.
+    #[doc(hidden)]
+    pub fn testing_measure_copies(&mut self) -> bool {
+        let fits = self.copies > 2 && self.calls == 0 && self.phase.is_none();
+        if fits {
+            self.rotation.get_or_insert_with(Default::default);
+        }
+        fits
+    }
+
+    /// Test aid: the copy of the data area that the last call completed
+    /// used (call `k`: `k % copies`, or `k % 2` where the calls measure
+    /// how many copies they turn through and took the first two), and
+    /// whether the calls measure it.
+    #[doc(hidden)]
+    pub fn testing_copy(&self) -> (usize, bool) {
+        (self.copy_of(self.last), self.rotation.is_some())
     }
 }

@@ -4,8 +4,11 @@
 //! of ranks), built on [`AlltoallvPlan`](crate::plan::AlltoallvPlan).
 //!
 //! Every node has one window with copies of its data area, used by calls
-//! in turn (call `k` copy `k % copies`, an even number of them: two by
-//! default, more for results that are read, [`AlltoallvOptions::copies`]):
+//! in turn (call `k` copy `k % copies`, an even number of them: two for
+//! small calls, more for results that are read,
+//! [`AlltoallvOptions::copies`]; where ranks share cores, `k % copies` or
+//! `k % 2` as the calls measure faster, the same on every node:
+//! `rotation.rs`):
 //! a staging area for its sections to other nodes and a receive area
 //! with one section per source node (see
 //! [`crate::plan::AlltoallvPlan`]). Two copies let a call start while the
@@ -171,7 +174,8 @@
 //!
 //! The files, bottom-up: `options.rs`, `control.rs` (where the control
 //! words lie in the window), `state.rs` (the fields and the window's
-//! words), `steps.rs` (a call's steps), `single_copy.rs` (reads
+//! words), `rotation.rs` (which copy of the data area a call uses, and
+//! how the job agrees on it), `steps.rs` (a call's steps), `single_copy.rs` (reads
 //! inside a node), `offers.rs` (writes between nodes), then what callers
 //! use: `create.rs`, `calls.rs`, `results.rs` and `hooks.rs` (for tests).
 
@@ -182,6 +186,7 @@ mod hooks;
 mod offers;
 mod options;
 mod results;
+mod rotation;
 mod single_copy;
 mod state;
 mod steps;

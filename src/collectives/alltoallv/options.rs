@@ -144,27 +144,34 @@ pub struct AlltoallvOptions {
     /// the lines have left the reader's cache by then; but a call whose
     /// result nobody reads then writes lines no cache holds.
     ///
-    /// `None` (the default): copies by a rule: 2 where some rank of the
-    /// job shares its cores with other ranks (the reader's lines are then
-    /// in the writer's caches too, and more copies only miss them: on a
-    /// 2-core AMD EPYC (Zen 5) VM, 8 ranks in 2 nodes of 4 took 1.1-1.6
-    /// times as long with them) or a rank receives less than
-    /// [`AlltoallvOptions::ROTATE_MIN`] bytes per call, else enough that
-    /// each rank's results of [`AlltoallvOptions::ROTATION_BYTES`] lie
-    /// between two uses of a copy, at most
-    /// [`AlltoallvOptions::MAX_AUTO_COPIES`] and no more than fit
-    /// [`AlltoallvOptions::ROTATION_WINDOW_MAX`] of window or a quarter of
-    /// the shared memory free (never below 2),
-    /// the same on every rank (whether some rank shares its cores is
-    /// agreed when the alltoallv is made). Measured on a 2-core AMD EPYC
-    /// (Zen 4) VM, a core per rank, 20 alternated rounds, the rule against
-    /// 2 copies, medians of the per-round ratios (the guide's alltoallv
-    /// figures, docs/guide/benchmarking.md): private results 0.73 and
-    /// 0.65 of the time at 16 and 64 KiB per pair on one node of 2, 0.69
-    /// and 0.64 on 2 nodes of 1, 0.92-1.02 at 256 KiB and 1 MiB; results
-    /// in place that the benchmark leaves unread (it reads the ends of
-    /// each piece) 1.01-1.13 times as long (1.09-1.30 at 16-64 KiB before
-    /// a rank's own piece kept to two copies).
+    /// `None` (the default): copies by a rule: 2 where a rank receives
+    /// less than [`AlltoallvOptions::ROTATE_MIN`] bytes per call, else
+    /// enough that each rank's results of
+    /// [`AlltoallvOptions::ROTATION_BYTES`] lie between two uses of a
+    /// copy, at most [`AlltoallvOptions::MAX_AUTO_COPIES`] and no more
+    /// than fit [`AlltoallvOptions::ROTATION_WINDOW_MAX`] of window or a
+    /// quarter of the shared memory free (never below 2), the same on
+    /// every rank. Where some rank of the job shares its cores with other
+    /// ranks (agreed when the alltoallv is made), the calls then measure
+    /// whether turning through all of them or through the first two is
+    /// faster, and the job takes the first node's way (in stretches of 64
+    /// calls; a call's copy is the same on every node): the reader's lines
+    /// are then in the writer's caches too, and more copies gain where
+    /// the cores hand lines over fast and lose elsewhere (on a 2-core AMD
+    /// EPYC (Zen 4) VM, 4 ranks in 2 nodes of 2, private results took
+    /// 0.63-0.70 of the time at 16-32 KiB per pair with 16 copies where
+    /// the cores were near, 0.88-1.06 where far; 8 ranks, far, 1.00-1.25
+    /// and in place up to 1.97; on a 2-core Zen 5 VM, 8 ranks in 2 nodes
+    /// of 4, 1.1-1.6). Where no rank shares its cores, the calls turn
+    /// through all. Measured on a 2-core AMD EPYC (Zen 4) VM, a core per
+    /// rank, 20 alternated rounds, the rule against 2 copies, medians of
+    /// the per-round ratios (the guide's alltoallv figures,
+    /// docs/guide/benchmarking.md): private results 0.73 and 0.65 of the
+    /// time at 16 and 64 KiB per pair on one node of 2, 0.69 and 0.64 on
+    /// 2 nodes of 1, 0.92-1.02 at 256 KiB and 1 MiB; results in place
+    /// that the benchmark leaves unread (it reads the ends of each piece)
+    /// 1.01-1.13 times as long (1.09-1.30 at 16-64 KiB before a rank's own
+    /// piece kept to two copies).
     /// `Some(c)`: `c` copies. Every rank must give the same; an odd number
     /// or 0 is [`Error::InvalidArgument`] when the alltoallv is made.
     ///
@@ -260,39 +267,31 @@ impl AlltoallvOptions {
     /// The copies of the data area for these options (see
     /// [`AlltoallvOptions::copies`]), where a rank receives at most
     /// `received` bytes per call, the largest node's data area (one copy)
-    /// holds `area` bytes, `cores_shared` says whether some rank of the
-    /// job shares its cores with others, and `room` is the least free
+    /// holds `area` bytes and `room` is the least free
     /// space of the shared-memory file system among the job's hosts
     /// (`None`: unknown).
     ///
     /// ```
     /// use gaspi::AlltoallvOptions;
     /// let auto = AlltoallvOptions::default();
-    /// assert_eq!(auto.copies_for(8 << 10, 16 << 10, false, None)?, 2);
-    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, false, None)?, 32);
-    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, true, None)?, 2);
-    /// assert_eq!(auto.copies_for(4 << 20, 8 << 20, false, None)?, 2);
+    /// assert_eq!(auto.copies_for(8 << 10, 16 << 10, None)?, 2);
+    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, None)?, 32);
+    /// assert_eq!(auto.copies_for(4 << 20, 8 << 20, None)?, 2);
     /// // A quarter of 12 MiB free: 16 copies of 192 KiB.
-    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, false, Some(12 << 20))?, 16);
+    /// assert_eq!(auto.copies_for(64 << 10, 192 << 10, Some(12 << 20))?, 16);
     /// let two = AlltoallvOptions { copies: Some(2), ..auto };
-    /// assert_eq!(two.copies_for(64 << 10, 192 << 10, false, None)?, 2);
+    /// assert_eq!(two.copies_for(64 << 10, 192 << 10, None)?, 2);
     /// let odd = AlltoallvOptions { copies: Some(5), ..auto };
-    /// assert!(odd.copies_for(1, 1, false, None).is_err());
+    /// assert!(odd.copies_for(1, 1, None).is_err());
     /// # Ok::<(), gaspi::Error>(())
     /// ```
-    pub fn copies_for(
-        &self,
-        received: usize,
-        area: usize,
-        cores_shared: bool,
-        room: Option<usize>,
-    ) -> Result<usize> {
+    pub fn copies_for(&self, received: usize, area: usize, room: Option<usize>) -> Result<usize> {
         match self.copies {
             Some(c) if c < 2 || c % 2 == 1 => Err(Error::InvalidArgument(format!(
                 "an alltoallv's copies of its data area must be an even number, at least 2; got {c}"
             ))),
             Some(c) => Ok(c),
-            None if cores_shared || received < Self::ROTATE_MIN => Ok(2),
+            None if received < Self::ROTATE_MIN => Ok(2),
             None => {
                 let wanted = Self::ROTATION_BYTES
                     .div_ceil(received)

@@ -48,7 +48,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
 
     /// How many copies of the data area the calls use in turn (see
     /// [`AlltoallvOptions::copies`](crate::AlltoallvOptions::copies)),
-    /// the same on every rank.
+    /// the same on every rank: all of them, or, by the rule where ranks
+    /// share cores, all or the first two as the calls measure faster.
     ///
     /// ```
     /// # use gaspi::{Alltoallv, Config, Context, Timeout};
@@ -157,7 +158,12 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// the same parity), so that a piece that does not change is written
     /// once per copy (with two copies,
     /// [`AlltoallvOptions::copies`](crate::AlltoallvOptions::copies), once
-    /// per parity of the call).
+    /// per parity of the call). Where the copies are left to their rule
+    /// (`copies: None`) and ranks share cores, the calls turn through all
+    /// copies or the first two as they measure faster (call `k` then uses
+    /// copy `k % copies` or `k % 2`), so a place may hold what an older
+    /// call wrote: write every piece for every call there, or set
+    /// `copies`.
     /// Valid from when the previous call has returned (before the first,
     /// at once) until the next call starts. Fixed counts only: with sizes
     /// unknown in advance the places are known only inside a call

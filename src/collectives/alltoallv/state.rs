@@ -8,15 +8,17 @@
 
 use super::control::Controls;
 use super::options::AlltoallvOptions;
+use super::rotation::{EPOCH, Rotation};
 use crate::collectives::alltoallv_plan::AlltoallvPlan;
 use crate::collectives::control_word;
-use crate::collectives::timed_choice::{CallTimes, ChoicePair};
+use crate::collectives::timed_choice::{CallTimes, Choices};
 use crate::context::Context;
 use crate::engine::transfer::PutFrom;
 use crate::segments::SegmentView;
 use crate::types::{Rank, SegmentId};
 use crate::windows::Window;
 use bytemuck::Pod;
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -168,6 +170,12 @@ pub struct Alltoallv<'a, T> {
     /// Copies of the data area, used by calls in turn (an even number, at
     /// least 2: [`AlltoallvOptions::copies`]).
     pub(super) copies: usize,
+    /// Where the calls measure whether they turn through all the copies
+    /// or the first two: the ways agreed (`rotation.rs`).
+    pub(super) rotation: Option<Rotation>,
+    /// The copies of the last two calls asked for, by the call's parity
+    /// (`Alltoallv::copy_of`: asked for each piece, it does not change).
+    pub(super) copy_known: Cell<[(u64, usize); 2]>,
     /// The call whose result the window holds (the last completed).
     pub(super) last: u64,
     /// Calls completed.
@@ -226,7 +234,7 @@ pub struct Alltoallv<'a, T> {
     /// The testing aid of [`Alltoallv::testing_around_reads`], if set.
     pub(super) around_reads: Option<AroundCopies<'a>>,
     /// Test aid: the times of measured calls (`testing_call_times`).
-    pub(super) call_times: Option<CallTimes<'a>>,
+    pub(super) call_times: Option<CallTimes<'a, 3>>,
     /// Where each target's piece starts in the send buffer of the call in
     /// progress, and whether these are the packed places of the fixed
     /// counts (kept from call to call).
@@ -310,12 +318,14 @@ pub struct Alltoallv<'a, T> {
     /// Bytes this rank stored into windows with streaming stores in its
     /// call in progress or last call (`Alltoallv::testing_streamed`).
     pub(super) streamed: AtomicU64,
-    /// The node's measurements, timed by its first rank: the first of the
-    /// pair whether calls copy once (`true`) inside the node (where
+    /// The node's measurements, timed by its first rank: the first
+    /// whether calls copy once (`true`) inside the node (where
     /// `measured`), the second whether their stores into the windows and
-    /// the caller's buffer stream (where `stream_measured`). The first
-    /// node's are the job's (`Alltoallv::next_choice_word`).
-    pub(super) choice: ChoicePair,
+    /// the caller's buffer stream (where `stream_measured`), the third
+    /// whether they turn through all the copies of the data area (where
+    /// `rotation`). The first node's are the job's
+    /// (`Alltoallv::next_choice_word`; `rotation.rs`).
+    pub(super) choice: Choices<3>,
     /// Its creation failed probing the single copies: the creation
     /// (`Creation`) keeps the window for its next call or deletes it, not
     /// this alltoallv's drop.
@@ -325,14 +335,15 @@ pub struct Alltoallv<'a, T> {
 
 impl<'a, T: Pod> Alltoallv<'a, T> {
     /// The collective on its new `window`, before its first call: its data
-    /// areas after `data_base` elements, `copies` of them.
+    /// areas after `data_base` elements, `copies` of them, through which
+    /// the calls turn as they measure faster where `timed`.
     pub(super) fn made(
         ctx: &'a Context,
         segment: SegmentId,
         window: Window,
         options: AlltoallvOptions,
         (sizes, plan): (Sizes, Option<AlltoallvPlan>),
-        (data_base, copies): (usize, usize),
+        (data_base, (copies, timed)): (usize, (usize, bool)),
     ) -> Alltoallv<'a, T> {
         let nodes_mapped = (0..ctx.num_nodes()).all(|node| {
             let first = ctx.node_ranks(node).start;
@@ -363,6 +374,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             plan,
             data_base,
             copies,
+            rotation: timed.then(Rotation::default),
+            copy_known: Cell::new([(u64::MAX, 0); 2]),
             last: 0,
             calls: 0,
             claimed: 0,
@@ -406,7 +419,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             core_mates,
             one_sender_max,
             streamed: AtomicU64::new(0),
-            choice: ChoicePair::default(),
+            choice: Choices::default(),
             keep_window: false,
             _t: PhantomData,
         };
@@ -415,6 +428,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // of the window for the first time in this process (a fault per
         // page): the calls start measuring their ways once it is over.
         a.choice.reset(copies as u64 - 2);
+        // The choice of the copies probes in the second stretch of calls,
+        // the first that may be measured (`rotation.rs`).
+        a.choice.choices[2].reset(EPOCH);
         a
     }
 
@@ -450,10 +466,11 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Where the copy of `node`'s data area that call number `call` uses
-    /// starts in its window: copy `call % copies`. The copies are even in
-    /// number, so two calls in a row use copies of different parity, and
-    /// a copy's last user before `call` is call `call - 2` or older: what
-    /// the credits and the closing waits of the calls guard.
+    /// starts in its window: copy `call % copies`, or where the calls
+    /// measure it `call % 2` in some ([`Alltoallv::copy_of`]). The copies
+    /// are even in number, so two calls in a row use copies of different
+    /// parity, and a copy's last user before `call` is call `call - 2` or
+    /// older: what the credits and the closing waits of the calls guard.
     pub(super) fn area(&self, node: usize, call: u64) -> usize {
         let len = match (self.sizes, &self.plan) {
             (Sizes::Fixed, Some(p)) => p.window_len(node),
@@ -461,7 +478,32 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             (Sizes::Fixed, None) => unreachable!("fixed counts have a plan"),
         };
         // The window holds `copies * len` elements after `data_base`.
-        self.data_base + (call % self.copies as u64) as usize * len
+        self.data_base + self.copy_of(call) * len
+    }
+
+    /// The copy of the data area that call number `call` uses: `call %
+    /// copies`, or where the calls measure how many copies they turn
+    /// through, `call % copies` or `call % 2` as the way agreed for its
+    /// stretch of calls and the choice's tries say ([`Rotation::copy_of`]).
+    /// Asked for the call in progress, the next one or the last one
+    /// completed.
+    pub(super) fn copy_of(&self, call: u64) -> usize {
+        let mut known = self.copy_known.get();
+        let i = (call % 2) as usize;
+        if known[i].0 != call {
+            let choice = &self.choice.choices[2];
+            let copy = Rotation::copy_of(self.rotation.as_ref(), call, self.copies, choice);
+            known[i] = (call, copy);
+            self.copy_known.set(known);
+        }
+        known[i].1
+    }
+
+    /// Whether call number `call` turns through all the copies (the way of
+    /// the measured choice; where the copies are fixed, always).
+    pub(super) fn turns_all(&self, call: u64) -> bool {
+        let choice = &self.choice.choices[2];
+        (self.rotation.as_ref()).is_none_or(|r| r.turns_all(call, self.copies, choice))
     }
 
     /// Where the piece from rank `s` to rank `t` of call number `call`
@@ -518,7 +560,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// The control word at byte `at` of this node's window.
-    fn control_at(&self, at: usize) -> &AtomicU64 {
+    pub(super) fn control_at(&self, at: usize) -> &AtomicU64 {
         self.control
             .atomic_u64(at)
             .expect("the control words lie at the window's aligned start")
@@ -547,7 +589,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     }
 
     /// Where the ways of a call are measured, the node's ways in use for
-    /// call number `call` (as [`ChoicePair::word`]: bit 0 set, copies
+    /// call number `call` (as [`Choices::word`]: bit 0 set, copies
     /// once; bit 1 set, streaming stores; and the [`LEARNED`] bits of
     /// [`Alltoallv::next_choice_word`]), after
     /// [`Alltoallv::staged_count`]: a word per parity of the call. The
@@ -648,10 +690,35 @@ impl<T> Drop for Alltoallv<'_, T> {
     /// Deletes this rank's window segment, once its queue is done. When a
     /// call returns, every chunk for this node has arrived, so no more
     /// writes come in (after a call given up, see
-    /// [`Context::segment_create`] for why a new one is still safe).
+    /// [`Context::segment_create`] for why a new one is still safe). The
+    /// first node's words of turning through the copies are read by every
+    /// rank, also by those of nodes that exchange nothing with it and may
+    /// be calls behind (`rotation.rs`): where the calls measure it, the
+    /// first node's first rank waits (at most 10 s: a rank that
+    /// gave up its calls never reads) until every rank has read every word
+    /// of the calls it made.
     fn drop(&mut self) {
-        if !self.keep_window {
-            crate::collectives::release(self.ctx, self.segment, self.options.queue);
+        if self.keep_window {
+            return;
         }
+        let (ctx, first) = (self.ctx, self.ctx.rank() == 0);
+        if let (Some(_), true) = (self.rotation, first) {
+            let ranks = u64::from(ctx.num_ranks());
+            let reads = Rotation::reads_in(self.calls, ranks);
+            let controls = Controls::new(ctx.ranks_per_node(), ctx.num_ranks() as usize);
+            let count = self.control.atomic_u64(controls.rotation_reads());
+            let deadline = crate::types::Timeout::After(DROP_WAIT).deadline();
+            // (Past the deadline the window goes: a late read fails.)
+            let _ = crate::engine::wait::poll_with_backoff(deadline, || {
+                let read = count.as_ref().map_or(true, |c| c.load(SeqCst) >= reads);
+                Ok(read.then_some(()))
+            });
+        }
+        crate::collectives::release(ctx, self.segment, self.options.queue);
     }
 }
+
+/// How long the first node's first rank waits, as it drops an alltoallv
+/// whose calls measure the copies they turn through, for the other ranks
+/// to read its words (see the `Drop` of [`Alltoallv`]).
+const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);

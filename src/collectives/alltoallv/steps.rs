@@ -4,6 +4,7 @@
 //! words that tell the node's ranks how far each is, and the choice word
 //! by which the node's first rank tells them the way of the next calls.
 
+use super::rotation::Rotation;
 use super::state::{Alltoallv, LEARNED, PLACED, PROGRESS, Phase, ROWS, SENT, STAGED, STEPS, Sizes};
 use crate::collectives::alltoallv_plan::{AlltoallvPlan, Chunk};
 use crate::collectives::layout::Layout;
@@ -12,6 +13,12 @@ use crate::error::{Error, Result};
 use crate::types::{Deadline, Notification, Remote, Timeout};
 use bytemuck::Pod;
 use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
+
+/// The longest nap of a rank that waits for the first node's way of
+/// turning through the copies, or for the job's reads of it (which
+/// nothing wakes it for: they come through the engine's atomics).
+const ROTATION_NAP: Duration = Duration::from_micros(200);
 
 /// Which of its pieces a rank copies into its node's window
 /// (`Alltoallv::stage`).
@@ -43,8 +50,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// newer, which costs speed only (each node's own word keeps its ranks
     /// alike).
     fn next_choice_word(&self) -> u64 {
-        let [a, b] = self.choice.learned();
-        let own = self.choice.word() | (u64::from(a) | u64::from(b) << 1) << LEARNED;
+        // (The third choice's way is agreed apart: `rotation.rs`.)
+        let [a, b, _] = self.choice.learned();
+        let own = self.choice.word() & 0b11 | (u64::from(a) | u64::from(b) << 1) << LEARNED;
         // Where this call measured no way, the next one likely measures
         // none either and takes no way from the word: no remote atomic
         // (through a transport, a round trip per call).
@@ -60,6 +68,45 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .unwrap_or(0);
         let taken = theirs >> LEARNED & 0b11;
         (own & !taken) | (theirs & (taken | taken << LEARNED))
+    }
+
+    /// At the start of a call, where the calls measure how many copies of
+    /// the data area they turn through (`rotation.rs`): the first node's
+    /// first rank publishes its way for the next stretch of calls (once
+    /// every rank has read the word it overwrites), and every rank reads
+    /// it, waiting for it while the first node is behind. [`Error::Timeout`]
+    /// where `deadline` passes first: the call may be resumed (a word read
+    /// is not read again).
+    fn agree_rotation(&mut self, deadline: Deadline) -> Result<()> {
+        let Some(mut rotation) = self.rotation else {
+            return Ok(());
+        };
+        let (call, ctx) = (self.calls, self.ctx);
+        let controls = Self::controls(ctx);
+        let first = ctx.node_ranks(0).start;
+        let word = |at: usize| Remote::new(first, self.segment, at);
+        let patience = ctx.engine.patience();
+        if let (Some(next), 0, 0) = (Rotation::publishes(call), ctx.node(), ctx.local_rank()) {
+            let reads = Rotation::reads_before(next, u64::from(ctx.num_ranks()));
+            let count = self.control_at(controls.rotation_reads());
+            patience.poll(deadline, ROTATION_NAP, || {
+                Ok((count.load(SeqCst) >= reads).then_some(()))
+            })?;
+            let all = self.choice.choices[2].in_use();
+            let value = Rotation::word(next, self.private, all);
+            self.control_at(controls.rotation(next))
+                .store(value, SeqCst);
+        }
+        if let Some(next) = rotation.reads(call) {
+            let at = word(controls.rotation(next));
+            patience.poll(deadline, ROTATION_NAP, || {
+                let value = ctx.atomic_fetch_add(at, 0, Timeout::Block)?;
+                Ok(rotation.take(next, value)?.then_some(()))
+            })?;
+            ctx.atomic_fetch_add(word(controls.rotation_reads()), 1, Timeout::Block)?;
+            self.rotation = Some(rotation);
+        }
+        Ok(())
     }
 
     /// Whether the call in progress, planned as `p`, has its way of single
@@ -94,6 +141,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         loop {
             match *phase {
                 Phase::Start => {
+                    // Where the calls measure the copies they turn
+                    // through, the job's way for the next stretch.
+                    self.agree_rotation(deadline)?;
                     *phase = match self.sizes {
                         Sizes::Unknown { .. } => self.write_row(parity, send_counts),
                         Sizes::Fixed => Phase::Opening {
@@ -164,7 +214,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         .is_some_and(|r| self.place_recv(r.len()).is_ok());
                     // Measured: every rank of the node picks alike.
                     let word = self.choice_word(self.calls).load(SeqCst);
-                    let [once, streaming] = self.choice.pick(self.calls, word);
+                    let [once, streaming, _] = self.choice.pick(self.calls, word & 0b11);
                     self.once_way = once || !self.measured;
                     let p = self.plan.as_ref().expect("planned");
                     let single = self.has_single(p);

@@ -123,15 +123,15 @@ mod tests {
                 .filter(|&k| s.exploring(k))
                 .collect()
         };
-        let (a, b) = (bursts(&c.0.first), bursts(&c.0.second));
+        let (a, b) = (bursts(&c.0.choices[0]), bursts(&c.0.choices[1]));
         assert_eq!((a.len() as u64, b.len() as u64), (4 * BURST, 4 * BURST));
         assert!(a.iter().all(|k| !b.contains(k)), "{a:?} {b:?}");
         // Either word's kinds are kept outside the bursts, flipped in them.
         for word in 0..4 {
             for k in WARMUP + PROBES..2 * EXPLORE {
                 let got = c.pick(k, word);
-                assert_eq!(got.inputs, (word & 1 != 0) ^ c.0.first.exploring(k));
-                assert_eq!(got.copies, (word & 2 != 0) ^ c.0.second.exploring(k));
+                assert_eq!(got.inputs, (word & 1 != 0) ^ c.0.choices[0].exploring(k));
+                assert_eq!(got.copies, (word & 2 != 0) ^ c.0.choices[1].exploring(k));
             }
         }
     }
@@ -165,6 +165,6 @@ mod tests {
             c.record(call, (k, inputs_only), 1 << 20, time(k));
         }
         assert_eq!(c.word(), 0b00);
-        assert_eq!(c.0.second.means(), [None, None]);
+        assert_eq!(c.0.choices[1].means(), [None, None]);
     }
 }
