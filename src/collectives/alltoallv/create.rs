@@ -116,8 +116,8 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .map(|k| plan.window_len(k))
             .max()
             .unwrap_or(0);
-        let rotation = Self::copies_agreed(ctx, options, &mut creation, [received, largest], elem)?;
-        let copies = rotation.0;
+        let (copies, timed) =
+            Self::copies_agreed(ctx, options, &mut creation, [received, largest], elem)?;
         let data = extent::mul("alltoallv window", plan.window_len(node), copies)?;
         let data_base = Self::control_bytes(ctx).div_ceil(elem);
         let elems = extent::add("alltoallv window", data_base, data)?;
@@ -130,7 +130,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             window,
             options,
             (sizes, plan),
-            (data_base, rotation),
+            (data_base, (copies, timed)),
         );
         a.probed(&creation)
     }
@@ -180,8 +180,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // same place).
         let area = extent::mul("capacity * ranks per node", capacity, ctx.ranks_per_node())?;
         let copy = extent::mul("alltoallv window", area, 2)?;
-        let rotation = Self::copies_agreed(ctx, options, &mut creation, [capacity, copy], elem)?;
-        let data = extent::mul("alltoallv window", copy, rotation.0)?;
+        let (copies, timed) =
+            Self::copies_agreed(ctx, options, &mut creation, [capacity, copy], elem)?;
+        let data = extent::mul("alltoallv window", copy, copies)?;
         let data_bytes = extent::mul("alltoallv window", data, elem)?;
         let matrices = extent::mul("alltoallv count matrices", n, n)?;
         let count_bytes = extent::mul("alltoallv count matrices", matrices, 16)?;
@@ -206,7 +207,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             window,
             options,
             (sizes, None),
-            (data_base, rotation),
+            (data_base, (copies, timed)),
         );
         a.probed(&creation)
     }

@@ -304,4 +304,30 @@ impl AlltoallvOptions {
             }
         }
     }
+
+    /// Whether the calls of an alltoallv with `copies` copies, made with
+    /// these options where `cores_shared` says whether some rank of the
+    /// job shares its cores, measure how many they turn through (all, or
+    /// the first two: see [`AlltoallvOptions::copies`]).
+    pub(super) fn rotation_timed(&self, copies: usize, cores_shared: bool) -> bool {
+        self.copies.is_none() && cores_shared && copies > 2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calls_measure_the_copies_only_by_the_rule_where_cores_are_shared() {
+        let options = AlltoallvOptions::default();
+        assert!(options.rotation_timed(4, true));
+        assert!(!options.rotation_timed(2, true));
+        assert!(!options.rotation_timed(4, false));
+        let set = AlltoallvOptions {
+            copies: Some(4),
+            ..options
+        };
+        assert!(!set.rotation_timed(4, true));
+    }
 }

@@ -1,7 +1,8 @@
 //! How many copies of the data area the calls turn through where the
-//! calls measure it ([`AlltoallvOptions::copies`] `None` where ranks share
-//! cores): the first two, or all of them, in each call as the first node
-//! has measured faster; and how the job agrees on it.
+//! calls measure it
+//! ([`AlltoallvOptions::copies`](super::AlltoallvOptions::copies) `None`
+//! where ranks share cores): the first two, or all of them, in each call
+//! as the first node has measured faster; and how the job agrees on it.
 //!
 //! Where a rank shares its core, the lines its node's readers took are in
 //! that core's caches; a writer on another core must take them back, one
@@ -42,7 +43,6 @@
 //! use the same copy is call `k - 2` or older: what the credits and the
 //! closing waits guard.
 
-use super::options::AlltoallvOptions;
 use crate::collectives::timed_choice::TimedChoice;
 use crate::error::{Error, Result};
 
@@ -96,9 +96,21 @@ impl Rotation {
         copies: usize,
         choice: &TimedChoice,
     ) -> usize {
-        let all = rotation.is_none_or(|r| r.turns_all(call, copies, choice));
+        let all = Rotation::all_of(rotation, call, copies, choice);
         let turn = if all { copies } else { 2 };
         (call % turn as u64) as usize
+    }
+
+    /// Whether call number `call` turns through all `copies` where
+    /// `rotation` (`None`: the copies are fixed) and the measured `choice`
+    /// say ([`Rotation::turns_all`]).
+    pub(super) fn all_of(
+        rotation: Option<&Rotation>,
+        call: u64,
+        copies: usize,
+        choice: &TimedChoice,
+    ) -> bool {
+        rotation.is_none_or(|r| r.turns_all(call, copies, choice))
     }
 
     /// Whether call number `call` turns through all `copies`: in the first
@@ -186,15 +198,6 @@ impl Rotation {
     }
 }
 
-impl AlltoallvOptions {
-    /// Whether the calls of an alltoallv with `copies` copies, made with
-    /// these options where `cores_shared` says whether some rank of the
-    /// job shares its cores, measure how many they turn through.
-    pub(super) fn rotation_timed(&self, copies: usize, cores_shared: bool) -> bool {
-        self.copies.is_none() && cores_shared && copies > 2
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,18 +258,5 @@ mod tests {
         let mut r = Rotation::default();
         assert_eq!(r.take(1, Rotation::word(1, false, true)).ok(), Some(true));
         assert!((64..128).all(|k| !r.turns_all(k, 8, &c)));
-    }
-
-    #[test]
-    fn the_way_is_the_choices_only_where_the_copies_are_measured() {
-        let options = AlltoallvOptions::default();
-        assert!(options.rotation_timed(4, true));
-        assert!(!options.rotation_timed(2, true));
-        assert!(!options.rotation_timed(4, false));
-        let set = AlltoallvOptions {
-            copies: Some(4),
-            ..options
-        };
-        assert!(!set.rotation_timed(4, true));
     }
 }

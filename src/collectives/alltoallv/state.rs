@@ -428,9 +428,9 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         // of the window for the first time in this process (a fault per
         // page): the calls start measuring their ways once it is over.
         a.choice.reset(copies as u64 - 2);
-        // The choice of the copies probes in the second stretch of calls,
-        // the first that may be measured (`rotation.rs`).
-        a.choice.choices[2].reset(EPOCH);
+        if a.rotation.is_some() {
+            a.measure_rotation();
+        }
         a
     }
 
@@ -481,6 +481,17 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
         self.data_base + self.copy_of(call) * len
     }
 
+    /// Where the calls measure how many copies they turn through: all
+    /// three choices start over at the second stretch of calls, the first
+    /// that may be measured (`rotation.rs`; the first turn through the
+    /// copies, at most 64, is over by then), so that they probe in the
+    /// same calls (each pair of probes of one takes the same ways of the
+    /// others only where their runs start together).
+    pub(super) fn measure_rotation(&mut self) {
+        self.rotation.get_or_insert_with(Rotation::default);
+        self.choice.reset(EPOCH);
+    }
+
     /// The copy of the data area that call number `call` uses: `call %
     /// copies`, or where the calls measure how many copies they turn
     /// through, `call % copies` or `call % 2` as the way agreed for its
@@ -503,7 +514,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     /// the measured choice; where the copies are fixed, always).
     pub(super) fn turns_all(&self, call: u64) -> bool {
         let choice = &self.choice.choices[2];
-        (self.rotation.as_ref()).is_none_or(|r| r.turns_all(call, self.copies, choice))
+        Rotation::all_of(self.rotation.as_ref(), call, self.copies, choice)
     }
 
     /// Where the piece from rank `s` to rank `t` of call number `call`
