@@ -1,6 +1,7 @@
 //! Hooks for tests (hidden from the documentation): code run around each
 //! cross-memory copy, the times of measured calls, the ways a call took.
 
+use super::options::AlltoallvOptions;
 use super::state::{Alltoallv, AroundCopies};
 use crate::collectives::timed_choice::CallTimes;
 use crate::types::Rank;
@@ -131,7 +132,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     pub fn testing_measure_copies(&mut self) -> bool {
         // (At most 64 copies, as by the rule: the first turn through them
         // ends before the second stretch of calls.)
-        let turn = (3..=64).contains(&self.copies);
+        let turn = (3..=AlltoallvOptions::MAX_AUTO_COPIES).contains(&self.copies);
         let fits = turn && self.calls == 0 && self.phase.is_none();
         if fits {
             self.measure_rotation();

@@ -72,6 +72,10 @@ pub(super) const MOVED: u64 = 1 << 62;
 /// then the second's; shifted by [`LEARNED`]).
 pub(super) const LEARNED: u32 = 2;
 
+/// The bits of a node's choice word that say its ways in use (the first
+/// two choices'; the third's is agreed apart, `rotation.rs`).
+pub(super) const WAYS: u64 = (1 << LEARNED) - 1;
+
 /// The bit of a rank's [`THRESHOLD`] word that says it measures which
 /// calls copy once (see [`AlltoallvOptions::single_copy_min`]).
 pub(super) const MEASURED: u64 = 1 << 63;

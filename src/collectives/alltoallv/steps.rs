@@ -5,7 +5,9 @@
 //! by which the node's first rank tells them the way of the next calls.
 
 use super::rotation::Rotation;
-use super::state::{Alltoallv, LEARNED, PLACED, PROGRESS, Phase, ROWS, SENT, STAGED, STEPS, Sizes};
+use super::state::{
+    Alltoallv, LEARNED, PLACED, PROGRESS, Phase, ROWS, SENT, STAGED, STEPS, Sizes, WAYS,
+};
 use crate::collectives::alltoallv_plan::{AlltoallvPlan, Chunk};
 use crate::collectives::layout::Layout;
 use crate::collectives::{await_control, await_control_or_spin, last_to_arrive};
@@ -52,7 +54,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
     fn next_choice_word(&self) -> u64 {
         // (The third choice's way is agreed apart: `rotation.rs`.)
         let [a, b, _] = self.choice.learned();
-        let own = self.choice.word() & 0b11 | (u64::from(a) | u64::from(b) << 1) << LEARNED;
+        let own = self.choice.word() & WAYS | (u64::from(a) | u64::from(b) << 1) << LEARNED;
         // Where this call measured no way, the next one likely measures
         // none either and takes no way from the word: no remote atomic
         // (through a transport, a round trip per call).
@@ -66,7 +68,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
             .ctx
             .atomic_fetch_add(at, 0, Timeout::Block)
             .unwrap_or(0);
-        let taken = theirs >> LEARNED & 0b11;
+        let taken = theirs >> LEARNED & WAYS;
         (own & !taken) | (theirs & (taken | taken << LEARNED))
     }
 
@@ -214,7 +216,7 @@ impl<'a, T: Pod> Alltoallv<'a, T> {
                         .is_some_and(|r| self.place_recv(r.len()).is_ok());
                     // Measured: every rank of the node picks alike.
                     let word = self.choice_word(self.calls).load(SeqCst);
-                    let [once, streaming, _] = self.choice.pick(self.calls, word & 0b11);
+                    let [once, streaming, _] = self.choice.pick(self.calls, word & WAYS);
                     self.once_way = once || !self.measured;
                     let p = self.plan.as_ref().expect("planned");
                     let single = self.has_single(p);
